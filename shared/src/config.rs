@@ -1,0 +1,126 @@
+//! The one config loader. Every function reads its settings here, once per
+//! container, from environment variables; every variable is documented in the
+//! README with its default. Unknown or malformed values fail loudly at start
+//! rather than being guessed at.
+
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+#[error("config: {var}: {reason}")]
+pub struct ConfigError {
+    pub var: &'static str,
+    pub reason: String,
+}
+
+/// Authentication settings. Both absent means every request is refused (fail closed).
+#[derive(Debug, Clone, Default)]
+pub struct AuthConfig {
+    /// `AUTH_JWT_SECRET`: HS256 shared secret.
+    pub jwt_secret: Option<String>,
+    /// `AUTH_JWKS_URL`: RS256 keys, fetched and cached.
+    pub jwks_url: Option<String>,
+    /// `AUTH_ISSUER`: when set, tokens must carry this `iss`.
+    pub issuer: Option<String>,
+    /// `AUTH_AUDIENCE`: when set, tokens must carry this `aud`.
+    pub audience: Option<String>,
+    /// `AUTH_JWKS_CACHE_SECS` (default 600).
+    pub jwks_cache: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct LlmConfig {
+    /// `LLM_BASE_URL` (default `http://127.0.0.1:8080/v1`): the part before `/chat/completions`.
+    pub base_url: String,
+    /// `LLM_API_KEY` (default none): sent as a bearer token when set.
+    pub api_key: Option<String>,
+    /// `LLM_MODEL` (default `smollm2-135m-instruct`).
+    pub model: String,
+    /// `LLM_CONNECT_TIMEOUT_MS` (default 3000).
+    pub connect_timeout: Duration,
+    /// `LLM_FIRST_TOKEN_TIMEOUT_MS` (default 30000): status line to first event.
+    pub first_token_timeout: Duration,
+    /// `LLM_IDLE_TIMEOUT_MS` (default 60000): longest silence between two chunks.
+    pub idle_timeout: Duration,
+    /// `LLM_MAX_RETRIES` (default 2): retries before the first token only.
+    pub max_retries: u32,
+    /// `LLM_MAX_TOKENS` (default unset: the server decides).
+    pub max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `TABLE_NAME` (default `agentic-chat`).
+    pub table_name: String,
+    pub llm: LlmConfig,
+    pub auth: AuthConfig,
+    /// `HISTORY_LIMIT` (default 10): messages loaded and sent to the model.
+    pub history_limit: usize,
+    /// `MAX_MESSAGE_BYTES` (default 32768): the longest user message accepted.
+    pub max_message_bytes: usize,
+    /// `SESSION_LEASE_MS` (default 30000): how long a turn's session lease lasts
+    /// without renewal; a crashed turn's lease expires after this.
+    pub session_lease: Duration,
+    /// `DEADLINE_MARGIN_MS` (default 3000): stop this long before the Lambda
+    /// deadline, to persist the partial answer and end the stream cleanly.
+    pub deadline_margin: Duration,
+    /// `TURN_TIMEOUT_MS` (default 900000): the turn's deadline when the runtime
+    /// gives none (local adapters, tests).
+    pub turn_timeout: Duration,
+}
+
+fn var(name: &'static str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn parse<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    match var(name) {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|e: T::Err| ConfigError { var: name, reason: format!("{v:?}: {e}") }),
+    }
+}
+
+fn ms(name: &'static str, default: u64) -> Result<Duration, ConfigError> {
+    parse(name, default).map(Duration::from_millis)
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let history_limit = parse("HISTORY_LIMIT", 10usize)?;
+        if history_limit == 0 || history_limit > 200 {
+            return Err(ConfigError { var: "HISTORY_LIMIT", reason: "must be 1..=200".into() });
+        }
+        Ok(Config {
+            table_name: var("TABLE_NAME").unwrap_or_else(|| "agentic-chat".into()),
+            llm: LlmConfig {
+                base_url: var("LLM_BASE_URL")
+                    .unwrap_or_else(|| "http://127.0.0.1:8080/v1".into())
+                    .trim_end_matches('/')
+                    .to_string(),
+                api_key: var("LLM_API_KEY"),
+                model: var("LLM_MODEL").unwrap_or_else(|| "smollm2-135m-instruct".into()),
+                connect_timeout: ms("LLM_CONNECT_TIMEOUT_MS", 3_000)?,
+                first_token_timeout: ms("LLM_FIRST_TOKEN_TIMEOUT_MS", 30_000)?,
+                idle_timeout: ms("LLM_IDLE_TIMEOUT_MS", 60_000)?,
+                max_retries: parse("LLM_MAX_RETRIES", 2u32)?,
+                max_tokens: var("LLM_MAX_TOKENS")
+                    .map(|v| v.parse().map_err(|e| ConfigError { var: "LLM_MAX_TOKENS", reason: format!("{e}") }))
+                    .transpose()?,
+            },
+            auth: AuthConfig {
+                jwt_secret: var("AUTH_JWT_SECRET"),
+                jwks_url: var("AUTH_JWKS_URL"),
+                issuer: var("AUTH_ISSUER"),
+                audience: var("AUTH_AUDIENCE"),
+                jwks_cache: Duration::from_secs(parse("AUTH_JWKS_CACHE_SECS", 600u64)?),
+            },
+            history_limit,
+            max_message_bytes: parse("MAX_MESSAGE_BYTES", 32 * 1024usize)?,
+            session_lease: ms("SESSION_LEASE_MS", 30_000)?,
+            deadline_margin: ms("DEADLINE_MARGIN_MS", 3_000)?,
+            turn_timeout: ms("TURN_TIMEOUT_MS", 900_000)?,
+        })
+    }
+}

@@ -1,0 +1,30 @@
+//! The core of agentic-chat. Every Lambda function is a thin `main.rs` over this crate.
+//!
+//! Rooms, by domain: [`config`] (the one env loader), [`auth`] (bearer JWTs),
+//! [`sse`] (the event contract and its one encoder), [`message`] (the
+//! protocol-complete conversation log), [`session`] (sessions, leases, turn records),
+//! [`store`] (the DynamoDB key scheme and its implementation), [`llm`] (any
+//! OpenAI-compatible streaming endpoint), [`prompt`] (system prompts per scope),
+//! [`turn`] (one chat turn as a plain async function) and [`http`] (the edge:
+//! requests in, JSON errors or an SSE body out).
+
+pub mod auth;
+pub mod config;
+pub mod http;
+pub mod ids;
+pub mod llm;
+pub mod message;
+pub mod prompt;
+pub mod session;
+pub mod sse;
+pub mod store;
+pub mod telemetry;
+pub mod turn;
+
+/// Milliseconds since the Unix epoch: the one clock every stored timestamp uses.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

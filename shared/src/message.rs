@@ -1,0 +1,181 @@
+//! The protocol-complete conversation log (UNIFIED_CONVERSATION_LOG_SPEC §4.1, §4.3).
+//!
+//! One [`StoredMessage`] per DynamoDB item. Every message converts to an
+//! OpenAI `messages[]` entry without losing tool-call structure: assistant
+//! messages carry `tool_calls`, tool messages carry `tool_call_id`. A model
+//! failure is stored as an assistant message holding the partial text plus an
+//! [`MessageError`] marker, and it stays in context so "continue" has an anchor.
+//! The system prompt is never stored: it is rebuilt per turn.
+
+use crate::ids::{MessageId, SessionId, TurnId};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One tool call as the OpenAI protocol spells it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+fn function_type() -> String {
+    "function".to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    pub name: String,
+    /// JSON text exactly as the model produced it (it may be invalid JSON).
+    pub arguments: String,
+}
+
+/// Marks an assistant message whose generation failed or was cut short.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageError {
+    /// Machine-readable, same vocabulary as the SSE `error` event's `code`.
+    pub code: String,
+    pub message: String,
+}
+
+/// Token usage as reported by the model (or estimated when it reports none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.total_tokens += other.total_tokens;
+    }
+}
+
+/// One message of a session's log, as stored (one item each).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredMessage {
+    pub id: MessageId,
+    pub session_id: SessionId,
+    /// Position in the session, from 1, gap-free: the sort key.
+    pub seq: u64,
+    pub turn_id: TurnId,
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Present when generation failed; `content` then holds the partial text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<MessageError>,
+    /// Set when the user stopped the turn; `content` holds the partial text.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
+    /// UI-only entries are kept in the log but never sent to the model.
+    #[serde(default = "yes")]
+    pub include_in_context: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    pub created_at: i64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One entry of the OpenAI `messages[]` array.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    /// `null` is meaningful for an assistant message that only calls tools.
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn system(text: impl Into<String>) -> Self {
+        Self { role: Role::System, content: Some(text.into()), tool_calls: vec![], tool_call_id: None }
+    }
+    pub fn user(text: impl Into<String>) -> Self {
+        Self { role: Role::User, content: Some(text.into()), tool_calls: vec![], tool_call_id: None }
+    }
+}
+
+impl StoredMessage {
+    /// The model's view of this message. An errored or stopped assistant message
+    /// keeps its partial text and says what happened, so "continue" has an anchor.
+    pub fn to_chat(&self) -> ChatMessage {
+        let mut content = self.content.clone();
+        if self.role == Role::Assistant {
+            let marker = match (&self.error, self.stopped) {
+                (Some(e), _) => Some(format!("[LLM_ERROR {}: {}]", e.code, e.message)),
+                (None, true) => Some("[STOPPED by the user before the answer was complete]".to_string()),
+                _ => None,
+            };
+            if let Some(marker) = marker {
+                let partial = content.unwrap_or_default();
+                content = Some(if partial.is_empty() { marker } else { format!("{partial}\n\n{marker}") });
+            }
+        }
+        ChatMessage {
+            role: self.role,
+            content,
+            tool_calls: self.tool_calls.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(role: Role, content: &str) -> StoredMessage {
+        StoredMessage {
+            id: MessageId::new(),
+            session_id: SessionId::new(),
+            seq: 1,
+            turn_id: TurnId::new(),
+            role,
+            content: Some(content.into()),
+            tool_calls: vec![],
+            tool_call_id: None,
+            error: None,
+            stopped: false,
+            include_in_context: true,
+            usage: None,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn errored_assistant_message_keeps_partial_and_marker() {
+        let mut m = msg(Role::Assistant, "half an ans");
+        m.error = Some(MessageError { code: "llm_stream_error".into(), message: "connection reset".into() });
+        let c = m.to_chat().content.unwrap();
+        assert!(c.starts_with("half an ans"));
+        assert!(c.contains("LLM_ERROR llm_stream_error"));
+    }
+
+    #[test]
+    fn chat_message_serializes_null_content_for_tool_only_assistant() {
+        let m = ChatMessage { role: Role::Assistant, content: None, tool_calls: vec![], tool_call_id: None };
+        assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"role":"assistant","content":null}"#);
+    }
+}
