@@ -1,1 +1,165 @@
-//! (being written)
+//! The edge: an HTTP request in, either a JSON error or a streamed SSE body out.
+//!
+//! This is the one place where domain errors become HTTP statuses. Everything
+//! that can be refused without I/O beyond auth (method, token, body) is refused
+//! here with a JSON body and nothing written; once the stream is open, failures
+//! travel as `error` then `done` events.
+
+use crate::auth::Authenticator;
+use crate::config::Config;
+use crate::llm::{OpenAiClient, OpenAiConfig};
+use crate::sse::{EventSink, SseBody};
+use crate::store::dynamo::DynamoStore;
+use crate::turn::{self, TurnDeps, ValidTurn};
+use bytes::Bytes;
+use http::{header, Method, Response, StatusCode};
+use http_body::{Body, Frame};
+use lambda_http::RequestExt;
+use serde::Serialize;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A response body: a whole JSON document, or a live event stream.
+pub enum ResponseBody {
+    Full(Option<Bytes>),
+    Sse(SseBody),
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            ResponseBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Sse(s) => Pin::new(s).poll_frame(cx),
+        }
+    }
+}
+
+/// The JSON body of every error answered over plain HTTP.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ErrorDetail {
+    /// Machine-readable, stable.
+    pub code: String,
+    pub message: String,
+}
+
+pub fn json_error(status: StatusCode, code: &str, message: impl Into<String>) -> Response<ResponseBody> {
+    let body = ErrorBody { error: ErrorDetail { code: code.to_string(), message: message.into() } };
+    json(status, &body)
+}
+
+pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response<ResponseBody> {
+    let bytes = serde_json::to_vec(body).expect("response bodies serialize");
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(ResponseBody::Full(Some(Bytes::from(bytes))))
+        .expect("static response parts are valid")
+}
+
+/// Everything the stream function needs, built once per container and shared
+/// by every invocation (and every concurrent one on Managed Instances).
+#[derive(Clone)]
+pub struct StreamApp {
+    pub deps: TurnDeps,
+    pub auth: Authenticator,
+}
+
+impl StreamApp {
+    /// Builds the clients from config: one DynamoDB client, one HTTP client for
+    /// the model, one for JWKS.
+    pub async fn from_config(config: Config) -> StreamApp {
+        let sdk = aws_config::load_from_env().await;
+        let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
+        StreamApp::with_dynamo(config, dynamo)
+    }
+
+    pub fn with_dynamo(config: Config, dynamo: aws_sdk_dynamodb::Client) -> StreamApp {
+        let store = Arc::new(DynamoStore::new(dynamo, config.table_name.clone()));
+        let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(3))
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("a plain reqwest client builds");
+        let auth = Authenticator::new(config.auth.clone(), http);
+        StreamApp { deps: TurnDeps { store, llm, config: Arc::new(config) }, auth }
+    }
+}
+
+/// The stream function's handler: `POST` on any path starts a turn.
+pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {
+    if req.method() == Method::OPTIONS {
+        // CORS is answered by the function URL's configuration; this keeps a
+        // preflight that reaches us anyway from being refused.
+        return Response::builder().status(StatusCode::NO_CONTENT).body(ResponseBody::Full(None)).expect("valid");
+    }
+    if req.method() != Method::POST {
+        return json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "POST a chat turn to this URL");
+    }
+    let user = match app.auth.authenticate(req.headers()).await {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::info!(code = e.code(), "refused: unauthenticated");
+            return json_error(
+                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED),
+                e.code(),
+                e.to_string(),
+            );
+        }
+    };
+    let cfg = &app.deps.config;
+    let valid = match ValidTurn::parse(req.body().as_ref(), cfg.max_message_bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            let status = match e {
+                turn::BadTurn::MessageTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            return json_error(status, e.code(), e.to_string());
+        }
+    };
+    let deadline = invocation_deadline(&req, cfg.turn_timeout);
+    let (mut sink, body) = EventSink::channel();
+    // The turn runs beside the response: its first act is `agent_state`, which
+    // needs no I/O, so it is on the wire as soon as the body is polled.
+    tokio::spawn({
+        let deps = app.deps.clone();
+        async move {
+            if sink.send(turn::thinking()).await.is_ok() {
+                turn::run_turn(deps, user, valid, deadline, sink).await;
+            }
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(ResponseBody::Sse(body))
+        .expect("static response parts are valid")
+}
+
+/// When the runtime will stop this invocation; `fallback` from now when it
+/// does not say (local adapters, tests).
+fn invocation_deadline(req: &lambda_http::Request, fallback: Duration) -> Instant {
+    let now = Instant::now();
+    match req.lambda_context_ref().map(|c| c.deadline as i64) {
+        Some(deadline_ms) if deadline_ms > 0 => {
+            let left = deadline_ms - crate::now_ms();
+            now + Duration::from_millis(left.max(0) as u64)
+        }
+        _ => now + fallback,
+    }
+}

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Why an id from outside was refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[error("invalid {kind}: {reason}")]
 pub struct InvalidId {
     pub kind: &'static str,
@@ -21,10 +21,7 @@ fn check(kind: &'static str, s: &str, max: usize) -> Result<(), InvalidId> {
     if s.len() > max {
         return Err(InvalidId { kind, reason: "too long" });
     }
-    if !s
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'|' | b'@'))
-    {
+    if !s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'|' | b'@')) {
         return Err(InvalidId { kind, reason: "only letters, digits and - _ . : | @ are allowed" });
     }
     Ok(())
@@ -82,6 +79,10 @@ id_type!(
 id_type!(
     /// One stored message.
     MessageId, "message id", 64
+);
+id_type!(
+    /// An ontology entity (project, document, task, ...).
+    EntityId, "entity id", 64
 );
 id_type!(
     /// The client's `stream_run_id`: the idempotency key of a turn.

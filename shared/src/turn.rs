@@ -1,7 +1,32 @@
-//! One chat turn, as a plain async function over the store, the model and an
-//! event sink. (Orchestration lands below the request type.)
+//! One chat turn, as a plain async function over a [`Store`], an [`Llm`] and an
+//! [`EventSink`] (BACKEND_FAST_STREAM_SPEC §5).
+//!
+//! Contract:
+//! - `agent_state: thinking` is on the wire before any I/O (the edge sends it);
+//! - the session is resolved (leased) while the last N messages load, in parallel;
+//! - the user message is persisted concurrently with the model call;
+//! - every stream ends with `done`, `error` first when something failed, and
+//!   all persistence finishes before `done` (Lambda freezes once the body ends);
+//! - a model error, the client going away, or the invocation's deadline keep
+//!   the partial text in an assistant message marked with what happened;
+//! - one writer per session (the lease); a repeated `stream_run_id` never
+//!   stores a second user message.
 
+use crate::config::Config;
+use crate::ids::{EntityId, InvalidId, MessageId, RunId, SessionId, TurnId, UserId};
+use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent};
+use crate::message::{ChatMessage, MessageError, Role, StoredMessage, Usage};
+use crate::prompt::{PromptBuilder, PromptInputs};
+use crate::session::{title_from_message, ContextType, SessionStatus, SessionView, TurnRecord, TurnStatus};
+use crate::sse::{AgentActivity, DoneReason, EventSink, StreamEvent};
+use crate::store::{Lease, Store, StoreError, TurnEnd, TurnStart};
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// The body of `POST` to the stream function (BACKEND_FAST_STREAM_SPEC §3).
 /// Unknown fields are ignored so older and newer clients keep working.
@@ -21,4 +46,472 @@ pub struct TurnRequest {
     pub stream_run_id: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice_note_group_id: Option<String>,
+}
+
+/// Why a request was refused before any streaming (HTTP 400, nothing written).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadTurn {
+    #[error("the body is not valid JSON: {0}")]
+    InvalidJson(String),
+    #[error("`message` is required and must not be empty")]
+    EmptyMessage,
+    #[error("`message` is {size} bytes; the limit is {limit}")]
+    MessageTooLarge { size: usize, limit: usize },
+    #[error("unknown context_type {0:?}")]
+    UnknownContextType(String),
+    #[error("{0}")]
+    InvalidId(#[from] InvalidId),
+    #[error("`stream_run_id` must be a string or a number")]
+    InvalidRunId,
+}
+
+impl BadTurn {
+    pub fn code(&self) -> &'static str {
+        match self {
+            BadTurn::InvalidJson(_) => "invalid_json",
+            BadTurn::EmptyMessage => "missing_message",
+            BadTurn::MessageTooLarge { .. } => "message_too_large",
+            BadTurn::UnknownContextType(_) => "unknown_context_type",
+            BadTurn::InvalidId(_) => "invalid_id",
+            BadTurn::InvalidRunId => "invalid_stream_run_id",
+        }
+    }
+}
+
+/// A request that passed validation: everything the turn needs, typed.
+#[derive(Debug, Clone)]
+pub struct ValidTurn {
+    pub message: String,
+    pub session_id: Option<SessionId>,
+    /// `None`: keep the session's scope (or `global` for a new session).
+    pub context_type: Option<ContextType>,
+    pub entity_id: Option<String>,
+    pub focus: Option<serde_json::Value>,
+    pub run_id: Option<RunId>,
+}
+
+impl ValidTurn {
+    /// Validates a raw body. Cheap and pure, so it runs before the stream opens.
+    pub fn parse(body: &[u8], max_message_bytes: usize) -> Result<ValidTurn, BadTurn> {
+        // The body limit is generous beside the message limit (focus metadata),
+        // but bounded, so a huge body is refused before it is parsed.
+        if body.len() > max_message_bytes.saturating_mul(2) + 64 * 1024 {
+            return Err(BadTurn::MessageTooLarge { size: body.len(), limit: max_message_bytes });
+        }
+        let req: TurnRequest = serde_json::from_slice(body).map_err(|e| BadTurn::InvalidJson(e.to_string()))?;
+        if req.message.trim().is_empty() {
+            return Err(BadTurn::EmptyMessage);
+        }
+        if req.message.len() > max_message_bytes {
+            return Err(BadTurn::MessageTooLarge { size: req.message.len(), limit: max_message_bytes });
+        }
+        let context_type = match req.context_type.as_deref() {
+            None => None,
+            Some(c) => Some(ContextType::parse(c).ok_or_else(|| BadTurn::UnknownContextType(c.to_string()))?),
+        };
+        let run_id = match req.stream_run_id {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) => Some(RunId::parse(s)?),
+            Some(serde_json::Value::Number(n)) => Some(RunId::parse(n.to_string())?),
+            Some(_) => return Err(BadTurn::InvalidRunId),
+        };
+        let entity_id = match req.entity_id {
+            Some(e) if !e.trim().is_empty() => Some(EntityId::parse(e)?.into()),
+            _ => None,
+        };
+        Ok(ValidTurn {
+            message: req.message,
+            session_id: req.session_id.filter(|s| !s.is_empty()).map(SessionId::parse).transpose()?,
+            context_type,
+            entity_id,
+            focus: req.project_focus,
+            run_id,
+        })
+    }
+}
+
+/// What a turn runs on. Shared by every concurrent turn of the process.
+#[derive(Clone)]
+pub struct TurnDeps {
+    pub store: Arc<dyn Store>,
+    pub llm: Arc<dyn Llm>,
+    pub config: Arc<Config>,
+}
+
+/// How the model part of a turn ended.
+enum Outcome {
+    Complete,
+    /// The client went away (or, later, pressed Stop).
+    Stopped,
+    Failed {
+        code: &'static str,
+        message: String,
+        retryable: bool,
+    },
+}
+
+/// The opening event, sent by the edge before any I/O.
+pub fn thinking() -> StreamEvent {
+    StreamEvent::AgentState { state: AgentActivity::Thinking, details: Some("Thinking…".into()) }
+}
+
+/// Runs one turn to its `done`. `deadline` is when the invocation will be
+/// killed; the turn stops `DEADLINE_MARGIN_MS` before it.
+pub async fn run_turn(deps: TurnDeps, user: UserId, turn: ValidTurn, deadline: Instant, mut sink: EventSink) {
+    let turn_id = TurnId::new();
+    let span = tracing::info_span!("turn", user_id = %user, turn_id = %turn_id, session_id = tracing::field::Empty);
+    async move {
+        let session_id = match run(&deps, &user, &turn, &turn_id, deadline, &mut sink).await {
+            Ok(done) => {
+                let _ = sink.send(done).await;
+                return;
+            }
+            Err((session_id, err)) => {
+                tracing::warn!(code = err.code(), error = %err, "turn refused");
+                let _ = sink
+                    .send(StreamEvent::error(
+                        err.code(),
+                        err.to_string(),
+                        matches!(err, StoreError::Busy | StoreError::Backend(_)),
+                    ))
+                    .await;
+                session_id
+            }
+        };
+        let _ = sink
+            .send(StreamEvent::Done { reason: DoneReason::Error, session_id, turn_id: turn_id.clone(), usage: None })
+            .await;
+    }
+    .instrument(span)
+    .await
+}
+
+type Refused = (Option<SessionId>, StoreError);
+
+/// The turn up to (not including) its final `done`; `Err` when it was refused
+/// before the model was called, with nothing written.
+async fn run(
+    deps: &TurnDeps,
+    user: &UserId,
+    turn: &ValidTurn,
+    turn_id: &TurnId,
+    deadline: Instant,
+    sink: &mut EventSink,
+) -> Result<StreamEvent, Refused> {
+    let cfg = &deps.config;
+    let store = &deps.store;
+    let lease = Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + cfg.session_lease.as_millis() as i64 };
+    let run_id =
+        turn.run_id.clone().unwrap_or_else(|| RunId::parse(turn_id.as_str()).expect("turn ids are valid run ids"));
+
+    // Resolve the session: one round trip for a new one; for an existing one the
+    // lease, the last N messages and the idempotency check go out together.
+    let (session, history) = match &turn.session_id {
+        None => {
+            let now = crate::now_ms();
+            let view = SessionView {
+                id: SessionId::new(),
+                title: None,
+                context_type: turn.context_type.unwrap_or_default(),
+                entity_id: turn.entity_id.clone(),
+                focus: turn.focus.clone(),
+                status: SessionStatus::Active,
+                message_count: 0,
+                created_at: now,
+                last_activity_at: now,
+            };
+            let s = store.create_session(user, &view, &lease).await.map_err(|e| (None, e))?;
+            (s, Vec::new())
+        }
+        Some(sid) => {
+            let seen = async {
+                match &turn.run_id {
+                    Some(run) => store.turn_by_run(user, sid, run).await,
+                    None => Ok(None),
+                }
+            };
+            let (leased, history, seen) = tokio::join!(
+                store.acquire_lease(user, sid, &lease),
+                store.recent_messages(user, sid, cfg.history_limit),
+                seen
+            );
+            let refuse = |e| (Some(sid.clone()), e);
+            let session = leased.map_err(refuse)?;
+            let release = || async {
+                let _ = store.release_lease(user, sid, turn_id).await;
+            };
+            match seen {
+                Ok(Some(_previous)) => {
+                    release().await;
+                    return Err(refuse(StoreError::DuplicateRun));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    release().await;
+                    return Err(refuse(e));
+                }
+            }
+            match history {
+                Ok(h) => (session, h),
+                Err(e) => {
+                    release().await;
+                    return Err(refuse(e));
+                }
+            }
+        }
+    };
+    let sid = session.view.id.clone();
+    tracing::Span::current().record("session_id", tracing::field::display(&sid));
+
+    // The request's scope wins over the stored one.
+    let context_type = turn.context_type.unwrap_or(session.view.context_type);
+    let entity_id = if turn.context_type.is_some() {
+        turn.entity_id.clone()
+    } else {
+        turn.entity_id.clone().or(session.view.entity_id.clone())
+    };
+    let mut view = session.view.clone();
+    view.context_type = context_type;
+    view.entity_id = entity_id.clone();
+    if turn.focus.is_some() {
+        view.focus = turn.focus.clone();
+    }
+    if sink.send(StreamEvent::Session { session: view.clone() }).await.is_err() {
+        let _ = store.release_lease(user, &sid, turn_id).await;
+        return Ok(done(DoneReason::Stopped, &sid, turn_id, None));
+    }
+
+    let now = crate::now_ms();
+    let user_seq = session.view.message_count + 1;
+    let user_message = StoredMessage {
+        id: MessageId::new(),
+        session_id: sid.clone(),
+        seq: user_seq,
+        turn_id: turn_id.clone(),
+        role: Role::User,
+        content: Some(turn.message.clone()),
+        tool_calls: vec![],
+        tool_call_id: None,
+        error: None,
+        stopped: false,
+        include_in_context: true,
+        usage: None,
+        created_at: now,
+    };
+    let start = TurnStart {
+        turn: TurnRecord {
+            turn_id: turn_id.clone(),
+            run_id: run_id.clone(),
+            status: TurnStatus::Running,
+            user_message_seq: user_seq,
+            assistant_message_seq: None,
+            started_at: now,
+            ended_at: None,
+        },
+        user_message: user_message.clone(),
+        context_type,
+        entity_id: entity_id.clone(),
+        focus: turn.focus.clone(),
+        title: session.view.title.is_none().then(|| title_from_message(&turn.message)).flatten(),
+    };
+    // Persist the user message while the model works.
+    let persist_user = {
+        let store = store.clone();
+        let user = user.clone();
+        let sid = sid.clone();
+        tokio::spawn(async move { store.start_turn(&user, &sid, &start).await })
+    };
+
+    // The lease outlives a long answer by being renewed; losing it stops the turn.
+    let lease_lost = CancellationToken::new();
+    let renewer = spawn_lease_renewal(
+        store.clone(),
+        user.clone(),
+        sid.clone(),
+        turn_id.clone(),
+        cfg.session_lease,
+        lease_lost.clone(),
+    );
+
+    let mut messages = Vec::with_capacity(history.len() + 2);
+    messages.push(ChatMessage::system(PromptBuilder::build(&PromptInputs {
+        context_type,
+        entity_id: entity_id.as_deref(),
+        project_name: None,
+    })));
+    messages
+        .extend(history.iter().filter(|m| m.include_in_context && m.role != Role::System).map(StoredMessage::to_chat));
+    messages.push(user_message.to_chat());
+    let request = ChatRequest {
+        model: cfg.llm.model.clone(),
+        messages,
+        tools: vec![],
+        max_tokens: cfg.llm.max_tokens,
+        temperature: None,
+    };
+    let prompt_chars: usize = request.messages.iter().map(|m| m.content.as_deref().map_or(0, str::len)).sum();
+
+    let stop_at = deadline.checked_sub(cfg.deadline_margin).unwrap_or(deadline);
+    let (text, usage, outcome) = stream_model(deps.llm.as_ref(), request, sink, stop_at, &lease_lost).await;
+    renewer.abort();
+
+    // The user message must be stored before the answer that follows it.
+    let started = match persist_user.await {
+        Ok(r) => r,
+        Err(join) => Err(StoreError::Backend(format!("user message task failed: {join}"))),
+    };
+    if let Err(e) = started {
+        let _ = store.release_lease(user, &sid, turn_id).await;
+        tracing::warn!(code = e.code(), error = %e, "user message not stored");
+        let _ = sink.send(StreamEvent::error(e.code(), e.to_string(), matches!(e, StoreError::Backend(_)))).await;
+        return Ok(done(DoneReason::Error, &sid, turn_id, None));
+    }
+
+    let usage = usage.unwrap_or_else(|| estimate_usage(prompt_chars, text.len()));
+    let (status, error, stopped) = match &outcome {
+        Outcome::Complete => (TurnStatus::Completed, None, false),
+        Outcome::Stopped => (TurnStatus::Stopped, None, true),
+        Outcome::Failed { code, message, .. } => {
+            (TurnStatus::Error, Some(MessageError { code: code.to_string(), message: message.clone() }), false)
+        }
+    };
+    let assistant = StoredMessage {
+        id: MessageId::new(),
+        session_id: sid.clone(),
+        seq: user_seq + 1,
+        turn_id: turn_id.clone(),
+        role: Role::Assistant,
+        content: (!text.is_empty()).then_some(text),
+        tool_calls: vec![],
+        tool_call_id: None,
+        error,
+        stopped,
+        include_in_context: true,
+        usage: Some(usage),
+        created_at: crate::now_ms(),
+    };
+    let end = TurnEnd { turn_id: turn_id.clone(), run_id, status, messages: vec![assistant], usage };
+    let persisted = store.finish_turn(user, &sid, &end).await;
+
+    let mut reason = match outcome {
+        Outcome::Complete => DoneReason::Complete,
+        Outcome::Stopped => DoneReason::Stopped,
+        Outcome::Failed { code, message, retryable } => {
+            let _ = sink.send(StreamEvent::error(code, message, retryable)).await;
+            DoneReason::Error
+        }
+    };
+    if let Err(e) = persisted {
+        tracing::error!(code = e.code(), error = %e, "answer not stored");
+        let _ = store.release_lease(user, &sid, turn_id).await;
+        if reason != DoneReason::Error {
+            let _ = sink.send(StreamEvent::error(e.code(), format!("the answer could not be saved: {e}"), true)).await;
+        }
+        reason = DoneReason::Error;
+    }
+    Ok(done(reason, &sid, turn_id, Some(usage)))
+}
+
+fn done(reason: DoneReason, sid: &SessionId, turn_id: &TurnId, usage: Option<Usage>) -> StreamEvent {
+    StreamEvent::Done { reason, session_id: Some(sid.clone()), turn_id: turn_id.clone(), usage }
+}
+
+/// Streams the model's answer to the client. Returns the text produced (also
+/// when cut short), the usage the model reported, and how it ended.
+async fn stream_model(
+    llm: &dyn Llm,
+    request: ChatRequest,
+    sink: &mut EventSink,
+    stop_at: Instant,
+    lease_lost: &CancellationToken,
+) -> (String, Option<Usage>, Outcome) {
+    let mut text = String::new();
+    let mut usage = None;
+    let deadline_hit = || Outcome::Failed {
+        code: "deadline_exceeded",
+        message: "the turn ran out of time; the partial answer was kept".into(),
+        retryable: true,
+    };
+    let lost = || Outcome::Failed {
+        code: "session_lease_lost",
+        message: "another turn took over this session".into(),
+        retryable: false,
+    };
+
+    let opened = tokio::select! {
+        biased;
+        _ = sink.closed() => return (text, usage, Outcome::Stopped),
+        _ = lease_lost.cancelled() => return (text, usage, lost()),
+        _ = tokio::time::sleep_until(stop_at) => return (text, usage, deadline_hit()),
+        r = llm.stream_chat(request) => r,
+    };
+    let mut stream = match opened {
+        Ok(s) => s,
+        Err(e) => return (text, usage, failed(&e)),
+    };
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            _ = lease_lost.cancelled() => break lost(),
+            _ = tokio::time::sleep_until(stop_at) => break deadline_hit(),
+            r = sink.idle() => if r.is_err() { break Outcome::Stopped },
+            ev = stream.next() => match ev {
+                None => break Outcome::Complete,
+                Some(Ok(LlmEvent::TextDelta(t))) => {
+                    text.push_str(&t);
+                    if sink.text(&t).is_err() {
+                        break Outcome::Stopped;
+                    }
+                }
+                Some(Ok(LlmEvent::Usage(u))) => usage = Some(u),
+                // Tool calls are offered to the model in a later phase; the fast
+                // path sends no tools, so deltas here are ignored.
+                Some(Ok(LlmEvent::ToolCallDelta { .. })) | Some(Ok(LlmEvent::Finish { .. })) => {}
+                Some(Err(e)) => break failed(&e),
+            }
+        }
+    };
+    // Dropping the stream cancels the HTTP request to the model.
+    drop(stream);
+    if !matches!(outcome, Outcome::Stopped) && sink.flush().await.is_err() {
+        return (text, usage, Outcome::Stopped);
+    }
+    (text, usage, outcome)
+}
+
+fn failed(e: &LlmError) -> Outcome {
+    Outcome::Failed { code: e.code(), message: e.to_string(), retryable: e.is_transient() }
+}
+
+/// When the model reports no usage: ~4 characters a token, documented in the README.
+fn estimate_usage(prompt_chars: usize, completion_chars: usize) -> Usage {
+    let p = prompt_chars.div_ceil(4) as u64;
+    let c = completion_chars.div_ceil(4) as u64;
+    Usage { prompt_tokens: p, completion_tokens: c, total_tokens: p + c }
+}
+
+fn spawn_lease_renewal(
+    store: Arc<dyn Store>,
+    user: UserId,
+    sid: SessionId,
+    turn_id: TurnId,
+    lease: Duration,
+    lost: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let every = lease / 3;
+        loop {
+            tokio::time::sleep(every).await;
+            let l = Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + lease.as_millis() as i64 };
+            match store.renew_lease(&user, &sid, &l).await {
+                Ok(()) => {}
+                Err(StoreError::LeaseLost) => {
+                    lost.cancel();
+                    return;
+                }
+                // A transient failure: the lease still has two thirds of its time.
+                Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
+            }
+        }
+    })
 }

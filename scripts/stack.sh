@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# THE "bring the whole stack up locally and chat" command.
+#
+#   scripts/stack.sh                 stack up, interactive chat (agentic-chat chat --repl),
+#                                    everything stopped when the REPL exits
+#   scripts/stack.sh "hello"         stack up, one chat turn, everything stopped
+#   scripts/stack.sh --keep "hello"  stack up, one chat turn, stack left running
+#   scripts/stack.sh --keep          stack up, REPL, stack left running after it
+#                                    (--keep </dev/null: just bring it up)
+#   scripts/stack.sh down            stop whatever a --keep run left running
+#   scripts/stack.sh status          show which stack services are running
+#
+# Services (ports overridable by env): DynamoDB Local with data in
+# .local/ddb-data (DDB_PORT=8000), moto_server for SQS (MOTO_PORT=5000),
+# the local model server (LLM_PORT=8080; skipped when LLM_BASE_URL is set),
+# `cargo lambda watch` serving the functions (LAMBDA_PORT=9000).
+# Logs: .local/stack-*.log. See docs/local-stack.md.
+set -euo pipefail
+
+SERVICE_PREFIX="stack"
+LOG_PREFIX="stack"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+
+keep=0
+message=()
+while (($#)); do
+  case "$1" in
+    down)
+      if ((${#message[@]} == 0 && $# == 1)); then
+        stop_services_matching 'stack-*'
+        log "stack is down"
+        exit 0
+      fi
+      message+=("$1")
+      ;;
+    status)
+      if ((${#message[@]} == 0 && $# == 1)); then
+        any=0
+        for svc in dynamodb moto llama lambda; do
+          if pid="$(service_pid "stack-$svc")"; then
+            echo "stack-$svc running (pid $pid)"
+            any=1
+          fi
+        done
+        ((any)) || echo "no stack services running"
+        exit 0
+      fi
+      message+=("$1")
+      ;;
+    --keep) keep=1 ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    --)
+      shift
+      message+=("$@")
+      break
+      ;;
+    *) message+=("$1") ;;
+  esac
+  shift
+done
+
+DDB_PORT="${DDB_PORT:-8000}"
+MOTO_PORT="${MOTO_PORT:-5000}"
+LLM_PORT="${LLM_PORT:-8080}"
+LAMBDA_PORT="${LAMBDA_PORT:-9000}"
+
+# Tear down what this run started unless it ends normally with --keep.
+leave_running=0
+# shellcheck disable=SC2317 # called through the EXIT trap
+on_exit() {
+  local status=$?
+  if ((leave_running)); then
+    log "stack left running; stop it with: scripts/stack.sh down"
+  else
+    stop_started_services
+  fi
+  exit "$status"
+}
+trap on_exit EXIT
+install_signal_traps
+
+t0=$SECONDS
+# ---------------------------------------------------------------- deps ---
+ensure_dynamodb_local
+ensure_moto
+ensure_cargo_lambda
+if [[ -z "${LLM_BASE_URL:-}" ]]; then
+  ensure_local_model
+fi
+log "dependencies ready ($((SECONDS - t0))s)"
+
+# ------------------------------------------------------------- env ---
+export TABLE_NAME="${TABLE_NAME:-agentic-chat}"
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+export AWS_DEFAULT_REGION="$AWS_REGION"
+export AWS_ACCESS_KEY_ID=local
+export AWS_SECRET_ACCESS_KEY=local
+export AWS_EC2_METADATA_DISABLED=true
+unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL || true
+export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$DDB_PORT"
+export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$MOTO_PORT"
+
+if [[ -z "${LLM_BASE_URL:-}" ]]; then
+  use_local_model=1
+  export LLM_BASE_URL="http://127.0.0.1:$LLM_PORT/v1"
+  export LLM_MODEL="$LOCAL_MODEL_ALIAS"
+  export LLM_API_KEY="${LLM_API_KEY:-local}"
+else
+  use_local_model=0
+  export LLM_BASE_URL
+  [[ -n "${LLM_MODEL:-}" ]] || warn "LLM_BASE_URL is set but LLM_MODEL is not; the app's default model name is used"
+fi
+
+# Dev HS256 secret: generated once, kept in .local/dev-secret.
+if [[ -z "${AUTH_JWT_SECRET:-}" ]]; then
+  secret_file="$LOCAL_DIR/dev-secret"
+  if [[ ! -s "$secret_file" ]]; then
+    (
+      umask 077
+      od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$secret_file"
+    )
+    log "generated a dev AUTH_JWT_SECRET in ${secret_file#"$REPO_ROOT"/}"
+  fi
+  AUTH_JWT_SECRET="$(cat "$secret_file")"
+fi
+export AUTH_JWT_SECRET
+
+# ------------------------------------------------------------ services ---
+start_dynamodb_local "$DDB_PORT" "$LOCAL_DIR/ddb-data"
+start_moto "$MOTO_PORT"
+
+log "building the cli and the functions (cargo build -p cli -p stream)"
+run_child cargo build -p cli -p stream
+CLI="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/agentic-chat"
+[[ -x "$CLI" ]] || die "cli binary not found at $CLI"
+
+run_child "$CLI" create-table
+
+if ((use_local_model)); then
+  start_llama_server "$LLM_PORT"
+fi
+
+# Everything the functions read, passed with --env-file (values may contain
+# commas, which --env-var would split). Values are single-quoted (literal);
+# a value with a single quote or a newline can't be written that way, and
+# reaches the functions only through the inherited environment.
+env_file="$LOCAL_DIR/stack.env"
+(
+  umask 077
+  : >"$env_file"
+  while IFS= read -r name; do
+    value="${!name}"
+    if [[ "$value" == *"'"* || "$value" == *$'\n'* ]]; then
+      log "$name is passed to the functions through the inherited environment only"
+    else
+      printf "%s='%s'\n" "$name" "$value" >>"$env_file"
+    fi
+  done < <(compgen -e | grep -E '^(TABLE_NAME|HISTORY_LIMIT|MAX_MESSAGE_BYTES|SESSION_LEASE_MS|DEADLINE_MARGIN_MS|TURN_TIMEOUT_MS|LOG_FORMAT|RUST_LOG|LLM_[A-Z_]+|AUTH_[A-Z_]+|AWS_REGION|AWS_DEFAULT_REGION|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_EC2_METADATA_DISABLED|AWS_ENDPOINT_URL_[A-Z_]+)$' | sort)
+)
+start_cargo_lambda_watch "$LAMBDA_PORT" --env-file "$env_file"
+
+STREAM_URL="http://127.0.0.1:$LAMBDA_PORT/lambda-url/stream/"
+# The first request waits for cargo lambda to compile and boot the function;
+# without a token the function answers 401, which is enough to know it serves.
+log "waiting for the stream function to compile and answer (first time: minutes)"
+code_file="$RUN_DIR/stack-warmup.code"
+run_child curl -s -o /dev/null -w '%{http_code}' --max-time 900 -X POST \
+  -H 'content-type: application/json' -d '{"message":"ping"}' "$STREAM_URL" >"$code_file" || true
+code="$(cat "$code_file" 2>/dev/null || true)"
+rm -f "$code_file"
+[[ -n "$code" ]] || code=000
+if [[ "$code" == 000 ]]; then
+  print_log_tail "$(log_file "$LOG_PREFIX-lambda")"
+  die "the stream function did not answer at $STREAM_URL"
+fi
+log "stream function answered (HTTP $code without a token) after $((SECONDS - t0))s"
+
+TOKEN="$("$CLI" token --sub alice)"
+cat >&2 <<EOF
+
+  Stack is up:
+    stream function  $STREAM_URL
+    DynamoDB Local   $AWS_ENDPOINT_URL_DYNAMODB   (table $TABLE_NAME, data in .local/ddb-data)
+    SQS (moto)       $AWS_ENDPOINT_URL_SQS
+    model            $LLM_BASE_URL   (model ${LLM_MODEL:-<app default>})
+    logs             .local/stack-*.log
+
+  Token for user "alice":
+    export TOKEN=$TOKEN
+
+  curl -N -X POST "$STREAM_URL" \\
+    -H "authorization: Bearer \$TOKEN" -H 'content-type: application/json' \\
+    -d '{"message":"hello"}'
+
+EOF
+
+status=0
+if ((${#message[@]})); then
+  run_child "$CLI" chat --url "$STREAM_URL" "${message[*]}" || status=$?
+else
+  # Interactive: in the foreground, on this terminal.
+  "$CLI" chat --url "$STREAM_URL" --repl || status=$?
+fi
+if ((keep)); then
+  leave_running=1
+fi
+exit "$status"

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# THE test command: scripts/test.sh [nextest args...]
+#
+# Installs what the tests need (DynamoDB Local, moto, cargo-nextest) if it is
+# missing, starts DynamoDB Local (in memory) and moto_server on free ports,
+# exports the AWS endpoint/credential variables, runs
+# `cargo nextest run --workspace --no-fail-fast "$@"` and stops the services
+# on exit. Exits with the test runner's status.
+#
+# The tests need no real model: they run a scripted OpenAI-compatible server
+# inside the Rust test code.
+set -euo pipefail
+
+# Unique pid-file names per run; logs are .local/test-*.log (last run).
+SERVICE_PREFIX="test-$$"
+LOG_PREFIX="test"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+trap 'stop_started_services' EXIT
+install_signal_traps
+
+# Stop services left behind by earlier test runs whose shell is gone
+# (e.g. killed with SIGKILL, so their EXIT trap never ran).
+shopt -s nullglob
+for f in "$RUN_DIR"/test-*.pid; do
+  owner="$(basename "$f" .pid)"
+  owner="${owner#test-}"
+  owner="${owner%%-*}"
+  if [[ "$owner" =~ ^[0-9]+$ ]] && ! kill -0 "$owner" 2>/dev/null; then
+    stop_service "$(basename "$f" .pid)"
+  fi
+done
+shopt -u nullglob
+
+t0=$SECONDS
+ensure_dynamodb_local
+ensure_moto
+use_nextest=1
+if ! ensure_nextest; then
+  warn "cargo-nextest unavailable; falling back to cargo test"
+  use_nextest=0
+fi
+
+# ---- cargo-lambda ----------------------------------------------------------
+# Not needed yet. When a test drives the functions through `cargo lambda`
+# (e.g. an end-to-end test against `cargo lambda watch`), enable this
+# (unconditionally, or keep the opt-in NEED_CARGO_LAMBDA=1):
+if [[ "${NEED_CARGO_LAMBDA:-0}" == 1 ]]; then
+  ensure_cargo_lambda
+fi
+# ----------------------------------------------------------------------------
+log "dependencies ready ($((SECONDS - t0))s)"
+
+ddb_port="$(free_port)"
+start_dynamodb_local "$ddb_port"
+moto_port="$(free_port)"
+start_moto "$moto_port"
+
+export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
+export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$moto_port"
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+export AWS_DEFAULT_REGION="$AWS_REGION"
+export AWS_ACCESS_KEY_ID=local
+export AWS_SECRET_ACCESS_KEY=local
+export AWS_EC2_METADATA_DISABLED=true
+unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL || true
+
+log "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB"
+log "AWS_ENDPOINT_URL_SQS=$AWS_ENDPOINT_URL_SQS"
+
+status=0
+if ((use_nextest)); then
+  log "cargo nextest run --workspace --no-fail-fast $*"
+  run_child cargo nextest run --workspace --no-fail-fast "$@" || status=$?
+else
+  log "cargo test --workspace --no-fail-fast $*"
+  run_child cargo test --workspace --no-fail-fast "$@" || status=$?
+fi
+log "tests finished with status $status ($((SECONDS - t0))s)"
+exit "$status"

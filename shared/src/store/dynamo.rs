@@ -1,0 +1,527 @@
+//! [`Store`] over DynamoDB, with the key scheme of [`crate::store`].
+//!
+//! Every call runs inside a `tracing` span named `ddb.<operation>`. Conditional
+//! failures are turned into the domain's errors here and nowhere else.
+
+use super::keys::{self, GSI1, MSG_END, MSG_PREFIX, SESSION_SK};
+use super::{Lease, Store, StoreError, TurnEnd, TurnStart};
+use crate::ids::{RunId, SessionId, TurnId, UserId};
+use crate::message::StoredMessage;
+use crate::session::{ContextType, Session, SessionStatus, SessionView, TurnRecord};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, Put, ReturnValue, ScalarAttributeType, TransactWriteItem, Update,
+};
+use aws_sdk_dynamodb::Client;
+use std::collections::HashMap;
+use tracing::Instrument;
+
+type Item = HashMap<String, AttributeValue>;
+
+#[derive(Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self { client, table: table.into() }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    fn key(pk: String, sk: String) -> Item {
+        HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))])
+    }
+
+    fn session_key(user: &UserId, session: &SessionId) -> Item {
+        Self::key(keys::session_pk(user, session), SESSION_SK.to_string())
+    }
+
+    /// Why a conditional write on the session failed: one consistent read, on
+    /// the slow path only.
+    async fn why_not_leased(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> StoreError {
+        match self.get_session(user, session).await {
+            Ok(None) => StoreError::NotFound,
+            Ok(Some(s)) if s.view.status == SessionStatus::Closed => StoreError::Closed,
+            Ok(Some(s)) => match s.lease {
+                Some((holder, _)) if &holder == turn => StoreError::LeaseLost,
+                Some(_) => StoreError::Busy,
+                None => StoreError::LeaseLost,
+            },
+            Err(e) => e,
+        }
+    }
+
+    /// The session, if it exists (consistent read).
+    pub async fn get_session(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.get_item", what = "session"))
+            .await
+            .map_err(backend)?;
+        out.item.map(|i| session_from_item(user, &i)).transpose()
+    }
+
+    /// Creates the table with the key scheme's attributes and index, if missing.
+    /// Used by tests and the local stack; the SAM template declares the same.
+    pub async fn create_table_if_missing(client: &Client, table: &str) -> Result<(), StoreError> {
+        match client.describe_table().table_name(table).send().await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.as_service_error().map(|e| e.is_resource_not_found_exception()).unwrap_or(false) => {}
+            Err(e) => return Err(backend(e)),
+        }
+        let attr = |n: &str| {
+            AttributeDefinition::builder()
+                .attribute_name(n)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("complete")
+        };
+        let key =
+            |n: &str, t: KeyType| KeySchemaElement::builder().attribute_name(n).key_type(t).build().expect("complete");
+        let res = client
+            .create_table()
+            .table_name(table)
+            .billing_mode(BillingMode::PayPerRequest)
+            .attribute_definitions(attr("pk"))
+            .attribute_definitions(attr("sk"))
+            .attribute_definitions(attr("gsi1pk"))
+            .attribute_definitions(attr("gsi1sk"))
+            .key_schema(key("pk", KeyType::Hash))
+            .key_schema(key("sk", KeyType::Range))
+            .global_secondary_indexes(
+                GlobalSecondaryIndex::builder()
+                    .index_name(GSI1)
+                    .key_schema(key("gsi1pk", KeyType::Hash))
+                    .key_schema(key("gsi1sk", KeyType::Range))
+                    .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                    .build()
+                    .expect("complete"),
+            )
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().map(|e| e.is_resource_in_use_exception()).unwrap_or(false) => Ok(()),
+            Err(e) => Err(backend(e)),
+        }
+    }
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn backend<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(e: SdkError<E, R>) -> StoreError {
+    let detail = match e.as_service_error() {
+        Some(se) => format!("{}: {}", se.code().unwrap_or("unknown"), se.message().unwrap_or("")),
+        None => format!("{e:?}"),
+    };
+    StoreError::Backend(detail)
+}
+
+fn is_conditional<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
+    e.as_service_error().and_then(|se| se.code()) == Some("ConditionalCheckFailedException")
+}
+
+fn get_s<'a>(item: &'a Item, k: &str) -> Option<&'a str> {
+    item.get(k).and_then(|v| v.as_s().ok()).map(String::as_str)
+}
+
+fn get_n(item: &Item, k: &str) -> Option<i64> {
+    item.get(k).and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok())
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+fn session_from_item(user: &UserId, item: &Item) -> Result<Session, StoreError> {
+    let id = SessionId::parse(get_s(item, "session_id").ok_or_else(|| corrupt("session_id"))?)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let context_type = get_s(item, "context_type").and_then(ContextType::parse).unwrap_or_default();
+    let status = match get_s(item, "status") {
+        Some("closed") => SessionStatus::Closed,
+        _ => SessionStatus::Active,
+    };
+    let lease = match (get_s(item, "lease_turn"), get_n(item, "lease_until")) {
+        (Some(t), Some(until)) => TurnId::parse(t).ok().map(|t| (t, until)),
+        _ => None,
+    };
+    Ok(Session {
+        user_id: user.clone(),
+        view: SessionView {
+            id,
+            title: get_s(item, "title").map(str::to_string),
+            context_type,
+            entity_id: get_s(item, "entity_id").map(str::to_string),
+            focus: get_s(item, "focus").and_then(|f| serde_json::from_str(f).ok()),
+            status,
+            message_count: get_n(item, "message_count").unwrap_or(0).max(0) as u64,
+            created_at: get_n(item, "created_at").unwrap_or(0),
+            last_activity_at: get_n(item, "last_activity_at").unwrap_or(0),
+        },
+        prompt_tokens: get_n(item, "prompt_tokens").unwrap_or(0).max(0) as u64,
+        completion_tokens: get_n(item, "completion_tokens").unwrap_or(0).max(0) as u64,
+        lease,
+    })
+}
+
+fn message_item(user: &UserId, m: &StoredMessage) -> Result<Item, StoreError> {
+    let data = serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let mut item = DynamoStore::key(keys::session_pk(user, &m.session_id), keys::message_sk(m.seq));
+    item.insert("kind".into(), s("message"));
+    item.insert("seq".into(), n(m.seq));
+    item.insert(
+        "role".into(),
+        s(serde_json::to_value(m.role).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()),
+    );
+    item.insert("turn_id".into(), s(m.turn_id.as_str()));
+    item.insert("data".into(), s(data));
+    Ok(item)
+}
+
+fn message_from_item(item: &Item) -> Result<StoredMessage, StoreError> {
+    let data = get_s(item, "data").ok_or_else(|| corrupt("message data"))?;
+    serde_json::from_str(data).map_err(|e| StoreError::Corrupt(format!("message: {e}")))
+}
+
+fn put(table: &str, item: Item, condition: &str) -> Result<TransactWriteItem, StoreError> {
+    let p = Put::builder()
+        .table_name(table)
+        .set_item(Some(item))
+        .condition_expression(condition)
+        .build()
+        .map_err(|e| StoreError::Backend(e.to_string()))?;
+    Ok(TransactWriteItem::builder().put(p).build())
+}
+
+/// The cancellation reason codes of a failed transaction, in item order, when
+/// the server reports them (DynamoDB does; old DynamoDB Local builds may not).
+fn cancellation_codes<R>(
+    e: &SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError, R>,
+) -> Option<Vec<String>> {
+    match e.as_service_error() {
+        Some(
+            aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(t),
+        ) => Some(t.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_string()).collect()),
+        _ => None,
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for DynamoStore {
+    async fn create_session(&self, user: &UserId, view: &SessionView, lease: &Lease) -> Result<Session, StoreError> {
+        let mut item = Self::session_key(user, &view.id);
+        item.insert("kind".into(), s("session"));
+        item.insert("gsi1pk".into(), s(keys::sessions_gsi_pk(user)));
+        item.insert("gsi1sk".into(), s(keys::sessions_gsi_sk(view.last_activity_at, &view.id)));
+        item.insert("user_id".into(), s(user.as_str()));
+        item.insert("session_id".into(), s(view.id.as_str()));
+        if let Some(t) = &view.title {
+            item.insert("title".into(), s(t.clone()));
+        }
+        item.insert("context_type".into(), s(view.context_type.as_str()));
+        if let Some(e) = &view.entity_id {
+            item.insert("entity_id".into(), s(e.clone()));
+        }
+        if let Some(f) = &view.focus {
+            item.insert("focus".into(), s(f.to_string()));
+        }
+        item.insert("status".into(), s("active"));
+        item.insert("message_count".into(), n(0));
+        item.insert("created_at".into(), n(view.created_at));
+        item.insert("last_activity_at".into(), n(view.last_activity_at));
+        item.insert("prompt_tokens".into(), n(0));
+        item.insert("completion_tokens".into(), n(0));
+        item.insert("lease_turn".into(), s(lease.turn_id.as_str()));
+        item.insert("lease_until".into(), n(lease.until_ms));
+        let res = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item.clone()))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .instrument(tracing::debug_span!("ddb.put_item", what = "session"))
+            .await;
+        match res {
+            Ok(_) => session_from_item(user, &item),
+            // A fresh v7 id colliding is a client replaying one: treat as busy.
+            Err(e) if is_conditional(&e) => Err(StoreError::Busy),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn acquire_lease(&self, user: &UserId, session: &SessionId, lease: &Lease) -> Result<Session, StoreError> {
+        let now = crate::now_ms();
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .update_expression("SET lease_turn = :t, lease_until = :u")
+            .condition_expression(
+                "attribute_exists(pk) AND #st = :active AND (attribute_not_exists(lease_until) OR lease_until < :now)",
+            )
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":t", s(lease.turn_id.as_str()))
+            .expression_attribute_values(":u", n(lease.until_ms))
+            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":active", s("active"))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .instrument(tracing::debug_span!("ddb.update_item", what = "acquire_lease"))
+            .await;
+        match res {
+            Ok(out) => session_from_item(user, &out.attributes.unwrap_or_default()),
+            Err(e) if is_conditional(&e) => Err(match self.why_not_leased(user, session, &lease.turn_id).await {
+                // Not ours and not someone else's: it expired between the two reads.
+                StoreError::LeaseLost => StoreError::Busy,
+                other => other,
+            }),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn renew_lease(&self, user: &UserId, session: &SessionId, lease: &Lease) -> Result<(), StoreError> {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .update_expression("SET lease_until = :u")
+            .condition_expression("lease_turn = :t")
+            .expression_attribute_values(":t", s(lease.turn_id.as_str()))
+            .expression_attribute_values(":u", n(lease.until_ms))
+            .send()
+            .instrument(tracing::debug_span!("ddb.update_item", what = "renew_lease"))
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if is_conditional(&e) => Err(StoreError::LeaseLost),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn release_lease(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> Result<(), StoreError> {
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .update_expression("REMOVE lease_turn, lease_until")
+            .condition_expression("lease_turn = :t")
+            .expression_attribute_values(":t", s(turn.as_str()))
+            .send()
+            .instrument(tracing::debug_span!("ddb.update_item", what = "release_lease"))
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if is_conditional(&e) => Ok(()),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn recent_messages(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
+            .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
+            .expression_attribute_values(":a", s(MSG_PREFIX))
+            .expression_attribute_values(":b", s(MSG_END))
+            .scan_index_forward(false)
+            .limit(limit.clamp(1, 1000) as i32)
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.query", what = "recent_messages"))
+            .await
+            .map_err(backend)?;
+        let mut msgs = out.items.unwrap_or_default().iter().map(message_from_item).collect::<Result<Vec<_>, _>>()?;
+        msgs.reverse();
+        Ok(msgs)
+    }
+
+    async fn turn_by_run(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        run: &RunId,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::key(keys::session_pk(user, session), keys::turn_sk(run))))
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.get_item", what = "turn"))
+            .await
+            .map_err(backend)?;
+        match out.item {
+            None => Ok(None),
+            Some(item) => {
+                let data = get_s(&item, "data").ok_or_else(|| corrupt("turn data"))?;
+                let mut turn: TurnRecord =
+                    serde_json::from_str(data).map_err(|e| StoreError::Corrupt(format!("turn: {e}")))?;
+                // `data` is written once at start; the end is recorded beside it.
+                if let Some(st) = get_s(&item, "turn_status") {
+                    turn.status = serde_json::from_value(serde_json::Value::String(st.to_string()))
+                        .map_err(|e| StoreError::Corrupt(format!("turn status: {e}")))?;
+                    turn.ended_at = get_n(&item, "ended_at");
+                    turn.assistant_message_seq = get_n(&item, "assistant_seq").filter(|s| *s > 0).map(|s| s as u64);
+                }
+                Ok(Some(turn))
+            }
+        }
+    }
+
+    async fn start_turn(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<(), StoreError> {
+        let pk = keys::session_pk(user, session);
+        let mut turn_item = Self::key(pk.clone(), keys::turn_sk(&start.turn.run_id));
+        turn_item.insert("kind".into(), s("turn"));
+        turn_item.insert("turn_id".into(), s(start.turn.turn_id.as_str()));
+        turn_item.insert(
+            "data".into(),
+            s(serde_json::to_string(&start.turn).map_err(|e| StoreError::Corrupt(e.to_string()))?),
+        );
+        let now = start.user_message.created_at;
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .condition_expression("lease_turn = :t AND message_count = :expected")
+            .expression_attribute_values(":t", s(start.turn.turn_id.as_str()))
+            .expression_attribute_values(":expected", n(start.user_message.seq - 1))
+            .expression_attribute_values(":count", n(start.user_message.seq))
+            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":g", s(keys::sessions_gsi_sk(now, session)))
+            .expression_attribute_values(":ct", s(start.context_type.as_str()));
+        let mut set = vec!["message_count = :count", "last_activity_at = :now", "gsi1sk = :g", "context_type = :ct"];
+        let mut remove = vec![];
+        match &start.entity_id {
+            Some(e) => {
+                set.push("entity_id = :e");
+                update = update.expression_attribute_values(":e", s(e.clone()));
+            }
+            None => remove.push("entity_id"),
+        }
+        if let Some(f) = &start.focus {
+            set.push("focus = :f");
+            update = update.expression_attribute_values(":f", s(f.to_string()));
+        }
+        if let Some(t) = &start.title {
+            set.push("title = if_not_exists(title, :title)");
+            update = update.expression_attribute_values(":title", s(t.clone()));
+        }
+        let mut expr = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        let update = update.update_expression(expr).build().map_err(|e| StoreError::Backend(e.to_string()))?;
+        let items = vec![
+            put(&self.table, turn_item, "attribute_not_exists(pk)")?,
+            put(&self.table, message_item(user, &start.user_message)?, "attribute_not_exists(pk)")?,
+            TransactWriteItem::builder().update(update).build(),
+        ];
+        let res = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .instrument(tracing::debug_span!("ddb.transact_write_items", what = "start_turn"))
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) => match cancellation_codes(&e) {
+                Some(codes) if codes.first().map(String::as_str) == Some("ConditionalCheckFailed") => {
+                    Err(StoreError::DuplicateRun)
+                }
+                Some(codes) if codes.iter().any(|c| c == "ConditionalCheckFailed") => Err(StoreError::LeaseLost),
+                Some(_) => Err(backend(e)),
+                None => Err(backend(e)),
+            },
+        }
+    }
+
+    async fn finish_turn(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<(), StoreError> {
+        let pk = keys::session_pk(user, session);
+        let now = crate::now_ms();
+        let last_seq = end.messages.last().map(|m| m.seq);
+        let mut items = Vec::with_capacity(end.messages.len() + 2);
+        for m in &end.messages {
+            items.push(put(&self.table, message_item(user, m)?, "attribute_not_exists(pk)")?);
+        }
+        let status =
+            serde_json::to_value(end.status).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        let turn_update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(Self::key(pk.clone(), keys::turn_sk(&end.run_id))))
+            .update_expression("SET turn_status = :st, ended_at = :now, assistant_seq = :seq")
+            .condition_expression("attribute_exists(pk) AND turn_id = :t")
+            .expression_attribute_values(":st", s(status))
+            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":seq", n(last_seq.unwrap_or(0)))
+            .expression_attribute_values(":t", s(end.turn_id.as_str()))
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        items.push(TransactWriteItem::builder().update(turn_update).build());
+        let added = end.messages.len() as u64;
+        let session_update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .update_expression(
+                "SET message_count = message_count + :added, last_activity_at = :now, gsi1sk = :g, \
+                 prompt_tokens = prompt_tokens + :pt, completion_tokens = completion_tokens + :ct \
+                 REMOVE lease_turn, lease_until",
+            )
+            .condition_expression("lease_turn = :t")
+            .expression_attribute_values(":t", s(end.turn_id.as_str()))
+            .expression_attribute_values(":added", n(added))
+            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":g", s(keys::sessions_gsi_sk(now, session)))
+            .expression_attribute_values(":pt", n(end.usage.prompt_tokens))
+            .expression_attribute_values(":ct", n(end.usage.completion_tokens))
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        items.push(TransactWriteItem::builder().update(session_update).build());
+        let res = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .instrument(tracing::debug_span!("ddb.transact_write_items", what = "finish_turn"))
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) => match cancellation_codes(&e) {
+                Some(codes) if codes.iter().any(|c| c == "ConditionalCheckFailed") => Err(StoreError::LeaseLost),
+                _ => Err(backend(e)),
+            },
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Key builders for the scheme documented in [`crate::store`]: the only place
+//! that spells a key, so the scheme cannot drift between readers and writers.
+
+use crate::ids::{RunId, SessionId, UserId};
+
+pub const SESSION_SK: &str = "SESSION";
+pub const MSG_PREFIX: &str = "MSG#";
+/// Upper bound of the message range: `$` is the byte after `#`.
+pub const MSG_END: &str = "MSG$";
+pub const GSI1: &str = "gsi1";
+
+pub fn session_pk(user: &UserId, session: &SessionId) -> String {
+    format!("U#{user}#S#{session}")
+}
+
+pub fn message_sk(seq: u64) -> String {
+    format!("{MSG_PREFIX}{seq:010}")
+}
+
+pub fn turn_sk(run: &RunId) -> String {
+    format!("TURN#{run}")
+}
+
+pub fn sessions_gsi_pk(user: &UserId) -> String {
+    format!("U#{user}#SESSIONS")
+}
+
+pub fn sessions_gsi_sk(last_activity_ms: i64, session: &SessionId) -> String {
+    format!("{:013}#{session}", last_activity_ms.max(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_keys_sort_by_seq_and_stay_in_range() {
+        let a = message_sk(9);
+        let b = message_sk(10);
+        assert!(a < b);
+        assert!(a.as_str() > MSG_PREFIX && b.as_str() < MSG_END);
+        assert!(SESSION_SK > MSG_END);
+    }
+}

@@ -1,0 +1,290 @@
+//! A scripted OpenAI-compatible streaming Chat Completions server on loopback.
+//!
+//! Each request to `POST /v1/chat/completions` takes the next [`Reply`] from the
+//! queue (or the default reply) and plays it: chunks of text, tool-call deltas,
+//! usage, delays, an error frame, an HTTP error status, a dropped connection or
+//! a hang. Every request body is recorded so tests can assert on exactly what
+//! the product sent to the model, and every chunk's send time is recorded so
+//! benchmarks can compare the client's arrival times with the model's.
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+#[derive(Debug, Clone)]
+pub enum Step {
+    Text(String),
+    /// A tool-call delta; `index: None` omits the field, as some servers do.
+    ToolCall {
+        index: Option<u32>,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+    },
+    Usage {
+        prompt: u64,
+        completion: u64,
+    },
+    Finish(String),
+    Delay(Duration),
+    KeepAlive,
+    /// `data: {"error": {...}}` inside the stream.
+    ErrorFrame(String),
+    /// `data: [DONE]`.
+    Done,
+    /// Cut the connection here, mid-body.
+    Drop,
+    /// Send nothing more, keep the connection open.
+    Hang,
+}
+
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Stream(Vec<Step>),
+    Status(u16, String),
+}
+
+impl Reply {
+    /// A whole answer in the given pieces, then usage, finish and `[DONE]`.
+    pub fn text(pieces: &[&str]) -> Reply {
+        let mut steps: Vec<Step> = pieces.iter().map(|p| Step::Text(p.to_string())).collect();
+        steps.push(Step::Finish("stop".into()));
+        steps.push(Step::Usage { prompt: 10, completion: pieces.len() as u64 });
+        steps.push(Step::Done);
+        Reply::Stream(steps)
+    }
+
+    /// Pieces spaced `gap` apart.
+    pub fn paced(pieces: &[&str], gap: Duration) -> Reply {
+        let mut steps = Vec::new();
+        for (i, p) in pieces.iter().enumerate() {
+            if i > 0 {
+                steps.push(Step::Delay(gap));
+            }
+            steps.push(Step::Text(p.to_string()));
+        }
+        steps.push(Step::Finish("stop".into()));
+        steps.push(Step::Done);
+        Reply::Stream(steps)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    replies: VecDeque<Reply>,
+    default: Option<Reply>,
+    requests: Vec<serde_json::Value>,
+    /// (when, text) for every text chunk written.
+    sent: Vec<(Instant, String)>,
+}
+
+#[derive(Clone)]
+pub struct ScriptedLlm {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+}
+
+impl ScriptedLlm {
+    pub async fn start() -> ScriptedLlm {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(Mutex::new(State::default()));
+        let st = state.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else { return };
+                let _ = tcp.set_nodelay(true);
+                let st = st.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| handle(st.clone(), req));
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), svc).await;
+                });
+            }
+        });
+        ScriptedLlm { addr, state }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn push(&self, reply: Reply) {
+        self.state.lock().unwrap().replies.push_back(reply);
+    }
+
+    pub fn set_default(&self, reply: Reply) {
+        self.state.lock().unwrap().default = Some(reply);
+    }
+
+    /// Every request body received, in order.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    pub fn request_count(&self) -> usize {
+        self.state.lock().unwrap().requests.len()
+    }
+
+    /// When each text chunk was written.
+    pub fn sent(&self) -> Vec<(Instant, String)> {
+        self.state.lock().unwrap().sent.clone()
+    }
+}
+
+/// The `messages` of a recorded request as (role, content) pairs.
+pub fn roles_and_contents(request: &serde_json::Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap_or("").to_string(), m["content"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+enum Chunk {
+    Data(Bytes),
+    Abort,
+}
+
+struct ChunkBody(mpsc::Receiver<Chunk>);
+
+impl Body for ChunkBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        match self.0.poll_recv(cx) {
+            Poll::Ready(Some(Chunk::Data(b))) => Poll::Ready(Some(Ok(Frame::data(b)))),
+            // An error from the body makes hyper cut the connection mid-stream.
+            Poll::Ready(Some(Chunk::Abort)) => Poll::Ready(Some(Err(std::io::Error::other("scripted drop")))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+enum Either {
+    Stream(ChunkBody),
+    Full(Option<Bytes>),
+}
+
+impl Body for Either {
+    type Data = Bytes;
+    type Error = std::io::Error;
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        match self.get_mut() {
+            Either::Stream(s) => Pin::new(s).poll_frame(cx),
+            Either::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+        }
+    }
+}
+
+fn chunk(delta: serde_json::Value, finish: Option<&str>) -> Bytes {
+    let v = json!({
+        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+    });
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+async fn handle(
+    state: Arc<Mutex<State>>,
+    req: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<Either>, Infallible> {
+    use http_body_util::BodyExt;
+    let path = req.uri().path().to_string();
+    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    if !path.ends_with("/chat/completions") {
+        return Ok(hyper::Response::builder().status(404).body(Either::Full(Some(Bytes::from_static(b"{}")))).unwrap());
+    }
+    let reply = {
+        let mut st = state.lock().unwrap();
+        st.requests.push(serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null));
+        st.replies.pop_front().or_else(|| st.default.clone()).unwrap_or_else(|| Reply::text(&["ok"]))
+    };
+    let steps = match reply {
+        Reply::Status(code, body) => {
+            return Ok(hyper::Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(Either::Full(Some(Bytes::from(body))))
+                .unwrap())
+        }
+        Reply::Stream(steps) => steps,
+    };
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        // Some servers send the role first, on its own.
+        let _ = tx.send(Chunk::Data(chunk(json!({"role": "assistant"}), None))).await;
+        for step in steps {
+            let data = match step {
+                Step::Text(t) => {
+                    state.lock().unwrap().sent.push((Instant::now(), t.clone()));
+                    chunk(json!({"content": t}), None)
+                }
+                Step::ToolCall { index, id, name, arguments } => {
+                    let mut call = serde_json::Map::new();
+                    if let Some(i) = index {
+                        call.insert("index".into(), json!(i));
+                    }
+                    if let Some(id) = id {
+                        call.insert("id".into(), json!(id));
+                        call.insert("type".into(), json!("function"));
+                    }
+                    let mut f = serde_json::Map::new();
+                    if let Some(n) = name {
+                        f.insert("name".into(), json!(n));
+                    }
+                    f.insert("arguments".into(), json!(arguments));
+                    call.insert("function".into(), serde_json::Value::Object(f));
+                    chunk(json!({"tool_calls": [call]}), None)
+                }
+                Step::Usage { prompt, completion } => Bytes::from(format!(
+                    "data: {}\n\n",
+                    json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "choices": [],
+                           "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
+                )),
+                Step::Finish(r) => chunk(json!({}), Some(&r)),
+                Step::Delay(d) => {
+                    tokio::time::sleep(d).await;
+                    continue;
+                }
+                Step::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
+                Step::ErrorFrame(m) => {
+                    Bytes::from(format!("data: {}\n\n", json!({"error": {"message": m, "type": "server_error"}})))
+                }
+                Step::Done => Bytes::from_static(b"data: [DONE]\n\n"),
+                Step::Drop => {
+                    let _ = tx.send(Chunk::Abort).await;
+                    return;
+                }
+                Step::Hang => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    return;
+                }
+            };
+            if tx.send(Chunk::Data(data)).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(hyper::Response::builder()
+        .status(200)
+        .header("content-type", "text/event-stream")
+        .body(Either::Stream(ChunkBody(rx)))
+        .unwrap())
+}

@@ -1,0 +1,401 @@
+//! The stream function's fast path, end to end: the real handler, DynamoDB
+//! Local, and a scripted model.
+
+use serde_json::json;
+use shared::ids::{SessionId, UserId};
+use shared::message::Role;
+use shared::sse::{AgentActivity, DoneReason, StreamEvent};
+use shared::store::Store;
+use std::time::Duration;
+use tests::scripted_llm::roles_and_contents;
+use tests::{token, Reply, Step, TestApp, Turn};
+
+fn user(u: &str) -> UserId {
+    UserId::parse(u).unwrap()
+}
+
+#[tokio::test]
+async fn events_come_in_order_with_monotonic_ids() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::text(&["Hel", "lo", " there"]));
+    let turn = t.turn("alice", json!({"message": "hi"})).await;
+    assert_eq!(turn.status, 200);
+    assert!(turn.content_type.starts_with("text/event-stream"));
+    assert_eq!(turn.kinds(), vec!["agent_state", "session", "text_delta", "text_delta", "text_delta", "done"]);
+    assert_eq!(
+        turn.events[0],
+        StreamEvent::AgentState { state: AgentActivity::Thinking, details: Some("Thinking…".into()) }
+    );
+    let ids: Vec<u64> = turn.frames.iter().map(|(_, f)| f.id.as_deref().unwrap().parse().unwrap()).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+    assert_eq!(turn.text(), "Hello there");
+    match turn.done() {
+        StreamEvent::Done { reason, usage, session_id, .. } => {
+            assert_eq!(*reason, DoneReason::Complete);
+            assert_eq!(usage.unwrap().completion_tokens, 3, "usage reported by the model is passed on");
+            assert_eq!(session_id.as_ref().unwrap().to_string(), turn.session_id());
+        }
+        _ => unreachable!(),
+    }
+}
+
+#[tokio::test]
+async fn agent_state_is_sent_before_the_model_answers() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::Stream(vec![Step::Delay(Duration::from_millis(800)), Step::Text("late".into()), Step::Done]));
+    let resp = t.post(Some(&token("alice")), serde_json::to_vec(&json!({"message": "hi"})).unwrap()).await;
+    let turn = Turn::read(resp).await;
+    let (first_at, first) = &turn.frames[0];
+    assert_eq!(first.event.as_deref(), Some("agent_state"));
+    let (text_at, _) = turn.frames.iter().find(|(_, f)| f.event.as_deref() == Some("text_delta")).unwrap();
+    assert!(*text_at >= Duration::from_millis(800), "the model was scripted to take 800 ms");
+    assert!(
+        *first_at + Duration::from_millis(500) < *text_at,
+        "agent_state ({first_at:?}) long before text ({text_at:?})"
+    );
+}
+
+#[tokio::test]
+async fn session_is_created_then_reused_and_both_messages_persist() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::text(&["first answer"]));
+    t.llm.push(Reply::text(&["second answer"]));
+    let a = t.turn("alice", json!({"message": "Plan my launch week", "context_type": "general"})).await;
+    let sid = a.session_id();
+    let session = match &a.events[1] {
+        StreamEvent::Session { session } => session.clone(),
+        e => panic!("{e:?}"),
+    };
+    assert_eq!(session.context_type.as_str(), "global", "general normalises to global");
+    assert_eq!(session.message_count, 0);
+
+    let b = t.turn("alice", json!({"message": "and the week after?", "session_id": sid})).await;
+    assert_eq!(b.session_id(), sid, "same session");
+    match &b.events[1] {
+        StreamEvent::Session { session } => {
+            assert_eq!(session.message_count, 2);
+            assert_eq!(session.title.as_deref(), Some("Plan my launch week"), "title from the first message");
+        }
+        e => panic!("{e:?}"),
+    }
+
+    let store = t.store();
+    let sid = SessionId::parse(sid).unwrap();
+    let msgs = store.recent_messages(&user("alice"), &sid, 10).await.unwrap();
+    let got: Vec<(Role, Option<&str>, u64)> = msgs.iter().map(|m| (m.role, m.content.as_deref(), m.seq)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (Role::User, Some("Plan my launch week"), 1),
+            (Role::Assistant, Some("first answer"), 2),
+            (Role::User, Some("and the week after?"), 3),
+            (Role::Assistant, Some("second answer"), 4),
+        ]
+    );
+    let s = store.get_session(&user("alice"), &sid).await.unwrap().unwrap();
+    assert_eq!(s.view.message_count, 4, "stats agree with the messages");
+    assert!(s.lease.is_none(), "lease released");
+    assert!(s.completion_tokens >= 2);
+}
+
+#[tokio::test]
+async fn the_last_n_messages_are_sent_to_the_model() {
+    let t = TestApp::with_config(|c| c.history_limit = 4).await;
+    let first = t.turn("alice", json!({"message": "m1"})).await;
+    let sid = first.session_id();
+    for i in 2..=4 {
+        t.turn("alice", json!({"message": format!("m{i}"), "session_id": sid})).await;
+    }
+    t.turn("alice", json!({"message": "m5", "session_id": sid, "context_type": "project"})).await;
+    let reqs = t.llm.requests();
+    assert_eq!(reqs.len(), 5);
+    let last = roles_and_contents(&reqs[4]);
+    // system prompt, the last 4 stored messages (u3 a3 u4 a4), then the new user message.
+    let roles: Vec<&str> = last.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(roles, vec!["system", "user", "assistant", "user", "assistant", "user"]);
+    assert_eq!(last[1].1, "m3");
+    assert_eq!(last[3].1, "m4");
+    assert_eq!(last[5].1, "m5");
+    assert!(last[0].1.contains("Scope: project"), "the request's context_type wins: {}", last[0].1);
+    assert!(roles_and_contents(&reqs[0])[0].1.contains("Scope: global"));
+    assert_eq!(reqs[4]["stream"], json!(true));
+    assert_eq!(reqs[4]["model"], json!("scripted"));
+}
+
+#[tokio::test]
+async fn a_model_error_mid_stream_keeps_the_partial_answer() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::Stream(vec![Step::Text("The plan has thr".into()), Step::Drop]));
+    let turn = t.turn("alice", json!({"message": "plan?"})).await;
+    let kinds = turn.kinds();
+    assert_eq!(&kinds[kinds.len() - 2..], &["error", "done"]);
+    assert_eq!(turn.text(), "The plan has thr");
+    assert_eq!(turn.error_code().as_deref(), Some("llm_stream_error"));
+    let sid = SessionId::parse(turn.session_id()).unwrap();
+    let msgs = t.store().recent_messages(&user("alice"), &sid, 10).await.unwrap();
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs[1].content.as_deref(), Some("The plan has thr"));
+    assert_eq!(msgs[1].error.as_ref().unwrap().code, "llm_stream_error");
+
+    // "continue" sees the partial answer and its marker.
+    t.llm.push(Reply::text(&["ee steps."]));
+    let next = t.turn("alice", json!({"message": "continue", "session_id": sid.to_string()})).await;
+    assert_eq!(next.error_code(), None);
+    let sent = roles_and_contents(&t.llm.requests()[1]);
+    assert_eq!(sent[2].0, "assistant");
+    assert!(sent[2].1.starts_with("The plan has thr") && sent[2].1.contains("LLM_ERROR llm_stream_error"), "{sent:?}");
+}
+
+#[tokio::test]
+async fn an_error_frame_from_the_model_becomes_an_error_event() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::Stream(vec![Step::Text("par".into()), Step::ErrorFrame("overloaded".into())]));
+    let turn = t.turn("alice", json!({"message": "x"})).await;
+    assert_eq!(turn.error_code().as_deref(), Some("llm_error"));
+    assert!(matches!(turn.done(), StreamEvent::Done { reason: DoneReason::Error, .. }));
+}
+
+#[tokio::test]
+async fn transient_http_errors_are_retried_before_the_first_token() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::Status(429, r#"{"error":{"message":"slow down"}}"#.into()));
+    t.llm.push(Reply::Status(500, r#"{"error":{"message":"boom"}}"#.into()));
+    t.llm.push(Reply::text(&["fine"]));
+    let turn = t.turn("alice", json!({"message": "x"})).await;
+    assert_eq!(turn.error_code(), None);
+    assert_eq!(turn.text(), "fine");
+    assert_eq!(t.llm.request_count(), 3);
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_failing_ends_the_turn_with_an_error_and_a_valid_log() {
+    let t = TestApp::with_config(|c| c.llm.max_retries = 1).await;
+    t.llm.set_default(Reply::Status(500, r#"{"error":{"message":"down"}}"#.into()));
+    let turn = t.turn("alice", json!({"message": "x"})).await;
+    assert_eq!(turn.error_code().as_deref(), Some("llm_http_error"));
+    assert_eq!(t.llm.request_count(), 2, "one try and one retry");
+    let sid = SessionId::parse(turn.session_id()).unwrap();
+    let msgs = t.store().recent_messages(&user("alice"), &sid, 10).await.unwrap();
+    assert_eq!(msgs.iter().map(|m| m.role).collect::<Vec<_>>(), vec![Role::User, Role::Assistant]);
+    assert!(msgs[1].error.is_some());
+    // The lease is released: the next turn is not busy.
+    t.llm.set_default(Reply::text(&["back"]));
+    let next = t.turn("alice", json!({"message": "again", "session_id": sid.to_string()})).await;
+    assert_eq!(next.text(), "back");
+}
+
+#[tokio::test]
+async fn a_client_disconnect_stops_the_model_and_keeps_what_was_generated() {
+    use http_body_util::BodyExt;
+    let t = TestApp::new().await;
+    t.llm.push(Reply::paced(&["one ", "two ", "three ", "four ", "five "], Duration::from_millis(150)));
+    let resp = t.post(Some(&token("alice")), serde_json::to_vec(&json!({"message": "count"})).unwrap()).await;
+    let mut body = resp.into_body();
+    let mut dec = shared::sse::SseDecoder::new();
+    let mut sid = None;
+    let mut seen_text = false;
+    while !(seen_text && sid.is_some()) {
+        let f = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        for fr in dec.feed(&f).unwrap() {
+            match serde_json::from_str::<StreamEvent>(&fr.data).unwrap() {
+                StreamEvent::Session { session } => sid = Some(session.id),
+                StreamEvent::TextDelta { .. } => seen_text = true,
+                _ => {}
+            }
+        }
+    }
+    drop(body);
+    let sid = sid.unwrap();
+    // The turn notices, persists the partial answer, and releases the session.
+    let store = t.store();
+    let mut msgs = vec![];
+    for _ in 0..50 {
+        msgs = store.recent_messages(&user("alice"), &sid, 10).await.unwrap();
+        if msgs.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(msgs.len(), 2, "user and partial assistant message persisted");
+    let partial = msgs[1].content.clone().unwrap_or_default();
+    assert!(partial.starts_with("one "), "{partial:?}");
+    assert!(!partial.contains("five"), "the model call was stopped early: {partial:?}");
+    assert!(msgs[1].stopped);
+    let s = store.get_session(&user("alice"), &sid).await.unwrap().unwrap();
+    assert!(s.lease.is_none());
+}
+
+#[tokio::test]
+async fn a_second_concurrent_turn_on_the_same_session_is_busy_and_writes_nothing() {
+    let t = TestApp::new().await;
+    let first = t.turn("alice", json!({"message": "hello"})).await;
+    let sid = first.session_id();
+    t.llm.push(Reply::paced(&["slow ", "answer"], Duration::from_millis(600)));
+    let long = {
+        let body = json!({"message": "long one", "session_id": sid});
+        let resp = t.post(Some(&token("alice")), serde_json::to_vec(&body).unwrap()).await;
+        tokio::spawn(Turn::read(resp))
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let busy = t.turn("alice", json!({"message": "interrupting", "session_id": sid})).await;
+    assert_eq!(busy.kinds(), vec!["agent_state", "error", "done"]);
+    assert_eq!(busy.error_code().as_deref(), Some("session_busy"));
+    let long = long.await.unwrap();
+    assert_eq!(long.text(), "slow answer");
+    let msgs = t.store().recent_messages(&user("alice"), &SessionId::parse(sid).unwrap(), 10).await.unwrap();
+    let contents: Vec<_> = msgs.iter().map(|m| m.content.clone().unwrap_or_default()).collect();
+    assert_eq!(contents.len(), 4, "{contents:?}");
+    assert!(!contents.iter().any(|c| c == "interrupting"));
+}
+
+#[tokio::test]
+async fn a_lease_left_by_a_crashed_turn_expires() {
+    let t = TestApp::with_config(|c| c.session_lease = Duration::from_millis(600)).await;
+    let first = t.turn("alice", json!({"message": "hello"})).await;
+    let sid = SessionId::parse(first.session_id()).unwrap();
+    // A turn that took the lease and died.
+    let ghost = shared::store::Lease { turn_id: shared::ids::TurnId::new(), until_ms: shared::now_ms() + 600 };
+    t.store().acquire_lease(&user("alice"), &sid, &ghost).await.unwrap();
+    let busy = t.turn("alice", json!({"message": "now?", "session_id": sid.to_string()})).await;
+    assert_eq!(busy.error_code().as_deref(), Some("session_busy"));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let ok = t.turn("alice", json!({"message": "now?", "session_id": sid.to_string()})).await;
+    assert_eq!(ok.error_code(), None, "{:?}", ok.events);
+}
+
+#[tokio::test]
+async fn a_repeated_stream_run_id_never_stores_a_second_user_message() {
+    let t = TestApp::new().await;
+    let first = t.turn("alice", json!({"message": "hello", "stream_run_id": 41})).await;
+    let sid = first.session_id();
+    let a = t.turn("alice", json!({"message": "do it", "session_id": sid, "stream_run_id": "run-7"})).await;
+    assert_eq!(a.error_code(), None);
+    let before = t.llm.request_count();
+    let again = t.turn("alice", json!({"message": "do it", "session_id": sid, "stream_run_id": "run-7"})).await;
+    assert_eq!(again.error_code().as_deref(), Some("duplicate_run"));
+    assert_eq!(again.kinds().last(), Some(&"done"));
+    assert_eq!(t.llm.request_count(), before, "the model is not called again");
+    let msgs = t.store().recent_messages(&user("alice"), &SessionId::parse(sid.clone()).unwrap(), 20).await.unwrap();
+    assert_eq!(msgs.iter().filter(|m| m.content.as_deref() == Some("do it")).count(), 1);
+    // The session is not left leased.
+    let next = t.turn("alice", json!({"message": "next", "session_id": sid, "stream_run_id": "run-8"})).await;
+    assert_eq!(next.error_code(), None);
+}
+
+#[tokio::test]
+async fn no_valid_token_is_401_json_before_any_streaming() {
+    let t = TestApp::new().await;
+    let body = serde_json::to_vec(&json!({"message": "hi"})).unwrap();
+    let wrong_secret = shared::auth::mint_hs256("wrong-secret", "alice", Duration::from_secs(60)).unwrap();
+    for tok in [None, Some("not-a-jwt"), Some(wrong_secret.as_str())] {
+        let turn = Turn::read(t.post(tok, body.clone()).await).await;
+        assert_eq!(turn.status, 401, "{tok:?}");
+        assert!(turn.content_type.starts_with("application/json"));
+        assert!(turn.json.as_ref().unwrap()["error"]["code"].is_string());
+        assert!(turn.events.is_empty());
+    }
+    assert_eq!(t.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn no_auth_configuration_refuses_everything() {
+    let t = TestApp::with_config(|c| {
+        c.auth.jwt_secret = None;
+        c.auth.jwks_url = None;
+    })
+    .await;
+    let turn =
+        Turn::read(t.post(Some(&token("alice")), serde_json::to_vec(&json!({"message": "hi"})).unwrap()).await).await;
+    assert_eq!(turn.status, 401);
+    assert_eq!(turn.json.unwrap()["error"]["code"], json!("auth_not_configured"));
+    assert_eq!(t.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn bad_input_is_a_400_json_and_writes_nothing() {
+    let t = TestApp::with_config(|c| c.max_message_bytes = 1024).await;
+    let cases: Vec<(Vec<u8>, u16, &str)> = vec![
+        (b"{not json".to_vec(), 400, "invalid_json"),
+        (b"".to_vec(), 400, "invalid_json"),
+        (serde_json::to_vec(&json!({})).unwrap(), 400, "invalid_json"),
+        (serde_json::to_vec(&json!({"message": "   "})).unwrap(), 400, "missing_message"),
+        (serde_json::to_vec(&json!({"message": 5})).unwrap(), 400, "invalid_json"),
+        (serde_json::to_vec(&json!({"message": "x".repeat(1025)})).unwrap(), 413, "message_too_large"),
+        (
+            serde_json::to_vec(&json!({"message": "hi", "context_type": "astrology"})).unwrap(),
+            400,
+            "unknown_context_type",
+        ),
+        (serde_json::to_vec(&json!({"message": "hi", "session_id": "a#b"})).unwrap(), 400, "invalid_id"),
+        (
+            serde_json::to_vec(&json!({"message": "hi", "stream_run_id": {"x": 1}})).unwrap(),
+            400,
+            "invalid_stream_run_id",
+        ),
+    ];
+    for (body, status, code) in cases {
+        let turn = Turn::read(t.post(Some(&token("alice")), body.clone()).await).await;
+        assert_eq!(turn.status, status, "{}", String::from_utf8_lossy(&body));
+        assert_eq!(turn.json.as_ref().unwrap()["error"]["code"], json!(code), "{}", String::from_utf8_lossy(&body));
+    }
+    assert_eq!(t.llm.request_count(), 0);
+    let scan = t.dynamo.scan().table_name(&t.table).send().await.unwrap();
+    assert_eq!(scan.count, 0, "nothing written");
+}
+
+#[tokio::test]
+async fn another_users_session_id_answers_like_a_missing_one() {
+    let t = TestApp::new().await;
+    let alices = t.turn("alice", json!({"message": "secret plans"})).await.session_id();
+    let as_bob = t.turn("bob", json!({"message": "let me in", "session_id": alices})).await;
+    let missing = t.turn("bob", json!({"message": "let me in", "session_id": SessionId::new().to_string()})).await;
+    assert_eq!(as_bob.kinds(), missing.kinds());
+    assert_eq!(as_bob.error_code().as_deref(), Some("session_not_found"));
+    assert_eq!(missing.error_code().as_deref(), Some("session_not_found"));
+    let strip = |t: &Turn| match &t.events[1] {
+        StreamEvent::Error { code, message, retryable } => (code.clone(), message.clone(), *retryable),
+        e => panic!("{e:?}"),
+    };
+    assert_eq!(strip(&as_bob), strip(&missing), "same words for both");
+    // Alice's session is untouched.
+    let msgs = t.store().recent_messages(&user("alice"), &SessionId::parse(alices).unwrap(), 10).await.unwrap();
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(t.llm.request_count(), 1);
+}
+
+#[tokio::test]
+async fn the_deadline_stops_the_turn_and_keeps_the_partial() {
+    let t = TestApp::with_config(|c| {
+        c.turn_timeout = Duration::from_millis(1500);
+        c.deadline_margin = Duration::from_millis(500);
+    })
+    .await;
+    t.llm.push(Reply::Stream(vec![Step::Text("start ".into()), Step::Hang]));
+    let turn = t.turn("alice", json!({"message": "long"})).await;
+    assert_eq!(turn.error_code().as_deref(), Some("deadline_exceeded"));
+    let (done_at, _) = turn.frames.last().unwrap();
+    assert!(*done_at < Duration::from_millis(1500), "done before the deadline: {done_at:?}");
+    let sid = SessionId::parse(turn.session_id()).unwrap();
+    let msgs = t.store().recent_messages(&user("alice"), &sid, 10).await.unwrap();
+    assert_eq!(msgs[1].content.as_deref(), Some("start "));
+    assert_eq!(msgs[1].error.as_ref().unwrap().code, "deadline_exceeded");
+}
+
+#[tokio::test]
+async fn the_stream_accepts_post_on_any_path_and_refuses_other_methods() {
+    let t = TestApp::new().await;
+    for path in ["/", "/api/agent/v2/stream", "/anything"] {
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(path)
+            .header("authorization", format!("Bearer {}", token("alice")))
+            .body(lambda_http::Body::from(json!({"message": "hi"}).to_string()))
+            .unwrap();
+        let turn = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+        assert_eq!(turn.status, 200, "{path}");
+        assert_eq!(turn.kinds().last(), Some(&"done"));
+    }
+    let req = http::Request::builder().method("PUT").uri("/").body(lambda_http::Body::Empty).unwrap();
+    let turn = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    assert_eq!(turn.status, 405);
+}
