@@ -40,6 +40,9 @@ enum Command {
     },
     /// Send a message and print the event stream as it arrives.
     Chat(ChatArgs),
+    /// Create the table (TABLE_NAME, default `agentic-chat`) at the configured
+    /// DynamoDB endpoint, with the key scheme of `shared::store`, if it is missing.
+    CreateTable,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -96,6 +99,24 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::CreateTable => {
+            let table = env_var("TABLE_NAME").unwrap_or_else(|| "agentic-chat".into());
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+            rt.block_on(async {
+                let sdk = aws_config::load_from_env().await;
+                let client = aws_sdk_dynamodb::Client::new(&sdk);
+                match shared::store::dynamo::DynamoStore::create_table_if_missing(&client, &table).await {
+                    Ok(()) => {
+                        println!("table {table} is ready");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("error: creating table {table}: {e}");
+                        ExitCode::FAILURE
+                    }
+                }
+            })
+        }
         Command::Chat(mut args) => {
             if args.token.as_deref().is_none_or(|t| t.trim().is_empty()) {
                 args.token = match mint_from_env(DEV_USER, Duration::from_secs(3600)) {

@@ -100,6 +100,8 @@ impl StreamApp {
 
 /// The stream function's handler: `POST` on any path starts a turn.
 pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {
+    // Before anything is streamed: Nagle off on the Runtime API connection.
+    crate::transport::nodelay_runtime_api();
     if req.method() == Method::OPTIONS {
         // CORS is answered by the function URL's configuration; this keeps a
         // preflight that reaches us anyway from being refused.
@@ -156,6 +158,9 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
 fn invocation_deadline(req: &lambda_http::Request, fallback: Duration) -> Instant {
     let now = Instant::now();
     match req.lambda_context_ref().map(|c| c.deadline as i64) {
+        // `cargo lambda watch` (1.9) sends the invoke timeout itself (600000)
+        // where Lambda sends an epoch time; no real deadline is before 2001.
+        Some(timeout_ms) if (1..1_000_000_000_000).contains(&timeout_ms) => now + Duration::from_millis(timeout_ms as u64),
         Some(deadline_ms) if deadline_ms > 0 => {
             let left = deadline_ms - crate::now_ms();
             now + Duration::from_millis(left.max(0) as u64)

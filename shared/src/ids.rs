@@ -85,6 +85,10 @@ id_type!(
     EntityId, "entity id", 64
 );
 id_type!(
+    /// A project: the unit of ownership and versioning of the ontology.
+    ProjectId, "project id", 64
+);
+id_type!(
     /// The client's `stream_run_id`: the idempotency key of a turn.
     RunId, "stream_run_id", 128
 );
@@ -104,6 +108,26 @@ impl MessageId {
         Self(uuid::Uuid::now_v7().to_string())
     }
 }
+impl EntityId {
+    pub fn new() -> Self {
+        Self(uuid::Uuid::now_v7().to_string())
+    }
+}
+impl ProjectId {
+    pub fn new() -> Self {
+        Self(uuid::Uuid::now_v7().to_string())
+    }
+}
+impl Default for EntityId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+impl Default for ProjectId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 impl Default for SessionId {
     fn default() -> Self {
         Self::new()
@@ -119,6 +143,22 @@ impl Default for MessageId {
         Self::new()
     }
 }
+
+/// The ids the entities API exposes are plain strings in its OpenAPI document.
+macro_rules! string_schema {
+    ($($t:ty),*) => {$(
+        impl utoipa::PartialSchema for $t {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .pattern(Some("^[A-Za-z0-9._:|@-]{1,64}$"))
+                    .into()
+            }
+        }
+        impl utoipa::ToSchema for $t {}
+    )*};
+}
+string_schema!(EntityId, ProjectId);
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod entities;
 pub mod http;
 pub mod ids;
 pub mod llm;
@@ -19,6 +20,7 @@ pub mod session;
 pub mod sse;
 pub mod store;
 pub mod telemetry;
+pub mod transport;
 pub mod turn;
 
 /// Milliseconds since the Unix epoch: the one clock every stored timestamp uses.

@@ -262,6 +262,7 @@ async fn run(
     };
     let sid = session.view.id.clone();
     tracing::Span::current().record("session_id", tracing::field::display(&sid));
+    tracing::info!(history = history.len(), ms_left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64, "session resolved");
 
     // The request's scope wins over the stored one.
     let context_type = turn.context_type.unwrap_or(session.view.context_type);
@@ -351,7 +352,10 @@ async fn run(
     };
     let prompt_chars: usize = request.messages.iter().map(|m| m.content.as_deref().map_or(0, str::len)).sum();
 
-    let stop_at = deadline.checked_sub(cfg.deadline_margin).unwrap_or(deadline);
+    // Keep the margin to persist and end cleanly, but never more than a tenth
+    // of the time there is: a short-timeout function would otherwise stop at once.
+    let left = deadline.saturating_duration_since(Instant::now());
+    let stop_at = deadline - cfg.deadline_margin.min(left / 10);
     let (text, usage, outcome) = stream_model(deps.llm.as_ref(), request, sink, stop_at, &lease_lost).await;
     renewer.abort();
 

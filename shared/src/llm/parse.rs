@@ -8,6 +8,7 @@ use super::{LlmError, LlmEvent};
 use crate::message::Usage;
 use crate::sse::{SseDecoder, SseFrame};
 use serde::Deserialize;
+use std::borrow::Cow;
 
 /// Turns body bytes into [`LlmEvent`]s, incrementally.
 ///
@@ -24,7 +25,9 @@ use serde::Deserialize;
 ///   `event: error` frame) → [`LlmError::Api`];
 /// - invalid JSON, or an SSE line over the decoder's limit → [`LlmError::Decode`].
 ///
-/// Within one chunk, events come in the order deltas, finish, usage.
+/// Within one chunk, events come in the order deltas, finish, usage. A server
+/// that reports usage on every chunk gives a `Usage` event each time: the last
+/// one is the total.
 /// `data: [DONE]` ends the stream: anything after it is ignored.
 #[derive(Debug, Default)]
 pub struct ChunkParser {
@@ -178,7 +181,7 @@ impl ToolIndexer {
 }
 
 #[derive(Deserialize)]
-struct Chunk {
+struct Chunk<'a> {
     #[serde(default)]
     choices: Option<Vec<Choice>>,
     #[serde(default)]
@@ -188,8 +191,8 @@ struct Chunk {
     #[serde(default)]
     error: Option<serde_json::Value>,
     /// vLLM reports errors as `{"object": "error", "message": ...}`.
-    #[serde(default)]
-    object: Option<String>,
+    #[serde(default, borrow)]
+    object: Option<Cow<'a, str>>,
     #[serde(default)]
     message: Option<String>,
 }

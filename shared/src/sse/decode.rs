@@ -186,7 +186,7 @@ impl SseDecoder {
             }
             self.after_cr = false;
         }
-        while let Some(i) = input.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(i) = find_eol(input) {
             let line = &input[..i];
             let mut rest = &input[i + 1..];
             if input[i] == b'\r' {
@@ -296,6 +296,25 @@ impl SseDecoder {
     }
 }
 
+/// The position of the first `\n` or `\r`, eight bytes at a time.
+fn find_eol(s: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const LF: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    const CR: u64 = u64::from_ne_bytes([b'\r'; 8]);
+    // Whether some byte of `x` is zero (exact as a yes/no, not as a position).
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
+    let mut start = 0;
+    for w in s.chunks_exact(8) {
+        let w = u64::from_ne_bytes(w.try_into().expect("chunks of 8"));
+        if has_zero(w ^ LF) || has_zero(w ^ CR) {
+            break;
+        }
+        start += 8;
+    }
+    s[start..].iter().position(|&b| b == b'\n' || b == b'\r').map(|p| start + p)
+}
+
 /// Appends `bytes` as UTF-8, replacing invalid sequences with U+FFFD. Lines are
 /// cut only at ASCII bytes, which always end an invalid sequence, so this gives
 /// the same text as decoding the whole stream first.
@@ -335,6 +354,30 @@ mod tests {
         }
         out.extend(dec.finish());
         out
+    }
+
+    #[test]
+    fn find_eol_matches_a_plain_scan() {
+        use rand::Rng;
+        let mut rng = rand::thread_rng();
+        let alphabet = [b'a', b'\n', b'\r', 0x80, 0xFF, 0x0A ^ 0x80, 0x0D ^ 0x01, b':', 0x00, 0x01];
+        for _ in 0..20_000 {
+            let len = rng.gen_range(0..40);
+            let density = rng.gen_range(1..200);
+            let s: Vec<u8> = (0..len)
+                .map(|_| if rng.gen_range(0..density) == 0 { alphabet[rng.gen_range(0..alphabet.len())] } else { b'x' })
+                .collect();
+            let want = s.iter().position(|&b| b == b'\n' || b == b'\r');
+            assert_eq!(find_eol(&s), want, "{s:?}");
+        }
+        for n in 0..64 {
+            let mut s = vec![b'x'; 64];
+            s[n] = b'\r';
+            assert_eq!(find_eol(&s), Some(n));
+            s[n] = b'\n';
+            assert_eq!(find_eol(&s[..=n]), Some(n));
+            assert_eq!(find_eol(&s[..n]), None);
+        }
     }
 
     #[test]

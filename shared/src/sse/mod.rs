@@ -110,9 +110,10 @@ pub enum StreamEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         entity_id: Option<String>,
     },
-    /// The backend's truth after a write; the client applies it as is.
+    /// The backend's truth after a write; the client applies it as is. The
+    /// same [`crate::entities::EntityPatch`] the entities API returns.
     EntityPatch {
-        patch: serde_json::Value,
+        patch: crate::entities::EntityPatch,
     },
     ContextUsage(ContextUsage),
     /// Something failed; `done` follows.

@@ -27,8 +27,12 @@
 //! the session's `message_count`, so stats and messages always agree: they
 //! change in the same transaction. Message bodies are stored as one JSON
 //! attribute (`data`) next to the key attributes; a message is one item.
+//!
+//! The ontology (projects, entities, edges, document content, the document
+//! tree) has its own partitions, `U#<user>#P#<project>`: see [`entities`].
 
 pub mod dynamo;
+pub mod entities;
 pub mod keys;
 
 use crate::ids::{RunId, SessionId, TurnId, UserId};
