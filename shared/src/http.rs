@@ -160,7 +160,9 @@ fn invocation_deadline(req: &lambda_http::Request, fallback: Duration) -> Instan
     match req.lambda_context_ref().map(|c| c.deadline as i64) {
         // `cargo lambda watch` (1.9) sends the invoke timeout itself (600000)
         // where Lambda sends an epoch time; no real deadline is before 2001.
-        Some(timeout_ms) if (1..1_000_000_000_000).contains(&timeout_ms) => now + Duration::from_millis(timeout_ms as u64),
+        Some(timeout_ms) if (1..1_000_000_000_000).contains(&timeout_ms) => {
+            now + Duration::from_millis(timeout_ms as u64)
+        }
         Some(deadline_ms) if deadline_ms > 0 => {
             let left = deadline_ms - crate::now_ms();
             now + Duration::from_millis(left.max(0) as u64)

@@ -262,7 +262,11 @@ async fn run(
     };
     let sid = session.view.id.clone();
     tracing::Span::current().record("session_id", tracing::field::display(&sid));
-    tracing::info!(history = history.len(), ms_left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64, "session resolved");
+    tracing::info!(
+        history = history.len(),
+        ms_left = deadline.saturating_duration_since(Instant::now()).as_millis() as u64,
+        "session resolved"
+    );
 
     // The request's scope wins over the stored one.
     let context_type = turn.context_type.unwrap_or(session.view.context_type);

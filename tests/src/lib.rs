@@ -6,6 +6,7 @@
 //! `AWS_ENDPOINT_URL_DYNAMODB`; each test creates its own table in it.
 
 pub mod entities;
+pub mod runtime_api;
 pub mod scripted_llm;
 
 use bytes::Bytes;

@@ -136,7 +136,10 @@ async fn handle(
                 return Ok(hyper::Response::builder()
                     .header("lambda-runtime-aws-request-id", id)
                     .header("lambda-runtime-deadline-ms", deadline.to_string())
-                    .header("lambda-runtime-invoked-function-arn", "arn:aws:lambda:us-east-1:000000000000:function:stream")
+                    .header(
+                        "lambda-runtime-invoked-function-arn",
+                        "arn:aws:lambda:us-east-1:000000000000:function:stream",
+                    )
                     .body(Full::new(Bytes::from(event)))
                     .unwrap());
             }

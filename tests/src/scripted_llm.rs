@@ -269,6 +269,9 @@ async fn handle(
                 }
                 Step::Done => Bytes::from_static(b"data: [DONE]\n\n"),
                 Step::Drop => {
+                    // Let what came before reach the wire first: hyper drops
+                    // buffered chunks when the body fails.
+                    tokio::time::sleep(Duration::from_millis(30)).await;
                     let _ = tx.send(Chunk::Abort).await;
                     return;
                 }

@@ -121,7 +121,10 @@ pub fn routes() -> Vec<RouteDoc> {
     let page = &["limit", "cursor"];
     let mut v = vec![
         route(Method::GET, "/openapi.json", "This document", None, 200, ObjectBuilder::new().into()),
-        RouteDoc { query: page, ..route(Method::GET, "/projects", "The user's projects", None, 200, page_of("Project")) },
+        RouteDoc {
+            query: page,
+            ..route(Method::GET, "/projects", "The user's projects", None, 200, page_of("Project"))
+        },
         route(
             Method::POST,
             "/projects",
@@ -158,8 +161,22 @@ pub fn routes() -> Vec<RouteDoc> {
                 r("EdgeList"),
             )
         },
-        route(Method::POST, "/projects/{project_id}/edges", "Link two entities", Some("Edge"), 201, write_of(r("Edge"))),
-        route(Method::DELETE, "/projects/{project_id}/edges", "Unlink two entities", Some("Edge"), 200, write_of(r("Edge"))),
+        route(
+            Method::POST,
+            "/projects/{project_id}/edges",
+            "Link two entities",
+            Some("Edge"),
+            201,
+            write_of(r("Edge")),
+        ),
+        route(
+            Method::DELETE,
+            "/projects/{project_id}/edges",
+            "Unlink two entities",
+            Some("Edge"),
+            200,
+            write_of(r("Edge")),
+        ),
         route(Method::GET, "/projects/{project_id}/doc-structure", "The document tree", None, 200, r("DocStructure")),
         route(
             Method::POST,
@@ -205,7 +222,14 @@ pub fn routes() -> Vec<RouteDoc> {
             201,
             write_of(r("Entity")),
         ));
-        v.push(route(Method::GET, &one, &format!("A {} (documents with content)", kind.as_str()), None, 200, r("Entity")));
+        v.push(route(
+            Method::GET,
+            &one,
+            &format!("A {} (documents with content)", kind.as_str()),
+            None,
+            200,
+            r("Entity"),
+        ));
         v.push(route(
             Method::PATCH,
             &one,
@@ -228,16 +252,52 @@ pub fn routes() -> Vec<RouteDoc> {
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "agentic-chat entities", description = "The ontology over HTTP: projects, their entities, edges and document tree."),
+    info(
+        title = "agentic-chat entities",
+        description = "The ontology over HTTP: projects, their entities, edges and document tree."
+    ),
     components(schemas(
-        Project, ProjectFields, NewProject, ProjectState, CreatedProject,
-        Entity, EntityFields, EntityKind, RecordKind, NewDocument,
-        DocumentFields, TaskFields, GoalFields, PlanFields, MilestoneFields, RiskFields, RequirementFields,
-        TaskState, GoalState, PlanState, MilestoneState, RiskState, RequirementState, Impact, Priority,
-        Edge, EdgeEnd, EdgeList, DocNode, DocStructure, MoveDocument,
-        MetadataRequest, MetadataResponse, DocumentMetadata,
-        EntityPatch, Change, Record, Deleted,
-        SearchResults, SearchHit, MatchedIn,
+        Project,
+        ProjectFields,
+        NewProject,
+        ProjectState,
+        CreatedProject,
+        Entity,
+        EntityFields,
+        EntityKind,
+        RecordKind,
+        NewDocument,
+        DocumentFields,
+        TaskFields,
+        GoalFields,
+        PlanFields,
+        MilestoneFields,
+        RiskFields,
+        RequirementFields,
+        TaskState,
+        GoalState,
+        PlanState,
+        MilestoneState,
+        RiskState,
+        RequirementState,
+        Impact,
+        Priority,
+        Edge,
+        EdgeEnd,
+        EdgeList,
+        DocNode,
+        DocStructure,
+        MoveDocument,
+        MetadataRequest,
+        MetadataResponse,
+        DocumentMetadata,
+        EntityPatch,
+        Change,
+        Record,
+        Deleted,
+        SearchResults,
+        SearchHit,
+        MatchedIn,
     ))
 )]
 struct ApiDoc;

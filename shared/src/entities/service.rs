@@ -182,21 +182,22 @@ impl EntityService {
         Ok(self.store.get_entity(user, project, kind, id).await?)
     }
 
-    /// Commits `ops` with a version bump (and `tree` when given), replanning
-    /// only the meta item on contention. For steps whose ops do not depend on
-    /// what else is in the project.
+    /// Commits `ops` with a version bump (removing `leaves_tree` from the tree
+    /// when given), replanning only the meta item on contention. For steps
+    /// whose ops do not depend on what else is in the project.
     async fn commit_ops(
         &self,
         user: &UserId,
         project: &ProjectId,
         ops: Vec<Op>,
-        tree: Option<&dyn Fn(&mut Vec<DocNode>)>,
+        leaves_tree: Option<&EntityId>,
     ) -> Result<ProjectRow, EntityError> {
         for attempt in 0..MAX_ATTEMPTS {
             let row = self.project(user, project).await?;
             let mut next = bumped(&row, crate::now_ms());
-            if let Some(f) = tree {
-                f(&mut next.tree);
+            if let Some(id) = leaves_tree {
+                // Already gone when an earlier step removed it: nothing to do.
+                let _ = tree::remove_promoting_children(&mut next.tree, id);
             }
             let c = Commit { expected_version: Some(row.project.version), meta: next.clone(), ops: ops.clone() };
             match self.store.commit(user, &c).await {
@@ -213,11 +214,7 @@ impl EntityService {
 
     /// Creates a project with its context document (spec §9.6) at the root of
     /// its tree: a compound create, so the result lists `entities_created`.
-    pub async fn create_project(
-        &self,
-        user: &UserId,
-        new: NewProject,
-    ) -> Result<Write<CreatedProject>, EntityError> {
+    pub async fn create_project(&self, user: &UserId, new: NewProject) -> Result<Write<CreatedProject>, EntityError> {
         let fields = ProjectFields { name: new.name, description: new.description, state: new.state };
         validate_project(&fields)?;
         let context = new.context.unwrap_or_default();
@@ -290,9 +287,11 @@ impl EntityService {
             None => None,
             Some(c) => {
                 let id = ProjectId::parse(c.as_str()).map_err(|e| EntityError::InvalidId(format!("cursor: {e}")))?;
-                Some(self.store.get_project(user, &id).await?.ok_or_else(|| {
-                    EntityError::InvalidId("cursor: not a project of yours (was it deleted?)".into())
-                })?)
+                Some(
+                    self.store.get_project(user, &id).await?.ok_or_else(|| {
+                        EntityError::InvalidId("cursor: not a project of yours (was it deleted?)".into())
+                    })?,
+                )
             }
         };
         let (rows, more) = self.store.list_projects(user, limit, after.as_ref()).await?;
@@ -391,7 +390,12 @@ impl EntityService {
     /// Creates an entity. Documents are placed in the tree under `parent_id`
     /// (root when absent) in the same transaction; their content is written
     /// first, as chunks nothing points to until the transaction commits.
-    pub async fn create(&self, user: &UserId, project: &ProjectId, new: CreateEntity) -> Result<Write<Entity>, EntityError> {
+    pub async fn create(
+        &self,
+        user: &UserId,
+        project: &ProjectId,
+        new: CreateEntity,
+    ) -> Result<Write<Entity>, EntityError> {
         validate_fields(&new.fields)?;
         let kind = new.fields.kind();
         if kind != EntityKind::Document && (new.content.is_some() || new.parent_id.is_some() || new.position.is_some())
@@ -433,7 +437,10 @@ impl EntityService {
                 match self.store.commit(user, &c).await {
                     Ok(()) => {
                         let changes = vec![entity_change(true, &entity)];
-                        return Ok(Write { patch: patch(&c.meta, changes, kind == EntityKind::Document), data: entity });
+                        return Ok(Write {
+                            patch: patch(&c.meta, changes, kind == EntityKind::Document),
+                            data: entity,
+                        });
                     }
                     Err(CommitError::ProjectChanged) => backoff(attempt).await,
                     Err(CommitError::OpFailed(_)) => return Err(EntityError::Busy),
@@ -604,9 +611,6 @@ impl EntityService {
         expected_version: Option<u64>,
     ) -> Result<Write<Deleted>, EntityError> {
         let is_doc = kind == EntityKind::Document;
-        let remove_from_tree = |t: &mut Vec<DocNode>| {
-            let _ = tree::remove_promoting_children(t, id);
-        };
         for attempt in 0..MAX_ATTEMPTS {
             let row = self.project(user, project).await?;
             if &row.project.context_document_id == id {
@@ -619,7 +623,7 @@ impl EntityService {
             }
             let edges = self.store.edges_of(user, project, id).await?;
             let mut next = bumped(&row, crate::now_ms());
-            remove_from_tree(&mut next.tree);
+            let _ = tree::remove_promoting_children(&mut next.tree, id);
             let single = !current.deleting && edges.len() <= EDGES_PER_COMMIT;
             let ops = if single {
                 let mut ops = vec![Op::DeleteEntity { kind, id: id.clone() }];
@@ -649,7 +653,7 @@ impl EntityService {
                     self.commit_ops(user, project, ops, None).await?;
                 }
                 let ops = vec![Op::DeleteEntity { kind, id: id.clone() }];
-                last = self.commit_ops(user, project, ops, Some(&remove_from_tree)).await?;
+                last = self.commit_ops(user, project, ops, Some(id)).await?;
             }
             if let Some(cr) = &current.content {
                 self.store.delete_content(user, project, id, cr).await;

@@ -115,8 +115,14 @@ pub struct EntityRow {
 #[derive(Debug, Clone)]
 pub enum Op {
     /// Writes the whole entity item; `create` requires it absent, else present.
-    PutEntity { row: Box<EntityRow>, create: bool },
-    DeleteEntity { kind: EntityKind, id: EntityId },
+    PutEntity {
+        row: Box<EntityRow>,
+        create: bool,
+    },
+    DeleteEntity {
+        kind: EntityKind,
+        id: EntityId,
+    },
     /// Both copies; refused if the edge exists.
     PutEdge(Edge),
     /// Both copies.
@@ -309,10 +315,7 @@ fn edge_items(user: &UserId, project: &ProjectId, e: &Edge) -> [Item; 2] {
         item.insert("to_id".into(), s(e.to.id.as_str()));
         item
     };
-    [
-        mk(keys::edge_out_sk(&e.from.id, &e.relation, &e.to.id)),
-        mk(keys::edge_in_sk(&e.from.id, &e.relation, &e.to.id)),
-    ]
+    [mk(keys::edge_out_sk(&e.from.id, &e.relation, &e.to.id)), mk(keys::edge_in_sk(&e.from.id, &e.relation, &e.to.id))]
 }
 
 fn edge_from_item(item: &Item) -> Result<Edge, StoreError> {
@@ -658,9 +661,11 @@ impl EntityStore {
             .filter_map(|mut i| Some(key(i.remove("pk")?.as_s().ok()?.clone(), i.remove("sk")?.as_s().ok()?.clone())))
             .collect();
         let tail = self.query_all(keys::project_pk(user, project), "", Some(("Q", "Z~"))).await?;
-        keys.extend(tail.into_iter().filter_map(|mut i| {
-            Some(key(i.remove("pk")?.as_s().ok()?.clone(), i.remove("sk")?.as_s().ok()?.clone()))
-        }));
+        keys.extend(
+            tail.into_iter().filter_map(|mut i| {
+                Some(key(i.remove("pk")?.as_s().ok()?.clone(), i.remove("sk")?.as_s().ok()?.clone()))
+            }),
+        );
         self.batch_delete(keys).await
     }
 
