@@ -39,6 +39,12 @@ fn configured_addrs() -> &'static [SocketAddr] {
 /// API (from `AWS_LAMBDA_RUNTIME_API`). Returns how many sockets it changed.
 /// A no-op outside Lambda.
 pub fn nodelay_runtime_api() -> usize {
+    // `RUNTIME_API_NODELAY=off` leaves Nagle on: only for measuring the
+    // difference (the benchmark's before/after), never for production.
+    static ENABLED: OnceLock<bool> = OnceLock::new();
+    if !*ENABLED.get_or_init(|| std::env::var("RUNTIME_API_NODELAY").map(|v| v != "off").unwrap_or(true)) {
+        return 0;
+    }
     let addrs = configured_addrs();
     if addrs.is_empty() {
         return 0;
