@@ -53,6 +53,11 @@ pub enum Step {
 pub enum Reply {
     Stream(Vec<Step>),
     Status(u16, String),
+    /// Answers `echo: <the last user message>`, word by word, `gap` apart: lets
+    /// concurrent tests tell whose answer reached which stream.
+    Echo {
+        gap: Duration,
+    },
 }
 
 impl Reply {
@@ -87,6 +92,8 @@ struct State {
     requests: Vec<serde_json::Value>,
     /// (when, text) for every text chunk written.
     sent: Vec<(Instant, String)>,
+    in_flight: usize,
+    max_in_flight: usize,
 }
 
 #[derive(Clone)]
@@ -136,6 +143,11 @@ impl ScriptedLlm {
         self.state.lock().unwrap().requests.len()
     }
 
+    /// The most streams that were being answered at the same moment.
+    pub fn max_in_flight(&self) -> usize {
+        self.state.lock().unwrap().max_in_flight
+    }
+
     /// When each text chunk was written.
     pub fn sent(&self) -> Vec<(Instant, String)> {
         self.state.lock().unwrap().sent.clone()
@@ -150,6 +162,14 @@ pub fn roles_and_contents(request: &serde_json::Value) -> Vec<(String, String)> 
         .iter()
         .map(|m| (m["role"].as_str().unwrap_or("").to_string(), m["content"].as_str().unwrap_or("").to_string()))
         .collect()
+}
+
+struct InFlight(Arc<Mutex<State>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().in_flight -= 1;
+    }
 }
 
 enum Chunk {
@@ -216,7 +236,23 @@ async fn handle(
         st.requests.push(serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null));
         st.replies.pop_front().or_else(|| st.default.clone()).unwrap_or_else(|| Reply::text(&["ok"]))
     };
+    let reply = match reply {
+        Reply::Echo { gap } => {
+            let req: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let last_user = req["messages"]
+                .as_array()
+                .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or("")
+                .to_string();
+            let text = format!("echo: {last_user}");
+            let words: Vec<String> = text.split_inclusive(' ').map(str::to_string).collect();
+            Reply::paced(&words.iter().map(String::as_str).collect::<Vec<_>>(), gap)
+        }
+        other => other,
+    };
     let steps = match reply {
+        Reply::Echo { .. } => unreachable!("resolved above"),
         Reply::Status(code, body) => {
             return Ok(hyper::Response::builder()
                 .status(code)
@@ -227,7 +263,13 @@ async fn handle(
         Reply::Stream(steps) => steps,
     };
     let (tx, rx) = mpsc::channel(16);
+    {
+        let mut st = state.lock().unwrap();
+        st.in_flight += 1;
+        st.max_in_flight = st.max_in_flight.max(st.in_flight);
+    }
     tokio::spawn(async move {
+        let _guard = InFlight(state.clone());
         // Some servers send the role first, on its own.
         let _ = tx.send(Chunk::Data(chunk(json!({"role": "assistant"}), None))).await;
         for step in steps {

@@ -55,3 +55,87 @@ async fn runtime_api_connections_have_nagle_off_and_frames_stream() {
     assert!(sockets.iter().all(|(_, nodelay)| *nodelay), "Nagle is off on every Runtime API connection: {sockets:?}");
     runtime.abort();
 }
+
+/// One process, many streams: the concurrent runtime (Lambda Managed
+/// Instances' `AWS_LAMBDA_MAX_CONCURRENCY`) serves 8 turns at once on 8
+/// sessions of 2 users; each stream carries only its own session's events,
+/// every message is stored once, and a second turn on a busy session is still
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_process_serves_many_concurrent_streams() {
+    use shared::ids::{SessionId, UserId};
+    use shared::store::Store;
+    let mut api = FakeRuntimeApi::start().await;
+    api.set_env();
+    // Room for the 8 turns and the one that must be refused.
+    std::env::set_var("AWS_LAMBDA_MAX_CONCURRENCY", "10");
+    let t = TestApp::new().await;
+    // Eight sessions, four per user, created through the handler.
+    let mut sessions = Vec::new();
+    for i in 0..8 {
+        let user = if i % 2 == 0 { "alice" } else { "bob" };
+        let turn = t.turn(user, serde_json::json!({"message": format!("open {i}")})).await;
+        sessions.push((user, turn.session_id()));
+    }
+    t.llm.set_default(Reply::Echo { gap: Duration::from_millis(60) });
+    let app = t.app.clone();
+    let runtime = tokio::spawn(lambda_http::run_with_streaming_response_concurrent(service_fn(move |req| {
+        let app = app.clone();
+        async move { Ok::<_, Error>(shared::http::handle_stream(&app, req).await) }
+    })));
+    for (i, (user, sid)) in sessions.iter().enumerate() {
+        let body =
+            serde_json::json!({"message": format!("turn for session {i} with several words"), "session_id": sid});
+        api.invoke(&format!("req-{i}"), function_url_post(&token(user), &body));
+    }
+    // While those run, a second turn on session 0 must be refused.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let (user0, sid0) = &sessions[0];
+    api.invoke(
+        "req-busy",
+        function_url_post(&token(user0), &serde_json::json!({"message": "me too", "session_id": sid0})),
+    );
+
+    let mut by_request = std::collections::HashMap::new();
+    for _ in 0..9 {
+        let r = tokio::time::timeout(Duration::from_secs(30), api.responses.recv()).await.expect("in time").unwrap();
+        let mut dec = SseDecoder::new();
+        let mut events = Vec::new();
+        for (_, chunk) in r.body_with_times() {
+            for f in dec.feed(&chunk).unwrap() {
+                events.push(serde_json::from_str::<StreamEvent>(&f.data).unwrap());
+            }
+        }
+        by_request.insert(r.request_id.clone(), events);
+    }
+    let busy = &by_request["req-busy"];
+    assert!(busy.iter().any(|e| matches!(e, StreamEvent::Error { code, .. } if code == "session_busy")), "{busy:?}");
+    for (i, (user, sid)) in sessions.iter().enumerate() {
+        let events = &by_request[&format!("req-{i}")];
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::TextDelta { content } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, format!("echo: turn for session {i} with several words"), "stream {i} carries its own answer");
+        for e in events {
+            if let StreamEvent::Session { session } = e {
+                assert_eq!(&session.id.to_string(), sid);
+            }
+            if let StreamEvent::Done { session_id, .. } = e {
+                assert_eq!(&session_id.as_ref().unwrap().to_string(), sid);
+            }
+        }
+        let msgs = t
+            .store()
+            .recent_messages(&UserId::parse(*user).unwrap(), &SessionId::parse(sid.clone()).unwrap(), 50)
+            .await
+            .unwrap();
+        assert_eq!(msgs.len(), 4, "two turns, each stored once, in session {i}");
+        assert_eq!(msgs[2].content.as_deref(), Some(format!("turn for session {i} with several words").as_str()));
+    }
+    assert!(t.llm.max_in_flight() >= 8, "the 8 turns ran at once: {} streams at most", t.llm.max_in_flight());
+    runtime.abort();
+}
