@@ -60,6 +60,9 @@ pub struct Config {
     /// `SESSION_LEASE_MS` (default 30000): how long a turn's session lease lasts
     /// without renewal; a crashed turn's lease expires after this.
     pub session_lease: Duration,
+    /// `STOP_POLL_MS` (default 500): how often a running turn checks whether
+    /// the user pressed Stop (one small read, never one per token).
+    pub stop_poll: Duration,
     /// `DEADLINE_MARGIN_MS` (default 3000): stop this long before the Lambda
     /// deadline, to persist the partial answer and end the stream cleanly.
     pub deadline_margin: Duration,
@@ -119,6 +122,7 @@ impl Config {
             history_limit,
             max_message_bytes: parse("MAX_MESSAGE_BYTES", 32 * 1024usize)?,
             session_lease: ms("SESSION_LEASE_MS", 30_000)?,
+            stop_poll: ms("STOP_POLL_MS", 500)?,
             deadline_margin: ms("DEADLINE_MARGIN_MS", 3_000)?,
             turn_timeout: ms("TURN_TIMEOUT_MS", 900_000)?,
         })

@@ -98,7 +98,8 @@ impl StreamApp {
     }
 }
 
-/// The stream function's handler: `POST` on any path starts a turn.
+/// The stream function's handler: `POST` on any path starts a turn, except
+/// under `/sessions`, which is the sessions API (`crate::session::http`).
 pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {
     // Before anything is streamed: Nagle off on the Runtime API connection.
     crate::transport::nodelay_runtime_api();
@@ -107,7 +108,8 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
         // preflight that reaches us anyway from being refused.
         return Response::builder().status(StatusCode::NO_CONTENT).body(ResponseBody::Full(None)).expect("valid");
     }
-    if req.method() != Method::POST {
+    let sessions_api = crate::session::http::is_sessions_path(req.uri().path());
+    if req.method() != Method::POST && !sessions_api {
         return json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "POST a chat turn to this URL");
     }
     let user = match app.auth.authenticate(req.headers()).await {
@@ -121,6 +123,9 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
             );
         }
     };
+    if sessions_api {
+        return crate::session::http::handle(app.deps.store.as_ref(), &user, &req).await;
+    }
     let cfg = &app.deps.config;
     let valid = match ValidTurn::parse(req.body().as_ref(), cfg.max_message_bytes) {
         Ok(v) => v,

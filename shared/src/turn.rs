@@ -327,16 +327,9 @@ async fn run(
         tokio::spawn(async move { store.start_turn(&user, &sid, &start).await })
     };
 
-    // The lease outlives a long answer by being renewed; losing it stops the turn.
-    let lease_lost = CancellationToken::new();
-    let renewer = spawn_lease_renewal(
-        store.clone(),
-        user.clone(),
-        sid.clone(),
-        turn_id.clone(),
-        cfg.session_lease,
-        lease_lost.clone(),
-    );
+    // The lease outlives a long answer by being renewed; losing it, or a Stop,
+    // ends the turn.
+    let watch = watch_turn(store.clone(), user.clone(), sid.clone(), turn_id.clone(), cfg);
 
     let mut messages = Vec::with_capacity(history.len() + 2);
     messages.push(ChatMessage::system(PromptBuilder::build(&PromptInputs {
@@ -360,8 +353,8 @@ async fn run(
     // of the time there is: a short-timeout function would otherwise stop at once.
     let left = deadline.saturating_duration_since(Instant::now());
     let stop_at = deadline - cfg.deadline_margin.min(left / 10);
-    let (text, usage, outcome) = stream_model(deps.llm.as_ref(), request, sink, stop_at, &lease_lost).await;
-    renewer.abort();
+    let (text, usage, outcome) = stream_model(deps.llm.as_ref(), request, sink, stop_at, &watch).await;
+    drop(watch);
 
     // The user message must be stored before the answer that follows it.
     let started = match persist_user.await {
@@ -431,7 +424,7 @@ async fn stream_model(
     request: ChatRequest,
     sink: &mut EventSink,
     stop_at: Instant,
-    lease_lost: &CancellationToken,
+    watch: &Watch,
 ) -> (String, Option<Usage>, Outcome) {
     let mut text = String::new();
     let mut usage = None;
@@ -449,7 +442,8 @@ async fn stream_model(
     let opened = tokio::select! {
         biased;
         _ = sink.closed() => return (text, usage, Outcome::Stopped),
-        _ = lease_lost.cancelled() => return (text, usage, lost()),
+        _ = watch.stopped.cancelled() => return (text, usage, Outcome::Stopped),
+        _ = watch.lease_lost.cancelled() => return (text, usage, lost()),
         _ = tokio::time::sleep_until(stop_at) => return (text, usage, deadline_hit()),
         r = llm.stream_chat(request) => r,
     };
@@ -460,7 +454,8 @@ async fn stream_model(
     let outcome = loop {
         tokio::select! {
             biased;
-            _ = lease_lost.cancelled() => break lost(),
+            _ = watch.stopped.cancelled() => break Outcome::Stopped,
+            _ = watch.lease_lost.cancelled() => break lost(),
             _ = tokio::time::sleep_until(stop_at) => break deadline_hit(),
             r = sink.idle() => if r.is_err() { break Outcome::Stopped },
             ev = stream.next() => match ev {
@@ -481,7 +476,7 @@ async fn stream_model(
     };
     // Dropping the stream cancels the HTTP request to the model.
     drop(stream);
-    if !matches!(outcome, Outcome::Stopped) && sink.flush().await.is_err() {
+    if !sink.is_closed() && sink.flush().await.is_err() {
         return (text, usage, Outcome::Stopped);
     }
     (text, usage, outcome)
@@ -498,28 +493,51 @@ fn estimate_usage(prompt_chars: usize, completion_chars: usize) -> Usage {
     Usage { prompt_tokens: p, completion_tokens: c, total_tokens: p + c }
 }
 
-fn spawn_lease_renewal(
-    store: Arc<dyn Store>,
-    user: UserId,
-    sid: SessionId,
-    turn_id: TurnId,
-    lease: Duration,
-    lost: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let every = lease / 3;
+/// Keeps the turn's lease and listens for Stop, off the token path: a small
+/// read every `STOP_POLL_MS`, a lease renewal every third of `SESSION_LEASE_MS`.
+struct Watch {
+    lease_lost: CancellationToken,
+    stopped: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn watch_turn(store: Arc<dyn Store>, user: UserId, sid: SessionId, turn_id: TurnId, cfg: &Config) -> Watch {
+    let lease_lost = CancellationToken::new();
+    let stopped = CancellationToken::new();
+    let (lease, poll) = (cfg.session_lease, cfg.stop_poll.max(Duration::from_millis(20)));
+    let (lost, stop) = (lease_lost.clone(), stopped.clone());
+    let task = tokio::spawn(async move {
+        let mut renew_at = Instant::now() + lease / 3;
         loop {
-            tokio::time::sleep(every).await;
-            let l = Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + lease.as_millis() as i64 };
-            match store.renew_lease(&user, &sid, &l).await {
-                Ok(()) => {}
-                Err(StoreError::LeaseLost) => {
-                    lost.cancel();
+            tokio::time::sleep(poll.min(renew_at.saturating_duration_since(Instant::now()))).await;
+            if Instant::now() >= renew_at {
+                let l = Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + lease.as_millis() as i64 };
+                match store.renew_lease(&user, &sid, &l).await {
+                    Ok(()) => renew_at = Instant::now() + lease / 3,
+                    Err(StoreError::LeaseLost) => {
+                        lost.cancel();
+                        return;
+                    }
+                    // Transient: the lease still has two thirds of its time.
+                    Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
+                }
+            }
+            match store.stop_requested(&user, &sid, &turn_id).await {
+                Ok(true) => {
+                    tracing::info!("stop requested");
+                    stop.cancel();
                     return;
                 }
-                // A transient failure: the lease still has two thirds of its time.
-                Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "stop check failed"),
             }
         }
-    })
+    });
+    Watch { lease_lost, stopped, task }
 }

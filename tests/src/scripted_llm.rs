@@ -83,6 +83,27 @@ impl Reply {
         steps.push(Step::Done);
         Reply::Stream(steps)
     }
+
+    /// A model with a time to first token and a steady token rate: the role
+    /// chunk at once, the first piece after `ttft`, the rest `gap` apart, then
+    /// finish, usage and `[DONE]` with no further delay (so the last piece is
+    /// the model's last token, which benchmarks time `done` against).
+    pub fn timed(ttft: Duration, pieces: &[&str], gap: Duration) -> Reply {
+        let mut steps = Vec::with_capacity(pieces.len() * 2 + 4);
+        if !ttft.is_zero() {
+            steps.push(Step::Delay(ttft));
+        }
+        for (i, p) in pieces.iter().enumerate() {
+            if i > 0 && !gap.is_zero() {
+                steps.push(Step::Delay(gap));
+            }
+            steps.push(Step::Text(p.to_string()));
+        }
+        steps.push(Step::Finish("stop".into()));
+        steps.push(Step::Usage { prompt: 10, completion: pieces.len() as u64 });
+        steps.push(Step::Done);
+        Reply::Stream(steps)
+    }
 }
 
 #[derive(Default)]

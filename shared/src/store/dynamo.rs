@@ -4,16 +4,17 @@
 //! failures are turned into the domain's errors here and nowhere else.
 
 use super::keys::{self, GSI1, MSG_END, MSG_PREFIX, SESSION_SK};
-use super::{Lease, Store, StoreError, TurnEnd, TurnStart};
+use super::{DeleteProgress, Lease, MessagesFrom, SessionsPage, Store, StoreError, TurnEnd, TurnStart};
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::StoredMessage;
 use crate::session::{ContextType, Session, SessionStatus, SessionView, TurnRecord};
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, Put, ReturnValue, ScalarAttributeType, TransactWriteItem, Update,
+    AttributeDefinition, AttributeValue, BillingMode, DeleteRequest, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+    Projection, ProjectionType, Put, ReturnValue, ScalarAttributeType, TransactWriteItem, Update, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
+use base64::Engine;
 use std::collections::HashMap;
 use tracing::Instrument;
 
@@ -61,8 +62,17 @@ impl DynamoStore {
         }
     }
 
-    /// The session, if it exists (consistent read).
+    /// The session, if it exists and is not being deleted (consistent read).
     pub async fn get_session(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError> {
+        Ok(self
+            .get_session_item(user, session)
+            .await?
+            .filter(|i| get_s(i, "status") != Some(DELETING))
+            .map(|i| session_from_item(user, &i))
+            .transpose()?)
+    }
+
+    async fn get_session_item(&self, user: &UserId, session: &SessionId) -> Result<Option<Item>, StoreError> {
         let out = self
             .client
             .get_item()
@@ -73,7 +83,36 @@ impl DynamoStore {
             .instrument(tracing::debug_span!("ddb.get_item", what = "session"))
             .await
             .map_err(backend)?;
-        out.item.map(|i| session_from_item(user, &i)).transpose()
+        Ok(out.item)
+    }
+
+    /// A conditional update of the session item that must find it visible;
+    /// answers the updated session, or `NotFound`.
+    async fn update_visible_session(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        expr: &str,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> Result<Session, StoreError> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .update_expression(expr)
+            .condition_expression("attribute_exists(pk) AND #st <> :deleting")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":deleting", s(DELETING))
+            .return_values(ReturnValue::AllNew);
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().instrument(tracing::debug_span!("ddb.update_item", what = "session")).await {
+            Ok(out) => session_from_item(user, &out.attributes.unwrap_or_default()),
+            Err(e) if is_conditional(&e) => Err(StoreError::NotFound),
+            Err(e) => Err(backend(e)),
+        }
     }
 
     /// Creates the table with the key scheme's attributes and index, if missing.
@@ -121,6 +160,12 @@ impl DynamoStore {
         }
     }
 }
+
+/// The status of a session whose delete has begun: invisible to every read.
+const DELETING: &str = "deleting";
+
+/// Items deleted per `BatchWriteItem` (DynamoDB's limit).
+const DELETE_BATCH: usize = 25;
 
 fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
@@ -497,7 +542,7 @@ impl Store for DynamoStore {
             .update_expression(
                 "SET message_count = message_count + :added, last_activity_at = :now, gsi1sk = :g, \
                  prompt_tokens = prompt_tokens + :pt, completion_tokens = completion_tokens + :ct \
-                 REMOVE lease_turn, lease_until",
+                 REMOVE lease_turn, lease_until, stop_turn",
             )
             .condition_expression("lease_turn = :t")
             .expression_attribute_values(":t", s(end.turn_id.as_str()))
@@ -524,4 +569,265 @@ impl Store for DynamoStore {
             },
         }
     }
+
+    async fn session(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError> {
+        self.get_session(user, session).await
+    }
+
+    async fn list_sessions(
+        &self,
+        user: &UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<SessionsPage, StoreError> {
+        let gsi_pk = keys::sessions_gsi_pk(user);
+        let mut q = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(GSI1)
+            .key_condition_expression("gsi1pk = :p")
+            .expression_attribute_values(":p", s(gsi_pk.clone()))
+            .scan_index_forward(false)
+            .limit(limit.clamp(1, 100) as i32);
+        if let Some(c) = cursor {
+            let start = decode_cursor(c).ok_or(StoreError::NotFound)?;
+            // A cursor is only good for the user it was made for.
+            if get_s(&start, "gsi1pk") != Some(gsi_pk.as_str()) {
+                return Err(StoreError::NotFound);
+            }
+            q = q.set_exclusive_start_key(Some(start));
+        }
+        let out =
+            q.send().instrument(tracing::debug_span!("ddb.query", what = "list_sessions")).await.map_err(backend)?;
+        let sessions = out
+            .items
+            .unwrap_or_default()
+            .iter()
+            .filter(|i| get_s(i, "status") != Some(DELETING))
+            .map(|i| session_from_item(user, i).map(|s| s.view))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SessionsPage {
+            sessions,
+            cursor: out.last_evaluated_key.filter(|k| !k.is_empty()).map(|k| encode_cursor(&k)),
+        })
+    }
+
+    async fn messages_page(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        from: MessagesFrom,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let (lo, hi, forward) = match from {
+            MessagesFrom::Before(None) => (MSG_PREFIX.to_string(), MSG_END.to_string(), false),
+            MessagesFrom::Before(Some(0)) => return Ok(vec![]),
+            MessagesFrom::Before(Some(b)) => (MSG_PREFIX.to_string(), keys::message_sk(b - 1), false),
+            MessagesFrom::After(a) => (keys::message_sk(a + 1), MSG_END.to_string(), true),
+        };
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
+            .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
+            .expression_attribute_values(":a", s(lo))
+            .expression_attribute_values(":b", s(hi))
+            .scan_index_forward(forward)
+            .limit(limit.clamp(1, 200) as i32)
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.query", what = "messages_page"))
+            .await
+            .map_err(backend)?;
+        let mut msgs = out.items.unwrap_or_default().iter().map(message_from_item).collect::<Result<Vec<_>, _>>()?;
+        if !forward {
+            msgs.reverse();
+        }
+        Ok(msgs)
+    }
+
+    async fn rename_session(&self, user: &UserId, session: &SessionId, title: &str) -> Result<Session, StoreError> {
+        self.update_visible_session(
+            user,
+            session,
+            "SET title = :t, title_source = :user",
+            vec![(":t", s(title)), (":user", s("user"))],
+        )
+        .await
+    }
+
+    async fn close_session(&self, user: &UserId, session: &SessionId) -> Result<Session, StoreError> {
+        self.update_visible_session(user, session, "SET #st = :closed", vec![(":closed", s("closed"))]).await
+    }
+
+    async fn request_stop(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        run: Option<&RunId>,
+    ) -> Result<Option<TurnId>, StoreError> {
+        let Some(current) = self.get_session(user, session).await? else { return Err(StoreError::NotFound) };
+        let Some((turn, until)) = current.lease else { return Ok(None) };
+        if until < crate::now_ms() {
+            return Ok(None);
+        }
+        if let Some(run) = run {
+            match self.turn_by_run(user, session, run).await? {
+                Some(t) if t.turn_id == turn => {}
+                _ => return Ok(None),
+            }
+        }
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .update_expression("SET stop_turn = :t")
+            .condition_expression("lease_turn = :t AND lease_until >= :now")
+            .expression_attribute_values(":t", s(turn.as_str()))
+            .expression_attribute_values(":now", n(crate::now_ms()))
+            .send()
+            .instrument(tracing::debug_span!("ddb.update_item", what = "request_stop"))
+            .await;
+        match res {
+            Ok(_) => Ok(Some(turn)),
+            // The turn ended between the read and the write.
+            Err(e) if is_conditional(&e) => Ok(None),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn stop_requested(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> Result<bool, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .projection_expression("stop_turn")
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.get_item", what = "stop_requested"))
+            .await
+            .map_err(backend)?;
+        Ok(out.item.as_ref().and_then(|i| get_s(i, "stop_turn")) == Some(turn.as_str()))
+    }
+
+    async fn delete_session(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        budget: Option<usize>,
+    ) -> Result<DeleteProgress, StoreError> {
+        // Step 1: invisible at once. A session already marked (an interrupted
+        // delete) passes the condition too, so a retry resumes.
+        let res = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .update_expression("SET #st = :deleting REMOVE gsi1pk, gsi1sk")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":deleting", s(DELETING))
+            .send()
+            .instrument(tracing::debug_span!("ddb.update_item", what = "mark_deleting"))
+            .await;
+        match res {
+            Ok(_) => {}
+            Err(e) if is_conditional(&e) => return Err(StoreError::NotFound),
+            Err(e) => return Err(backend(e)),
+        }
+        // Step 2: everything under the session's key but the session item, in
+        // batches; the session item goes last so a retry can always find it.
+        let pk = keys::session_pk(user, session);
+        let mut deleted = 0;
+        let mut batches = 0;
+        loop {
+            if budget.is_some_and(|b| batches >= b) {
+                return Ok(DeleteProgress::Partial { items_deleted: deleted });
+            }
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk")
+                .expression_attribute_values(":pk", s(pk.clone()))
+                .projection_expression("pk, sk")
+                .limit(DELETE_BATCH as i32 + 1)
+                .send()
+                .instrument(tracing::debug_span!("ddb.query", what = "delete_page"))
+                .await
+                .map_err(backend)?;
+            let keys: Vec<Item> = out
+                .items
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|i| get_s(i, "sk") != Some(SESSION_SK))
+                .take(DELETE_BATCH)
+                .collect();
+            if keys.is_empty() {
+                break;
+            }
+            deleted += keys.len();
+            self.batch_delete(keys).await?;
+            batches += 1;
+        }
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .send()
+            .instrument(tracing::debug_span!("ddb.delete_item", what = "session"))
+            .await
+            .map_err(backend)?;
+        Ok(DeleteProgress::Done { items_deleted: deleted + 1 })
+    }
+}
+
+impl DynamoStore {
+    /// One `BatchWriteItem` of deletes, retrying unprocessed items with backoff.
+    async fn batch_delete(&self, keys: Vec<Item>) -> Result<(), StoreError> {
+        let mut pending: Vec<WriteRequest> = keys
+            .into_iter()
+            .map(|k| {
+                WriteRequest::builder()
+                    .delete_request(DeleteRequest::builder().set_key(Some(k)).build().expect("key set"))
+                    .build()
+            })
+            .collect();
+        let mut delay = std::time::Duration::from_millis(20);
+        for _ in 0..8 {
+            let out = self
+                .client
+                .batch_write_item()
+                .request_items(self.table.clone(), pending)
+                .send()
+                .instrument(tracing::debug_span!("ddb.batch_write_item", what = "delete"))
+                .await
+                .map_err(backend)?;
+            pending = out.unprocessed_items.unwrap_or_default().remove(&self.table).unwrap_or_default();
+            if pending.is_empty() {
+                return Ok(());
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(std::time::Duration::from_secs(1));
+        }
+        Err(StoreError::Backend(format!("{} deletes stayed unprocessed after retries", pending.len())))
+    }
+}
+
+/// Cursors are the last evaluated key, as base64url JSON: opaque to clients,
+/// checked against the caller on the way back in.
+fn encode_cursor(key: &Item) -> String {
+    let map: std::collections::BTreeMap<&str, &str> =
+        key.iter().filter_map(|(k, v)| v.as_s().ok().map(|v| (k.as_str(), v.as_str()))).collect();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&map).unwrap_or_default())
+}
+
+fn decode_cursor(c: &str) -> Option<Item> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c).ok()?;
+    let map: std::collections::BTreeMap<String, String> = serde_json::from_slice(&bytes).ok()?;
+    Some(map.into_iter().map(|(k, v)| (k, s(v))).collect())
 }

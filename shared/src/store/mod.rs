@@ -12,6 +12,8 @@
 //! | session | `U#<user>#S#<session>` | `SESSION` | `U#<user>#SESSIONS` / `<last_activity_ms, 13 digits>#<session>` |
 //! | message | `U#<user>#S#<session>` | `MSG#<seq, 10 digits>` | — |
 //! | turn record | `U#<user>#S#<session>` | `TURN#<stream_run_id>` | — |
+//! | rolling summary (current) | `U#<user>#S#<session>` | `SUMMARY` | — |
+//! | rolling summary version (audit) | `U#<user>#S#<session>` | `SUMMARY#<version, 10 digits>` | — |
 //!
 //! | access pattern | operation and key condition |
 //! |---|---|
@@ -19,9 +21,16 @@
 //! | take the turn lease (and read the session) | `UpdateItem pk, sk=SESSION`, condition: exists, active, lease free or expired; `ReturnValues=ALL_NEW` |
 //! | last N messages, newest first | `Query pk=:pk AND sk BETWEEN "MSG#" AND "MSG$"`, `ScanIndexForward=false`, `Limit=N` |
 //! | has this `stream_run_id` been seen | `GetItem pk, sk=TURN#<run>` (consistent) |
-//! | a user's sessions, most recently active first | `Query GSI1 gsi1pk=U#<user>#SESSIONS`, `ScanIndexForward=false` |
+//! | a user's sessions, most recently active first (one page) | `Query GSI1 gsi1pk=U#<user>#SESSIONS`, `ScanIndexForward=false`, `Limit`, `ExclusiveStartKey` from the cursor |
+//! | a page of messages before / after a seq | `Query pk AND sk BETWEEN MSG#… AND MSG#<before-1>` descending / `MSG#<after+1> AND MSG$` ascending |
+//! | stop the running turn | `UpdateItem sk=SESSION SET stop_turn = lease_turn`, condition: a live lease (and its turn, when a run id is named) |
+//! | has my turn been stopped (polled by the turn, not per token) | `GetItem sk=SESSION`, projection `stop_turn, lease_turn` (consistent) |
+//! | delete a session | `UpdateItem status=deleting REMOVE gsi1pk, gsi1sk` (gone from lists and reads at once), then `Query pk` pages + `BatchWriteItem` deletes of 25, then the session item last; a retried DELETE resumes |
 //! | start a turn | `TransactWriteItems`: put turn record (must not exist) + put user message (must not exist) + update session stats (we must hold the lease) |
 //! | finish a turn | `TransactWriteItems`: put assistant message(s) + update turn record + update session stats and release the lease (we must hold it) |
+//! | the current rolling summary | `GetItem pk, sk=SUMMARY` (consistent) |
+//! | commit a summary (compare-and-set) | `TransactWriteItems`: put `SUMMARY` (condition `version = n-1`, or not exists for 1) + put `SUMMARY#<n, 10 digits>` (must not exist; audit copy) + condition check `SESSION` (exists, not deleting) |
+//! | a session's summary versions (audit) | `Query pk AND begins_with(sk, "SUMMARY#")` |
 //!
 //! Message sequence numbers are gap-free and allocated by the lease holder from
 //! the session's `message_count`, so stats and messages always agree: they
@@ -34,6 +43,7 @@
 pub mod dynamo;
 pub mod entities;
 pub mod keys;
+pub mod summary;
 
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{StoredMessage, Usage};
@@ -105,6 +115,31 @@ pub struct TurnEnd {
     pub usage: Usage,
 }
 
+/// Where a page of messages starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessagesFrom {
+    /// The newest messages (with seq below this one, when given).
+    Before(Option<u64>),
+    /// The oldest messages with seq above this one.
+    After(u64),
+}
+
+/// One page of a user's sessions, and the cursor for the next one.
+#[derive(Debug, Clone)]
+pub struct SessionsPage {
+    pub sessions: Vec<SessionView>,
+    pub cursor: Option<String>,
+}
+
+/// How far a session delete got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteProgress {
+    /// Everything is gone.
+    Done { items_deleted: usize },
+    /// The work budget ran out; the session is invisible and a retry resumes.
+    Partial { items_deleted: usize },
+}
+
 #[async_trait::async_trait]
 pub trait Store: Send + Sync {
     /// Creates a new session already leased to `lease.turn_id`.
@@ -143,4 +178,54 @@ pub trait Store: Send + Sync {
     /// Atomically: the turn's remaining messages, its record's final status, the
     /// session's stats, and the lease released. Requires the lease.
     async fn finish_turn(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<(), StoreError>;
+
+    /// The session as the client may see it: `None` when missing, another
+    /// user's, or being deleted.
+    async fn session(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError>;
+
+    /// One page of the user's sessions, most recently active first. `cursor` is
+    /// opaque to clients; a cursor of another user's is refused as `NotFound`.
+    async fn list_sessions(
+        &self,
+        user: &UserId,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<SessionsPage, StoreError>;
+
+    /// Up to `limit` messages, in chronological order.
+    async fn messages_page(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        from: MessagesFrom,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError>;
+
+    /// Sets a title the user chose; it is never overwritten by a generated one.
+    async fn rename_session(&self, user: &UserId, session: &SessionId, title: &str) -> Result<Session, StoreError>;
+
+    /// Marks the session closed; later turns are refused with `session_closed`.
+    async fn close_session(&self, user: &UserId, session: &SessionId) -> Result<Session, StoreError>;
+
+    /// Asks the running turn to stop: the turn whose lease is live, and only if
+    /// it is the one `run` names when given. `Ok(None)`: no such running turn.
+    async fn request_stop(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        run: Option<&RunId>,
+    ) -> Result<Option<TurnId>, StoreError>;
+
+    /// Whether `turn` was asked to stop (one small consistent read).
+    async fn stop_requested(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> Result<bool, StoreError>;
+
+    /// Deletes the session and everything under its key, at most `budget`
+    /// batches of 25 this call (`None`: all). The session disappears from
+    /// lists and reads at the first call; a later call resumes.
+    async fn delete_session(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        budget: Option<usize>,
+    ) -> Result<DeleteProgress, StoreError>;
 }

@@ -8,6 +8,8 @@
 //! invocation expires after `SESSION_LEASE_MS`.
 
 use crate::ids::{RunId, SessionId, TurnId, UserId};
+pub mod http;
+
 use serde::{Deserialize, Serialize};
 
 /// The scope of a chat (CURRENT_FLOW_AND_GAPS §5.1). `general` is accepted and
