@@ -142,7 +142,22 @@ async fn turn(
     let mut decoder = SseDecoder::new();
     let mut last_id = None;
     let mut stream = resp.bytes_stream();
-    while let Some(chunk) = stream.next().await {
+    let mut stop_sent = false;
+    loop {
+        // Ctrl-C during a turn asks the server to stop it, then keeps reading
+        // so the final events (the partial answer's `done`) are still printed.
+        let next = tokio::select! {
+            c = stream.next() => c,
+            _ = tokio::signal::ctrl_c(), if !stop_sent => {
+                stop_sent = true;
+                match out.session_id.as_deref() {
+                    Some(sid) => eprintln!("  (^C) {}", crate::sessions::stop(http, &args.url, args.token.as_deref(), sid).await),
+                    None => eprintln!("  (^C) no session yet; nothing to stop"),
+                }
+                continue;
+            }
+        };
+        let Some(chunk) = next else { break };
         let elapsed = started.elapsed().as_millis();
         let chunk = match chunk {
             Ok(c) => c,

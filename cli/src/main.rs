@@ -11,6 +11,7 @@
 //! cut before `done`), 2 the turn sent an `error` event.
 
 mod chat;
+mod sessions;
 
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
@@ -40,6 +41,30 @@ enum Command {
     },
     /// Send a message and print the event stream as it arrives.
     Chat(ChatArgs),
+    /// List your sessions, most recently active first.
+    Sessions {
+        #[arg(long, env = "STREAM_URL", default_value = DEFAULT_STREAM_URL)]
+        url: String,
+        #[arg(long, env = "AUTH_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+        /// The `next_cursor` of a previous page.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Print a session's messages (the newest page, or the one before `--before`).
+    History {
+        #[arg(long, env = "STREAM_URL", default_value = DEFAULT_STREAM_URL)]
+        url: String,
+        #[arg(long, env = "AUTH_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[arg(long)]
+        before: Option<u64>,
+        session: String,
+    },
     /// Create the table (TABLE_NAME, default `agentic-chat`) at the configured
     /// DynamoDB endpoint, with the key scheme of `shared::store`, if it is missing.
     CreateTable,
@@ -99,6 +124,24 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Sessions { url, token, limit, cursor } => {
+            let token = token.or_else(|| mint_from_env(DEV_USER, Duration::from_secs(3600)).ok());
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+            let mut q = format!("limit={limit}");
+            if let Some(c) = cursor {
+                q.push_str(&format!("&cursor={c}"));
+            }
+            ExitCode::from(rt.block_on(sessions::get(&url, token.as_deref(), &format!("sessions?{q}"))))
+        }
+        Command::History { url, token, limit, before, session } => {
+            let token = token.or_else(|| mint_from_env(DEV_USER, Duration::from_secs(3600)).ok());
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+            let mut q = format!("limit={limit}");
+            if let Some(b) = before {
+                q.push_str(&format!("&before={b}"));
+            }
+            ExitCode::from(rt.block_on(sessions::history(&url, token.as_deref(), &session, &q)))
+        }
         Command::CreateTable => {
             let table = env_var("TABLE_NAME").unwrap_or_else(|| "agentic-chat".into());
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
