@@ -60,6 +60,11 @@ pub struct Config {
     /// `SESSION_LEASE_MS` (default 30000): how long a turn's session lease lasts
     /// without renewal; a crashed turn's lease expires after this.
     pub session_lease: Duration,
+    /// `TOOL_MAX_ROUNDS` (default 5): model → tools → model rounds in one turn;
+    /// the round after the last offers no tools, so the model answers in words.
+    pub tool_max_rounds: usize,
+    /// `TOOL_CONCURRENCY` (default 4): parallel tool calls run at once.
+    pub tool_concurrency: usize,
     /// `STOP_POLL_MS` (default 500): how often a running turn checks whether
     /// the user pressed Stop (one small read, never one per token).
     pub stop_poll: Duration,
@@ -122,6 +127,8 @@ impl Config {
             history_limit,
             max_message_bytes: parse("MAX_MESSAGE_BYTES", 32 * 1024usize)?,
             session_lease: ms("SESSION_LEASE_MS", 30_000)?,
+            tool_max_rounds: parse("TOOL_MAX_ROUNDS", 5usize)?,
+            tool_concurrency: parse("TOOL_CONCURRENCY", 4usize)?,
             stop_poll: ms("STOP_POLL_MS", 500)?,
             deadline_margin: ms("DEADLINE_MARGIN_MS", 3_000)?,
             turn_timeout: ms("TURN_TIMEOUT_MS", 900_000)?,

@@ -94,7 +94,7 @@ impl StreamApp {
             .build()
             .expect("a plain reqwest client builds");
         let auth = Authenticator::new(config.auth.clone(), http);
-        StreamApp { deps: TurnDeps { store, llm, config: Arc::new(config) }, auth }
+        StreamApp { deps: TurnDeps { store, llm, config: Arc::new(config), tools: None }, auth }
     }
 }
 

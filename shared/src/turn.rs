@@ -14,13 +14,13 @@
 
 use crate::config::Config;
 use crate::ids::{EntityId, InvalidId, MessageId, RunId, SessionId, TurnId, UserId};
-use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent};
-use crate::message::{ChatMessage, MessageError, Role, StoredMessage, Usage};
+use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent, ToolCallAccumulator};
+use crate::message::{ChatMessage, MessageError, Role, StoredMessage, ToolCall, Usage};
 use crate::prompt::{PromptBuilder, PromptInputs};
 use crate::session::{title_from_message, ContextType, SessionStatus, SessionView, TurnRecord, TurnStatus};
 use crate::sse::{AgentActivity, DoneReason, EventSink, StreamEvent};
 use crate::store::{Lease, Store, StoreError, TurnEnd, TurnStart};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,6 +136,50 @@ pub struct TurnDeps {
     pub store: Arc<dyn Store>,
     pub llm: Arc<dyn Llm>,
     pub config: Arc<Config>,
+    /// The tools offered to the model; `None`: a talk-only turn.
+    pub tools: Option<Arc<dyn TurnTools>>,
+}
+
+/// Where a turn runs, as tools see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolScope {
+    pub context_type: ContextType,
+    pub entity_id: Option<String>,
+    /// The client's focus metadata (`projectFocus`), e.g. `{"projectId": "…"}`.
+    pub focus: Option<serde_json::Value>,
+}
+
+/// What one tool call produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolRun {
+    pub ok: bool,
+    /// The whole result, as the tool message's content (what the model reads).
+    pub content: String,
+    /// A bounded preview for the `tool_result` event.
+    pub preview: String,
+    /// `operation` and `entity_patch` events, in the order they happened.
+    pub events: Vec<StreamEvent>,
+}
+
+impl ToolRun {
+    pub fn failed(why: &str) -> ToolRun {
+        ToolRun {
+            ok: false,
+            content: serde_json::json!({"ok": false, "error": why}).to_string(),
+            preview: why.to_string(),
+            events: vec![],
+        }
+    }
+}
+
+/// What the turn needs from tools: the set offered in a scope, and running a
+/// call (a call outside the offered set still runs when the scope allows it).
+/// Failures are results the model can read, never errors of the turn.
+#[async_trait::async_trait]
+pub trait TurnTools: Send + Sync {
+    /// OpenAI `tools` entries for this scope.
+    fn offered(&self, scope: &ToolScope) -> Vec<serde_json::Value>;
+    async fn run(&self, user: &UserId, scope: &ToolScope, call: &ToolCall) -> ToolRun;
 }
 
 /// How the model part of a turn ended.
@@ -340,35 +384,120 @@ async fn run(
     messages
         .extend(history.iter().filter(|m| m.include_in_context && m.role != Role::System).map(StoredMessage::to_chat));
     messages.push(user_message.to_chat());
-    let request = ChatRequest {
-        model: cfg.llm.model.clone(),
-        messages,
-        tools: vec![],
-        max_tokens: cfg.llm.max_tokens,
-        temperature: None,
-    };
-    let prompt_chars: usize = request.messages.iter().map(|m| m.content.as_deref().map_or(0, str::len)).sum();
 
     // Keep the margin to persist and end cleanly, but never more than a tenth
     // of the time there is: a short-timeout function would otherwise stop at once.
     let left = deadline.saturating_duration_since(Instant::now());
     let stop_at = deadline - cfg.deadline_margin.min(left / 10);
-    let (text, usage, outcome) = stream_model(deps.llm.as_ref(), request, sink, stop_at, &watch).await;
+    let scope = ToolScope { context_type, entity_id: entity_id.clone(), focus: view.focus.clone() };
+    let mut persist_user = Some(persist_user);
+    let mut next_seq = user_seq + 1;
+    let mut usage_total = Usage::default();
+    let mut round = 0;
+    let (final_message, outcome) = loop {
+        // The last round offers no tools, so the model has to answer in words.
+        let tools = match &deps.tools {
+            Some(t) if round < cfg.tool_max_rounds => t.offered(&scope),
+            _ => vec![],
+        };
+        let request = ChatRequest {
+            model: cfg.llm.model.clone(),
+            messages: messages.clone(),
+            tools,
+            max_tokens: cfg.llm.max_tokens,
+            temperature: None,
+        };
+        let prompt_chars: usize = request.messages.iter().map(|m| m.content.as_deref().map_or(0, str::len)).sum();
+        let answer = stream_model(deps.llm.as_ref(), request, sink, stop_at, &watch).await;
+        match answer.usage {
+            Some(u) => usage_total.add(&u),
+            None => usage_total.add(&estimate_usage(prompt_chars, answer.text.len())),
+        }
+        // The user message must be stored before anything that follows it.
+        if let Some(task) = persist_user.take() {
+            let started = match task.await {
+                Ok(r) => r,
+                Err(join) => Err(StoreError::Backend(format!("user message task failed: {join}"))),
+            };
+            if let Err(e) = started {
+                let _ = store.release_lease(user, &sid, turn_id).await;
+                tracing::warn!(code = e.code(), error = %e, "user message not stored");
+                let _ =
+                    sink.send(StreamEvent::error(e.code(), e.to_string(), matches!(e, StoreError::Backend(_)))).await;
+                return Ok(done(DoneReason::Error, &sid, turn_id, None));
+            }
+        }
+        let mut assistant = message(&sid, next_seq, turn_id, Role::Assistant, answer.text);
+        next_seq += 1;
+        assistant.tool_calls = answer.tool_calls;
+        let calls = assistant.tool_calls.clone();
+        let Outcome::Complete = answer.outcome else {
+            // Cut short: any call the model had begun gets an error result, so
+            // the log stays a valid request for the next turn.
+            let results = synthetic_results(&sid, &mut next_seq, turn_id, &calls, "not run: the turn ended first");
+            break ((assistant, results), answer.outcome);
+        };
+        if calls.is_empty() {
+            break ((assistant, vec![]), Outcome::Complete);
+        }
+        let Some(tools) = deps.tools.clone().filter(|_| round < cfg.tool_max_rounds) else {
+            let results =
+                synthetic_results(&sid, &mut next_seq, turn_id, &calls, "not run: no more tool rounds in this turn");
+            break ((assistant, results), Outcome::Complete);
+        };
+        round += 1;
+        for c in &calls {
+            if sink.send(StreamEvent::ToolCall { tool_call: c.clone() }).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.send(StreamEvent::AgentState { state: AgentActivity::Executing, details: None }).await;
+        let runs = tokio::select! {
+            biased;
+            _ = sink.closed() => None,
+            _ = watch.stopped.cancelled() => None,
+            _ = tokio::time::sleep_until(stop_at) => None,
+            r = run_tools(tools.as_ref(), user, &scope, &calls, cfg.tool_concurrency) => Some(r),
+        };
+        let Some(runs) = runs else {
+            let results = synthetic_results(&sid, &mut next_seq, turn_id, &calls, "not run: the turn was stopped");
+            let outcome = if Instant::now() >= stop_at { deadline_hit() } else { Outcome::Stopped };
+            break ((assistant, results), outcome);
+        };
+        let mut results = Vec::with_capacity(calls.len());
+        for (call, run) in calls.iter().zip(runs) {
+            for ev in run.events {
+                let _ = sink.send(ev).await;
+            }
+            let _ = sink
+                .send(StreamEvent::ToolResult {
+                    tool_call_id: call.id.clone(),
+                    name: call.function.name.clone(),
+                    ok: run.ok,
+                    preview: run.preview,
+                })
+                .await;
+            let mut m = message(&sid, next_seq, turn_id, Role::Tool, run.content);
+            next_seq += 1;
+            m.tool_call_id = Some(call.id.clone());
+            results.push(m);
+        }
+        // Each round is stored as it completes: a call and its results together.
+        let mut round_messages = vec![assistant];
+        round_messages.extend(results);
+        if let Err(e) = store.append_messages(user, &sid, turn_id, &round_messages).await {
+            tracing::error!(code = e.code(), error = %e, "tool round not stored");
+            let _ = store.release_lease(user, &sid, turn_id).await;
+            let _ =
+                sink.send(StreamEvent::error(e.code(), format!("the tool round could not be saved: {e}"), true)).await;
+            return Ok(done(DoneReason::Error, &sid, turn_id, Some(usage_total)));
+        }
+        messages.extend(round_messages.iter().map(StoredMessage::to_chat));
+        let _ = sink.send(StreamEvent::AgentState { state: AgentActivity::Thinking, details: None }).await;
+    };
     drop(watch);
 
-    // The user message must be stored before the answer that follows it.
-    let started = match persist_user.await {
-        Ok(r) => r,
-        Err(join) => Err(StoreError::Backend(format!("user message task failed: {join}"))),
-    };
-    if let Err(e) = started {
-        let _ = store.release_lease(user, &sid, turn_id).await;
-        tracing::warn!(code = e.code(), error = %e, "user message not stored");
-        let _ = sink.send(StreamEvent::error(e.code(), e.to_string(), matches!(e, StoreError::Backend(_)))).await;
-        return Ok(done(DoneReason::Error, &sid, turn_id, None));
-    }
-
-    let usage = usage.unwrap_or_else(|| estimate_usage(prompt_chars, text.len()));
+    let (mut assistant, results) = final_message;
     let (status, error, stopped) = match &outcome {
         Outcome::Complete => (TurnStatus::Completed, None, false),
         Outcome::Stopped => (TurnStatus::Stopped, None, true),
@@ -376,22 +505,12 @@ async fn run(
             (TurnStatus::Error, Some(MessageError { code: code.to_string(), message: message.clone() }), false)
         }
     };
-    let assistant = StoredMessage {
-        id: MessageId::new(),
-        session_id: sid.clone(),
-        seq: user_seq + 1,
-        turn_id: turn_id.clone(),
-        role: Role::Assistant,
-        content: (!text.is_empty()).then_some(text),
-        tool_calls: vec![],
-        tool_call_id: None,
-        error,
-        stopped,
-        include_in_context: true,
-        usage: Some(usage),
-        created_at: crate::now_ms(),
-    };
-    let end = TurnEnd { turn_id: turn_id.clone(), run_id, status, messages: vec![assistant], usage };
+    assistant.error = error;
+    assistant.stopped = stopped;
+    assistant.usage = Some(usage_total);
+    let mut end_messages = vec![assistant];
+    end_messages.extend(results);
+    let end = TurnEnd { turn_id: turn_id.clone(), run_id, status, messages: end_messages, usage: usage_total };
     let persisted = store.finish_turn(user, &sid, &end).await;
 
     let mut reason = match outcome {
@@ -410,46 +529,135 @@ async fn run(
         }
         reason = DoneReason::Error;
     }
-    Ok(done(reason, &sid, turn_id, Some(usage)))
+    Ok(done(reason, &sid, turn_id, Some(usage_total)))
+}
+
+/// A new message of this turn.
+fn message(sid: &SessionId, seq: u64, turn_id: &TurnId, role: Role, content: String) -> StoredMessage {
+    StoredMessage {
+        id: MessageId::new(),
+        session_id: sid.clone(),
+        seq,
+        turn_id: turn_id.clone(),
+        role,
+        content: (!content.is_empty()).then_some(content),
+        tool_calls: vec![],
+        tool_call_id: None,
+        error: None,
+        stopped: false,
+        include_in_context: true,
+        usage: None,
+        created_at: crate::now_ms(),
+    }
+}
+
+/// Error results for calls that never ran, so every call in the log has one.
+fn synthetic_results(
+    sid: &SessionId,
+    next_seq: &mut u64,
+    turn_id: &TurnId,
+    calls: &[ToolCall],
+    why: &str,
+) -> Vec<StoredMessage> {
+    calls
+        .iter()
+        .map(|c| {
+            let mut m = message(
+                sid,
+                *next_seq,
+                turn_id,
+                Role::Tool,
+                serde_json::json!({"ok": false, "error": why}).to_string(),
+            );
+            *next_seq += 1;
+            m.tool_call_id = Some(c.id.clone());
+            m
+        })
+        .collect()
+}
+
+/// Runs one round's calls concurrently (at most `cap` at once); results in call order.
+/// A tool that panics becomes an error result, never a crashed turn.
+async fn run_tools(
+    tools: &dyn TurnTools,
+    user: &UserId,
+    scope: &ToolScope,
+    calls: &[ToolCall],
+    cap: usize,
+) -> Vec<ToolRun> {
+    // Owned calls: futures borrowing from the iterator would not be `Send`
+    // for every lifetime (a rustc limitation with higher-ranked closures).
+    let futures: Vec<_> = calls
+        .iter()
+        .cloned()
+        .map(|call| async move {
+            match std::panic::AssertUnwindSafe(tools.run(user, scope, &call)).catch_unwind().await {
+                Ok(run) => run,
+                Err(_) => {
+                    tracing::error!(tool = %call.function.name, "tool panicked");
+                    ToolRun::failed("the tool failed unexpectedly")
+                }
+            }
+        })
+        .collect();
+    futures::stream::iter(futures).buffered(cap.max(1)).collect().await
+}
+
+fn deadline_hit() -> Outcome {
+    Outcome::Failed {
+        code: "deadline_exceeded",
+        message: "the turn ran out of time; the partial answer was kept".into(),
+        retryable: true,
+    }
 }
 
 fn done(reason: DoneReason, sid: &SessionId, turn_id: &TurnId, usage: Option<Usage>) -> StreamEvent {
     StreamEvent::Done { reason, session_id: Some(sid.clone()), turn_id: turn_id.clone(), usage }
 }
 
+/// What one model call produced.
+struct ModelAnswer {
+    text: String,
+    tool_calls: Vec<ToolCall>,
+    usage: Option<Usage>,
+    outcome: Outcome,
+}
+
 /// Streams the model's answer to the client. Returns the text produced (also
-/// when cut short), the usage the model reported, and how it ended.
+/// when cut short), the tool calls it assembled, the usage it reported, and how it ended.
 async fn stream_model(
     llm: &dyn Llm,
     request: ChatRequest,
     sink: &mut EventSink,
     stop_at: Instant,
     watch: &Watch,
-) -> (String, Option<Usage>, Outcome) {
+) -> ModelAnswer {
     let mut text = String::new();
+    let mut calls = ToolCallAccumulator::new();
     let mut usage = None;
-    let deadline_hit = || Outcome::Failed {
-        code: "deadline_exceeded",
-        message: "the turn ran out of time; the partial answer was kept".into(),
-        retryable: true,
-    };
     let lost = || Outcome::Failed {
         code: "session_lease_lost",
         message: "another turn took over this session".into(),
         retryable: false,
     };
+    let answer = |text, calls: ToolCallAccumulator, usage, outcome| ModelAnswer {
+        text,
+        tool_calls: calls.finish(),
+        usage,
+        outcome,
+    };
 
     let opened = tokio::select! {
         biased;
-        _ = sink.closed() => return (text, usage, Outcome::Stopped),
-        _ = watch.stopped.cancelled() => return (text, usage, Outcome::Stopped),
-        _ = watch.lease_lost.cancelled() => return (text, usage, lost()),
-        _ = tokio::time::sleep_until(stop_at) => return (text, usage, deadline_hit()),
+        _ = sink.closed() => return answer(text, calls, usage, Outcome::Stopped),
+        _ = watch.stopped.cancelled() => return answer(text, calls, usage, Outcome::Stopped),
+        _ = watch.lease_lost.cancelled() => return answer(text, calls, usage, lost()),
+        _ = tokio::time::sleep_until(stop_at) => return answer(text, calls, usage, deadline_hit()),
         r = llm.stream_chat(request) => r,
     };
     let mut stream = match opened {
         Ok(s) => s,
-        Err(e) => return (text, usage, failed(&e)),
+        Err(e) => return answer(text, calls, usage, failed(&e)),
     };
     let outcome = loop {
         tokio::select! {
@@ -467,9 +675,10 @@ async fn stream_model(
                     }
                 }
                 Some(Ok(LlmEvent::Usage(u))) => usage = Some(u),
-                // Tool calls are offered to the model in a later phase; the fast
-                // path sends no tools, so deltas here are ignored.
-                Some(Ok(LlmEvent::ToolCallDelta { .. })) | Some(Ok(LlmEvent::Finish { .. })) => {}
+                Some(Ok(ev @ LlmEvent::ToolCallDelta { .. })) => {
+                    calls.push_event(&ev);
+                }
+                Some(Ok(LlmEvent::Finish { .. })) => {}
                 Some(Err(e)) => break failed(&e),
             }
         }
@@ -477,9 +686,9 @@ async fn stream_model(
     // Dropping the stream cancels the HTTP request to the model.
     drop(stream);
     if !sink.is_closed() && sink.flush().await.is_err() {
-        return (text, usage, Outcome::Stopped);
+        return answer(text, calls, usage, Outcome::Stopped);
     }
-    (text, usage, outcome)
+    answer(text, calls, usage, outcome)
 }
 
 fn failed(e: &LlmError) -> Outcome {

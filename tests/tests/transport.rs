@@ -77,7 +77,7 @@ async fn one_process_serves_many_concurrent_streams() {
         let turn = t.turn(user, serde_json::json!({"message": format!("open {i}")})).await;
         sessions.push((user, turn.session_id()));
     }
-    t.llm.set_default(Reply::Echo { gap: Duration::from_millis(60) });
+    t.llm.set_default(Reply::Echo { gap: Duration::from_millis(150) });
     let app = t.app.clone();
     let runtime = tokio::spawn(lambda_http::run_with_streaming_response_concurrent(service_fn(move |req| {
         let app = app.clone();

@@ -513,6 +513,46 @@ impl Store for DynamoStore {
         }
     }
 
+    async fn append_messages(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        turn: &TurnId,
+        messages: &[StoredMessage],
+    ) -> Result<(), StoreError> {
+        // DynamoDB Local caps a transaction at 10 items: 9 messages + the session.
+        for chunk in messages.chunks(9) {
+            let mut items = Vec::with_capacity(chunk.len() + 1);
+            for m in chunk {
+                items.push(put(&self.table, message_item(user, m)?, "attribute_not_exists(pk)")?);
+            }
+            let update = Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(Self::session_key(user, session)))
+                .update_expression("SET message_count = message_count + :added")
+                .condition_expression("lease_turn = :t")
+                .expression_attribute_values(":t", s(turn.as_str()))
+                .expression_attribute_values(":added", n(chunk.len()))
+                .build()
+                .map_err(|e| StoreError::Backend(e.to_string()))?;
+            items.push(TransactWriteItem::builder().update(update).build());
+            let res = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .send()
+                .instrument(tracing::debug_span!("ddb.transact_write_items", what = "append_messages"))
+                .await;
+            if let Err(e) = res {
+                return Err(match cancellation_codes(&e) {
+                    Some(codes) if codes.iter().any(|c| c == "ConditionalCheckFailed") => StoreError::LeaseLost,
+                    _ => backend(e),
+                });
+            }
+        }
+        Ok(())
+    }
+
     async fn finish_turn(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<(), StoreError> {
         let pk = keys::session_pk(user, session);
         let now = crate::now_ms();

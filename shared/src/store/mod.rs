@@ -27,6 +27,7 @@
 //! | has my turn been stopped (polled by the turn, not per token) | `GetItem sk=SESSION`, projection `stop_turn, lease_turn` (consistent) |
 //! | delete a session | `UpdateItem status=deleting REMOVE gsi1pk, gsi1sk` (gone from lists and reads at once), then `Query pk` pages + `BatchWriteItem` deletes of 25, then the session item last; a retried DELETE resumes |
 //! | start a turn | `TransactWriteItems`: put turn record (must not exist) + put user message (must not exist) + update session stats (we must hold the lease) |
+//! | store a tool round | `TransactWriteItems`: put ≤ 9 messages + update session `message_count` (we must hold the lease) |
 //! | finish a turn | `TransactWriteItems`: put assistant message(s) + update turn record + update session stats and release the lease (we must hold it) |
 //! | the current rolling summary | `GetItem pk, sk=SUMMARY` (consistent) |
 //! | commit a summary (compare-and-set) | `TransactWriteItems`: put `SUMMARY` (condition `version = n-1`, or not exists for 1) + put `SUMMARY#<n, 10 digits>` (must not exist; audit copy) + condition check `SESSION` (exists, not deleting) |
@@ -174,6 +175,17 @@ pub trait Store: Send + Sync {
     /// Atomically: the turn record (`DuplicateRun` if the run id exists), the
     /// user message, and the session's stats and scope. Requires the lease.
     async fn start_turn(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<(), StoreError>;
+
+    /// Appends messages of a running turn (a tool round: the assistant's calls
+    /// and their results), with the session's count, in transactions of at most
+    /// 9 messages. Requires the lease.
+    async fn append_messages(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        turn: &TurnId,
+        messages: &[StoredMessage],
+    ) -> Result<(), StoreError>;
 
     /// Atomically: the turn's remaining messages, its record's final status, the
     /// session's stats, and the lease released. Requires the lease.
