@@ -345,6 +345,20 @@ ensure_cargo_lambda() {
   have cargo-lambda || die "cargo-lambda still not on PATH after pip install"
 }
 
+# ensure_sam: the AWS SAM CLI and cfn-lint (both from PyPI) for
+# `sam validate --lint` and `cfn-lint` on infra/template.yaml; both work
+# offline. Telemetry off.
+ensure_sam() {
+  export SAM_CLI_TELEMETRY=0
+  python_scripts_on_path
+  if have sam && have cfn-lint; then
+    return 0
+  fi
+  pip_install aws-sam-cli cfn-lint
+  have sam || die "sam still not on PATH after pip install aws-sam-cli"
+  have cfn-lint || die "cfn-lint still not on PATH after pip install cfn-lint"
+}
+
 ensure_moto() {
   python_scripts_on_path
   if have moto_server && have_py_modules moto flask flask_cors; then

@@ -13,7 +13,8 @@
 # Services (ports overridable by env): DynamoDB Local with data in
 # .local/ddb-data (DDB_PORT=8000), moto_server for SQS (MOTO_PORT=5000),
 # the local model server (LLM_PORT=8080; skipped when LLM_BASE_URL is set),
-# `cargo lambda watch` serving the functions (LAMBDA_PORT=9000).
+# `cargo lambda watch` serving the functions (LAMBDA_PORT=9000), and the local
+# SQS event source feeding the summarizer from the turns FIFO queue on moto.
 # Logs: .local/stack-*.log. See docs/local-stack.md.
 set -euo pipefail
 
@@ -40,7 +41,7 @@ while (($#)); do
     status)
       if ((${#message[@]} == 0 && $# == 1)); then
         any=0
-        for svc in dynamodb moto llama lambda; do
+        for svc in dynamodb moto llama lambda events; do
           if pid="$(service_pid "stack-$svc")"; then
             echo "stack-$svc running (pid $pid)"
             any=1
@@ -135,6 +136,11 @@ export AUTH_JWT_SECRET
 # ------------------------------------------------------------ services ---
 start_dynamodb_local "$DDB_PORT" "$LOCAL_DIR/ddb-data"
 start_moto "$MOTO_PORT"
+# The summarizer's FIFO queue; the stream publishes TurnCompleted events to it.
+SUMMARY_QUEUE_URL="$("$PYTHON" scripts/local-event-source.py --create-queue)" \
+  || die "could not create the summarizer queue on moto"
+export SUMMARY_QUEUE_URL
+log "summarizer queue: $SUMMARY_QUEUE_URL"
 
 log "building the cli and the functions (cargo build -p cli -p stream)"
 run_child cargo build -p cli -p stream
@@ -162,9 +168,13 @@ env_file="$LOCAL_DIR/stack.env"
     else
       printf "%s='%s'\n" "$name" "$value" >>"$env_file"
     fi
-  done < <(compgen -e | grep -E '^(TABLE_NAME|HISTORY_LIMIT|MAX_MESSAGE_BYTES|SESSION_LEASE_MS|DEADLINE_MARGIN_MS|TURN_TIMEOUT_MS|LOG_FORMAT|RUST_LOG|LLM_[A-Z_]+|AUTH_[A-Z_]+|AWS_REGION|AWS_DEFAULT_REGION|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_EC2_METADATA_DISABLED|AWS_ENDPOINT_URL_[A-Z_]+)$' | sort)
+  done < <(compgen -e | grep -E '^(TABLE_NAME|HISTORY_LIMIT|SUMMARY_[A-Z_]+|SUMMARIZER_MODEL|TURN_EVENT_WAIT_MS|CONTEXT_[A-Z_]+|MAX_MESSAGE_BYTES|SESSION_LEASE_MS|DEADLINE_MARGIN_MS|TURN_TIMEOUT_MS|LOG_FORMAT|RUST_LOG|LLM_[A-Z_]+|AUTH_[A-Z_]+|AWS_REGION|AWS_DEFAULT_REGION|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_EC2_METADATA_DISABLED|AWS_ENDPOINT_URL_[A-Z_]+)$' | sort)
 )
 start_cargo_lambda_watch "$LAMBDA_PORT" --env-file "$env_file"
+# Lambda's SQS event source mapping, locally: queue -> summarizer invocations.
+start_service "$SERVICE_PREFIX-events" "$(log_file "$LOG_PREFIX-events")" "local-event-source" \
+  "$PYTHON" scripts/local-event-source.py \
+  --invoke-url "http://127.0.0.1:$LAMBDA_PORT/2015-03-31/functions/summarizer/invocations"
 
 STREAM_URL="http://127.0.0.1:$LAMBDA_PORT/lambda-url/stream/"
 # The first request waits for cargo lambda to compile and boot the function;
@@ -188,7 +198,7 @@ cat >&2 <<EOF
   Stack is up:
     stream function  $STREAM_URL
     DynamoDB Local   $AWS_ENDPOINT_URL_DYNAMODB   (table $TABLE_NAME, data in .local/ddb-data)
-    SQS (moto)       $AWS_ENDPOINT_URL_SQS
+    SQS (moto)       $AWS_ENDPOINT_URL_SQS   (summarizer queue $SUMMARY_QUEUE_URL)
     model            $LLM_BASE_URL   (model ${LLM_MODEL:-<app default>})
     logs             .local/stack-*.log
 

@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod context;
 pub mod entities;
 pub mod http;
 pub mod ids;
@@ -19,7 +20,9 @@ pub mod prompt;
 pub mod session;
 pub mod sse;
 pub mod store;
+pub mod summary;
 pub mod telemetry;
+pub mod tools;
 pub mod transport;
 pub mod turn;
 

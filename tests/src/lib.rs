@@ -8,6 +8,7 @@
 pub mod entities;
 pub mod runtime_api;
 pub mod scripted_llm;
+pub mod summary;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;

@@ -176,12 +176,13 @@ fn bad(code: &str, message: impl Into<String>) -> Response<ResponseBody> {
     json_error(StatusCode::BAD_REQUEST, code, message)
 }
 
-fn number(q: &HashMap<String, String>, key: &str, max: u64) -> Result<Option<u64>, Response<ResponseBody>> {
+/// A whole-number query parameter; `Err` holds the message for a 400.
+fn number(q: &HashMap<String, String>, key: &str, max: u64) -> Result<Option<u64>, String> {
     match q.get(key) {
         None => Ok(None),
         Some(v) => match v.parse::<u64>() {
             Ok(n) if n <= max => Ok(Some(n)),
-            _ => Err(bad("invalid_query", format!("`{key}` must be a whole number up to {max}"))),
+            _ => Err(format!("`{key}` must be a whole number up to {max}")),
         },
     }
 }
@@ -238,7 +239,7 @@ pub async fn handle(store: &dyn Store, user: &UserId, req: &lambda_http::Request
 async fn list(store: &dyn Store, user: &UserId, q: &HashMap<String, String>) -> Response<ResponseBody> {
     let limit = match number(q, "limit", 100) {
         Ok(l) => l.unwrap_or(20).max(1) as usize,
-        Err(r) => return r,
+        Err(m) => return bad("invalid_query", m),
     };
     match store.list_sessions(user, limit, q.get("cursor").map(String::as_str).filter(|c| !c.is_empty())).await {
         Ok(page) => json(StatusCode::OK, &SessionList { sessions: page.sessions, next_cursor: page.cursor }),
@@ -256,7 +257,7 @@ async fn messages(
     let (limit, before, after) =
         match (number(q, "limit", 200), number(q, "before", u64::MAX), number(q, "after", u64::MAX)) {
             (Ok(l), Ok(b), Ok(a)) => (l.unwrap_or(50).max(1) as usize, b, a),
-            (Err(r), _, _) | (_, Err(r), _) | (_, _, Err(r)) => return r,
+            (Err(m), _, _) | (_, Err(m), _) | (_, _, Err(m)) => return bad("invalid_query", m),
         };
     let from = match (before, after) {
         (Some(_), Some(_)) => return bad("invalid_query", "give `before` or `after`, not both"),

@@ -64,12 +64,11 @@ impl DynamoStore {
 
     /// The session, if it exists and is not being deleted (consistent read).
     pub async fn get_session(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError> {
-        Ok(self
-            .get_session_item(user, session)
+        self.get_session_item(user, session)
             .await?
             .filter(|i| get_s(i, "status") != Some(DELETING))
             .map(|i| session_from_item(user, &i))
-            .transpose()?)
+            .transpose()
     }
 
     async fn get_session_item(&self, user: &UserId, session: &SessionId) -> Result<Option<Item>, StoreError> {

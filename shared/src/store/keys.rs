@@ -29,6 +29,14 @@ pub fn sessions_gsi_sk(last_activity_ms: i64, session: &SessionId) -> String {
     format!("{:013}#{session}", last_activity_ms.max(0))
 }
 
+/// The session's current rolling summary (the compare-and-set target).
+pub const SUMMARY_SK: &str = "SUMMARY";
+
+/// One committed summary version, kept for audit (never overwritten).
+pub fn summary_version_sk(version: u64) -> String {
+    format!("{SUMMARY_SK}#{version:010}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

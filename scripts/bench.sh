@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# THE bench command: scripts/bench.sh [bench args...]
+#
+# Installs what the benchmarks need (DynamoDB Local, cargo-lambda) if it is
+# missing, starts DynamoDB Local (in memory) on a free port, builds the release
+# `stream` binary and the bench binary, runs the bench binary (the real stream
+# handler over HTTP in-process behind a local adapter and as the real binary
+# under `cargo lambda watch`, before/after the Nagle fix; start → ready; sizes)
+# and the criterion micro-benchmarks, and prints one Markdown report, also
+# written to .local/bench-results.md. Stops what it started on exit.
+#
+# Arguments go to the bench binary (see `cargo run -p bench --release -- --help`),
+# e.g. `scripts/bench.sh --turns 100 --ttft-ms 300`. Environment:
+#   BENCH_ARM64=1     also `cargo lambda build --release --arm64` and report its size
+#   BENCH_CRITERION=0 skip the criterion micro-benchmarks
+# Results and how to read them: docs/performance.md.
+set -euo pipefail
+
+SERVICE_PREFIX="bench-$$"
+LOG_PREFIX="bench"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+
+trap 'stop_started_services' EXIT
+install_signal_traps
+
+t0=$SECONDS
+ensure_dynamodb_local
+ensure_cargo_lambda
+log "dependencies ready ($((SECONDS - t0))s)"
+
+# Built on its own: cargo unifies features across the packages of one build,
+# so `stream` built together with the bench would link a `shared` compiled
+# with the bench's features, and `cargo lambda watch --release` would then
+# rebuild it in the middle of the run.
+log "cargo build --release -p stream"
+run_child cargo build --release -p stream
+if [[ "${BENCH_ARM64:-0}" == 1 ]]; then
+  ensure_arm64_target
+  log "cargo lambda build --release --arm64 -p stream"
+  run_child cargo lambda build --release --arm64 -p stream
+fi
+log "cargo build --release -p bench"
+run_child cargo build --release -p bench
+log "builds ready ($((SECONDS - t0))s)"
+
+ddb_port="$(free_port)"
+start_dynamodb_local "$ddb_port"
+export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+export AWS_DEFAULT_REGION="$AWS_REGION"
+export AWS_ACCESS_KEY_ID=local
+export AWS_SECRET_ACCESS_KEY=local
+export AWS_EC2_METADATA_DISABLED=true
+unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL || true
+
+results="$LOCAL_DIR/bench-results.md"
+status=0
+target_dir="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
+log "bench $* (progress below; the report follows)"
+run_child "$target_dir/release/bench" "$@" >"$results" || status=$?
+
+if [[ "${BENCH_CRITERION:-1}" != 0 ]]; then
+  # Short runs (1 s warm-up, 3 s measurement per benchmark) keep the whole
+  # command near two minutes after the build; the bencher format is one line
+  # per benchmark, which becomes the table below.
+  log "cargo bench -p bench (criterion)"
+  crit="$LOCAL_DIR/bench-criterion.txt"
+  if run_child cargo bench -p bench -- --warm-up-time 1 --measurement-time 3 --output-format bencher >"$crit"; then
+    {
+      echo "### Micro-benchmarks (criterion, median per iteration)"
+      echo
+      echo "| benchmark | time per iteration |"
+      echo "|---|--:|"
+      awk '/^test .* bench:/ {
+             name = $2; ns = $5; gsub(",", "", ns)
+             if (ns + 0 >= 1000000) t = sprintf("%.2f ms", ns / 1e6)
+             else if (ns + 0 >= 1000) t = sprintf("%.2f µs", ns / 1e3)
+             else t = ns " ns"
+             printf "| %s | %s |\n", name, t
+           }' "$crit"
+      echo
+    } >>"$results"
+  else
+    status=1
+    warn "cargo bench failed; see $crit"
+  fi
+fi
+
+cat "$results"
+log "report written to ${results#"$REPO_ROOT"/} ($((SECONDS - t0))s; status $status)"
+exit "$status"

@@ -1,0 +1,66 @@
+//! The context builder's settings, from the environment (read once per container).
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `CONTEXT_MAX_MESSAGES` | `40` | conversation messages sent per request (current one included) |
+//! | `CONTEXT_MAX_CHARS` | `60000` | characters sent per request (system prompt and summary included) |
+//! | `CONTEXT_MAX_TOKENS` | `12000` | tokens sent per request, counted with `CONTEXT_TOKENIZER` |
+//! | `CONTEXT_LARGE_PASTE_CHARS` | `8000` | a user message this long is a pasted document, kept over other history |
+//! | `CONTEXT_TOKENIZER` | `auto` | `auto` (by model name; unknown models: `cl100k_base`), `cl100k_base`, `o200k_base`, `estimate` (4 chars/token) |
+
+use super::{ContextBudget, TokenCounter};
+use crate::config::ConfigError;
+
+/// `name`'s value, if set and not blank.
+pub(crate) fn env_or(name: &'static str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// `name` parsed, `default` when unset; a malformed value is an error, never a guess.
+pub(crate) fn env_parse<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    match env_or(name) {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|e: T::Err| ConfigError { var: name, reason: format!("{v:?}: {e}") }),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextConfig {
+    pub budget: ContextBudget,
+    /// `CONTEXT_TOKENIZER`.
+    pub tokenizer: String,
+}
+
+impl ContextConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let d = ContextBudget::default();
+        let budget = ContextBudget {
+            max_messages: env_parse("CONTEXT_MAX_MESSAGES", d.max_messages)?,
+            max_chars: env_parse("CONTEXT_MAX_CHARS", d.max_chars)?,
+            max_tokens: env_parse("CONTEXT_MAX_TOKENS", d.max_tokens)?,
+            large_paste_chars: env_parse("CONTEXT_LARGE_PASTE_CHARS", d.large_paste_chars)?,
+        };
+        if budget.max_messages == 0 {
+            return Err(ConfigError { var: "CONTEXT_MAX_MESSAGES", reason: "must be at least 1".into() });
+        }
+        let tokenizer = env_or("CONTEXT_TOKENIZER").unwrap_or_else(|| "auto".into());
+        // Fail at start, not on the first turn.
+        TokenCounter::from_setting(&tokenizer, "")?;
+        Ok(ContextConfig { budget, tokenizer })
+    }
+
+    /// The counter for `model` (loads its vocabulary once per process).
+    pub fn counter(&self, model: &str) -> Result<TokenCounter, ConfigError> {
+        TokenCounter::from_setting(&self.tokenizer, model)
+    }
+
+    /// How many stored messages to load for one request: the message budget
+    /// plus room for the tool results that ride along with their calls and
+    /// for messages the builder will drop.
+    pub fn load_limit(&self) -> usize {
+        (self.budget.max_messages * 2).clamp(1, 1000)
+    }
+}

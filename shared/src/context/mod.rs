@@ -1,0 +1,425 @@
+//! The context builder: the only place that turns the stored log into the
+//! model's `messages[]` (UNIFIED_CONVERSATION_LOG_SPEC §4.2, AGENTIC_CHAT_V2_SPEC §5).
+//!
+//! Contract of [`build_context`]:
+//! - the output is: the per-turn system prompt, the rolling summary (as a
+//!   second system message) when there is one, the kept history in log order,
+//!   and the current user message — always, even when it alone is over budget;
+//! - history covered by the summary (`seq <= through_seq`), UI-only entries
+//!   and stored system messages are never sent;
+//! - budgets are message count, characters and tokens (counted with the
+//!   model's tokenizer, [`TokenCounter`]); history is trimmed oldest first and
+//!   what is kept is a contiguous recent window, so the model never sees a gap
+//!   in the middle of what it is shown;
+//! - tool-call groups are atomic: an assistant message with `tool_calls` is
+//!   kept together with all of its results (parallel calls included) or not at
+//!   all, and a `tool` message is never sent without its call. A call whose
+//!   results were never stored (a turn that died mid-tool) is sent as its
+//!   text only, without `tool_calls`, because the protocol forbids an
+//!   unanswered call; without text it is dropped;
+//! - an errored or stopped assistant message is kept like any other, with its
+//!   partial text and marker ([`StoredMessage::to_chat`]), so "continue" works;
+//! - large-paste exception (§5.3): the most recent user message of at least
+//!   `large_paste_chars` in the window is what the conversation is about, so
+//!   it is reserved right after the current message and other history goes
+//!   first.
+//!
+//! It returns what it kept, dropped and left to the summary, and the token
+//! counts, for the stream's `context_usage` event ([`BuiltContext::usage`]).
+
+mod config;
+mod tokens;
+
+#[cfg(test)]
+mod props;
+
+pub use config::ContextConfig;
+pub(crate) use config::{env_or, env_parse};
+pub use tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
+
+use crate::message::{ChatMessage, Role, StoredMessage};
+use crate::sse::ContextUsage;
+
+/// The limits one request's `messages[]` must fit in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextBudget {
+    /// Conversation messages sent (history plus the current message; the
+    /// system prompt and the summary are not counted here).
+    pub max_messages: usize,
+    /// Characters of every message's text, system prompt and summary included.
+    pub max_chars: usize,
+    /// Tokens of the whole request as [`TokenCounter`] counts them.
+    pub max_tokens: u64,
+    /// A user message at least this long is a pasted document (§5.3).
+    pub large_paste_chars: usize,
+}
+
+impl Default for ContextBudget {
+    fn default() -> Self {
+        Self { max_messages: 40, max_chars: 60_000, max_tokens: 12_000, large_paste_chars: 8_000 }
+    }
+}
+
+/// The session's rolling summary as the builder needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryRef<'a> {
+    pub text: &'a str,
+    /// The last message seq the summary covers.
+    pub through_seq: u64,
+}
+
+/// Everything one request is built from.
+#[derive(Debug, Clone, Copy)]
+pub struct ContextInput<'a> {
+    /// Built per turn, never stored.
+    pub system_prompt: &'a str,
+    pub summary: Option<SummaryRef<'a>>,
+    /// The stored log before the current message, oldest first (it may start
+    /// mid-way; anything at or after `current.seq` is ignored).
+    pub history: &'a [StoredMessage],
+    /// The user message this turn answers.
+    pub current: &'a StoredMessage,
+}
+
+/// The request's messages and what went into them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltContext {
+    pub messages: Vec<ChatMessage>,
+    /// Seqs of the log messages sent, in order, the current message last.
+    pub kept: Vec<u64>,
+    /// Seqs of history left out for the budget or the tool-call protocol.
+    pub dropped: Vec<u64>,
+    /// Seqs of history not sent because the summary covers them.
+    pub summarized: Vec<u64>,
+    pub summary_used: bool,
+    pub tokens_used: u64,
+    pub token_budget: u64,
+    pub chars_used: usize,
+    /// False only when the fixed part (system prompt, summary, current
+    /// message) alone is over a budget: the current message is never dropped.
+    pub within_budget: bool,
+}
+
+impl BuiltContext {
+    /// The stream's `context_usage` event.
+    pub fn usage(&self) -> ContextUsage {
+        ContextUsage {
+            tokens_used: self.tokens_used,
+            token_budget: self.token_budget,
+            messages_kept: self.kept.len() as u32,
+            messages_dropped: self.dropped.len() as u32,
+            summary_used: self.summary_used,
+        }
+    }
+}
+
+/// How the summary is shown to the model.
+pub fn summary_message(text: &str, through_seq: u64) -> ChatMessage {
+    ChatMessage::system(format!(
+        "Summary of the earlier conversation (messages 1-{through_seq}), for continuity; \
+         the messages after it follow verbatim.\n\n{text}"
+    ))
+}
+
+/// Cost of one message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Cost {
+    messages: usize,
+    chars: usize,
+    tokens: u64,
+}
+
+impl Cost {
+    fn of(m: &ChatMessage, counter: &TokenCounter) -> Cost {
+        let mut chars = m.content.as_deref().map_or(0, |c| c.chars().count());
+        let mut tokens = PER_MESSAGE_OVERHEAD + m.content.as_deref().map_or(0, |c| counter.count(c));
+        for call in &m.tool_calls {
+            chars += call.function.name.chars().count() + call.function.arguments.chars().count();
+            tokens += PER_MESSAGE_OVERHEAD
+                + counter.count(&call.function.name)
+                + counter.count(&call.function.arguments)
+                + counter.count(&call.id);
+        }
+        Cost { messages: 1, chars, tokens }
+    }
+
+    fn plus(self, o: Cost) -> Cost {
+        Cost { messages: self.messages + o.messages, chars: self.chars + o.chars, tokens: self.tokens + o.tokens }
+    }
+
+    fn fits(&self, b: &ContextBudget) -> bool {
+        self.messages <= b.max_messages && self.chars <= b.max_chars && self.tokens <= b.max_tokens
+    }
+}
+
+/// Messages that are kept or dropped together.
+struct Group {
+    seqs: Vec<u64>,
+    messages: Vec<ChatMessage>,
+    cost: Cost,
+    /// A user message long enough to be a pasted document.
+    paste: bool,
+}
+
+/// Splits the sendable history into atomic groups; protocol-violating
+/// leftovers (orphan results, results of an unanswered call) go to `dropped`.
+fn groups(
+    history: &[&StoredMessage],
+    counter: &TokenCounter,
+    budget: &ContextBudget,
+    dropped: &mut Vec<u64>,
+) -> Vec<Group> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < history.len() {
+        let m = history[i];
+        i += 1;
+        if m.role == Role::Tool {
+            // Its call is not in the window (summarized, or before the load limit).
+            dropped.push(m.seq);
+            continue;
+        }
+        if m.role == Role::Assistant && !m.tool_calls.is_empty() {
+            let mut pending: Vec<&str> = m.tool_calls.iter().map(|c| c.id.as_str()).collect();
+            let mut results = Vec::new();
+            while i < history.len() && history[i].role == Role::Tool {
+                let Some(pos) = history[i].tool_call_id.as_deref().and_then(|id| pending.iter().position(|p| *p == id))
+                else {
+                    break;
+                };
+                pending.swap_remove(pos);
+                results.push(history[i]);
+                i += 1;
+            }
+            if pending.is_empty() {
+                let mut g =
+                    Group { seqs: vec![m.seq], messages: vec![m.to_chat()], cost: Cost::default(), paste: false };
+                for r in results {
+                    g.seqs.push(r.seq);
+                    g.messages.push(r.to_chat());
+                }
+                g.cost = g.messages.iter().fold(Cost::default(), |c, m| c.plus(Cost::of(m, counter)));
+                out.push(g);
+            } else {
+                dropped.extend(results.iter().map(|r| r.seq));
+                let mut chat = m.to_chat();
+                chat.tool_calls.clear();
+                if chat.content.as_deref().is_some_and(|c| !c.is_empty()) {
+                    let cost = Cost::of(&chat, counter);
+                    out.push(Group { seqs: vec![m.seq], messages: vec![chat], cost, paste: false });
+                } else {
+                    dropped.push(m.seq);
+                }
+            }
+            continue;
+        }
+        let chat = m.to_chat();
+        let cost = Cost::of(&chat, counter);
+        let paste = m.role == Role::User && cost.chars >= budget.large_paste_chars;
+        out.push(Group { seqs: vec![m.seq], messages: vec![chat], cost, paste });
+    }
+    out
+}
+
+/// Builds one request's `messages[]` within `budget` (see the module contract).
+pub fn build_context(input: &ContextInput<'_>, budget: &ContextBudget, counter: &TokenCounter) -> BuiltContext {
+    let through = input.summary.map_or(0, |s| s.through_seq);
+    let mut summarized = Vec::new();
+    let mut dropped = Vec::new();
+    let mut sendable = Vec::new();
+    for m in input.history.iter().filter(|m| m.seq < input.current.seq) {
+        if m.seq <= through && input.summary.is_some() {
+            summarized.push(m.seq);
+        } else if m.include_in_context && m.role != Role::System {
+            sendable.push(m);
+        }
+    }
+    let groups = groups(&sendable, counter, budget, &mut dropped);
+
+    let system = ChatMessage::system(input.system_prompt);
+    let summary = input.summary.map(|s| summary_message(s.text, s.through_seq));
+    let current = input.current.to_chat();
+    let mut used = Cost::of(&current, counter);
+    let mut fixed_tokens = Cost::of(&system, counter).tokens + REPLY_PRIMING;
+    let mut fixed_chars = Cost::of(&system, counter).chars;
+    if let Some(s) = &summary {
+        let c = Cost::of(s, counter);
+        fixed_tokens += c.tokens;
+        fixed_chars += c.chars;
+    }
+    used.tokens += fixed_tokens;
+    used.chars += fixed_chars;
+    let within_budget = used.fits(budget);
+
+    let mut keep = vec![false; groups.len()];
+    // The pasted document the conversation is about is reserved first.
+    if let Some(p) = groups.iter().rposition(|g| g.paste) {
+        if used.plus(groups[p].cost).fits(budget) {
+            used = used.plus(groups[p].cost);
+            keep[p] = true;
+        }
+    }
+    for (i, g) in groups.iter().enumerate().rev() {
+        if keep[i] {
+            continue;
+        }
+        if !used.plus(g.cost).fits(budget) {
+            break;
+        }
+        used = used.plus(g.cost);
+        keep[i] = true;
+    }
+
+    let mut messages = Vec::with_capacity(groups.len() + 3);
+    messages.push(system);
+    messages.extend(summary);
+    let mut kept = Vec::new();
+    for (g, k) in groups.into_iter().zip(keep) {
+        if k {
+            kept.extend(g.seqs);
+            messages.extend(g.messages);
+        } else {
+            dropped.extend(g.seqs);
+        }
+    }
+    kept.push(input.current.seq);
+    messages.push(current);
+    dropped.sort_unstable();
+    BuiltContext {
+        messages,
+        kept,
+        dropped,
+        summarized,
+        summary_used: input.summary.is_some(),
+        tokens_used: used.tokens,
+        token_budget: budget.max_tokens,
+        chars_used: used.chars,
+        within_budget,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{MessageId, SessionId, TurnId};
+    use crate::message::{FunctionCall, MessageError, ToolCall};
+
+    pub(super) fn msg(seq: u64, role: Role, content: Option<&str>) -> StoredMessage {
+        StoredMessage {
+            id: MessageId::new(),
+            session_id: SessionId::parse("019a0000-0000-7000-8000-000000000000").unwrap(),
+            seq,
+            turn_id: TurnId::new(),
+            role,
+            content: content.map(str::to_string),
+            tool_calls: vec![],
+            tool_call_id: None,
+            error: None,
+            stopped: false,
+            include_in_context: true,
+            usage: None,
+            created_at: 0,
+        }
+    }
+
+    pub(super) fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            kind: "function".into(),
+            function: FunctionCall { name: "search".into(), arguments: format!("{{\"q\":\"{id}\"}}") },
+        }
+    }
+
+    fn tool(seq: u64, id: &str) -> StoredMessage {
+        let mut m = msg(seq, Role::Tool, Some("result"));
+        m.tool_call_id = Some(id.into());
+        m
+    }
+
+    fn est() -> TokenCounter {
+        TokenCounter::Estimate
+    }
+
+    #[test]
+    fn parallel_tool_calls_stay_or_go_together() {
+        let mut a = msg(2, Role::Assistant, None);
+        a.tool_calls = vec![call("c1"), call("c2"), call("c3")];
+        let history = vec![msg(1, Role::User, Some("find things")), a, tool(3, "c2"), tool(4, "c1"), tool(5, "c3")];
+        let history = [history, vec![msg(6, Role::Assistant, Some("found"))]].concat();
+        let current = msg(7, Role::User, Some("thanks"));
+        let input = ContextInput { system_prompt: "sys", summary: None, history: &history, current: &current };
+        let all = build_context(&input, &ContextBudget::default(), &est());
+        assert_eq!(all.kept, vec![1, 2, 3, 4, 5, 6, 7]);
+        // Room for 3 history messages: the 4-message group cannot be split.
+        let tight = ContextBudget { max_messages: 4, ..ContextBudget::default() };
+        let b = build_context(&input, &tight, &est());
+        assert_eq!(b.kept, vec![6, 7]);
+        assert_eq!(b.dropped, vec![1, 2, 3, 4, 5]);
+        let five = ContextBudget { max_messages: 6, ..ContextBudget::default() };
+        assert_eq!(build_context(&input, &five, &est()).kept, vec![2, 3, 4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn unanswered_call_keeps_its_text_only_and_orphans_never_go_out() {
+        let mut a = msg(2, Role::Assistant, Some("let me look"));
+        a.tool_calls = vec![call("c1"), call("c2")];
+        a.error = Some(MessageError { code: "llm_timeout".into(), message: "slow".into() });
+        let history = vec![tool(1, "gone"), a, tool(3, "c1")];
+        let current = msg(4, Role::User, Some("continue"));
+        let input = ContextInput { system_prompt: "sys", summary: None, history: &history, current: &current };
+        let b = build_context(&input, &ContextBudget::default(), &est());
+        assert_eq!(b.kept, vec![2, 4]);
+        assert_eq!(b.dropped, vec![1, 3]);
+        let sent = &b.messages[1];
+        assert!(sent.tool_calls.is_empty());
+        assert!(sent.content.as_deref().unwrap().contains("LLM_ERROR llm_timeout"));
+    }
+
+    #[test]
+    fn summary_replaces_what_it_covers() {
+        let history: Vec<_> =
+            (1..=6).map(|s| msg(s, if s % 2 == 1 { Role::User } else { Role::Assistant }, Some("x"))).collect();
+        let current = msg(7, Role::User, Some("next"));
+        let input = ContextInput {
+            system_prompt: "sys",
+            summary: Some(SummaryRef { text: "they talked", through_seq: 4 }),
+            history: &history,
+            current: &current,
+        };
+        let b = build_context(&input, &ContextBudget::default(), &est());
+        assert_eq!(b.summarized, vec![1, 2, 3, 4]);
+        assert_eq!(b.kept, vec![5, 6, 7]);
+        assert!(b.summary_used);
+        assert!(b.messages[1].content.as_deref().unwrap().contains("they talked"));
+        assert_eq!(b.usage().messages_kept, 3);
+    }
+
+    #[test]
+    fn large_paste_outlives_newer_chatter() {
+        let doc = "lorem ipsum ".repeat(1000);
+        let mut history = vec![msg(1, Role::User, Some("hi")), msg(2, Role::Assistant, Some("hello"))];
+        history.push(msg(3, Role::User, Some(&doc)));
+        history.push(msg(4, Role::Assistant, Some("I read it")));
+        for s in 5..=10 {
+            history.push(msg(s, if s % 2 == 1 { Role::User } else { Role::Assistant }, Some(&"chat ".repeat(200))));
+        }
+        let current = msg(11, Role::User, Some("what does section 2 say?"));
+        let input = ContextInput { system_prompt: "sys", summary: None, history: &history, current: &current };
+        // Room for the document and about two chat messages.
+        let budget = ContextBudget { max_chars: 12_000 + 2_100, large_paste_chars: 8_000, ..ContextBudget::default() };
+        let b = build_context(&input, &budget, &est());
+        assert!(b.kept.contains(&3), "the document stays: {:?}", b.kept);
+        assert_eq!(b.kept, vec![3, 9, 10, 11]);
+        assert!(b.within_budget && b.chars_used <= budget.max_chars);
+    }
+
+    #[test]
+    fn current_message_is_sent_even_alone_over_budget() {
+        let current = msg(1, Role::User, Some(&"y".repeat(500)));
+        let input = ContextInput { system_prompt: "sys", summary: None, history: &[], current: &current };
+        let budget = ContextBudget { max_chars: 100, ..ContextBudget::default() };
+        let b = build_context(&input, &budget, &est());
+        assert_eq!(b.kept, vec![1]);
+        assert!(!b.within_budget);
+    }
+}

@@ -1,0 +1,51 @@
+//! Long conversations off the hot path (AGENTIC_CHAT_V2_SPEC §5.3–5.4,
+//! AGENT_STATE_SPEC §5, §10): the turn-end event, its publisher, and the
+//! summarizer's per-session logic and SQS batch handler.
+//!
+//! Contract:
+//! - after a turn's persistence the stream publishes [`TurnCompleted`] to an
+//!   SQS FIFO queue (group = session, dedup id = turn) without waiting more
+//!   than a few milliseconds ([`publish_bounded`]); a failed send is logged and
+//!   the turn still succeeds: the summarizer works from watermarks, so the next
+//!   turn's event covers the missed work;
+//! - the summarizer ([`summarize_session`]) reads the current summary and the
+//!   messages after its watermark, decides by the triggers, asks the
+//!   summarizer model for the spec's JSON, validates it (rejecting and retrying
+//!   otherwise) and commits with compare-and-set on the summary version. A
+//!   redelivered or already-covered event is a no-op, a concurrent run never
+//!   overwrites a newer summary, and a failed run changes nothing: the stored
+//!   log is never modified, the context window just stays longer;
+//! - agent state: the model's `agent_state_item_updates` / `agent_state_updates`
+//!   are parsed and validated (typed, no deletions per §5.4) and committed
+//!   inside the summary version that proposed them, under the same
+//!   compare-and-set. Applying them to a session agent state is the agent-state
+//!   issue's work; until then they are recorded, not applied, and the context
+//!   builder does not read them;
+//! - the batch handler ([`handle_batch`]) reports partial failures per record
+//!   (`batchItemFailures`): one failing session fails only its own records.
+
+mod batch;
+mod config;
+mod publish;
+mod run;
+
+pub use batch::handle_batch;
+pub use config::SummaryConfig;
+pub use publish::{publish_bounded, NoTurnEvents, PublishError, SqsTurnEvents, TurnEvents};
+pub use run::{
+    summarize_session, validate_output, AgentStateItem, AgentStateItemUpdate, AgentStateUpdate, Outcome,
+    SummarizeError, SummarizerDeps, SummarizerOutput,
+};
+
+use crate::ids::{SessionId, TurnId, UserId};
+use serde::{Deserialize, Serialize};
+
+/// Sent once per persisted turn: "session `session_id` has messages up to
+/// `last_message_seq`". The body of one SQS message, as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnCompleted {
+    pub user_id: UserId,
+    pub session_id: SessionId,
+    pub turn_id: TurnId,
+    pub last_message_seq: u64,
+}

@@ -1,0 +1,617 @@
+//! One summarizer run for one session: triggers, the summarizer model, the
+//! validation of its JSON, and the compare-and-set commit.
+
+use super::{SummaryConfig, TurnCompleted};
+use crate::context::TokenCounter;
+use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent};
+use crate::message::{ChatMessage, Role, StoredMessage};
+use crate::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
+use crate::store::{MessagesFrom, Store, StoreError};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+/// What a run needs. Shared by every run of the process.
+#[derive(Clone)]
+pub struct SummarizerDeps {
+    pub store: Arc<dyn Store>,
+    pub summaries: Arc<dyn SummaryStore>,
+    /// The summarizer model's endpoint (`SUMMARIZER_MODEL` is set per request).
+    pub llm: Arc<dyn Llm>,
+    pub config: SummaryConfig,
+    /// The chat model's tokenizer: the token trigger is about its budget.
+    pub counter: TokenCounter,
+    /// `CONTEXT_LARGE_PASTE_CHARS`: the §5.3 exception uses the builder's threshold.
+    pub large_paste_chars: usize,
+}
+
+/// How a run ended without error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The current summary already covers this event (a redelivery, or a later
+    /// event was handled first). Nothing read beyond the summary, nothing written.
+    UpToDate,
+    /// Below every trigger, or nothing old enough to summarize. Nothing written.
+    NotNeeded,
+    Committed {
+        version: u64,
+        through_seq: u64,
+    },
+    /// Another run committed first. Nothing written; its summary stands.
+    Superseded,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SummarizeError {
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("summarizer model: {0}")]
+    Llm(#[from] LlmError),
+    /// Every attempt's output failed validation; nothing was written.
+    #[error("the summarizer's output was rejected {attempts} times; last: {reason}")]
+    Rejected { attempts: u32, reason: String },
+}
+
+/// A pasted document this recent (in messages from the newest) is the
+/// conversation's focus (§5.3): it and what follows are not summarized.
+const PASTE_FOCUS_FACTOR: usize = 3;
+
+/// Runs the summarizer for the session `event` names (see the module contract).
+pub async fn summarize_session(deps: &SummarizerDeps, event: &TurnCompleted) -> Result<Outcome, SummarizeError> {
+    let (user, session) = (&event.user_id, &event.session_id);
+    let current = deps.summaries.current(user, session).await?;
+    let (version, through) = current.as_ref().map_or((0, 0), |s| (s.version, s.through_seq));
+    if current.as_ref().is_some_and(|s| s.source_last_seq >= event.last_message_seq) {
+        return Ok(Outcome::UpToDate);
+    }
+
+    let cfg = &deps.config;
+    let mut messages: Vec<StoredMessage> = Vec::new();
+    let mut truncated = false;
+    loop {
+        let want = (cfg.max_input_messages - messages.len()).min(100);
+        let after = messages.last().map_or(through, |m| m.seq);
+        let page = deps.store.messages_page(user, session, MessagesFrom::After(after), want).await?;
+        let full = page.len() == want;
+        messages.extend(page);
+        if messages.len() >= cfg.max_input_messages {
+            truncated = full;
+            break;
+        }
+        if !full {
+            break;
+        }
+    }
+    let sendable: Vec<&StoredMessage> =
+        messages.iter().filter(|m| m.include_in_context && m.role != Role::System).collect();
+    let chars: usize = sendable.iter().map(|m| text_len(m)).sum();
+    let triggered = sendable.len() > cfg.trigger_messages
+        || chars > cfg.trigger_chars
+        || (cfg.trigger_tokens > 0 && tokens(&sendable, &deps.counter) > cfg.trigger_tokens);
+    if !triggered {
+        return Ok(Outcome::NotNeeded);
+    }
+    // With a backlog longer than one run reads, everything read is old.
+    let keep = if truncated { 0 } else { cfg.keep_recent };
+    let cut = compress_boundary(&messages, keep, deps.large_paste_chars);
+    if cut == 0 {
+        return Ok(Outcome::NotNeeded);
+    }
+    let (compress, recent) = messages.split_at(cut);
+    let previous = current.as_ref().map(|s| s.text.as_str());
+    tracing::info!(version, through, compress = compress.len(), recent = recent.len(), chars, "summarizing");
+
+    let mut conversation =
+        vec![ChatMessage::system(SYSTEM_PROMPT), ChatMessage::user(input_json(previous, compress, recent))];
+    let mut last_reason = String::new();
+    for attempt in 1..=cfg.max_attempts {
+        let request = ChatRequest {
+            model: cfg.model.clone(),
+            messages: conversation.clone(),
+            tools: vec![],
+            max_tokens: Some(cfg.max_tokens),
+            temperature: Some(0.0),
+        };
+        let raw = complete(deps.llm.as_ref(), request).await?;
+        match validate_output(&raw, previous, compress, recent) {
+            Ok((output, new_through)) => {
+                let summary = SessionSummary {
+                    version: version + 1,
+                    text: output.summary.trim().to_string(),
+                    through_seq: new_through,
+                    source_last_seq: messages.last().map_or(through, |m| m.seq),
+                    model: cfg.model.clone(),
+                    created_at: crate::now_ms(),
+                    kept_message_ids: output.kept_message_ids,
+                    dropped_message_ids: output.dropped_message_ids,
+                    agent_state_item_updates: output
+                        .agent_state_item_updates
+                        .iter()
+                        .filter_map(|u| serde_json::to_value(u).ok())
+                        .collect(),
+                    agent_state_updates: serde_json::to_value(&output.agent_state_updates).unwrap_or_default(),
+                };
+                return match deps.summaries.commit(user, session, &summary).await? {
+                    CommitOutcome::Committed => {
+                        tracing::info!(
+                            version = summary.version,
+                            through_seq = new_through,
+                            attempt,
+                            "summary committed"
+                        );
+                        Ok(Outcome::Committed { version: summary.version, through_seq: new_through })
+                    }
+                    CommitOutcome::Superseded => {
+                        tracing::info!(version = summary.version, "another run committed first");
+                        Ok(Outcome::Superseded)
+                    }
+                };
+            }
+            Err(reason) => {
+                tracing::warn!(attempt, reason = %reason, "summarizer output rejected");
+                conversation.push(ChatMessage {
+                    role: Role::Assistant,
+                    content: Some(raw),
+                    tool_calls: vec![],
+                    tool_call_id: None,
+                });
+                conversation.push(ChatMessage::user(format!(
+                    "Your answer was rejected: {reason}. Answer again with only the JSON object, fixing that."
+                )));
+                last_reason = reason;
+            }
+        }
+    }
+    Err(SummarizeError::Rejected { attempts: cfg.max_attempts, reason: last_reason })
+}
+
+fn text_len(m: &StoredMessage) -> usize {
+    m.content.as_deref().map_or(0, |c| c.chars().count())
+        + m.tool_calls.iter().map(|c| c.function.arguments.chars().count()).sum::<usize>()
+}
+
+fn tokens(msgs: &[&StoredMessage], counter: &TokenCounter) -> u64 {
+    msgs.iter()
+        .map(|m| {
+            m.content.as_deref().map_or(0, |c| counter.count(c))
+                + m.tool_calls.iter().map(|c| counter.count(&c.function.arguments)).sum::<u64>()
+        })
+        .sum()
+}
+
+/// How many of `messages` (oldest first) to summarize: all but the newest
+/// `keep`, never splitting a tool-call group (the verbatim window does not
+/// start with a tool result), and never a pasted document the conversation
+/// is about (§5.3): only what is before it.
+fn compress_boundary(messages: &[StoredMessage], keep: usize, paste_chars: usize) -> usize {
+    let mut cut = messages.len().saturating_sub(keep);
+    while cut > 0 && cut < messages.len() && messages[cut].role == Role::Tool {
+        cut -= 1;
+    }
+    let focus_from = messages.len().saturating_sub(keep.max(1) * PASTE_FOCUS_FACTOR);
+    if let Some(p) = messages.iter().rposition(|m| m.role == Role::User && text_len(m) >= paste_chars) {
+        if p >= focus_from && p < cut {
+            cut = p;
+        }
+    }
+    cut
+}
+
+const SYSTEM_PROMPT: &str = "You maintain the rolling summary and the agent_state of a chat session.
+Use ONLY the provided previous summary, messages, tool results and agent_state. Do not invent facts or expand beyond what was said.
+Write a new rolling summary that replaces the previous one: carry forward everything still relevant from the previous summary and add what `messages` say.
+Rules: preserve every entity id and entity name exactly as written; preserve user decisions and approvals; preserve document edits and key diffs; keep tool outputs that changed state as structured facts; be concise and scoped to the active context.
+Agent state: return deltas only. Never remove or merge items (set status \"discarded\" instead). Update current_understanding (entities + dependencies), assumptions with confidence (0..1), expectations for actions taken, tentative hypotheses if unresolved.
+Answer with one JSON object and nothing else:
+{\"summary\": string, \"kept_message_ids\": string[], \"dropped_message_ids\": string[], \"agent_state_item_updates\": [{\"op\":\"add\",\"item\":{...}} | {\"op\":\"update\",\"id\":string,\"patch\":{...}}], \"agent_state_updates\": {\"current_understanding\"?: {...}, \"assumptions\"?: [...], \"expectations\"?: [...], \"tentative_hypotheses\"?: [...]}}
+dropped_message_ids: the ids of the messages in `messages` that your summary now covers (normally all of them, oldest first). kept_message_ids: the ids in `recent_message_ids`, which stay verbatim.";
+
+fn input_json(previous: Option<&str>, compress: &[StoredMessage], recent: &[StoredMessage]) -> String {
+    let messages: Vec<serde_json::Value> = compress
+        .iter()
+        .filter(|m| m.include_in_context && m.role != Role::System)
+        .map(|m| {
+            let chat = m.to_chat();
+            serde_json::json!({
+                "id": m.id.as_str(),
+                "seq": m.seq,
+                "role": chat.role,
+                "content": chat.content,
+                "tool_calls": chat.tool_calls.iter().map(|c| serde_json::json!({
+                    "id": c.id, "name": c.function.name, "arguments": c.function.arguments,
+                })).collect::<Vec<_>>(),
+                "tool_call_id": chat.tool_call_id,
+            })
+        })
+        .collect();
+    let recent_ids: Vec<&str> = recent.iter().map(|m| m.id.as_str()).collect();
+    serde_json::json!({
+        "previous_summary": previous,
+        "agent_state": null,
+        "messages": messages,
+        "recent_message_ids": recent_ids,
+    })
+    .to_string()
+}
+
+async fn complete(llm: &dyn Llm, request: ChatRequest) -> Result<String, LlmError> {
+    let mut stream = llm.stream_chat(request).await?;
+    let mut text = String::new();
+    while let Some(event) = stream.next().await {
+        if let LlmEvent::TextDelta(t) = event? {
+            text.push_str(&t);
+        }
+    }
+    Ok(text)
+}
+
+// ---- the model's output (AGENTIC_CHAT_V2_SPEC §5.4, AGENT_STATE_SPEC §4, §9) ----
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummarizerOutput {
+    pub summary: String,
+    #[serde(default)]
+    pub kept_message_ids: Vec<String>,
+    #[serde(default)]
+    pub dropped_message_ids: Vec<String>,
+    #[serde(default)]
+    pub agent_state_item_updates: Vec<AgentStateItemUpdate>,
+    /// §5.4 spells it as a list, §9–10 as one object: both are accepted.
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub agent_state_updates: Vec<AgentStateUpdate>,
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<AgentStateUpdate>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        Many(Vec<AgentStateUpdate>),
+        One(Box<AgentStateUpdate>),
+        Null(()),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::Many(v) => v,
+        OneOrMany::One(u) => vec![*u],
+        OneOrMany::Null(()) => vec![],
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ItemKind {
+    Task,
+    Doc,
+    Note,
+    Idea,
+    Question,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ItemStatus {
+    Active,
+    Resolved,
+    Discarded,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStateItem {
+    pub id: String,
+    pub kind: ItemKind,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<String>,
+    pub status: ItemStatus,
+    #[serde(default, alias = "related_entity_ids", skip_serializing_if = "Vec::is_empty")]
+    pub related_entity_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum AgentStateItemUpdate {
+    Add {
+        item: AgentStateItem,
+    },
+    Update {
+        id: String,
+        patch: serde_json::Map<String, serde_json::Value>,
+    },
+    /// Parsed so it can be refused by name: §5.4 forbids deleting items.
+    Remove {
+        id: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entity {
+    pub id: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dependency {
+    pub from: String,
+    pub to: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rel: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Understanding {
+    #[serde(default)]
+    pub entities: Vec<Entity>,
+    #[serde(default)]
+    pub dependencies: Vec<Dependency>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assumption {
+    pub id: String,
+    pub hypothesis: String,
+    pub confidence: f64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Expectation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub action: String,
+    pub expected_outcome: String,
+    /// `expected_ids`, `expected_type`, `status`, ... as the spec lists them.
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hypothesis {
+    pub id: String,
+    pub hypothesis: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AgentStateUpdate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_understanding: Option<Understanding>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assumptions: Option<Vec<Assumption>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectations: Option<Vec<Expectation>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tentative_hypotheses: Option<Vec<Hypothesis>>,
+}
+
+/// Parses and checks the model's answer against what it was given. `Ok`
+/// carries the output and the new watermark: the last seq of the longest
+/// prefix of `compress` the summary covers. `Err` says why, for the retry.
+pub fn validate_output(
+    raw: &str,
+    previous: Option<&str>,
+    compress: &[StoredMessage],
+    recent: &[StoredMessage],
+) -> Result<(SummarizerOutput, u64), String> {
+    let json = extract_json(raw).ok_or("no JSON object in the answer")?;
+    let out: SummarizerOutput =
+        serde_json::from_str(json).map_err(|e| format!("invalid JSON of the required shape: {e}"))?;
+    if out.summary.trim().is_empty() {
+        return Err("`summary` is empty".into());
+    }
+    let compress_ids: HashSet<&str> = compress.iter().map(|m| m.id.as_str()).collect();
+    let recent_ids: HashSet<&str> = recent.iter().map(|m| m.id.as_str()).collect();
+    for id in out.kept_message_ids.iter().chain(&out.dropped_message_ids) {
+        if !compress_ids.contains(id.as_str()) && !recent_ids.contains(id.as_str()) {
+            return Err(format!("message id {id:?} does not exist in the input"));
+        }
+    }
+    let dropped: HashSet<&str> = out.dropped_message_ids.iter().map(String::as_str).collect();
+    if let Some(id) = out.kept_message_ids.iter().find(|id| dropped.contains(id.as_str())) {
+        return Err(format!("message id {id:?} is both kept and dropped"));
+    }
+    if let Some(id) = out.dropped_message_ids.iter().find(|id| recent_ids.contains(id.as_str())) {
+        return Err(format!("message id {id:?} is in recent_message_ids and must be kept"));
+    }
+    // The watermark: messages not shown to the model (UI-only) ride along.
+    let mut through = None;
+    for m in compress {
+        let shown = m.include_in_context && m.role != Role::System;
+        if shown && !dropped.contains(m.id.as_str()) {
+            break;
+        }
+        through = Some(m.seq);
+    }
+    let through = through.ok_or("dropped_message_ids does not start with the oldest message, so nothing is covered")?;
+
+    for u in &out.agent_state_item_updates {
+        if let AgentStateItemUpdate::Remove { id } = u {
+            return Err(format!(
+                "agent_state_item_updates removes {id:?}; items are never deleted (set status \"discarded\")"
+            ));
+        }
+    }
+    for u in &out.agent_state_updates {
+        for a in u.assumptions.iter().flatten() {
+            if !(0.0..=1.0).contains(&a.confidence) {
+                return Err(format!("assumption {:?} has confidence {} outside 0..1", a.id, a.confidence));
+            }
+        }
+    }
+
+    // Entity ids and names of what is now only in the summary must survive in it
+    // (or in the state deltas recorded with it).
+    let covered: Vec<&StoredMessage> = compress.iter().filter(|m| m.seq <= through).collect();
+    let mut must: BTreeSet<String> = BTreeSet::new();
+    for m in &covered {
+        let mut texts: Vec<&str> = m.content.iter().map(String::as_str).collect();
+        texts.extend(m.tool_calls.iter().map(|c| c.function.arguments.as_str()));
+        for t in texts {
+            must.extend(uuids(t));
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(t) {
+                names(&v, &mut must);
+            }
+        }
+    }
+    must.extend(previous.into_iter().flat_map(uuids));
+    let haystack = format!(
+        "{}\n{}\n{}",
+        out.summary,
+        serde_json::to_string(&out.agent_state_item_updates).unwrap_or_default(),
+        serde_json::to_string(&out.agent_state_updates).unwrap_or_default()
+    )
+    .to_lowercase();
+    let missing: Vec<&String> = must.iter().filter(|e| !haystack.contains(&e.to_lowercase())).collect();
+    if !missing.is_empty() {
+        let list: Vec<&str> = missing.iter().take(10).map(|s| s.as_str()).collect();
+        return Err(format!("the summary loses entity ids or names that only the dropped messages held: {list:?}"));
+    }
+    Ok((out, through))
+}
+
+/// The JSON object in a model's answer, tolerating code fences and prose around it.
+fn extract_json(raw: &str) -> Option<&str> {
+    let start = raw.find('{')?;
+    let end = raw.rfind('}')?;
+    (end > start).then(|| &raw[start..=end])
+}
+
+/// UUIDs (entity, project, message ids) in free text, lowercased.
+fn uuids(text: &str) -> Vec<String> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 36 <= b.len() {
+        let boundary_before = i == 0 || !b[i - 1].is_ascii_alphanumeric();
+        let boundary_after = i + 36 == b.len() || !b[i + 36].is_ascii_alphanumeric();
+        let shape = (0..36).all(|k| match k {
+            8 | 13 | 18 | 23 => b[i + k] == b'-',
+            _ => b[i + k].is_ascii_hexdigit(),
+        });
+        if boundary_before && boundary_after && shape {
+            out.push(text[i..i + 36].to_ascii_lowercase());
+            i += 36;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Entity names in structured tool data: the values of `name` / `title` keys.
+fn names(v: &serde_json::Value, out: &mut BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str(), v) {
+                    ("name" | "title" | "project_name" | "entity_name", serde_json::Value::String(s))
+                        if (2..=120).contains(&s.trim().chars().count()) =>
+                    {
+                        out.insert(s.trim().to_string());
+                    }
+                    _ => names(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| names(v, out)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{MessageId, SessionId, TurnId};
+
+    fn m(seq: u64, role: Role, content: &str) -> StoredMessage {
+        StoredMessage {
+            id: MessageId::new(),
+            session_id: SessionId::new(),
+            seq,
+            turn_id: TurnId::new(),
+            role,
+            content: Some(content.into()),
+            tool_calls: vec![],
+            tool_call_id: None,
+            error: None,
+            stopped: false,
+            include_in_context: true,
+            usage: None,
+            created_at: 0,
+        }
+    }
+
+    fn answer(summary: &str, dropped: &[&StoredMessage], kept: &[&StoredMessage]) -> String {
+        serde_json::json!({
+            "summary": summary,
+            "dropped_message_ids": dropped.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+            "kept_message_ids": kept.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+            "agent_state_item_updates": [{"op": "add", "item": {"id": "i1", "kind": "task", "title": "ship", "status": "active"}}],
+            "agent_state_updates": {"assumptions": [{"id": "a1", "hypothesis": "h", "confidence": 0.5}]},
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_valid_answer_moves_the_watermark_over_the_covered_prefix() {
+        let c = vec![m(1, Role::User, "plan Apollo"), m(2, Role::Assistant, "ok")];
+        let r = vec![m(3, Role::User, "next")];
+        let raw = format!("```json\n{}\n```", answer("User plans Apollo.", &[&c[0], &c[1]], &[&r[0]]));
+        let (out, through) = validate_output(&raw, None, &c, &r).unwrap();
+        assert_eq!(through, 2);
+        assert_eq!(out.agent_state_updates.len(), 1);
+        // Only the first one covered: the watermark stops there.
+        let (_, through) = validate_output(&answer("User plans Apollo.", &[&c[0]], &[]), None, &c, &r).unwrap();
+        assert_eq!(through, 1);
+    }
+
+    #[test]
+    fn unknown_ids_lost_entities_removals_and_garbage_are_rejected() {
+        let id = "019a1b2c-3d4e-7f00-8123-456789abcdef";
+        let mut call = m(2, Role::Assistant, "");
+        call.content = None;
+        call.tool_calls = vec![crate::message::ToolCall {
+            id: "c1".into(),
+            kind: "function".into(),
+            function: crate::message::FunctionCall {
+                name: "create_project".into(),
+                arguments: format!("{{\"name\":\"Project Apollo\",\"parent\":\"{id}\"}}"),
+            },
+        }];
+        let c = vec![m(1, Role::User, "make it"), call];
+        let r = vec![];
+        let err = validate_output(&answer("Made a project.", &[&c[0], &c[1]], &[]), None, &c, &r).unwrap_err();
+        assert!(err.contains("Project Apollo") && err.contains(id), "{err}");
+        assert!(validate_output(
+            &answer(&format!("Made Project Apollo under {id}."), &[&c[0], &c[1]], &[]),
+            None,
+            &c,
+            &r
+        )
+        .is_ok());
+        let stranger = m(9, Role::User, "x");
+        assert!(validate_output(&answer("s", &[&stranger], &[]), None, &c, &r).unwrap_err().contains("does not exist"));
+        assert!(validate_output("sure! here is a summary", None, &c, &r).is_err());
+        assert!(validate_output("{\"summary\": 3}", None, &c, &r).is_err());
+        let remove = serde_json::json!({"summary": "s", "dropped_message_ids": [c[0].id.as_str()],
+            "agent_state_item_updates": [{"op": "remove", "id": "i1"}]})
+        .to_string();
+        assert!(validate_output(&remove, None, &c, &r).unwrap_err().contains("never deleted"));
+    }
+
+    #[test]
+    fn the_boundary_keeps_groups_and_a_focused_paste() {
+        let mut msgs: Vec<StoredMessage> = (1..=12).map(|s| m(s, Role::User, "x")).collect();
+        assert_eq!(compress_boundary(&msgs, 4, 1000), 8);
+        msgs[8].role = Role::Tool;
+        msgs[7].role = Role::Assistant;
+        assert_eq!(compress_boundary(&msgs, 4, 1000), 7, "the verbatim window starts at the call, not its result");
+        msgs[5].content = Some("d".repeat(1000));
+        assert_eq!(compress_boundary(&msgs, 4, 1000), 5, "a recent paste is not summarized");
+        assert_eq!(compress_boundary(&msgs, 1, 1000), 11, "an old paste is");
+    }
+}

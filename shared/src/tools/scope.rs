@@ -1,0 +1,107 @@
+//! Where a turn stands, and which tools it offers there. Offering few tools
+//! keeps the prompt small and the model on task; what a scope *allows* is
+//! wider: any tool whose requirement (a project) the scope meets.
+
+use super::ToolName;
+use crate::entities::EntityKind;
+use crate::ids::{EntityId, ProjectId};
+use crate::session::ContextType;
+
+/// The scope of a turn, as tools see it. A project-bound tool runs against
+/// the scope's project, never one the model names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolScope {
+    /// No project in focus: the workspace.
+    Global,
+    Project {
+        project: ProjectId,
+    },
+    /// One entity of a project in focus; its kind when the client said it.
+    Entity {
+        project: ProjectId,
+        kind: Option<EntityKind>,
+        entity: EntityId,
+    },
+}
+
+impl ToolScope {
+    /// The scope of a session: its context type and the focus the client
+    /// sent. A project or entity context type without its focus falls back to
+    /// the widest scope it can honour.
+    pub fn from_context(
+        context: ContextType,
+        project: Option<ProjectId>,
+        entity: Option<(Option<EntityKind>, EntityId)>,
+    ) -> ToolScope {
+        match (context, project, entity) {
+            (ContextType::Entity, Some(project), Some((kind, entity))) => ToolScope::Entity { project, kind, entity },
+            (_, Some(project), _) => ToolScope::Project { project },
+            (_, None, _) => ToolScope::Global,
+        }
+    }
+
+    /// The scope of a session as the stream sees it: its context type, its
+    /// `entity_id`, and the client's focus metadata (`{"projectId": "…",
+    /// "entityType": "task"}`, snake_case keys accepted too). Ids that do not
+    /// parse are ignored: the scope only narrows on what is certain.
+    pub fn from_focus(context: ContextType, entity_id: Option<&str>, focus: Option<&serde_json::Value>) -> ToolScope {
+        let field = |camel: &str, snake: &str| {
+            focus.and_then(|f| f.get(camel).or_else(|| f.get(snake))).and_then(|v| v.as_str()).map(str::to_owned)
+        };
+        let project = field("projectId", "project_id").and_then(|p| ProjectId::parse(p).ok());
+        let kind = field("entityType", "entity_type").and_then(|k| EntityKind::parse(&k));
+        let entity = entity_id.and_then(|e| EntityId::parse(e).ok()).map(|e| (kind, e));
+        ToolScope::from_context(context, project, entity)
+    }
+
+    pub fn project(&self) -> Option<&ProjectId> {
+        match self {
+            ToolScope::Global => None,
+            ToolScope::Project { project } | ToolScope::Entity { project, .. } => Some(project),
+        }
+    }
+
+    /// The tools this scope offers the model, in a stable order.
+    pub fn offered(&self) -> Vec<ToolName> {
+        use ToolName::*;
+        match self {
+            ToolScope::Global => vec![ListProjects, SearchWorkspace, GetProject, CreateProject],
+            ToolScope::Project { .. } => vec![
+                GetProject,
+                UpdateProject,
+                SearchProject,
+                ListEntities,
+                GetEntity,
+                CreateDocument,
+                CreateTask,
+                CreateGoal,
+                CreatePlan,
+                CreateMilestone,
+                CreateRisk,
+                CreateRequirement,
+                UpdateEntity,
+                DeleteEntity,
+                LinkEntities,
+                UnlinkEntities,
+                ListEdges,
+                GetDocStructure,
+                GetDocumentMetadata,
+                ReadDocument,
+                MoveDocument,
+            ],
+            ToolScope::Entity { kind, .. } => {
+                // A document in focus (or one of unknown kind) may be read.
+                let mut v = vec![GetEntity, UpdateEntity, ListEdges, LinkEntities, UnlinkEntities, SearchProject];
+                if matches!(kind, None | Some(EntityKind::Document)) {
+                    v.extend([ReadDocument, GetDocumentMetadata]);
+                }
+                v
+            }
+        }
+    }
+
+    /// Whether a tool can run here at all: project-bound tools need a project.
+    pub fn allows(&self, tool: ToolName) -> bool {
+        !tool.needs_project() || self.project().is_some()
+    }
+}
