@@ -6,10 +6,14 @@
 //! travel as `error` then `done` events.
 
 use crate::auth::Authenticator;
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
+use crate::context::ContextConfig;
 use crate::llm::{OpenAiClient, OpenAiConfig};
 use crate::sse::{EventSink, SseBody};
 use crate::store::dynamo::DynamoStore;
+use crate::store::summary::DynamoSummaryStore;
+use crate::summary::{NoTurnEvents, SqsTurnEvents, SummaryConfig, TurnEvents};
+use crate::turn::TokenCounterCell;
 use crate::turn::{self, TurnDeps, ValidTurn};
 use bytes::Bytes;
 use http::{header, Method, Response, StatusCode};
@@ -77,16 +81,35 @@ pub struct StreamApp {
 }
 
 impl StreamApp {
-    /// Builds the clients from config: one DynamoDB client, one HTTP client for
-    /// the model, one for JWKS.
-    pub async fn from_config(config: Config) -> StreamApp {
+    /// Builds the clients from config: one DynamoDB client, one SQS client for
+    /// turn-end events, one HTTP client for the model, one for JWKS.
+    pub async fn from_config(config: Config) -> Result<StreamApp, ConfigError> {
         let sdk = aws_config::load_from_env().await;
         let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
-        StreamApp::with_dynamo(config, dynamo)
+        let summary = SummaryConfig::from_env(&config.llm.model)?;
+        let events: Arc<dyn TurnEvents> = match &summary.queue_url {
+            Some(url) => Arc::new(SqsTurnEvents::new(aws_sdk_sqs::Client::new(&sdk), url.clone())),
+            None => Arc::new(NoTurnEvents),
+        };
+        StreamApp::with_parts(config, ContextConfig::from_env()?, dynamo, events, summary.event_wait)
     }
 
+    /// For tests and local adapters: no turn-end events, context settings from env.
     pub fn with_dynamo(config: Config, dynamo: aws_sdk_dynamodb::Client) -> StreamApp {
-        let store = Arc::new(DynamoStore::new(dynamo, config.table_name.clone()));
+        let context = ContextConfig::from_env().expect("context config from env");
+        StreamApp::with_parts(config, context, dynamo, Arc::new(NoTurnEvents), Duration::from_millis(20))
+            .expect("valid config")
+    }
+
+    pub fn with_parts(
+        config: Config,
+        context: ContextConfig,
+        dynamo: aws_sdk_dynamodb::Client,
+        events: Arc<dyn TurnEvents>,
+        event_wait: Duration,
+    ) -> Result<StreamApp, ConfigError> {
+        let store = Arc::new(DynamoStore::new(dynamo.clone(), config.table_name.clone()));
+        let summaries = Arc::new(DynamoSummaryStore::new(dynamo, config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(3))
@@ -94,7 +117,19 @@ impl StreamApp {
             .build()
             .expect("a plain reqwest client builds");
         let auth = Authenticator::new(config.auth.clone(), http);
-        StreamApp { deps: TurnDeps { store, llm, config: Arc::new(config), tools: None }, auth }
+        let counter = TokenCounterCell::load(&context, &config.llm.model)?;
+        let deps = TurnDeps {
+            store,
+            llm,
+            config: Arc::new(config),
+            tools: None,
+            context: Arc::new(context),
+            counter,
+            summaries,
+            events,
+            event_wait,
+        };
+        Ok(StreamApp { deps, auth })
     }
 }
 

@@ -13,13 +13,16 @@
 //!   stores a second user message.
 
 use crate::config::Config;
+use crate::context::{build_context, ContextConfig, ContextInput, SummaryRef, TokenCounter};
 use crate::ids::{EntityId, InvalidId, MessageId, RunId, SessionId, TurnId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent, ToolCallAccumulator};
-use crate::message::{ChatMessage, MessageError, Role, StoredMessage, ToolCall, Usage};
+use crate::message::{MessageError, Role, StoredMessage, ToolCall, Usage};
 use crate::prompt::{PromptBuilder, PromptInputs};
 use crate::session::{title_from_message, ContextType, SessionStatus, SessionView, TurnRecord, TurnStatus};
 use crate::sse::{AgentActivity, DoneReason, EventSink, StreamEvent};
+use crate::store::summary::SummaryStore;
 use crate::store::{Lease, Store, StoreError, TurnEnd, TurnStart};
+use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
 use futures::{FutureExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -138,6 +141,47 @@ pub struct TurnDeps {
     pub config: Arc<Config>,
     /// The tools offered to the model; `None`: a talk-only turn.
     pub tools: Option<Arc<dyn TurnTools>>,
+    /// Budgets of the context window.
+    pub context: Arc<ContextConfig>,
+    pub counter: TokenCounterCell,
+    pub summaries: Arc<dyn SummaryStore>,
+    /// Where turn-end events go (the summarizer's queue), and the longest a
+    /// turn waits for the send before leaving it in the background.
+    pub events: Arc<dyn TurnEvents>,
+    pub event_wait: Duration,
+}
+
+/// The token counter, loaded off the hot path: parsing a BPE vocabulary takes
+/// a moment once per process, so it loads on its own thread at start, and a
+/// turn that comes before it is ready counts with the documented estimate
+/// (4 characters a token) rather than wait.
+#[derive(Clone)]
+pub struct TokenCounterCell(Arc<std::sync::OnceLock<TokenCounter>>);
+
+impl TokenCounterCell {
+    pub fn load(context: &ContextConfig, model: &str) -> Result<TokenCounterCell, crate::config::ConfigError> {
+        let cell = TokenCounterCell(Arc::new(std::sync::OnceLock::new()));
+        if context.tokenizer.trim() == "estimate" {
+            let _ = cell.0.set(TokenCounter::Estimate);
+            return Ok(cell);
+        }
+        let (ctx, model, slot) = (context.clone(), model.to_string(), cell.0.clone());
+        std::thread::spawn(move || match ctx.counter(&model) {
+            Ok(c) => {
+                let _ = slot.set(c);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "tokenizer not loaded; estimating");
+                let _ = slot.set(TokenCounter::Estimate);
+            }
+        });
+        Ok(cell)
+    }
+
+    /// The loaded counter, or the estimate while it loads.
+    pub fn get(&self) -> TokenCounter {
+        self.0.get().copied().unwrap_or(TokenCounter::Estimate)
+    }
 }
 
 /// Where a turn runs, as tools see it.
@@ -250,7 +294,7 @@ async fn run(
 
     // Resolve the session: one round trip for a new one; for an existing one the
     // lease, the last N messages and the idempotency check go out together.
-    let (session, history) = match &turn.session_id {
+    let (session, history, summary) = match &turn.session_id {
         None => {
             let now = crate::now_ms();
             let view = SessionView {
@@ -265,7 +309,7 @@ async fn run(
                 last_activity_at: now,
             };
             let s = store.create_session(user, &view, &lease).await.map_err(|e| (None, e))?;
-            (s, Vec::new())
+            (s, Vec::new(), None)
         }
         Some(sid) => {
             let seen = async {
@@ -274,11 +318,17 @@ async fn run(
                     None => Ok(None),
                 }
             };
-            let (leased, history, seen) = tokio::join!(
+            let (leased, history, seen, summary) = tokio::join!(
                 store.acquire_lease(user, sid, &lease),
                 store.recent_messages(user, sid, cfg.history_limit),
-                seen
+                seen,
+                deps.summaries.current(user, sid)
             );
+            // Without its summary the turn still works, with a shorter memory.
+            let summary = summary.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "summary not loaded");
+                None
+            });
             let refuse = |e| (Some(sid.clone()), e);
             let session = leased.map_err(refuse)?;
             let release = || async {
@@ -296,7 +346,7 @@ async fn run(
                 }
             }
             match history {
-                Ok(h) => (session, h),
+                Ok(h) => (session, h, summary),
                 Err(e) => {
                     release().await;
                     return Err(refuse(e));
@@ -375,15 +425,20 @@ async fn run(
     // ends the turn.
     let watch = watch_turn(store.clone(), user.clone(), sid.clone(), turn_id.clone(), cfg);
 
-    let mut messages = Vec::with_capacity(history.len() + 2);
-    messages.push(ChatMessage::system(PromptBuilder::build(&PromptInputs {
-        context_type,
-        entity_id: entity_id.as_deref(),
-        project_name: None,
-    })));
-    messages
-        .extend(history.iter().filter(|m| m.include_in_context && m.role != Role::System).map(StoredMessage::to_chat));
-    messages.push(user_message.to_chat());
+    let prompt =
+        PromptBuilder::build(&PromptInputs { context_type, entity_id: entity_id.as_deref(), project_name: None });
+    let built = build_context(
+        &ContextInput {
+            system_prompt: &prompt,
+            summary: summary.as_ref().map(|s| SummaryRef { text: &s.text, through_seq: s.through_seq }),
+            history: &history,
+            current: &user_message,
+        },
+        &deps.context.budget,
+        &deps.counter.get(),
+    );
+    let _ = sink.send(StreamEvent::ContextUsage(built.usage())).await;
+    let mut messages = built.messages;
 
     // Keep the margin to persist and end cleanly, but never more than a tenth
     // of the time there is: a short-timeout function would otherwise stop at once.
@@ -521,6 +576,17 @@ async fn run(
             DoneReason::Error
         }
     };
+    if persisted.is_ok() {
+        // The summarizer works from watermarks: a lost event is covered by the
+        // next turn's, so this never holds up `done` for long nor fails the turn.
+        let event = TurnCompleted {
+            user_id: user.clone(),
+            session_id: sid.clone(),
+            turn_id: turn_id.clone(),
+            last_message_seq: next_seq - 1,
+        };
+        publish_bounded(deps.events.clone(), event, deps.event_wait).await;
+    }
     if let Err(e) = persisted {
         tracing::error!(code = e.code(), error = %e, "answer not stored");
         let _ = store.release_lease(user, &sid, turn_id).await;

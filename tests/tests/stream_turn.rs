@@ -21,7 +21,10 @@ async fn events_come_in_order_with_monotonic_ids() {
     let turn = t.turn("alice", json!({"message": "hi"})).await;
     assert_eq!(turn.status, 200);
     assert!(turn.content_type.starts_with("text/event-stream"));
-    assert_eq!(turn.kinds(), vec!["agent_state", "session", "text_delta", "text_delta", "text_delta", "done"]);
+    assert_eq!(
+        turn.kinds(),
+        vec!["agent_state", "session", "context_usage", "text_delta", "text_delta", "text_delta", "done"]
+    );
     assert_eq!(
         turn.events[0],
         StreamEvent::AgentState { state: AgentActivity::Thinking, details: Some("Thinking…".into()) }

@@ -9,7 +9,7 @@ use shared::http::{handle_stream, StreamApp};
 async fn main() -> Result<(), Error> {
     shared::telemetry::init();
     let config = shared::config::Config::from_env()?;
-    let app = StreamApp::from_config(config).await;
+    let app = StreamApp::from_config(config).await?;
     // The concurrent runtime serves many invocations per process on Lambda
     // Managed Instances and falls back to one at a time elsewhere.
     lambda_http::run_with_streaming_response_concurrent(service_fn(move |req| {
