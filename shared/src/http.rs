@@ -8,13 +8,16 @@
 use crate::auth::Authenticator;
 use crate::config::{Config, ConfigError};
 use crate::context::ContextConfig;
+use crate::entities::EntityService;
 use crate::llm::{OpenAiClient, OpenAiConfig};
 use crate::sse::{EventSink, SseBody};
 use crate::store::dynamo::DynamoStore;
+use crate::store::entities::EntityStore;
 use crate::store::summary::DynamoSummaryStore;
 use crate::summary::{NoTurnEvents, SqsTurnEvents, SummaryConfig, TurnEvents};
-use crate::turn::TokenCounterCell;
+use crate::tools::ToolRegistry;
 use crate::turn::{self, TurnDeps, ValidTurn};
+use crate::turn::{TokenCounterCell, TurnTools};
 use bytes::Bytes;
 use http::{header, Method, Response, StatusCode};
 use http_body::{Body, Frame};
@@ -109,6 +112,8 @@ impl StreamApp {
         event_wait: Duration,
     ) -> Result<StreamApp, ConfigError> {
         let store = Arc::new(DynamoStore::new(dynamo.clone(), config.table_name.clone()));
+        let entities = EntityService::new(EntityStore::new(dynamo.clone(), config.table_name.clone()));
+        let tools: Option<Arc<dyn TurnTools>> = Some(Arc::new(ToolRegistry::new(entities)));
         let summaries = Arc::new(DynamoSummaryStore::new(dynamo, config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let http = reqwest::Client::builder()
@@ -122,7 +127,7 @@ impl StreamApp {
             store,
             llm,
             config: Arc::new(config),
-            tools: None,
+            tools,
             context: Arc::new(context),
             counter,
             summaries,

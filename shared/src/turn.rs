@@ -186,7 +186,7 @@ impl TokenCounterCell {
 
 /// Where a turn runs, as tools see it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolScope {
+pub struct TurnScope {
     pub context_type: ContextType,
     pub entity_id: Option<String>,
     /// The client's focus metadata (`projectFocus`), e.g. `{"projectId": "…"}`.
@@ -222,8 +222,8 @@ impl ToolRun {
 #[async_trait::async_trait]
 pub trait TurnTools: Send + Sync {
     /// OpenAI `tools` entries for this scope.
-    fn offered(&self, scope: &ToolScope) -> Vec<serde_json::Value>;
-    async fn run(&self, user: &UserId, scope: &ToolScope, call: &ToolCall) -> ToolRun;
+    fn offered(&self, scope: &TurnScope) -> Vec<serde_json::Value>;
+    async fn run(&self, user: &UserId, scope: &TurnScope, call: &ToolCall) -> ToolRun;
 }
 
 /// How the model part of a turn ended.
@@ -444,7 +444,7 @@ async fn run(
     // of the time there is: a short-timeout function would otherwise stop at once.
     let left = deadline.saturating_duration_since(Instant::now());
     let stop_at = deadline - cfg.deadline_margin.min(left / 10);
-    let scope = ToolScope { context_type, entity_id: entity_id.clone(), focus: view.focus.clone() };
+    let scope = TurnScope { context_type, entity_id: entity_id.clone(), focus: view.focus.clone() };
     let mut persist_user = Some(persist_user);
     let mut next_seq = user_seq + 1;
     let mut usage_total = Usage::default();
@@ -647,7 +647,7 @@ fn synthetic_results(
 async fn run_tools(
     tools: &dyn TurnTools,
     user: &UserId,
-    scope: &ToolScope,
+    scope: &TurnScope,
     calls: &[ToolCall],
     cap: usize,
 ) -> Vec<ToolRun> {

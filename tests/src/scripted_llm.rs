@@ -58,6 +58,45 @@ pub enum Reply {
     Echo {
         gap: Duration,
     },
+    /// Decided when the request arrives, from its body (e.g. to use an id a
+    /// tool result just returned).
+    Dynamic(Dynamic),
+}
+
+/// A reply computed from the request body.
+#[derive(Clone)]
+pub struct Dynamic(pub Arc<dyn Fn(&serde_json::Value) -> Reply + Send + Sync>);
+
+impl std::fmt::Debug for Dynamic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Dynamic(..)")
+    }
+}
+
+impl Reply {
+    pub fn dynamic(f: impl Fn(&serde_json::Value) -> Reply + Send + Sync + 'static) -> Reply {
+        Reply::Dynamic(Dynamic(Arc::new(f)))
+    }
+
+    /// One assistant message that calls tools: `(name, arguments JSON)` each,
+    /// as streamed deltas (id and name first, arguments in two pieces).
+    pub fn tool_calls(calls: &[(&str, serde_json::Value)]) -> Reply {
+        let mut steps = Vec::new();
+        for (i, (name, args)) in calls.iter().enumerate() {
+            let args = args.to_string();
+            let (a, b) = args.split_at(args.len() / 2);
+            steps.push(Step::ToolCall {
+                index: Some(i as u32),
+                id: Some(format!("call_{i}_{name}")),
+                name: Some(name.to_string()),
+                arguments: a.to_string(),
+            });
+            steps.push(Step::ToolCall { index: Some(i as u32), id: None, name: None, arguments: b.to_string() });
+        }
+        steps.push(Step::Finish("tool_calls".into()));
+        steps.push(Step::Done);
+        Reply::Stream(steps)
+    }
 }
 
 impl Reply {
@@ -258,6 +297,10 @@ async fn handle(
         st.replies.pop_front().or_else(|| st.default.clone()).unwrap_or_else(|| Reply::text(&["ok"]))
     };
     let reply = match reply {
+        Reply::Dynamic(Dynamic(f)) => f(&serde_json::from_slice(&body).unwrap_or_default()),
+        other => other,
+    };
+    let reply = match reply {
         Reply::Echo { gap } => {
             let req: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             let last_user = req["messages"]
@@ -273,7 +316,7 @@ async fn handle(
         other => other,
     };
     let steps = match reply {
-        Reply::Echo { .. } => unreachable!("resolved above"),
+        Reply::Echo { .. } | Reply::Dynamic(_) => unreachable!("resolved above"),
         Reply::Status(code, body) => {
             return Ok(hyper::Response::builder()
                 .status(code)

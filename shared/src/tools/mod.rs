@@ -25,6 +25,7 @@
 
 pub mod args;
 pub mod scope;
+mod turn;
 
 pub use scope::ToolScope;
 

@@ -1,0 +1,290 @@
+//! Tool-using turns end to end: the real stream handler, the entities service
+//! on DynamoDB Local, and a scripted model that calls tools.
+
+use serde_json::{json, Value};
+use shared::entities::{EntityKind, EntityService, NewProject};
+use shared::ids::{ProjectId, SessionId, UserId};
+use shared::message::Role;
+use shared::message::{FunctionCall, ToolCall};
+use shared::sse::{OperationAction, OperationStatus, StreamEvent};
+use shared::store::entities::EntityStore;
+use shared::store::Store;
+use shared::tools::{ToolContext, ToolRegistry, ToolScope};
+use tests::{Reply, Step, TestApp};
+
+fn user(u: &str) -> UserId {
+    UserId::parse(u).unwrap()
+}
+
+fn service(t: &TestApp) -> EntityService {
+    EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()))
+}
+
+async fn project(t: &TestApp, u: &str, name: &str) -> ProjectId {
+    let p = NewProject { name: name.into(), description: None, state: Default::default(), context: None };
+    service(t).create_project(&user(u), p).await.unwrap().data.project.id
+}
+
+/// Creates an entity through the tool registry (the same service), returning its id.
+async fn create(t: &TestApp, u: &str, p: &ProjectId, tool: &str, args: Value) -> String {
+    let reg = ToolRegistry::new(service(t));
+    let ctx = ToolContext { user: user(u), scope: ToolScope::Project { project: p.clone() } };
+    let call = ToolCall {
+        id: "setup".into(),
+        kind: "function".into(),
+        function: FunctionCall { name: tool.into(), arguments: args.to_string() },
+    };
+    let out = reg.execute(&ctx, &call).await;
+    assert!(out.ok, "{}", out.content);
+    serde_json::from_str::<Value>(&out.content).unwrap()["id"].as_str().unwrap().to_string()
+}
+
+fn in_project(p: &ProjectId, message: &str) -> Value {
+    json!({"message": message, "context_type": "project", "projectFocus": {"projectId": p.to_string()}})
+}
+
+/// The tool messages of a recorded model request, as (tool_call_id, content JSON).
+fn tool_messages(req: &Value) -> Vec<(String, Value)> {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_string(),
+                serde_json::from_str(m["content"].as_str().unwrap()).unwrap_or(Value::Null),
+            )
+        })
+        .collect()
+}
+
+/// Every assistant `tool_calls` entry in a request is followed by a tool
+/// message for each of its ids, and no tool message is without its call.
+fn assert_protocol_valid(req: &Value) {
+    let msgs = req["messages"].as_array().unwrap();
+    let mut open: Vec<String> = Vec::new();
+    for m in msgs {
+        match m["role"].as_str().unwrap() {
+            "tool" => {
+                let id = m["tool_call_id"].as_str().unwrap();
+                let at = open.iter().position(|o| o == id).unwrap_or_else(|| panic!("orphan tool message {id}"));
+                open.remove(at);
+            }
+            _ => {
+                assert!(open.is_empty(), "calls without results: {open:?}");
+                if let Some(calls) = m["tool_calls"].as_array() {
+                    open.extend(calls.iter().map(|c| c["id"].as_str().unwrap().to_string()));
+                }
+            }
+        }
+    }
+    assert!(open.is_empty(), "calls without results at the end: {open:?}");
+}
+
+#[tokio::test]
+async fn a_turn_creates_a_task_and_links_it_to_a_goal() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice", "Launch").await;
+    let goal = create(&t, "alice", &p, "create_goal", json!({"name": "Public beta"})).await;
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the launch post"}))]));
+    let goal_id = goal.clone();
+    t.llm.push(Reply::dynamic(move |req| {
+        let (_, created) = tool_messages(req).pop().expect("the create result");
+        let task = created["id"].as_str().expect("task id").to_string();
+        Reply::tool_calls(&[(
+            "link_entities",
+            json!({"from_kind": "task", "from_id": task, "relation": "supports", "to_kind": "goal", "to_id": goal_id}),
+        )])
+    }));
+    t.llm.push(Reply::text(&["Done: the task ", "supports the goal."]));
+    let turn = t.turn("alice", in_project(&p, "Add a task to write the launch post, for the beta goal")).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+
+    // What the UI saw, in order.
+    let kinds = turn.kinds();
+    let first_text = kinds.iter().position(|k| *k == "text_delta").unwrap();
+    let create_ops: Vec<_> = turn
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Operation { action: OperationAction::Create, entity_type, entity_name, status, .. } => {
+                Some((entity_type.clone(), entity_name.clone(), *status))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        create_ops,
+        vec![
+            ("task".to_string(), "Write the launch post".to_string(), OperationStatus::Start),
+            ("task".to_string(), "Write the launch post".to_string(), OperationStatus::Success),
+        ]
+    );
+    let pos = |k: &str| kinds.iter().position(|x| *x == k).unwrap();
+    assert!(pos("tool_call") < pos("operation"));
+    assert!(pos("operation") < pos("entity_patch"));
+    assert!(pos("entity_patch") < pos("tool_result"));
+    assert!(kinds.iter().rposition(|k| *k == "tool_result").unwrap() < first_text, "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"done"));
+    assert_eq!(turn.text(), "Done: the task supports the goal.");
+    assert_eq!(turn.events.iter().filter(|e| matches!(e, StreamEvent::ToolCall { .. })).count(), 2);
+
+    // The ontology holds exactly that, through the service the entities API uses.
+    let tasks = service(&t).list(&user("alice"), &p, EntityKind::Task, Default::default()).await.unwrap();
+    assert_eq!(tasks.items.len(), 1);
+    let edges = service(&t).edges(&user("alice"), &p, Some(&tasks.items[0].id)).await.unwrap();
+    assert_eq!(edges.len(), 1);
+    assert_eq!(edges[0].relation, "supports");
+
+    // The log is protocol-complete: user, assistant(calls), tool, assistant(calls), tool, assistant.
+    let sid = SessionId::parse(turn.session_id()).unwrap();
+    let msgs = t.store().recent_messages(&user("alice"), &sid, 20).await.unwrap();
+    let roles: Vec<Role> = msgs.iter().map(|m| m.role).collect();
+    assert_eq!(roles, vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant, Role::Tool, Role::Assistant]);
+    let s = t.store().session(&user("alice"), &sid).await.unwrap().unwrap();
+    assert_eq!(s.view.message_count, 6);
+    // And the next turn's request is valid.
+    t.llm.push(Reply::text(&["ok"]));
+    t.turn("alice", json!({"message": "thanks", "session_id": sid.to_string()})).await;
+    let last = t.llm.requests().last().unwrap().clone();
+    assert_protocol_valid(&last);
+    assert_eq!(tool_messages(&last).len(), 2);
+}
+
+#[tokio::test]
+async fn parallel_calls_all_run_and_results_keep_call_order() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice", "Launch").await;
+    t.llm.push(Reply::tool_calls(&[
+        ("create_task", json!({"title": "A"})),
+        ("create_goal", json!({"name": "B"})),
+        ("create_risk", json!({"title": "C"})),
+    ]));
+    t.llm.push(Reply::text(&["three made"]));
+    let turn = t.turn("alice", in_project(&p, "make three")).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let results: Vec<(String, bool)> = turn
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolResult { name, ok, .. } => Some((name.clone(), *ok)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        vec![("create_task".into(), true), ("create_goal".into(), true), ("create_risk".into(), true)],
+        "{:?}",
+        turn.events
+    );
+    let second = &t.llm.requests()[1];
+    assert_protocol_valid(second);
+    let ids: Vec<String> = tool_messages(second).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, vec!["call_0_create_task", "call_1_create_goal", "call_2_create_risk"]);
+}
+
+#[tokio::test]
+async fn invalid_arguments_and_tool_errors_are_results_the_model_reads() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice", "Launch").await;
+    let before = service(&t).get_project(&user("alice"), &p).await.unwrap().version;
+    t.llm.push(Reply::Stream(vec![
+        Step::ToolCall {
+            index: Some(0),
+            id: Some("bad".into()),
+            name: Some("create_task".into()),
+            arguments: "{\"titel\": 5".into(),
+        },
+        Step::ToolCall {
+            index: Some(1),
+            id: Some("missing".into()),
+            name: Some("get_entity".into()),
+            arguments: json!({"kind": "task", "id": uuid::Uuid::now_v7().to_string()}).to_string(),
+        },
+        Step::Finish("tool_calls".into()),
+        Step::Done,
+    ]));
+    t.llm.push(Reply::text(&["sorry"]));
+    let turn = t.turn("alice", in_project(&p, "do things")).await;
+    assert_eq!(turn.error_code(), None, "a tool failure is not a turn failure");
+    let oks: Vec<bool> = turn
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolResult { ok, .. } => Some(*ok),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(oks, vec![false, false]);
+    let results = tool_messages(&t.llm.requests()[1]);
+    assert_eq!(results[0].1["error"]["code"], json!("invalid_arguments"), "{:?}", results[0]);
+    assert_eq!(results[1].1["error"]["code"], json!("entity_not_found"), "{:?}", results[1]);
+    assert_eq!(service(&t).get_project(&user("alice"), &p).await.unwrap().version, before, "nothing written");
+}
+
+#[tokio::test]
+async fn another_users_entity_is_not_found_and_nothing_leaks() {
+    let t = TestApp::new().await;
+    let bobs = project(&t, "bob", "Bob's secret").await;
+    let secret = create(&t, "bob", &bobs, "create_task", json!({"title": "Bob's hidden plan"})).await;
+    let p = project(&t, "alice", "Mine").await;
+    t.llm.push(Reply::tool_calls(&[("get_entity", json!({"kind": "task", "id": secret}))]));
+    t.llm.push(Reply::text(&["not found"]));
+    let turn = t.turn("alice", in_project(&p, "peek")).await;
+    let all = serde_json::to_string(&turn.events).unwrap();
+    assert!(!all.contains("hidden plan"), "nothing of bob's reaches alice's stream");
+    let results = tool_messages(&t.llm.requests()[1]);
+    assert_eq!(results[0].1["error"]["code"], json!("entity_not_found"));
+    assert!(!results[0].1.to_string().contains("hidden plan"));
+}
+
+#[tokio::test]
+async fn the_round_limit_ends_with_an_answer_and_a_valid_log() {
+    let t = TestApp::with_config(|c| c.tool_max_rounds = 1).await;
+    let p = project(&t, "alice", "Launch").await;
+    t.llm.set_default(Reply::tool_calls(&[("list_entities", json!({"kind": "task"}))]));
+    let turn = t.turn("alice", in_project(&p, "loop forever")).await;
+    assert_eq!(turn.error_code(), None);
+    let reqs = t.llm.requests();
+    assert_eq!(reqs.len(), 2, "one tool round, then one call without tools");
+    assert!(reqs[0]["tools"].as_array().is_some_and(|a| !a.is_empty()));
+    assert!(reqs[1].get("tools").is_none(), "the last round offers no tools");
+    // The model called a tool anyway: it got an error result, and the log is valid.
+    t.llm.set_default(Reply::text(&["ok"]));
+    t.turn("alice", json!({"message": "next", "session_id": turn.session_id()})).await;
+    let last = t.llm.requests().last().unwrap().clone();
+    assert_protocol_valid(&last);
+    let results = tool_messages(&last);
+    assert_eq!(results.len(), 2);
+    assert!(results[1].1["error"].as_str().unwrap_or_default().contains("no more tool rounds"), "{results:?}");
+}
+
+#[tokio::test]
+async fn a_model_failure_between_rounds_leaves_every_call_answered() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice", "Launch").await;
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "first"}))]));
+    // The second round breaks mid tool call.
+    t.llm.push(Reply::Stream(vec![
+        Step::ToolCall {
+            index: Some(0),
+            id: Some("cut".into()),
+            name: Some("create_task".into()),
+            arguments: "{\"title\": \"sec".into(),
+        },
+        Step::Drop,
+    ]));
+    let turn = t.turn("alice", in_project(&p, "two tasks")).await;
+    assert_eq!(turn.error_code().as_deref(), Some("llm_stream_error"));
+    let tasks = service(&t).list(&user("alice"), &p, EntityKind::Task, Default::default()).await.unwrap();
+    assert_eq!(tasks.items.len(), 1, "the cut call never ran");
+    t.llm.push(Reply::text(&["continuing"]));
+    let next = t.turn("alice", json!({"message": "continue", "session_id": turn.session_id()})).await;
+    assert_eq!(next.error_code(), None);
+    let last = t.llm.requests().last().unwrap().clone();
+    assert_protocol_valid(&last);
+    let sid = SessionId::parse(turn.session_id()).unwrap();
+    let msgs = t.store().recent_messages(&user("alice"), &sid, 20).await.unwrap();
+    assert!(msgs.iter().any(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some("cut")));
+}
