@@ -141,6 +141,7 @@ impl StreamApp {
 /// The stream function's handler: `POST` on any path starts a turn, except
 /// under `/sessions`, which is the sessions API (`crate::session::http`).
 pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {
+    let started = std::time::Instant::now();
     // Before anything is streamed: Nagle off on the Runtime API connection.
     crate::transport::nodelay_runtime_api();
     if req.method() == Method::OPTIONS {
@@ -185,7 +186,7 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
         let deps = app.deps.clone();
         async move {
             if sink.send(turn::thinking()).await.is_ok() {
-                turn::run_turn(deps, user, valid, deadline, sink).await;
+                turn::run_turn(deps, user, valid, started, deadline, sink).await;
             }
         }
     });

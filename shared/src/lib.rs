@@ -16,6 +16,7 @@ pub mod http;
 pub mod ids;
 pub mod llm;
 pub mod message;
+pub mod metrics;
 pub mod prompt;
 pub mod session;
 pub mod sse;

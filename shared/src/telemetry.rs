@@ -1,4 +1,6 @@
 //! Logging: JSON lines on stdout, which CloudWatch ingests as structured logs.
+//! Each line carries its spans: the runtime's (`requestId`) and the turn's
+//! (`user_id`, `session_id`, `turn_id`) — never a token.
 //! `LOG_FORMAT=text` gives human-readable lines locally; `RUST_LOG` filters
 //! (default `info`).
 
@@ -12,6 +14,6 @@ pub fn init() {
     let _ = if text {
         builder.without_time().try_init()
     } else {
-        builder.json().with_current_span(true).with_span_list(false).flatten_event(true).without_time().try_init()
+        builder.json().with_current_span(true).with_span_list(true).flatten_event(true).without_time().try_init()
     };
 }

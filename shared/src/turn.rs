@@ -17,9 +17,10 @@ use crate::context::{build_context, ContextConfig, ContextInput, SummaryRef, Tok
 use crate::ids::{EntityId, InvalidId, MessageId, RunId, SessionId, TurnId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent, ToolCallAccumulator};
 use crate::message::{MessageError, Role, StoredMessage, ToolCall, Usage};
+use crate::metrics::{Record, Unit};
 use crate::prompt::{PromptBuilder, PromptInputs};
 use crate::session::{title_from_message, ContextType, SessionStatus, SessionView, TurnRecord, TurnStatus};
-use crate::sse::{AgentActivity, DoneReason, EventSink, StreamEvent};
+use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent};
 use crate::store::summary::SummaryStore;
 use crate::store::{Lease, Store, StoreError, TurnEnd, TurnStart};
 use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
@@ -245,33 +246,63 @@ pub fn thinking() -> StreamEvent {
 
 /// Runs one turn to its `done`. `deadline` is when the invocation will be
 /// killed; the turn stops `DEADLINE_MARGIN_MS` before it.
-pub async fn run_turn(deps: TurnDeps, user: UserId, turn: ValidTurn, deadline: Instant, mut sink: EventSink) {
+pub async fn run_turn(
+    deps: TurnDeps,
+    user: UserId,
+    turn: ValidTurn,
+    started: std::time::Instant,
+    deadline: Instant,
+    mut sink: EventSink,
+) {
     let turn_id = TurnId::new();
     let span = tracing::info_span!("turn", user_id = %user, turn_id = %turn_id, session_id = tracing::field::Empty);
     async move {
-        let session_id = match run(&deps, &user, &turn, &turn_id, deadline, &mut sink).await {
-            Ok(done) => {
-                let _ = sink.send(done).await;
-                return;
-            }
+        let done = match run(&deps, &user, &turn, &turn_id, deadline, &mut sink).await {
+            Ok(done) => done,
             Err((session_id, err)) => {
                 tracing::warn!(code = err.code(), error = %err, "turn refused");
-                let _ = sink
-                    .send(StreamEvent::error(
-                        err.code(),
-                        err.to_string(),
-                        matches!(err, StoreError::Busy | StoreError::Backend(_)),
-                    ))
-                    .await;
-                session_id
+                let retryable = matches!(err, StoreError::Busy | StoreError::Backend(_));
+                let _ = sink.send(StreamEvent::error(err.code(), err.to_string(), retryable)).await;
+                StreamEvent::Done { reason: DoneReason::Error, session_id, turn_id: turn_id.clone(), usage: None }
             }
         };
-        let _ = sink
-            .send(StreamEvent::Done { reason: DoneReason::Error, session_id, turn_id: turn_id.clone(), usage: None })
-            .await;
+        let usage = match &done {
+            StreamEvent::Done { usage, .. } => *usage,
+            _ => None,
+        };
+        let _ = sink.send(done).await;
+        turn_metrics(sink.stats(), started, usage, &turn_id).emit();
     }
     .instrument(span)
     .await
+}
+
+/// The turn as users pay for it, in EMF: time to first byte and to first
+/// token from the handler's entry, total time, tokens, tool calls, errors.
+fn turn_metrics(stats: &SinkStats, started: std::time::Instant, usage: Option<Usage>, turn_id: &TurnId) -> Record {
+    let ms = |t: std::time::Instant| t.saturating_duration_since(started).as_secs_f64() * 1000.0;
+    let mut r = Record::new("stream").property("turn_id", turn_id.to_string());
+    if let Some(t) = stats.first_frame {
+        r = r.metric("TimeToFirstByte", ms(t), Unit::Milliseconds);
+    }
+    if let Some(t) = stats.first_text {
+        r = r.metric("TimeToFirstToken", ms(t), Unit::Milliseconds);
+    }
+    r = r.metric("TurnDuration", ms(std::time::Instant::now()), Unit::Milliseconds);
+    if let Some(u) = usage {
+        r = r.metric("TokensIn", u.prompt_tokens as f64, Unit::Count).metric(
+            "TokensOut",
+            u.completion_tokens as f64,
+            Unit::Count,
+        );
+    }
+    r = r.metric("ToolCalls", stats.tool_calls as f64, Unit::Count);
+    if let Some(code) = &stats.error_code {
+        // A second record: errors by code need the code as a dimension.
+        Record::new("stream").dimension("code", code).metric("Errors", 1.0, Unit::Count).emit();
+        r = r.property("error_code", code.clone());
+    }
+    r
 }
 
 type Refused = (Option<SessionId>, StoreError);

@@ -251,3 +251,146 @@ pub fn sqs_event(records: &[(&str, &TurnCompleted)]) -> SqsEvent {
         .collect();
     serde_json::from_value(serde_json::json!({ "Records": records })).expect("an SqsEvent")
 }
+
+/// A scripted summarizer's faithful answer to the request the summarizer
+/// sends (`messages[1]` holds its input JSON): every message it was given is
+/// covered, every recent one kept, and the UUIDs of the covered messages and
+/// of the previous summary are carried forward, so validation accepts it.
+/// `None` when the request is not a summarizer request of that shape.
+pub fn scripted_summary_answer(request: &serde_json::Value) -> Option<String> {
+    let input: serde_json::Value = serde_json::from_str(request["messages"][1]["content"].as_str()?).ok()?;
+    let messages = input["messages"].as_array()?;
+    let ids: Vec<&str> = messages.iter().filter_map(|m| m["id"].as_str()).collect();
+    let recent: Vec<&str> = input["recent_message_ids"].as_array()?.iter().filter_map(|v| v.as_str()).collect();
+    let seqs: Vec<u64> = messages.iter().filter_map(|m| m["seq"].as_u64()).collect();
+    let mut carried: Vec<String> = input["previous_summary"].as_str().map(uuids_in).unwrap_or_default();
+    for m in messages {
+        carried.extend(m["content"].as_str().map(uuids_in).unwrap_or_default());
+    }
+    carried.sort();
+    carried.dedup();
+    let users = messages.iter().filter(|m| m["role"] == "user").count();
+    let tools = messages.iter().filter(|m| m["role"] == "tool").count();
+    let mut summary = format!(
+        "Messages {}-{}: the user asked {users} more questions, each answered; {tools} tool results were read.",
+        seqs.first().copied().unwrap_or(0),
+        seqs.last().copied().unwrap_or(0),
+    );
+    if !carried.is_empty() {
+        summary.push_str(&format!(" Entities: {}.", carried.join(", ")));
+    }
+    Some(
+        serde_json::json!({
+            "summary": summary,
+            "kept_message_ids": recent,
+            "dropped_message_ids": ids,
+            "agent_state_item_updates": [],
+            "agent_state_updates": {},
+        })
+        .to_string(),
+    )
+}
+
+fn uuids_in(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_ascii_hexdigit() || c == '-'))
+        .filter(|w| uuid::Uuid::try_parse(w).is_ok() && w.len() == 36)
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+/// What one [`drain_to_summarizer`] saw.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Drained {
+    pub records: usize,
+    pub batches: usize,
+    pub failed: usize,
+}
+
+/// A queue's ARN, as the event source mapping puts it on each record.
+pub async fn queue_arn(client: &aws_sdk_sqs::Client, queue_url: &str) -> String {
+    use aws_sdk_sqs::types::QueueAttributeName as Q;
+    let got = client.get_queue_attributes().queue_url(queue_url).attribute_names(Q::QueueArn).send().await;
+    got.ok()
+        .and_then(|r| r.attributes().and_then(|a| a.get(&Q::QueueArn).cloned()))
+        .unwrap_or_else(|| "arn:aws:sqs:us-east-1:000000000000:turns.fifo".into())
+}
+
+/// Received SQS messages as the batch event Lambda's event source mapping
+/// builds from them: body, messageId, receiptHandle, the system attributes
+/// (MessageGroupId, MessageDeduplicationId, SequenceNumber, ...).
+pub fn sqs_event_from_messages(queue_arn: &str, messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
+    let records: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|m| {
+            let attributes: serde_json::Map<String, serde_json::Value> = m
+                .attributes()
+                .map(|a| a.iter().map(|(k, v)| (k.as_str().to_string(), serde_json::Value::from(v.as_str()))).collect())
+                .unwrap_or_default();
+            serde_json::json!({
+                "messageId": m.message_id(),
+                "receiptHandle": m.receipt_handle(),
+                "body": m.body(),
+                "attributes": attributes,
+                "messageAttributes": {},
+                "md5OfBody": m.md5_of_body().unwrap_or(""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": "us-east-1",
+            })
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).expect("an SqsEvent")
+}
+
+/// One pass of a local event source mapping: receives what the queue holds
+/// (batches of up to 10), hands each batch to [`handle_batch`](shared::summary::handle_batch),
+/// deletes the records not reported in `batchItemFailures` and makes the
+/// failed ones visible again at once (Lambda would wait out the visibility
+/// timeout). Returns when a receive comes back empty.
+pub async fn drain_to_summarizer(
+    client: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    queue_arn: &str,
+    deps: &SummarizerDeps,
+) -> Drained {
+    let mut out = Drained::default();
+    // A failed record is redelivered at once; bound the passes so a session
+    // that always fails cannot loop forever.
+    for _ in 0..20 {
+        let got = client
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(0)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .send()
+            .await
+            .expect("receive");
+        let messages = got.messages();
+        if messages.is_empty() {
+            break;
+        }
+        out.batches += 1;
+        out.records += messages.len();
+        let resp = shared::summary::handle_batch(deps, sqs_event_from_messages(queue_arn, messages)).await;
+        let failed: std::collections::HashSet<&str> =
+            resp.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+        out.failed += failed.len();
+        for m in messages {
+            let handle = m.receipt_handle().expect("receipt handle");
+            if failed.contains(m.message_id().unwrap_or_default()) {
+                client
+                    .change_message_visibility()
+                    .queue_url(queue_url)
+                    .receipt_handle(handle)
+                    .visibility_timeout(0)
+                    .send()
+                    .await
+                    .expect("release a failed record");
+            } else {
+                client.delete_message().queue_url(queue_url).receipt_handle(handle).send().await.expect("delete");
+            }
+        }
+    }
+    out
+}

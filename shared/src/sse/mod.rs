@@ -16,7 +16,7 @@ mod decode;
 mod sink;
 
 pub use decode::{SseDecodeError, SseDecoder, SseFrame};
-pub use sink::{Disconnected, EventSink, SseBody, CHANNEL_FRAMES};
+pub use sink::{Disconnected, EventSink, SinkStats, SseBody, CHANNEL_FRAMES};
 
 use crate::ids::{SessionId, TurnId};
 use crate::message::{ToolCall, Usage};

@@ -29,13 +29,27 @@ pub struct EventSink {
     tx: mpsc::Sender<Bytes>,
     encoder: SseEncoder,
     pending_text: String,
+    stats: SinkStats,
+}
+
+/// What went out, for the turn's metrics.
+#[derive(Debug, Clone, Default)]
+pub struct SinkStats {
+    pub first_frame: Option<std::time::Instant>,
+    pub first_text: Option<std::time::Instant>,
+    pub tool_calls: u32,
+    /// The code of the `error` event, if one was sent.
+    pub error_code: Option<String>,
 }
 
 impl EventSink {
     /// A sink and the body that streams what it sends.
     pub fn channel() -> (EventSink, SseBody) {
         let (tx, rx) = mpsc::channel(CHANNEL_FRAMES);
-        (EventSink { tx, encoder: SseEncoder::new(), pending_text: String::new() }, SseBody { rx })
+        (
+            EventSink { tx, encoder: SseEncoder::new(), pending_text: String::new(), stats: SinkStats::default() },
+            SseBody { rx },
+        )
     }
 
     /// Sends an event: text is coalesced when the client is behind; anything
@@ -45,12 +59,26 @@ impl EventSink {
             return self.text(&content);
         }
         self.flush().await?;
+        match &event {
+            StreamEvent::ToolCall { .. } => self.stats.tool_calls += 1,
+            StreamEvent::Error { code, .. } => self.stats.error_code = Some(code.clone()),
+            _ => {}
+        }
         let frame = self.encoder.encode(&event);
-        self.tx.send(frame).await.map_err(|_| Disconnected)
+        self.tx.send(frame).await.map_err(|_| Disconnected)?;
+        self.stats.first_frame.get_or_insert_with(std::time::Instant::now);
+        Ok(())
+    }
+
+    pub fn stats(&self) -> &SinkStats {
+        &self.stats
     }
 
     /// Queues a text delta without waiting.
     pub fn text(&mut self, content: &str) -> Result<(), Disconnected> {
+        if !content.is_empty() {
+            self.stats.first_text.get_or_insert_with(std::time::Instant::now);
+        }
         self.pending_text.push_str(content);
         self.try_flush()
     }

@@ -63,6 +63,11 @@ pub async fn handle_batch(deps: &SummarizerDeps, event: SqsEvent) -> SqsBatchRes
     .collect::<Vec<Vec<String>>>()
     .await;
 
+    let failed_sessions = runs.iter().filter(|ids| !ids.is_empty()).count();
+    crate::metrics::Record::new("summarizer")
+        .metric("SummarizerRuns", runs.len() as f64, crate::metrics::Unit::Count)
+        .metric("SummarizerFailures", failed_sessions as f64, crate::metrics::Unit::Count)
+        .emit();
     let mut response = SqsBatchResponse::default();
     for id in runs.into_iter().flatten() {
         let mut failure = BatchItemFailure::default();
