@@ -113,7 +113,7 @@ impl StreamApp {
     ) -> Result<StreamApp, ConfigError> {
         let store = Arc::new(DynamoStore::new(dynamo.clone(), config.table_name.clone()));
         let entities = EntityService::new(EntityStore::new(dynamo.clone(), config.table_name.clone()));
-        let tools: Option<Arc<dyn TurnTools>> = Some(Arc::new(ToolRegistry::new(entities)));
+        let tools: Option<Arc<dyn TurnTools>> = Some(Arc::new(ToolRegistry::new(entities.clone())));
         let summaries = Arc::new(DynamoSummaryStore::new(dynamo, config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let http = reqwest::Client::builder()
@@ -128,6 +128,7 @@ impl StreamApp {
             llm,
             config: Arc::new(config),
             tools,
+            entities: Some(entities),
             context: Arc::new(context),
             counter,
             summaries,

@@ -8,6 +8,7 @@
 //! [`turn`] (one chat turn as a plain async function) and [`http`] (the edge:
 //! requests in, JSON errors or an SSE body out).
 
+pub mod agent_state;
 pub mod auth;
 pub mod config;
 pub mod context;

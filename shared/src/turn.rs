@@ -13,7 +13,9 @@
 //!   stores a second user message.
 
 use crate::config::Config;
+use crate::context::pack::build_pack;
 use crate::context::{build_context, ContextConfig, ContextInput, SummaryRef, TokenCounter};
+use crate::entities::EntityService;
 use crate::ids::{EntityId, InvalidId, MessageId, RunId, SessionId, TurnId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent, ToolCallAccumulator};
 use crate::message::{MessageError, Role, StoredMessage, ToolCall, Usage};
@@ -24,6 +26,7 @@ use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent};
 use crate::store::summary::SummaryStore;
 use crate::store::{Lease, Store, StoreError, TurnEnd, TurnStart};
 use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
+use crate::tools::ToolScope;
 use futures::{FutureExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -142,6 +145,8 @@ pub struct TurnDeps {
     pub config: Arc<Config>,
     /// The tools offered to the model; `None`: a talk-only turn.
     pub tools: Option<Arc<dyn TurnTools>>,
+    /// The ontology, for context packs; `None`: no pack.
+    pub entities: Option<EntityService>,
     /// Budgets of the context window.
     pub context: Arc<ContextConfig>,
     pub counter: TokenCounterCell,
@@ -456,8 +461,22 @@ async fn run(
     // ends the turn.
     let watch = watch_turn(store.clone(), user.clone(), sid.clone(), turn_id.clone(), cfg);
 
-    let prompt =
-        PromptBuilder::build(&PromptInputs { context_type, entity_id: entity_id.as_deref(), project_name: None });
+    let scope = TurnScope { context_type, entity_id: entity_id.clone(), focus: view.focus.clone() };
+    let pack = match &deps.entities {
+        Some(service) => Some(
+            build_pack(service, user, &ToolScope::from_focus(context_type, entity_id.as_deref(), view.focus.as_ref()))
+                .await,
+        ),
+        None => None,
+    };
+    let prompt = PromptBuilder::build(&PromptInputs {
+        context_type,
+        entity_id: entity_id.as_deref(),
+        project_name: None,
+        tools: deps.tools.is_some() && cfg.tool_max_rounds > 0,
+        pack: pack.as_ref(),
+        agent_state: None,
+    });
     let built = build_context(
         &ContextInput {
             system_prompt: &prompt,
@@ -475,7 +494,6 @@ async fn run(
     // of the time there is: a short-timeout function would otherwise stop at once.
     let left = deadline.saturating_duration_since(Instant::now());
     let stop_at = deadline - cfg.deadline_margin.min(left / 10);
-    let scope = TurnScope { context_type, entity_id: entity_id.clone(), focus: view.focus.clone() };
     let mut persist_user = Some(persist_user);
     let mut next_seq = user_seq + 1;
     let mut usage_total = Usage::default();

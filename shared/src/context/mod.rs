@@ -28,6 +28,7 @@
 //! counts, for the stream's `context_usage` event ([`BuiltContext::usage`]).
 
 mod config;
+pub mod pack;
 mod tokens;
 
 #[cfg(test)]

@@ -32,6 +32,9 @@ pub fn sessions_gsi_sk(last_activity_ms: i64, session: &SessionId) -> String {
 /// The session's current rolling summary (the compare-and-set target).
 pub const SUMMARY_SK: &str = "SUMMARY";
 
+/// The session's agent state (one versioned item, compare-and-set on `version`).
+pub const AGENT_STATE_SK: &str = "AGENT_STATE";
+
 /// One committed summary version, kept for audit (never overwritten).
 pub fn summary_version_sk(version: u64) -> String {
     format!("{SUMMARY_SK}#{version:010}")

@@ -14,6 +14,7 @@
 //! | turn record | `U#<user>#S#<session>` | `TURN#<stream_run_id>` | — |
 //! | rolling summary (current) | `U#<user>#S#<session>` | `SUMMARY` | — |
 //! | rolling summary version (audit) | `U#<user>#S#<session>` | `SUMMARY#<version, 10 digits>` | — |
+//! | agent state (one versioned item) | `U#<user>#S#<session>` | `AGENT_STATE` | — |
 //!
 //! | access pattern | operation and key condition |
 //! |---|---|
@@ -32,6 +33,9 @@
 //! | the current rolling summary | `GetItem pk, sk=SUMMARY` (consistent) |
 //! | commit a summary (compare-and-set) | `TransactWriteItems`: put `SUMMARY` (condition `version = n-1`, or not exists for 1) + put `SUMMARY#<n, 10 digits>` (must not exist; audit copy) + condition check `SESSION` (exists, not deleting) |
 //! | a session's summary versions (audit) | `Query pk AND begins_with(sk, "SUMMARY#")` |
+//! | the agent state and its version | `GetItem pk, sk=AGENT_STATE` (consistent) |
+//! | save the agent state (compare-and-set) | `PutItem pk, sk=AGENT_STATE`, `version = n+1`, condition `version = n` (or not exists for 0) |
+//! | clear the agent state (session closed) | `DeleteItem pk, sk=AGENT_STATE` |
 //!
 //! Message sequence numbers are gap-free and allocated by the lease holder from
 //! the session's `message_count`, so stats and messages always agree: they
@@ -41,6 +45,7 @@
 //! The ontology (projects, entities, edges, document content, the document
 //! tree) has its own partitions, `U#<user>#P#<project>`: see [`entities`].
 
+pub mod agent_state;
 pub mod dynamo;
 pub mod entities;
 pub mod keys;

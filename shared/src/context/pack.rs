@@ -1,0 +1,191 @@
+//! Context packs (AGENTIC_CHAT_V2_SPEC §4.2–4.3, §9): what the system prompt
+//! says about where the user is.
+//!
+//! - global: a light list of the user's projects (name, id);
+//! - project: the project (name, description, version) and its `doc_structure`
+//!   with titles, descriptions and content lengths — never content;
+//! - entity: the project, the entity itself and the entities linked to it.
+//!
+//! Built with as few DynamoDB round trips as possible, in parallel: project
+//! scope is the project item (project + tree) and one batch of document
+//! metadata. A pack that cannot be built (a project the user cannot see, a
+//! store error) is empty: the turn goes on without it.
+
+use crate::entities::service::MAX_METADATA_IDS;
+use crate::entities::{DocNode, DocumentMetadata, EntityKind, EntityService, PageRequest};
+use crate::ids::{EntityId, ProjectId, UserId};
+use crate::tools::ToolScope;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// Projects listed in a global pack.
+pub const GLOBAL_PROJECTS: usize = 20;
+/// Linked entities described in an entity pack.
+pub const LINKED_ENTITIES: usize = 12;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ContextPack {
+    /// `global`, `project` or `entity`.
+    pub scope: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<Value>,
+    /// The document tree with titles; hierarchy and `order` as stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doc_structure: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entity: Option<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub linked: Vec<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub projects: Vec<Value>,
+    /// The project version the pack was built from (caches compare against it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+}
+
+impl ContextPack {
+    pub fn is_empty(&self) -> bool {
+        self.project.is_none() && self.projects.is_empty() && self.entity.is_none()
+    }
+}
+
+/// Builds the pack for a scope. Never fails: what cannot be read is left out.
+pub async fn build_pack(service: &EntityService, user: &UserId, scope: &ToolScope) -> ContextPack {
+    match scope {
+        ToolScope::Global => global(service, user).await,
+        ToolScope::Project { project } => project_pack(service, user, project).await,
+        ToolScope::Entity { project, kind, entity } => entity_pack(service, user, project, *kind, entity).await,
+    }
+}
+
+async fn global(service: &EntityService, user: &UserId) -> ContextPack {
+    let page = PageRequest { limit: Some(GLOBAL_PROJECTS), cursor: None };
+    let projects = match service.list_projects(user, page).await {
+        Ok(p) => p.items.into_iter().map(|p| json!({"id": p.id, "name": p.name})).collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "context pack: projects not listed");
+            vec![]
+        }
+    };
+    ContextPack { scope: "global", projects, ..Default::default() }
+}
+
+async fn project_pack(service: &EntityService, user: &UserId, project: &ProjectId) -> ContextPack {
+    let (p, tree) = tokio::join!(service.get_project(user, project), service.doc_structure(user, project));
+    let (p, tree) = match (p, tree) {
+        (Ok(p), Ok(t)) => (p, t),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::warn!(error = %e, "context pack: project not readable");
+            return ContextPack { scope: "project", ..Default::default() };
+        }
+    };
+    let ids: Vec<EntityId> = flatten(&tree.root);
+    let meta = metadata(service, user, project, &ids).await;
+    ContextPack {
+        scope: "project",
+        project: Some(json!({"id": p.id, "name": p.name, "description": p.description, "state": p.state,
+            "context_document_id": p.context_document_id})),
+        doc_structure: Some(
+            json!({"version": tree.version, "root": tree.root.iter().map(|n| node(n, &meta)).collect::<Vec<_>>()}),
+        ),
+        version: Some(p.version),
+        ..Default::default()
+    }
+}
+
+async fn entity_pack(
+    service: &EntityService,
+    user: &UserId,
+    project: &ProjectId,
+    kind: Option<EntityKind>,
+    entity: &EntityId,
+) -> ContextPack {
+    let entity_read = async {
+        match kind {
+            Some(k) => {
+                service.get(user, project, k, entity).await.ok().map(|e| serde_json::to_value(e).unwrap_or_default())
+            }
+            None => None,
+        }
+    };
+    let (p, e, edges) =
+        tokio::join!(service.get_project(user, project), entity_read, service.edges(user, project, Some(entity)));
+    let Ok(p) = p else {
+        return ContextPack { scope: "entity", ..Default::default() };
+    };
+    let mut linked = Vec::new();
+    for edge in edges.unwrap_or_default().into_iter().take(LINKED_ENTITIES) {
+        let (dir, other) = if &edge.from.id == entity { ("to", edge.to) } else { ("from", edge.from) };
+        linked.push(json!({"relation": edge.relation, "direction": dir, "kind": other.kind, "id": other.id}));
+    }
+    // Name the linked entities in one more round trip per kind, in parallel.
+    let mut by_kind: HashMap<EntityKind, Vec<EntityId>> = HashMap::new();
+    for l in &linked {
+        if let (Ok(k), Some(id)) = (serde_json::from_value::<EntityKind>(l["kind"].clone()), l["id"].as_str()) {
+            if let Ok(id) = EntityId::parse(id) {
+                by_kind.entry(k).or_default().push(id);
+            }
+        }
+    }
+    let names = futures::future::join_all(by_kind.into_iter().flat_map(|(k, ids)| {
+        ids.into_iter().map(move |id| async move {
+            let n = service.get(user, project, k, &id).await.ok().map(|e| e.fields.name().to_string());
+            (id.to_string(), n)
+        })
+    }))
+    .await;
+    let names: HashMap<String, Option<String>> = names.into_iter().collect();
+    for l in &mut linked {
+        if let Some(Some(n)) = l["id"].as_str().and_then(|id| names.get(id)) {
+            l["name"] = Value::String(n.clone());
+        }
+    }
+    ContextPack {
+        scope: "entity",
+        project: Some(json!({"id": p.id, "name": p.name, "description": p.description})),
+        entity: e.or_else(|| Some(json!({"id": entity}))),
+        linked,
+        version: Some(p.version),
+        ..Default::default()
+    }
+}
+
+fn flatten(nodes: &[DocNode]) -> Vec<EntityId> {
+    let mut out = Vec::new();
+    let mut stack: Vec<&DocNode> = nodes.iter().collect();
+    while let Some(n) = stack.pop() {
+        out.push(n.id.clone());
+        stack.extend(n.children.iter());
+    }
+    out
+}
+
+async fn metadata(
+    service: &EntityService,
+    user: &UserId,
+    project: &ProjectId,
+    ids: &[EntityId],
+) -> HashMap<String, DocumentMetadata> {
+    let batches = ids.chunks(MAX_METADATA_IDS).map(|c| service.document_metadata(user, project, c));
+    futures::future::join_all(batches)
+        .await
+        .into_iter()
+        .filter_map(Result::ok)
+        .flatten()
+        .map(|m| (m.id.to_string(), m))
+        .collect()
+}
+
+fn node(n: &DocNode, meta: &HashMap<String, DocumentMetadata>) -> Value {
+    let m = meta.get(n.id.as_str());
+    let mut v = json!({"id": n.id, "order": n.order, "title": m.map(|m| m.title.as_str()).unwrap_or("")});
+    if let Some(d) = m.and_then(|m| m.description.as_deref()) {
+        v["description"] = Value::String(d.to_string());
+    }
+    if let Some(m) = m {
+        v["content_length"] = json!(m.content_length);
+    }
+    v["children"] = Value::Array(n.children.iter().map(|c| node(c, meta)).collect());
+    v
+}

@@ -1,0 +1,158 @@
+//! The session's agent state in DynamoDB: one item, `sk=AGENT_STATE`, under
+//! the session's partition, with its version next to it.
+//!
+//! Contract: [`AgentStateStore::save`] is a compare-and-set, a conditional
+//! PutItem: it writes only if the stored version is `expected_version` (or,
+//! for 0, if there is no item yet), and the stored version becomes
+//! `expected_version + 1`. Two writers that loaded the same version cannot
+//! both win: the loser gets [`SaveError::Conflict`] and nothing is written, so
+//! it reloads, reapplies its (deterministic) update and saves again. Never
+//! last-writer-wins. [`AgentStateStore::clear`] deletes the item (session
+//! close or an explicit request); deleting a session removes it with the rest
+//! of the partition.
+
+use super::keys::{self, AGENT_STATE_SK};
+use super::StoreError;
+use crate::agent_state::AgentState;
+use crate::ids::{SessionId, UserId};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use std::collections::HashMap;
+use tracing::Instrument;
+
+/// Why a save wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    /// The stored version is not the expected one: someone saved first.
+    #[error("the agent state was changed concurrently")]
+    Conflict,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[async_trait::async_trait]
+pub trait AgentStateStore: Send + Sync {
+    /// The state and its version (consistent read); `None` when never saved
+    /// or cleared (save it with `expected_version` 0).
+    async fn load(&self, user: &UserId, session: &SessionId) -> Result<Option<(AgentState, u64)>, StoreError>;
+
+    /// Compare-and-set: writes `state` if the stored version is
+    /// `expected_version` (0: no item). Returns the new version.
+    async fn save(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        state: &AgentState,
+        expected_version: u64,
+    ) -> Result<u64, SaveError>;
+
+    /// Deletes the state (a no-op when there is none).
+    async fn clear(&self, user: &UserId, session: &SessionId) -> Result<(), StoreError>;
+}
+
+#[derive(Clone)]
+pub struct DynamoAgentStateStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoAgentStateStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self { client, table: table.into() }
+    }
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn backend<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(e: SdkError<E, R>) -> StoreError {
+    let detail = match e.as_service_error() {
+        Some(se) => format!("{}: {}", se.code().unwrap_or("unknown"), se.message().unwrap_or("")),
+        None => format!("{e:?}"),
+    };
+    StoreError::Backend(detail)
+}
+
+fn from_item(item: &HashMap<String, AttributeValue>) -> Result<(AgentState, u64), StoreError> {
+    let data = item
+        .get("data")
+        .and_then(|v| v.as_s().ok())
+        .ok_or_else(|| StoreError::Corrupt("agent state data".into()))?;
+    let version = item
+        .get("version")
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .ok_or_else(|| StoreError::Corrupt("agent state version".into()))?;
+    let state = serde_json::from_str(data).map_err(|e| StoreError::Corrupt(format!("agent state: {e}")))?;
+    Ok((state, version))
+}
+
+#[async_trait::async_trait]
+impl AgentStateStore for DynamoAgentStateStore {
+    async fn load(&self, user: &UserId, session: &SessionId) -> Result<Option<(AgentState, u64)>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(keys::session_pk(user, session)))
+            .key("sk", s(AGENT_STATE_SK))
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.get_item", what = "agent_state"))
+            .await
+            .map_err(backend)?;
+        out.item.as_ref().map(from_item).transpose()
+    }
+
+    async fn save(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        state: &AgentState,
+        expected_version: u64,
+    ) -> Result<u64, SaveError> {
+        let data = serde_json::to_string(state).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let version = expected_version + 1;
+        let req = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(keys::session_pk(user, session)))
+            .item("sk", s(AGENT_STATE_SK))
+            .item("kind", s("agent_state"))
+            .item("version", n(version))
+            .item("updated_at", n(crate::now_ms()))
+            .item("data", s(data));
+        let req = if expected_version == 0 {
+            req.condition_expression("attribute_not_exists(pk)")
+        } else {
+            req.condition_expression("version = :expected").expression_attribute_values(":expected", n(expected_version))
+        };
+        match req.send().instrument(tracing::debug_span!("ddb.put_item", what = "agent_state")).await {
+            Ok(_) => Ok(version),
+            Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => {
+                Err(SaveError::Conflict)
+            }
+            Err(e) => Err(SaveError::Store(backend(e))),
+        }
+    }
+
+    async fn clear(&self, user: &UserId, session: &SessionId) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(keys::session_pk(user, session)))
+            .key("sk", s(AGENT_STATE_SK))
+            .send()
+            .instrument(tracing::debug_span!("ddb.delete_item", what = "agent_state"))
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+}
