@@ -65,6 +65,9 @@ pub struct Config {
     pub tool_max_rounds: usize,
     /// `TOOL_CONCURRENCY` (default 4): parallel tool calls run at once.
     pub tool_concurrency: usize,
+    /// `TOOL_OUTPUT_INLINE_BYTES` (default 16384): a tool output longer than
+    /// this is stored apart; the model gets a preview and reads on demand.
+    pub tool_output_inline_bytes: usize,
     /// `STOP_POLL_MS` (default 500): how often a running turn checks whether
     /// the user pressed Stop (one small read, never one per token).
     pub stop_poll: Duration,
@@ -129,6 +132,7 @@ impl Config {
             session_lease: ms("SESSION_LEASE_MS", 30_000)?,
             tool_max_rounds: parse("TOOL_MAX_ROUNDS", 5usize)?,
             tool_concurrency: parse("TOOL_CONCURRENCY", 4usize)?,
+            tool_output_inline_bytes: parse("TOOL_OUTPUT_INLINE_BYTES", 16 * 1024usize)?,
             stop_poll: ms("STOP_POLL_MS", 500)?,
             deadline_margin: ms("DEADLINE_MARGIN_MS", 3_000)?,
             turn_timeout: ms("TURN_TIMEOUT_MS", 900_000)?,

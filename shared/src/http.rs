@@ -11,6 +11,7 @@ use crate::context::ContextConfig;
 use crate::entities::EntityService;
 use crate::llm::{OpenAiClient, OpenAiConfig};
 use crate::sse::{EventSink, SseBody};
+use crate::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
 use crate::store::dynamo::DynamoStore;
 use crate::store::entities::EntityStore;
 use crate::store::summary::DynamoSummaryStore;
@@ -114,6 +115,8 @@ impl StreamApp {
         let store = Arc::new(DynamoStore::new(dynamo.clone(), config.table_name.clone()));
         let entities = EntityService::new(EntityStore::new(dynamo.clone(), config.table_name.clone()));
         let tools: Option<Arc<dyn TurnTools>> = Some(Arc::new(ToolRegistry::new(entities.clone())));
+        let agent_state: Arc<dyn AgentStateStore> =
+            Arc::new(DynamoAgentStateStore::new(dynamo.clone(), config.table_name.clone()));
         let summaries = Arc::new(DynamoSummaryStore::new(dynamo, config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let http = reqwest::Client::builder()
@@ -129,6 +132,7 @@ impl StreamApp {
             config: Arc::new(config),
             tools,
             entities: Some(entities),
+            agent_state: Some(agent_state),
             context: Arc::new(context),
             counter,
             summaries,
@@ -166,7 +170,8 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
         }
     };
     if sessions_api {
-        return crate::session::http::handle(app.deps.store.as_ref(), &user, &req).await;
+        return crate::session::http::handle(app.deps.store.as_ref(), app.deps.agent_state.as_deref(), &user, &req)
+            .await;
     }
     let cfg = &app.deps.config;
     let valid = match ValidTurn::parse(req.body().as_ref(), cfg.max_message_bytes) {

@@ -12,9 +12,11 @@
 //! - one writer per session (the lease); a repeated `stream_run_id` never
 //!   stores a second user message.
 
+use crate::agent_state::{observe_tool_result, render, AgentState, ToolObservation};
 use crate::config::Config;
 use crate::context::pack::build_pack;
 use crate::context::{build_context, ContextConfig, ContextInput, SummaryRef, TokenCounter};
+use crate::entities::EntityPatch;
 use crate::entities::EntityService;
 use crate::ids::{EntityId, InvalidId, MessageId, RunId, SessionId, TurnId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent, ToolCallAccumulator};
@@ -23,6 +25,7 @@ use crate::metrics::{Record, Unit};
 use crate::prompt::{PromptBuilder, PromptInputs};
 use crate::session::{title_from_message, ContextType, SessionStatus, SessionView, TurnRecord, TurnStatus};
 use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent};
+use crate::store::agent_state::{AgentStateStore, SaveError};
 use crate::store::summary::SummaryStore;
 use crate::store::{Lease, Store, StoreError, TurnEnd, TurnStart};
 use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
@@ -147,6 +150,8 @@ pub struct TurnDeps {
     pub tools: Option<Arc<dyn TurnTools>>,
     /// The ontology, for context packs; `None`: no pack.
     pub entities: Option<EntityService>,
+    /// The session's agent state (AGENT_STATE_SPEC); `None`: not kept.
+    pub agent_state: Option<Arc<dyn AgentStateStore>>,
     /// Budgets of the context window.
     pub context: Arc<ContextConfig>,
     pub counter: TokenCounterCell,
@@ -462,20 +467,42 @@ async fn run(
     let watch = watch_turn(store.clone(), user.clone(), sid.clone(), turn_id.clone(), cfg);
 
     let scope = TurnScope { context_type, entity_id: entity_id.clone(), focus: view.focus.clone() };
-    let pack = match &deps.entities {
-        Some(service) => Some(
-            build_pack(service, user, &ToolScope::from_focus(context_type, entity_id.as_deref(), view.focus.as_ref()))
-                .await,
-        ),
-        None => None,
+    let agent_state = async {
+        match &deps.agent_state {
+            Some(store) => match store.load(user, &sid).await {
+                Ok(Some((state, version))) => Some((state, version)),
+                Ok(None) => Some((AgentState::new(sid.to_string()), 0)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "agent state not loaded");
+                    None
+                }
+            },
+            None => None,
+        }
     };
+    let pack = async {
+        match &deps.entities {
+            Some(service) => Some(
+                build_pack(
+                    service,
+                    user,
+                    &ToolScope::from_focus(context_type, entity_id.as_deref(), view.focus.as_ref()),
+                )
+                .await,
+            ),
+            None => None,
+        }
+    };
+    let (pack, mut agent_state) = tokio::join!(pack, agent_state);
+    let state_block = agent_state.as_ref().map(|(s, _)| render(s)).filter(|r| !r.is_empty());
+
     let prompt = PromptBuilder::build(&PromptInputs {
         context_type,
         entity_id: entity_id.as_deref(),
         project_name: None,
         tools: deps.tools.is_some() && cfg.tool_max_rounds > 0,
         pack: pack.as_ref(),
-        agent_state: None,
+        agent_state: state_block.as_deref(),
     });
     let built = build_context(
         &ContextInput {
@@ -501,7 +528,11 @@ async fn run(
     let (final_message, outcome) = loop {
         // The last round offers no tools, so the model has to answer in words.
         let tools = match &deps.tools {
-            Some(t) if round < cfg.tool_max_rounds => t.offered(&scope),
+            Some(t) if round < cfg.tool_max_rounds => {
+                let mut defs = t.offered(&scope);
+                defs.push(read_tool_output_definition());
+                defs
+            }
             _ => vec![],
         };
         let request = ChatRequest {
@@ -561,7 +592,7 @@ async fn run(
             _ = sink.closed() => None,
             _ = watch.stopped.cancelled() => None,
             _ = tokio::time::sleep_until(stop_at) => None,
-            r = run_tools(tools.as_ref(), user, &scope, &calls, cfg.tool_concurrency) => Some(r),
+            r = run_tools(tools.as_ref(), store.as_ref(), user, &sid, &scope, &calls, cfg.tool_concurrency) => Some(r),
         };
         let Some(runs) = runs else {
             let results = synthetic_results(&sid, &mut next_seq, turn_id, &calls, "not run: the turn was stopped");
@@ -570,6 +601,9 @@ async fn run(
         };
         let mut results = Vec::with_capacity(calls.len());
         for (call, run) in calls.iter().zip(runs) {
+            if let Some((state, _)) = agent_state.as_mut() {
+                observe(state, call, &run);
+            }
             for ev in run.events {
                 let _ = sink.send(ev).await;
             }
@@ -581,7 +615,14 @@ async fn run(
                     preview: run.preview,
                 })
                 .await;
-            let mut m = message(&sid, next_seq, turn_id, Role::Tool, run.content);
+            let content = match keep_apart(store.as_ref(), user, &sid, call, run.content, cfg).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(error = %e, "tool output not stored apart");
+                    ToolRun::failed("the tool's output was too large to keep").content
+                }
+            };
+            let mut m = message(&sid, next_seq, turn_id, Role::Tool, content);
             next_seq += 1;
             m.tool_call_id = Some(call.id.clone());
             results.push(m);
@@ -625,6 +666,9 @@ async fn run(
             DoneReason::Error
         }
     };
+    if let (Ok(()), Some(store), Some((state, version))) = (&persisted, &deps.agent_state, agent_state) {
+        save_agent_state(store.as_ref(), user, &sid, state, version).await;
+    }
     if persisted.is_ok() {
         // The summarizer works from watermarks: a lost event is covered by the
         // next turn's, so this never holds up `done` for long nor fails the turn.
@@ -695,7 +739,9 @@ fn synthetic_results(
 /// A tool that panics becomes an error result, never a crashed turn.
 async fn run_tools(
     tools: &dyn TurnTools,
+    store: &dyn Store,
     user: &UserId,
+    sid: &SessionId,
     scope: &TurnScope,
     calls: &[ToolCall],
     cap: usize,
@@ -706,7 +752,14 @@ async fn run_tools(
         .iter()
         .cloned()
         .map(|call| async move {
-            match std::panic::AssertUnwindSafe(tools.run(user, scope, &call)).catch_unwind().await {
+            let run = async {
+                if call.function.name == READ_TOOL_OUTPUT {
+                    read_tool_output(store, user, sid, &call).await
+                } else {
+                    tools.run(user, scope, &call).await
+                }
+            };
+            match std::panic::AssertUnwindSafe(run).catch_unwind().await {
                 Ok(run) => run,
                 Err(_) => {
                     tracing::error!(tool = %call.function.name, "tool panicked");
@@ -716,6 +769,146 @@ async fn run_tools(
         })
         .collect();
     futures::stream::iter(futures).buffered(cap.max(1)).collect().await
+}
+
+/// The built-in tool that reads back a tool output kept apart from the log.
+const READ_TOOL_OUTPUT: &str = "read_tool_output";
+/// Characters a `read_tool_output` call returns at most.
+const READ_TOOL_OUTPUT_MAX: usize = 12_000;
+
+fn read_tool_output_definition() -> serde_json::Value {
+    serde_json::json!({"type": "function", "function": {
+        "name": READ_TOOL_OUTPUT,
+        "description": "Read a part of a large tool output that was kept apart (its result said `full_output`).",
+        "parameters": {"type": "object", "additionalProperties": false, "required": ["tool_call_id"], "properties": {
+            "tool_call_id": {"type": "string", "description": "The id of the call whose output to read."},
+            "offset": {"type": "integer", "minimum": 0, "description": "Character offset to start at (default 0)."},
+            "length": {"type": "integer", "minimum": 1, "maximum": READ_TOOL_OUTPUT_MAX}
+        }}
+    }})
+}
+
+async fn read_tool_output(store: &dyn Store, user: &UserId, sid: &SessionId, call: &ToolCall) -> ToolRun {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        tool_call_id: String,
+        #[serde(default)]
+        offset: usize,
+        length: Option<usize>,
+    }
+    let args: Args = match serde_json::from_str(&call.function.arguments) {
+        Ok(a) => a,
+        Err(e) => return ToolRun::failed(&format!("invalid arguments: {e}")),
+    };
+    match store.tool_output(user, sid, &args.tool_call_id).await {
+        Ok(Some(full)) => {
+            let len = args.length.unwrap_or(READ_TOOL_OUTPUT_MAX).min(READ_TOOL_OUTPUT_MAX);
+            let part: String = full.chars().skip(args.offset).take(len).collect();
+            let total = full.chars().count();
+            let next = (args.offset + part.chars().count() < total).then_some(args.offset + part.chars().count());
+            let content = serde_json::json!({"ok": true, "offset": args.offset, "total_chars": total,
+                "next_offset": next, "text": part})
+            .to_string();
+            ToolRun {
+                ok: true,
+                preview: format!("read {} of {total} characters", part.chars().count()),
+                content,
+                events: vec![],
+            }
+        }
+        Ok(None) => ToolRun::failed("no output is kept apart for that tool_call_id in this session"),
+        Err(e) => {
+            tracing::error!(error = %e, "tool output not read");
+            ToolRun::failed("the stored output could not be read right now")
+        }
+    }
+}
+
+/// A tool output over `TOOL_OUTPUT_INLINE_BYTES` is stored apart in full; the
+/// log (and so the model's context) gets a preview and a reference to it.
+async fn keep_apart(
+    store: &dyn Store,
+    user: &UserId,
+    sid: &SessionId,
+    call: &ToolCall,
+    content: String,
+    cfg: &Config,
+) -> Result<String, StoreError> {
+    if content.len() <= cfg.tool_output_inline_bytes {
+        return Ok(content);
+    }
+    store.put_tool_output(user, sid, &call.id, &content).await?;
+    let preview: String = content.chars().take(cfg.tool_output_inline_bytes.min(2_000)).collect();
+    Ok(serde_json::json!({
+        "preview": preview,
+        "truncated": true,
+        "total_chars": content.chars().count(),
+        "full_output": {"tool": READ_TOOL_OUTPUT, "tool_call_id": call.id},
+    })
+    .to_string())
+}
+
+/// Folds one tool result into the agent state (in memory; saved at turn end).
+fn observe(state: &mut AgentState, call: &ToolCall, run: &ToolRun) {
+    let args: serde_json::Value = serde_json::from_str(&call.function.arguments).unwrap_or(serde_json::Value::Null);
+    let patches: Vec<EntityPatch> = run
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::EntityPatch { patch } => Some(patch.clone()),
+            _ => None,
+        })
+        .collect();
+    let content: serde_json::Value = serde_json::from_str(&run.content).unwrap_or_default();
+    let error_code = content["error"]["code"].as_str();
+    let obs = ToolObservation {
+        call_id: &call.id,
+        tool: &call.function.name,
+        args: &args,
+        ok: run.ok,
+        error_code,
+        patches: &patches,
+    };
+    if let Some(v) = observe_tool_result(state, &obs, crate::now_ms()) {
+        tracing::info!(expectation = %v.expectation_id, status = ?v.status, "expectation checked");
+    }
+}
+
+/// Saves the turn's agent state with compare-and-set; on a concurrent change
+/// (the summarizer), the newer state wins and this turn's entities are folded
+/// into it. A failure is logged: the state is a cache of what the log says.
+async fn save_agent_state(
+    store: &dyn AgentStateStore,
+    user: &UserId,
+    sid: &SessionId,
+    state: AgentState,
+    version: u64,
+) {
+    match store.save(user, sid, &state, version).await {
+        Ok(_) => {}
+        Err(SaveError::Conflict) => {
+            let ours = state.current_understanding.clone();
+            let merged = crate::store::agent_state::update(store, user, sid, 3, |s| {
+                for e in &ours.entities {
+                    if s.entity(&e.id).is_none() {
+                        s.current_understanding.entities.push(e.clone());
+                    }
+                }
+                for d in &ours.dependencies {
+                    if !s.current_understanding.dependencies.contains(d) {
+                        s.current_understanding.dependencies.push(d.clone());
+                    }
+                }
+                Ok(())
+            })
+            .await;
+            if let Err(e) = merged {
+                tracing::warn!(error = ?e, "agent state not saved");
+            }
+        }
+        Err(SaveError::Store(e)) => tracing::warn!(error = %e, "agent state not saved"),
+    }
 }
 
 fn deadline_hit() -> Outcome {

@@ -8,8 +8,6 @@ use serde_json::{json, Value};
 use shared::context::{summary_message, ContextBudget, ContextConfig};
 use shared::http::StreamApp;
 use shared::ids::{SessionId, UserId};
-use shared::prompt::{PromptBuilder, PromptInputs};
-use shared::session::ContextType;
 use shared::sse::{ContextUsage, StreamEvent};
 use shared::store::summary::{DynamoSummaryStore, SummaryStore};
 use shared::summary::SqsTurnEvents;
@@ -24,9 +22,17 @@ use tests::{dynamo_client, fresh_table, test_config, ScriptedLlm, TestApp};
 
 const SUMMARIZER_MODEL: &str = "scripted-summarizer";
 
-/// Small budgets, so both the summary and the trimming show within 30 turns.
+/// Small budgets: the summarizer (defaults: above 20 messages or 5,000
+/// characters, keeping the newest 8) alone keeps a window of this conversation
+/// within them.
 fn budget() -> ContextBudget {
     ContextBudget { max_messages: 16, max_chars: 6_000, max_tokens: 1_200, large_paste_chars: 8_000 }
+}
+
+/// Tighter than the summarized window gets between two runs, so the builder
+/// also trims, and its cut lands on tool-call groups.
+fn tight_budget() -> ContextBudget {
+    ContextBudget { max_messages: 9, max_chars: 4_000, max_tokens: 850, large_paste_chars: 8_000 }
 }
 
 /// Every 5th turn asks for something that makes the model call two tools at
@@ -71,7 +77,7 @@ struct Conversation {
 }
 
 impl Conversation {
-    async fn new() -> Conversation {
+    async fn new(budget: ContextBudget) -> Conversation {
         let dynamo = dynamo_client().await;
         let table = fresh_table(&dynamo).await;
         let llm = ScriptedLlm::start().await;
@@ -80,7 +86,7 @@ impl Conversation {
         // Load more than the window needs, so the budget and the summary (not
         // the load limit) decide what is sent.
         config.history_limit = 60;
-        let context = ContextConfig { budget: budget(), tokenizer: "cl100k_base".into() };
+        let context = ContextConfig { budget, tokenizer: "cl100k_base".into() };
         let sqs = sqs_client();
         let queue = fresh_fifo_queue(&sqs).await;
         let arn = queue_arn(&sqs, &queue).await;
@@ -107,6 +113,8 @@ struct TurnRecord {
     summary_version: u64,
     /// Summary versions committed so far, after this turn's drain.
     commits: usize,
+    /// Index of this turn's first chat request among all chat requests.
+    first_request: usize,
 }
 
 /// Runs `turns` turns of one session, draining the queue into the
@@ -123,6 +131,7 @@ async fn converse(c: &Conversation, turns: usize) -> (Vec<TurnRecord>, UserId, S
             }
             None => 0,
         };
+        let first_request = c.chat_requests().len();
         let mut body = json!({ "message": question(turn) });
         if let Some(s) = &sid {
             body["session_id"] = json!(s);
@@ -131,7 +140,8 @@ async fn converse(c: &Conversation, turns: usize) -> (Vec<TurnRecord>, UserId, S
         assert_eq!(t.error_code(), None, "turn {turn}: {:?}", t.events);
         t.done();
         let kinds = t.kinds();
-        assert_eq!(&kinds[..2], ["session", "context_usage"], "turn {turn}");
+        let at = |k: &str| kinds.iter().position(|x| *x == k);
+        assert!(at("session") < at("context_usage"), "turn {turn}: {kinds:?}");
         let usage = t
             .events
             .iter()
@@ -148,7 +158,7 @@ async fn converse(c: &Conversation, turns: usize) -> (Vec<TurnRecord>, UserId, S
         drained.records += d.records;
         let session = SessionId::parse(sid.as_deref().unwrap()).unwrap();
         let commits = c.summaries.versions(&user, &session).await.unwrap().len();
-        records.push(TurnRecord { turn, usage, summary_version: version, commits });
+        records.push(TurnRecord { turn, usage, summary_version: version, commits, first_request });
     }
     assert_eq!(drained.records, turns);
     let session = SessionId::parse(sid.as_deref().unwrap()).unwrap();
@@ -183,9 +193,15 @@ fn text(m: &Value) -> &str {
 
 #[tokio::test]
 async fn thirty_turns_then_the_request_is_summary_plus_recent_window() {
-    let c = Conversation::new().await;
+    let b = tight_budget();
+    let c = Conversation::new(b).await;
     let (records, user, session) = converse(&c, 30).await;
     assert!(records.iter().any(|r| r.commits > 0), "the summarizer committed during the 30 turns");
+    assert!(records.iter().any(|r| r.usage.messages_dropped > 0), "the budget trimmed the window on some turns");
+    for r in &records {
+        assert!(r.usage.tokens_used <= b.max_tokens, "turn {}: {:?}", r.turn, r.usage);
+        assert!(r.usage.messages_kept as usize <= b.max_messages, "turn {}: {:?}", r.turn, r.usage);
+    }
 
     // Turn 31: what the model is sent.
     let current = c.summaries.current(&user, &session).await.unwrap().expect("a committed summary");
@@ -195,13 +211,12 @@ async fn thirty_turns_then_the_request_is_summary_plus_recent_window() {
     let req = c.chat_requests()[before].clone();
     let msgs = req["messages"].as_array().unwrap();
 
-    let prompt = PromptBuilder::build(&PromptInputs {
-        context_type: ContextType::default(),
-        entity_id: None,
-        project_name: None,
-    });
+    // The system prompt is built per turn and never stored: first, and the
+    // same as the previous turn's (same scope, nothing else changed).
+    let previous = &c.chat_requests()[records.last().unwrap().first_request];
     assert_eq!(msgs[0]["role"], "system");
-    assert_eq!(text(&msgs[0]), prompt, "the per-turn system prompt first");
+    assert!(!text(&msgs[0]).is_empty() && !text(&msgs[0]).starts_with("Summary of the earlier"));
+    assert_eq!(msgs[0], previous["messages"][0], "the per-turn system prompt first");
     assert_eq!(msgs[1]["role"], "system");
     assert_eq!(
         text(&msgs[1]),
@@ -213,9 +228,10 @@ async fn thirty_turns_then_the_request_is_summary_plus_recent_window() {
     // with the new question.
     let log = all_messages(&c.app.store(), &user, &session).await;
     let rest = &msgs[2..];
-    let last_seq = log.last().unwrap().seq;
     assert_eq!(rest.last().map(text), Some("Question 31: and now?"));
-    let window: Vec<_> = log.iter().filter(|m| m.seq > current.through_seq).collect();
+    // The log as it was when the request was built: up to the new question.
+    let asked = log.iter().find(|m| m.content.as_deref() == Some("Question 31: and now?")).expect("stored").seq;
+    let window: Vec<_> = log.iter().filter(|m| m.seq > current.through_seq && m.seq <= asked).collect();
     let sent: Vec<(String, String)> =
         rest.iter().map(|m| (m["role"].as_str().unwrap().to_string(), text(m).to_string())).collect();
     let tail: Vec<(String, String)> = window[window.len() - sent.len()..]
@@ -228,7 +244,7 @@ async fn thirty_turns_then_the_request_is_summary_plus_recent_window() {
     assert_eq!(sent, tail, "only messages after the watermark (through {}), most recent last", current.through_seq);
     let first_sent_seq = window[window.len() - sent.len()].seq;
     assert!(first_sent_seq > current.through_seq);
-    assert!(last_seq > current.through_seq);
+    assert!(asked > current.through_seq);
 
     // Within the configured budget, with no orphan tool message.
     let usage = t
@@ -239,7 +255,6 @@ async fn thirty_turns_then_the_request_is_summary_plus_recent_window() {
             _ => None,
         })
         .unwrap();
-    let b = budget();
     assert!(usage.summary_used);
     assert_eq!(usage.token_budget, b.max_tokens);
     assert!(usage.tokens_used <= b.max_tokens, "{usage:?}");
@@ -269,7 +284,7 @@ async fn thirty_turns_then_the_request_is_summary_plus_recent_window() {
 
 #[tokio::test]
 async fn a_hundred_turns_stay_bounded() {
-    let c = Conversation::new().await;
+    let c = Conversation::new(budget()).await;
     let started = std::time::Instant::now();
     let (records, _user, _session) = converse(&c, 100).await;
     let elapsed = started.elapsed();
@@ -285,18 +300,27 @@ async fn a_hundred_turns_stay_bounded() {
         elapsed.as_secs_f64()
     );
     println!(
-        "{:>5} | {:>11} | {:>13} | {:>16} | {:>12} | {:>16}",
-        "turn", "tokens sent", "messages kept", "messages dropped", "summary used", "summary version"
+        "{:>5} | {:>11} | {:>13} | {:>16} | {:>12} | {:>15} | {:>23}",
+        "turn",
+        "tokens sent",
+        "messages kept",
+        "messages dropped",
+        "summary used",
+        "summary version",
+        "tokens min-max, 10 turns"
     );
     for r in records.iter().filter(|r| r.turn == 1 || r.turn % 10 == 0) {
+        let decade = records.iter().filter(|x| x.turn + 10 > r.turn && x.turn <= r.turn).map(|x| x.usage.tokens_used);
+        let (lo, hi) = (decade.clone().min().unwrap(), decade.max().unwrap());
         println!(
-            "{:>5} | {:>11} | {:>13} | {:>16} | {:>12} | {:>16}",
+            "{:>5} | {:>11} | {:>13} | {:>16} | {:>12} | {:>15} | {:>23}",
             r.turn,
             r.usage.tokens_used,
             r.usage.messages_kept,
             r.usage.messages_dropped,
             if r.usage.summary_used { "yes" } else { "no" },
             if r.summary_version == 0 { "-".to_string() } else { format!("v{}", r.summary_version) },
+            format!("{lo}-{hi}"),
         );
     }
     let commits = records.last().unwrap().commits;

@@ -2,11 +2,13 @@
 //! on DynamoDB Local, and a scripted model that calls tools.
 
 use serde_json::{json, Value};
+use shared::agent_state::{expect, Expectation, ExpectationStatus};
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{ProjectId, SessionId, UserId};
 use shared::message::Role;
 use shared::message::{FunctionCall, ToolCall};
 use shared::sse::{OperationAction, OperationStatus, StreamEvent};
+use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
 use shared::store::entities::EntityStore;
 use shared::store::Store;
 use shared::tools::{ToolContext, ToolRegistry, ToolScope};
@@ -287,4 +289,119 @@ async fn a_model_failure_between_rounds_leaves_every_call_answered() {
     let sid = SessionId::parse(turn.session_id()).unwrap();
     let msgs = t.store().recent_messages(&user("alice"), &sid, 20).await.unwrap();
     assert!(msgs.iter().any(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some("cut")));
+}
+
+fn states(t: &TestApp) -> DynamoAgentStateStore {
+    DynamoAgentStateStore::new(t.dynamo.clone(), t.table.clone())
+}
+
+#[tokio::test]
+async fn agent_state_follows_creates_and_links_and_reaches_the_next_prompt() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice", "Launch").await;
+    let goal = create(&t, "alice", &p, "create_goal", json!({"name": "Public beta"})).await;
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the launch post"}))]));
+    let goal_id = goal.clone();
+    t.llm.push(Reply::dynamic(move |req| {
+        let (_, created) = tool_messages(req).pop().expect("the create result");
+        let task = created["id"].as_str().expect("task id").to_string();
+        Reply::tool_calls(&[(
+            "link_entities",
+            json!({"from_kind": "task", "from_id": task, "relation": "supports", "to_kind": "goal", "to_id": goal_id}),
+        )])
+    }));
+    t.llm.push(Reply::text(&["done"]));
+    let turn = t.turn("alice", in_project(&p, "add the task")).await;
+    assert_eq!(turn.error_code(), None);
+    let sid = SessionId::parse(turn.session_id()).unwrap();
+    let (state, version) = states(&t).load(&user("alice"), &sid).await.unwrap().expect("a saved state");
+    assert_eq!(version, 1);
+    let task = state
+        .current_understanding
+        .entities
+        .iter()
+        .find(|e| e.name.as_deref() == Some("Write the launch post"))
+        .expect("the created task is known by name");
+    assert_eq!(task.kind, "task");
+    let dep = &state.current_understanding.dependencies[0];
+    assert_eq!(
+        (dep.from.as_str(), dep.to.as_str(), dep.rel.as_deref()),
+        (task.id.as_str(), goal.as_str(), Some("supports"))
+    );
+    // Not streamed to the user, but given to the model next turn.
+    assert!(!serde_json::to_string(&turn.events).unwrap().contains("AGENT_STATE"));
+    t.llm.push(Reply::text(&["ok"]));
+    t.turn("alice", json!({"message": "and now?", "session_id": sid.to_string()})).await;
+    let system = t.llm.requests().last().unwrap()["messages"][0]["content"].as_str().unwrap().to_string();
+    assert!(system.contains("AGENT_STATE") && system.contains("Write the launch post"), "{system}");
+    // Closing the session clears it.
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("/sessions/{sid}/close"))
+        .header("authorization", format!("Bearer {}", tests::token("alice")))
+        .body(lambda_http::Body::Empty)
+        .unwrap();
+    let resp = shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await;
+    assert_eq!(resp.status(), 200);
+    assert!(states(&t).load(&user("alice"), &sid).await.unwrap().is_none(), "cleared on close");
+}
+
+#[tokio::test]
+async fn expectations_are_confirmed_or_failed_by_tool_results() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice", "Launch").await;
+    let first = t.turn("alice", in_project(&p, "hello")).await;
+    let sid = SessionId::parse(first.session_id()).unwrap();
+    // The planner expected a task to be created, and a goal with a given id.
+    let (mut state, version) = states(&t).load(&user("alice"), &sid).await.unwrap().unwrap();
+    let mut task = Expectation::new("create_task", "a task is created");
+    task.expected_type = Some("task".into());
+    let task_id = expect(&mut state, task).unwrap();
+    let mut goal = Expectation::new("get_entity", "the goal exists");
+    goal.expected_ids = vec!["01a2047b-0000-7000-8000-000000000000".into()];
+    let goal_id = expect(&mut state, goal).unwrap();
+    states(&t).save(&user("alice"), &sid, &state, version).await.unwrap();
+
+    t.llm.push(Reply::tool_calls(&[
+        ("create_task", json!({"title": "Draft"})),
+        ("get_entity", json!({"kind": "goal", "id": "01a2047b-0000-7000-8000-000000000000"})),
+    ]));
+    t.llm.push(Reply::text(&["checked"]));
+    let turn = t.turn("alice", json!({"message": "go", "session_id": sid.to_string()})).await;
+    assert_eq!(turn.error_code(), None);
+    let (state, _) = states(&t).load(&user("alice"), &sid).await.unwrap().unwrap();
+    assert_eq!(state.expectation(&task_id).unwrap().status, ExpectationStatus::Confirmed);
+    assert_eq!(state.expectation(&goal_id).unwrap().status, ExpectationStatus::Failed);
+    assert!(
+        state.assumptions.iter().any(|a| a.id.contains(&goal_id) && a.confidence > 0.0),
+        "a mismatch adds an assumption: {:?}",
+        state.assumptions
+    );
+}
+
+#[tokio::test]
+async fn a_large_tool_output_is_kept_apart_and_read_on_demand() {
+    let t = TestApp::with_config(|c| c.tool_output_inline_bytes = 4_000).await;
+    let p = project(&t, "alice", "Launch").await;
+    let body = "lorem ipsum ".repeat(2_000) + "THE END";
+    let doc = create(&t, "alice", &p, "create_document", json!({"title": "Big", "content": body})).await;
+    t.llm.push(Reply::tool_calls(&[("read_document", json!({"document_id": doc}))]));
+    t.llm.push(Reply::tool_calls(&[(
+        "read_tool_output",
+        json!({"tool_call_id": "call_0_read_document", "offset": body.len() - 3_000, "length": 5_000}),
+    )]));
+    t.llm.push(Reply::text(&["it ends with THE END"]));
+    let turn = t.turn("alice", in_project(&p, "how does the big doc end?")).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let reqs = t.llm.requests();
+    let kept = tool_messages(&reqs[1]);
+    assert_eq!(kept[0].1["truncated"], json!(true));
+    assert!(kept[0].1.to_string().len() < 5_000, "only a preview in the context");
+    let read = tool_messages(&reqs[2]);
+    assert!(read[1].1["text"].as_str().unwrap().contains("THE END"), "{:?}", read[1]);
+    // The log stores the preview, not the whole output.
+    let sid = SessionId::parse(turn.session_id()).unwrap();
+    let msgs = t.store().recent_messages(&user("alice"), &sid, 20).await.unwrap();
+    let tool = msgs.iter().find(|m| m.tool_call_id.as_deref() == Some("call_0_read_document")).unwrap();
+    assert!(tool.content.as_ref().unwrap().len() < 5_000);
 }

@@ -55,10 +55,17 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<StateUpdate
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 pub enum ItemUpdate {
-    Add { item: AgentStateItem },
-    Update { id: String, patch: ItemPatch },
+    Add {
+        item: AgentStateItem,
+    },
+    Update {
+        id: String,
+        patch: ItemPatch,
+    },
     /// Items are never deleted: this marks the item `discarded`.
-    Remove { id: String },
+    Remove {
+        id: String,
+    },
 }
 
 /// `Partial<AgentStateItem>`. Unknown fields are refused; `createdAt` and
@@ -151,7 +158,8 @@ fn apply_item_update(state: &mut AgentState, u: &ItemUpdate, now_ms: i64) -> Res
             state.items.push(item);
         }
         ItemUpdate::Update { id, patch } => {
-            let item = state.items.iter_mut().find(|i| &i.id == id).ok_or_else(|| DeltaError::UnknownItem(id.clone()))?;
+            let item =
+                state.items.iter_mut().find(|i| &i.id == id).ok_or_else(|| DeltaError::UnknownItem(id.clone()))?;
             if patch.id.as_ref().is_some_and(|p| p != id) {
                 return Err(invalid(format!("item {id:?}: an id cannot change")));
             }
@@ -176,7 +184,8 @@ fn apply_item_update(state: &mut AgentState, u: &ItemUpdate, now_ms: i64) -> Res
             item.updated_at = now_ms;
         }
         ItemUpdate::Remove { id } => {
-            let item = state.items.iter_mut().find(|i| &i.id == id).ok_or_else(|| DeltaError::UnknownItem(id.clone()))?;
+            let item =
+                state.items.iter_mut().find(|i| &i.id == id).ok_or_else(|| DeltaError::UnknownItem(id.clone()))?;
             item.status = ItemStatus::Discarded;
             item.updated_at = now_ms;
         }

@@ -275,3 +275,6 @@ pub struct AgentStateItem {
     #[serde(default)]
     pub updated_at: i64,
 }
+
+#[cfg(test)]
+mod tests;

@@ -42,7 +42,8 @@ pub struct ToolOutcomeFacts {
 
 impl ToolOutcomeFacts {
     pub fn from_observation(obs: &ToolObservation<'_>) -> Self {
-        let mut f = ToolOutcomeFacts { ok: obs.ok, error_code: obs.error_code.map(str::to_string), ..Default::default() };
+        let mut f =
+            ToolOutcomeFacts { ok: obs.ok, error_code: obs.error_code.map(str::to_string), ..Default::default() };
         fn push(v: &mut Vec<String>, s: &str) {
             if !v.iter().any(|x| x == s) {
                 v.push(s.to_string());

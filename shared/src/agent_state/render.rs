@@ -101,12 +101,7 @@ pub fn render(state: &AgentState) -> String {
             .collect(),
         5,
     );
-    section(
-        &mut body,
-        "open hypotheses",
-        state.tentative_hypotheses.iter().map(|h| h.hypothesis.clone()).collect(),
-        3,
-    );
+    section(&mut body, "open hypotheses", state.tentative_hypotheses.iter().map(|h| h.hypothesis.clone()).collect(), 3);
     if body.is_empty() {
         return String::new();
     }

@@ -17,6 +17,7 @@ use super::SessionView;
 use crate::http::{json, json_error, ResponseBody};
 use crate::ids::{RunId, SessionId, UserId};
 use crate::message::{MessageError, Role, StoredMessage};
+use crate::store::agent_state::AgentStateStore;
 use crate::store::{DeleteProgress, MessagesFrom, Store, StoreError};
 use http::{Method, Response, StatusCode};
 use serde::{Deserialize, Serialize};
@@ -188,7 +189,12 @@ fn number(q: &HashMap<String, String>, key: &str, max: u64) -> Result<Option<u64
 }
 
 /// Serves one sessions-API request for an authenticated user.
-pub async fn handle(store: &dyn Store, user: &UserId, req: &lambda_http::Request) -> Response<ResponseBody> {
+pub async fn handle(
+    store: &dyn Store,
+    agent_state: Option<&dyn AgentStateStore>,
+    user: &UserId,
+    req: &lambda_http::Request,
+) -> Response<ResponseBody> {
     let path = req.uri().path().trim_matches('/').to_string();
     let parts: Vec<&str> = path.split('/').collect();
     let q = query(req.uri().query());
@@ -211,7 +217,15 @@ pub async fn handle(store: &dyn Store, user: &UserId, req: &lambda_http::Request
         (Method::GET, Some(sid), Some("messages"), 3) => messages(store, user, &sid, &q).await,
         (Method::PATCH, Some(sid), None, 2) => rename(store, user, &sid, req.body().as_ref()).await,
         (Method::POST, Some(sid), Some("close"), 3) => match store.close_session(user, &sid).await {
-            Ok(s) => json(StatusCode::OK, &s.view),
+            Ok(s) => {
+                // "Cleared on session close" (AGENTIC_CHAT_V2_SPEC §8.6).
+                if let Some(states) = agent_state {
+                    if let Err(e) = states.clear(user, &sid).await {
+                        return store_error(e);
+                    }
+                }
+                json(StatusCode::OK, &s.view)
+            }
             Err(e) => store_error(e),
         },
         (Method::POST, Some(sid), Some("stop"), 3) => stop(store, user, &sid, req.body().as_ref()).await,

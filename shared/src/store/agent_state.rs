@@ -13,7 +13,7 @@
 
 use super::keys::{self, AGENT_STATE_SK};
 use super::StoreError;
-use crate::agent_state::AgentState;
+use crate::agent_state::{AgentState, DeltaError};
 use crate::ids::{SessionId, UserId};
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -29,6 +29,47 @@ pub enum SaveError {
     Conflict,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Why [`update`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum UpdateError {
+    /// The change itself was refused (nothing written).
+    #[error(transparent)]
+    Delta(#[from] DeltaError),
+    /// Still conflicting after every attempt.
+    #[error("the agent state kept changing concurrently")]
+    Conflict,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Load, change, compare-and-set save; on a conflict, reload and apply
+/// `change` again (it must be deterministic over the state it is given), up
+/// to `attempts` times. A missing state starts as `AgentState::new(session)`.
+/// Returns the saved state and its version.
+pub async fn update<S, F>(
+    store: &S,
+    user: &UserId,
+    session: &SessionId,
+    attempts: usize,
+    mut change: F,
+) -> Result<(AgentState, u64), UpdateError>
+where
+    S: AgentStateStore + ?Sized,
+    F: FnMut(&mut AgentState) -> Result<(), DeltaError>,
+{
+    for _ in 0..attempts.max(1) {
+        let (mut state, version) =
+            store.load(user, session).await?.unwrap_or_else(|| (AgentState::new(session.to_string()), 0));
+        change(&mut state)?;
+        match store.save(user, session, &state, version).await {
+            Ok(v) => return Ok((state, v)),
+            Err(SaveError::Conflict) => continue,
+            Err(SaveError::Store(e)) => return Err(e.into()),
+        }
+    }
+    Err(UpdateError::Conflict)
 }
 
 #[async_trait::async_trait]
@@ -80,10 +121,8 @@ fn backend<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(e: Sdk
 }
 
 fn from_item(item: &HashMap<String, AttributeValue>) -> Result<(AgentState, u64), StoreError> {
-    let data = item
-        .get("data")
-        .and_then(|v| v.as_s().ok())
-        .ok_or_else(|| StoreError::Corrupt("agent state data".into()))?;
+    let data =
+        item.get("data").and_then(|v| v.as_s().ok()).ok_or_else(|| StoreError::Corrupt("agent state data".into()))?;
     let version = item
         .get("version")
         .and_then(|v| v.as_n().ok())
@@ -132,7 +171,8 @@ impl AgentStateStore for DynamoAgentStateStore {
         let req = if expected_version == 0 {
             req.condition_expression("attribute_not_exists(pk)")
         } else {
-            req.condition_expression("version = :expected").expression_attribute_values(":expected", n(expected_version))
+            req.condition_expression("version = :expected")
+                .expression_attribute_values(":expected", n(expected_version))
         };
         match req.send().instrument(tracing::debug_span!("ddb.put_item", what = "agent_state")).await {
             Ok(_) => Ok(version),

@@ -163,6 +163,26 @@ impl DynamoStore {
 /// The status of a session whose delete has begun: invisible to every read.
 const DELETING: &str = "deleting";
 
+/// Bytes of a tool output per item, well under the 400 KB item limit.
+const TOOL_OUTPUT_CHUNK: usize = 300_000;
+
+/// Splits text into pieces of at most `max` bytes, never inside a character.
+fn utf8_chunks(text: &str, max: usize) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = rest.len().min(max);
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        let (head, tail) = rest.split_at(end);
+        rest = tail;
+        Some(head)
+    })
+}
+
 /// Items deleted per `BatchWriteItem` (DynamoDB's limit).
 const DELETE_BATCH: usize = 25;
 
@@ -550,6 +570,66 @@ impl Store for DynamoStore {
             }
         }
         Ok(())
+    }
+
+    async fn put_tool_output(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        call_id: &str,
+        content: &str,
+    ) -> Result<(), StoreError> {
+        let prefix = keys::tool_output_prefix(call_id);
+        let pk = keys::session_pk(user, session);
+        for (i, chunk) in utf8_chunks(content, TOOL_OUTPUT_CHUNK).enumerate() {
+            let mut item = Self::key(pk.clone(), format!("{prefix}{i:04}"));
+            item.insert("kind".into(), s("tool_output"));
+            item.insert("data".into(), s(chunk));
+            self.client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .send()
+                .instrument(tracing::debug_span!("ddb.put_item", what = "tool_output"))
+                .await
+                .map_err(backend)?;
+        }
+        Ok(())
+    }
+
+    async fn tool_output(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        call_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let mut out = String::new();
+        let mut found = false;
+        let mut start = None;
+        loop {
+            let out_page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+                .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
+                .expression_attribute_values(":p", s(keys::tool_output_prefix(call_id)))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .instrument(tracing::debug_span!("ddb.query", what = "tool_output"))
+                .await
+                .map_err(backend)?;
+            for item in out_page.items.unwrap_or_default() {
+                found = true;
+                out.push_str(get_s(&item, "data").unwrap_or_default());
+            }
+            match out_page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(found.then_some(out))
     }
 
     async fn finish_turn(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<(), StoreError> {

@@ -17,6 +17,13 @@ pub fn message_sk(seq: u64) -> String {
     format!("{MSG_PREFIX}{seq:010}")
 }
 
+/// The prefix of a tool output's chunks. The call id comes from the model, so
+/// it is encoded: no character of it can reach into another key.
+pub fn tool_output_prefix(call_id: &str) -> String {
+    use base64::Engine;
+    format!("OUT#{}#", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(call_id))
+}
+
 pub fn turn_sk(run: &RunId) -> String {
     format!("TURN#{run}")
 }

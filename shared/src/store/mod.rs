@@ -28,6 +28,7 @@
 //! | has my turn been stopped (polled by the turn, not per token) | `GetItem sk=SESSION`, projection `stop_turn, lease_turn` (consistent) |
 //! | delete a session | `UpdateItem status=deleting REMOVE gsi1pk, gsi1sk` (gone from lists and reads at once), then `Query pk` pages + `BatchWriteItem` deletes of 25, then the session item last; a retried DELETE resumes |
 //! | start a turn | `TransactWriteItems`: put turn record (must not exist) + put user message (must not exist) + update session stats (we must hold the lease) |
+//! | a tool output too large for the log | `PutItem sk=OUT#<base64url call id>#<chunk, 4 digits>` (≤ 300 000 bytes each), read back by `Query begins_with` |
 //! | store a tool round | `TransactWriteItems`: put ≤ 9 messages + update session `message_count` (we must hold the lease) |
 //! | finish a turn | `TransactWriteItems`: put assistant message(s) + update turn record + update session stats and release the lease (we must hold it) |
 //! | the current rolling summary | `GetItem pk, sk=SUMMARY` (consistent) |
@@ -191,6 +192,24 @@ pub trait Store: Send + Sync {
         turn: &TurnId,
         messages: &[StoredMessage],
     ) -> Result<(), StoreError>;
+
+    /// Stores a tool's whole output apart from the log (chunked under the
+    /// session's key, so deleting the session removes it).
+    async fn put_tool_output(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        call_id: &str,
+        content: &str,
+    ) -> Result<(), StoreError>;
+
+    /// A tool output stored apart, whole.
+    async fn tool_output(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        call_id: &str,
+    ) -> Result<Option<String>, StoreError>;
 
     /// Atomically: the turn's remaining messages, its record's final status, the
     /// session's stats, and the lease released. Requires the lease.
