@@ -405,3 +405,117 @@ async fn a_large_tool_output_is_kept_apart_and_read_on_demand() {
     let tool = msgs.iter().find(|m| m.tool_call_id.as_deref() == Some("call_0_read_document")).unwrap();
     assert!(tool.content.as_ref().unwrap().len() < 5_000);
 }
+
+/// The "done when": three scripted turns build a project, documents
+/// under its context document, and tasks linked to a goal — every step an
+/// `operation`, and exactly that ontology at the end.
+#[tokio::test]
+async fn a_three_turn_conversation_builds_exactly_the_expected_ontology() {
+    let t = TestApp::new().await;
+    let ops = |turn: &tests::Turn| -> Vec<(String, String, String, OperationStatus)> {
+        turn.events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::Operation { action, entity_type, entity_name, status, .. } => Some((
+                    serde_json::to_value(action).unwrap().as_str().unwrap().to_string(),
+                    entity_type.clone(),
+                    entity_name.clone(),
+                    *status,
+                )),
+                _ => None,
+            })
+            .collect()
+    };
+    let done = |what: &str, kind: &str, name: &str| (what.to_string(), kind.to_string(), name.to_string());
+
+    // Turn 1, global scope: create the project.
+    t.llm.push(Reply::tool_calls(&[("create_project", json!({"name": "Launch", "context": "Ship v1 in May"}))]));
+    t.llm.push(Reply::text(&["Project created."]));
+    let one = t.turn("alice", json!({"message": "Start a project called Launch"})).await;
+    assert_eq!(one.error_code(), None, "{:?}", one.events);
+    let created = tool_messages(&t.llm.requests()[1]).pop().unwrap().1;
+    let pid = created["project"]["id"].as_str().expect("project id").to_string();
+    let ctx_doc = created["project"]["context_document_id"].as_str().unwrap().to_string();
+    let successes = |turn: &tests::Turn| {
+        ops(turn).into_iter().filter(|o| o.3 == OperationStatus::Success).map(|o| (o.0, o.1, o.2)).collect::<Vec<_>>()
+    };
+    assert_eq!(successes(&one), vec![done("create", "project", "Launch")]);
+    let sid = one.session_id();
+
+    // Turn 2, project scope: two documents under the context document, in parallel.
+    let focus = json!({"projectId": pid});
+    t.llm.push(Reply::tool_calls(&[
+        ("create_document", json!({"title": "Spec", "content": "# Spec", "parent_id": ctx_doc})),
+        ("create_document", json!({"title": "Research", "content": "notes", "parent_id": ctx_doc})),
+    ]));
+    t.llm.push(Reply::text(&["Two documents added."]));
+    let two = t
+        .turn(
+            "alice",
+            json!({"message": "Add a spec and a research doc", "session_id": sid, "context_type": "project", "projectFocus": focus}),
+        )
+        .await;
+    assert_eq!(two.error_code(), None, "{:?}", two.events);
+    assert_eq!(successes(&two), vec![done("create", "document", "Spec"), done("create", "document", "Research")]);
+
+    // Turn 3: a goal, two tasks, each linked to it.
+    t.llm.push(Reply::tool_calls(&[
+        ("create_goal", json!({"name": "Public beta"})),
+        ("create_task", json!({"title": "Write the post"})),
+        ("create_task", json!({"title": "Record the demo"})),
+    ]));
+    t.llm.push(Reply::dynamic(|req| {
+        let results = tool_messages(req);
+        let n = results.len();
+        let id = |i: usize| results[n - 3 + i].1["id"].as_str().unwrap().to_string();
+        let (goal, a, b) = (id(0), id(1), id(2));
+        Reply::tool_calls(&[
+            (
+                "link_entities",
+                json!({"from_kind": "task", "from_id": a, "relation": "supports", "to_kind": "goal", "to_id": goal}),
+            ),
+            (
+                "link_entities",
+                json!({"from_kind": "task", "from_id": b, "relation": "supports", "to_kind": "goal", "to_id": goal}),
+            ),
+        ])
+    }));
+    t.llm.push(Reply::text(&["Linked."]));
+    let three = t
+        .turn("alice", json!({"message": "Two tasks for the beta goal", "session_id": sid, "context_type": "project", "projectFocus": focus}))
+        .await;
+    assert_eq!(three.error_code(), None, "{:?}", three.events);
+    let s3 = successes(&three);
+    assert_eq!(
+        s3[..3],
+        [
+            done("create", "goal", "Public beta"),
+            done("create", "task", "Write the post"),
+            done("create", "task", "Record the demo")
+        ]
+    );
+    assert_eq!(s3.len(), 5, "{s3:?}");
+    println!("turn 3 events: {:?}", three.kinds());
+
+    // Exactly the expected ontology.
+    let p = ProjectId::parse(pid).unwrap();
+    let svc = service(&t);
+    let alice = user("alice");
+    let list = |k| svc.list(&alice, &p, k, Default::default());
+    let docs = list(EntityKind::Document).await.unwrap().items;
+    let mut titles: Vec<String> = docs.iter().map(|d| d.fields.name().to_string()).collect();
+    titles.sort();
+    assert_eq!(titles.len(), 3, "{titles:?}");
+    assert!(titles.contains(&"Spec".to_string()) && titles.contains(&"Research".to_string()));
+    let tree = svc.doc_structure(&alice, &p).await.unwrap();
+    assert_eq!(tree.root.len(), 1);
+    assert_eq!(tree.root[0].id.to_string(), ctx_doc);
+    assert_eq!(tree.root[0].children.len(), 2, "both documents under the context document");
+    assert_eq!(list(EntityKind::Goal).await.unwrap().items.len(), 1);
+    assert_eq!(list(EntityKind::Task).await.unwrap().items.len(), 2);
+    let edges = svc.edges(&alice, &p, None).await.unwrap();
+    assert_eq!(edges.len(), 2);
+    assert!(edges.iter().all(|e| e.relation == "supports"));
+    let projects = svc.list_projects(&alice, Default::default()).await.unwrap().items;
+    assert_eq!(projects.len(), 1);
+}
