@@ -24,7 +24,7 @@ use crate::message::{MessageError, Role, StoredMessage, ToolCall, Usage};
 use crate::metrics::{Record, Unit};
 use crate::prompt::{PromptBuilder, PromptInputs};
 use crate::session::{title_from_message, ContextType, SessionStatus, SessionView, TurnRecord, TurnStatus};
-use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent};
+use crate::sse::{AgentActivity, DoneReason, EventSink, Focus, SinkStats, StreamEvent};
 use crate::store::agent_state::{AgentStateStore, SaveError};
 use crate::store::summary::SummaryStore;
 use crate::store::{Lease, Store, StoreError, TurnEnd, TurnStart};
@@ -419,6 +419,13 @@ async fn run(
     if sink.send(StreamEvent::Session { session: view.clone() }).await.is_err() {
         let _ = store.release_lease(user, &sid, turn_id).await;
         return Ok(done(DoneReason::Stopped, &sid, turn_id, None));
+    }
+    // A gap of the old flow: the event was defined but never sent. A new
+    // session has no earlier focus, so it never "changes".
+    let previous = Focus::of(&session.view);
+    let current = Focus::of(&view);
+    if session.view.message_count > 0 && previous != current {
+        let _ = sink.send(StreamEvent::FocusChanged { previous, current }).await;
     }
 
     let now = crate::now_ms();

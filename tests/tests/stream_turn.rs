@@ -402,3 +402,33 @@ async fn the_stream_accepts_post_on_any_path_and_refuses_other_methods() {
     let turn = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
     assert_eq!(turn.status, 405);
 }
+
+#[tokio::test]
+async fn focus_changed_is_sent_once_when_the_focus_moves() {
+    let t = TestApp::new().await;
+    let first = t.turn("alice", json!({"message": "hi"})).await;
+    assert!(!first.kinds().contains(&"focus_changed"), "a new session has no earlier focus");
+    let sid = first.session_id();
+    let same = t.turn("alice", json!({"message": "again", "session_id": sid})).await;
+    assert!(!same.kinds().contains(&"focus_changed"));
+    let focus = json!({"projectId": "p-1"});
+    let moved = t
+        .turn(
+            "alice",
+            json!({"message": "project now", "session_id": sid, "context_type": "project", "projectFocus": focus}),
+        )
+        .await;
+    assert_eq!(&moved.kinds()[..3], &["agent_state", "session", "focus_changed"]);
+    match &moved.events[2] {
+        StreamEvent::FocusChanged { previous, current } => {
+            assert_eq!(previous.context_type.as_str(), "global");
+            assert_eq!(current.context_type.as_str(), "project");
+            assert_eq!(current.focus, Some(focus.clone()));
+        }
+        e => panic!("{e:?}"),
+    }
+    let stays = t
+        .turn("alice", json!({"message": "still", "session_id": sid, "context_type": "project", "projectFocus": focus}))
+        .await;
+    assert!(!stays.kinds().contains(&"focus_changed"), "sent once, not on every turn");
+}

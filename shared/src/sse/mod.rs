@@ -74,6 +74,22 @@ pub struct ContextUsage {
     pub summary_used: bool,
 }
 
+/// Where a turn looks: its scope, entity and the client's focus metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Focus {
+    pub context_type: crate::session::ContextType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focus: Option<serde_json::Value>,
+}
+
+impl Focus {
+    pub fn of(s: &SessionView) -> Focus {
+        Focus { context_type: s.context_type, entity_id: s.entity_id.clone(), focus: s.focus.clone() }
+    }
+}
+
 /// Every event a turn sends. `type` is the tag on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -87,6 +103,12 @@ pub enum StreamEvent {
     /// The authoritative session, once resolved or created.
     Session {
         session: SessionView,
+    },
+    /// This turn's focus differs from the one stored on the session (sent
+    /// right after `session`; the session now holds `current`).
+    FocusChanged {
+        previous: Focus,
+        current: Focus,
     },
     TextDelta {
         content: String,
@@ -140,6 +162,7 @@ impl StreamEvent {
         match self {
             StreamEvent::AgentState { .. } => "agent_state",
             StreamEvent::Session { .. } => "session",
+            StreamEvent::FocusChanged { .. } => "focus_changed",
             StreamEvent::TextDelta { .. } => "text_delta",
             StreamEvent::ToolCall { .. } => "tool_call",
             StreamEvent::ToolResult { .. } => "tool_result",
