@@ -4,10 +4,12 @@
 # Installs what the benchmarks need (DynamoDB Local, cargo-lambda) if it is
 # missing, starts DynamoDB Local (in memory) on a free port, builds the release
 # `stream` binary and the bench binary, runs the bench binary (the real stream
-# handler over HTTP in-process behind a local adapter and as the real binary
-# under `cargo lambda watch`, before/after the Nagle fix; start → ready; sizes)
-# and the criterion micro-benchmarks, and prints one Markdown report, also
-# written to .local/bench-results.md. Stops what it started on exit.
+# handler in-process behind a local HTTP adapter; the real binary with the real
+# runtime client against a Runtime API stand-in, and under `cargo lambda
+# watch`, each before/after the Nagle fix; start → ready; RSS; sizes;
+# DynamoDB Local's own round trips) and the criterion micro-benchmarks, and
+# prints one Markdown report, also written to .local/bench-results.md. Stops
+# what it started on exit.
 #
 # Arguments go to the bench binary (see `cargo run -p bench --release -- --help`),
 # e.g. `scripts/bench.sh --turns 100 --ttft-ms 300`. Environment:
@@ -30,19 +32,17 @@ ensure_dynamodb_local
 ensure_cargo_lambda
 log "dependencies ready ($((SECONDS - t0))s)"
 
-# Built on its own: cargo unifies features across the packages of one build,
-# so `stream` built together with the bench would link a `shared` compiled
-# with the bench's features, and `cargo lambda watch --release` would then
-# rebuild it in the middle of the run.
-log "cargo build --release -p stream"
-run_child cargo build --release -p stream
+# Built the way `cargo lambda watch` builds the function (`cargo run --release
+# --bin stream` from the root, so features are unified across the workspace):
+# the watch then finds it fresh instead of relinking it (minutes, with LTO),
+# and the start-up and runtime modes time the very binary the watch runs.
+log "cargo build --release --bin stream --bin bench"
+run_child cargo build --release --bin stream --bin bench
 if [[ "${BENCH_ARM64:-0}" == 1 ]]; then
   ensure_arm64_target
-  log "cargo lambda build --release --arm64 -p stream"
-  run_child cargo lambda build --release --arm64 -p stream
+  log "cargo lambda build --release --arm64 --bin stream"
+  run_child cargo lambda build --release --arm64 --bin stream
 fi
-log "cargo build --release -p bench"
-run_child cargo build --release -p bench
 log "builds ready ($((SECONDS - t0))s)"
 
 ddb_port="$(free_port)"

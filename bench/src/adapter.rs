@@ -29,6 +29,8 @@ use tokio::time::Instant;
 pub struct Probe {
     /// Just before `handle_stream` was called.
     pub handler_entry: Instant,
+    /// When it returned the response (auth, validation, the turn spawned).
+    pub handler_return: Instant,
     /// When hyper took the body's first data frame to write it.
     pub first_frame: Option<Instant>,
 }
@@ -76,8 +78,9 @@ async fn handle(
     let req = http::Request::from_parts(parts, lambda_http::Body::Binary(bytes.to_vec()));
     let handler_entry = Instant::now();
     let resp = handle_stream(&app, lambda_http::Request::from(req)).await;
+    let handler_return = Instant::now();
     if let Some(t) = turn {
-        probes.0.lock().unwrap().insert(t, Probe { handler_entry, first_frame: None });
+        probes.0.lock().unwrap().insert(t, Probe { handler_entry, handler_return, first_frame: None });
     }
     let (parts, body) = resp.into_parts();
     Ok(hyper::Response::from_parts(parts, ProbedBody { inner: body, turn, probes, seen: false }))

@@ -12,11 +12,18 @@
 //! Modes:
 //! - `adapter`: the handler in this process behind a local hyper adapter
 //!   (`adapter.rs`); no Lambda runtime, so it times the product code alone.
+//! - `runtime`: the real release `stream` binary, spawned with
+//!   `AWS_LAMBDA_RUNTIME_API` pointing at a Runtime API stand-in in this
+//!   process (`tests::runtime_api`); frames are timed as they reach it, which
+//!   is where Lambda's front end takes them. The real runtime client and its
+//!   socket, without cargo lambda's proxy in the way.
 //! - `cargo-lambda`: the real release `stream` binary under
 //!   `cargo lambda watch`, through the real runtime client and the Runtime
 //!   API socket, run with `RUNTIME_API_NODELAY=off` (Nagle on: before the
 //!   fix) and with the default (after).
 //! - `startup`: spawn → first `GET /next` of the release binary.
+//! - `dynamo`: DynamoDB Local's own round trips with the raw SDK, the floor
+//!   under every figure that includes persistence.
 //! - `all` (default): all of the above, then one table.
 //!
 //! Needs `AWS_ENDPOINT_URL_DYNAMODB` (DynamoDB Local); `scripts/bench.sh`
@@ -25,23 +32,30 @@
 
 mod adapter;
 mod driver;
+mod dynamo;
 mod lambda;
+mod spans;
 mod startup;
 mod stats;
 
 use clap::{Parser, ValueEnum};
 use driver::{Driver, TurnTiming};
 use stats::{Figure, Row, Summary, Target};
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
+use tests::runtime_api::FakeRuntimeApi;
 use tests::{Reply, ScriptedLlm};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
     All,
     Adapter,
+    Runtime,
     CargoLambda,
     Startup,
+    Dynamo,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -59,13 +73,13 @@ struct Args {
     #[arg(long, value_enum, default_value = "all")]
     mode: Mode,
     /// Measured turns per run (after the warm-up).
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 30)]
     turns: usize,
-    /// Unmeasured turns first, so connections and caches are warm.
-    #[arg(long, default_value_t = 3)]
+    /// Unmeasured turns first, so connections, caches and DynamoDB Local's JIT are warm.
+    #[arg(long, default_value_t = 5)]
     warmup: usize,
     /// The scripted model's time to first token.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 100)]
     ttft_ms: u64,
     /// Tokens (text chunks) per answer.
     #[arg(long, default_value_t = 50)]
@@ -73,13 +87,19 @@ struct Args {
     /// Time between two tokens.
     #[arg(long, default_value_t = 10)]
     token_gap_ms: u64,
-    /// cargo-lambda mode: which runs (`off` = before the Nagle fix).
+    /// runtime and cargo-lambda modes: which runs (`off` = before the Nagle fix).
     #[arg(long, value_enum, default_value = "both")]
     nodelay: Nodelay,
-    /// cargo-lambda mode, default run: the session is filled up to this many
-    /// turns (with an instant model) and the function's peak RSS is read then.
+    /// runtime and cargo-lambda modes, default run: the session is filled up
+    /// to this many turns (with an instant model), then the function's peak
+    /// RSS is read.
     #[arg(long, default_value_t = 100)]
     session_turns: usize,
+    /// Rounds of DynamoDB Local calls before anything is measured: a freshly
+    /// started DynamoDB Local (a JVM) is several times slower until its JIT
+    /// has compiled the hot paths.
+    #[arg(long, default_value_t = 300)]
+    dynamo_warmup: usize,
     /// Spawns of the release binary for start → ready.
     #[arg(long, default_value_t = 20)]
     startup_runs: usize,
@@ -101,6 +121,10 @@ impl Args {
         Reply::timed(Duration::ZERO, &refs, Duration::ZERO)
     }
 
+    fn stream_bin(&self) -> PathBuf {
+        self.target_dir().join("release/stream")
+    }
+
     fn target_dir(&self) -> PathBuf {
         std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| self.repo.join("target"))
     }
@@ -112,6 +136,8 @@ struct Run {
     turns: Vec<TurnTiming>,
     /// (peak, current) RSS of the function process in KiB, and after how many turns.
     rss: Option<(u64, u64, usize)>,
+    /// The product's own DynamoDB spans over the measured turns (adapter only).
+    spans: BTreeMap<String, Vec<Duration>>,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -122,7 +148,18 @@ async fn main() {
         eprintln!("AWS_ENDPOINT_URL_DYNAMODB is not set: run scripts/bench.sh, which starts DynamoDB Local");
         std::process::exit(2);
     }
+    if args.mode != Mode::Startup && args.dynamo_warmup > 0 {
+        eprintln!("warming DynamoDB Local up: {} rounds", args.dynamo_warmup);
+        let client = tests::dynamo_client().await;
+        let table = tests::fresh_table(&client).await;
+        if let Err(e) = dynamo::baseline(&client, &table, args.dynamo_warmup).await {
+            eprintln!("DynamoDB Local warm-up failed: {e}");
+            std::process::exit(1);
+        }
+    }
+    let load_before = loadavg();
     let mut runs = Vec::new();
+    let mut baseline = Vec::new();
     let mut failed = false;
     if matches!(args.mode, Mode::All | Mode::Adapter) {
         match adapter_run(&args).await {
@@ -133,12 +170,35 @@ async fn main() {
             }
         }
     }
+    if matches!(args.mode, Mode::All | Mode::Dynamo) {
+        eprintln!("DynamoDB Local baseline: {} calls of each", args.turns);
+        let client = tests::dynamo_client().await;
+        let table = tests::fresh_table(&client).await;
+        match dynamo::baseline(&client, &table, args.turns).await {
+            Ok(b) => baseline = b,
+            Err(e) => {
+                eprintln!("DynamoDB baseline failed: {e}");
+                failed = true;
+            }
+        }
+    }
+    let variants: &[bool] = match args.nodelay {
+        Nodelay::Off => &[false],
+        Nodelay::On => &[true],
+        Nodelay::Both => &[false, true],
+    };
+    if matches!(args.mode, Mode::All | Mode::Runtime) {
+        for &nodelay in variants {
+            match runtime_run(&args, nodelay).await {
+                Ok(r) => runs.push(r),
+                Err(e) => {
+                    eprintln!("runtime run (nodelay {nodelay}) failed: {e}");
+                    failed = true;
+                }
+            }
+        }
+    }
     if matches!(args.mode, Mode::All | Mode::CargoLambda) {
-        let variants: &[bool] = match args.nodelay {
-            Nodelay::Off => &[false],
-            Nodelay::On => &[true],
-            Nodelay::Both => &[false, true],
-        };
         for &nodelay in variants {
             match cargo_lambda_run(&args, nodelay).await {
                 Ok(r) => runs.push(r),
@@ -151,10 +211,14 @@ async fn main() {
     }
     let mut start_times = None;
     if matches!(args.mode, Mode::All | Mode::Startup) {
-        let bin = args.target_dir().join("release/stream");
+        let bin = args.stream_bin();
         eprintln!("start → ready: {} spawns of {}", args.startup_runs, bin.display());
-        match startup::start_to_ready(&bin, &function_env("bench-startup", "http://127.0.0.1:9/v1", true), args.startup_runs)
-            .await
+        match startup::start_to_ready(
+            &bin,
+            &function_env("bench-startup", "http://127.0.0.1:9/v1", true),
+            args.startup_runs,
+        )
+        .await
         {
             Ok(t) => start_times = Some(t),
             Err(e) => {
@@ -163,10 +227,50 @@ async fn main() {
             }
         }
     }
-    print_report(&args, &runs, start_times.as_deref());
+    let load = format!("load average {load_before} before, {} after", loadavg());
+    print_report(&args, &runs, &baseline, start_times.as_deref(), &load);
     if failed {
         std::process::exit(1);
     }
+}
+
+/// The other parties of a benchmark, the scripted model and the client (with
+/// the Runtime API stand-in), each on a runtime thread of its own: the
+/// function under test (this process's main runtime, in adapter mode) then
+/// shares no worker with them, as in production, where they are other
+/// machines. They still share the machine's CPUs.
+struct Sides {
+    model: tokio::runtime::Handle,
+    client: tokio::runtime::Handle,
+}
+
+fn sides() -> &'static Sides {
+    static SIDES: std::sync::OnceLock<Sides> = std::sync::OnceLock::new();
+    SIDES.get_or_init(|| Sides { model: side_runtime("bench-model"), client: side_runtime("bench-client") })
+}
+
+fn side_runtime(name: &str) -> tokio::runtime::Handle {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+            tx.send(rt.handle().clone()).expect("handle sent");
+            rt.block_on(std::future::pending::<()>());
+        })
+        .expect("a thread");
+    rx.recv().expect("a runtime handle")
+}
+
+/// Runs `f` on a side runtime and waits for it.
+async fn on<T: Send + 'static>(side: &tokio::runtime::Handle, f: impl Future<Output = T> + Send + 'static) -> T {
+    side.spawn(f).await.expect("a side task does not panic")
+}
+
+async fn scripted_model(args: &Args) -> ScriptedLlm {
+    let llm = on(&sides().model, ScriptedLlm::start()).await;
+    llm.set_default(args.model());
+    llm
 }
 
 /// The handler in this process, behind the local HTTP adapter.
@@ -174,14 +278,47 @@ async fn adapter_run(args: &Args) -> Result<Run, String> {
     eprintln!("adapter: the handler in-process behind a local hyper adapter");
     let dynamo = tests::dynamo_client().await;
     let table = tests::fresh_table(&dynamo).await;
-    let llm = ScriptedLlm::start().await;
-    llm.set_default(args.model());
+    let llm = scripted_model(args).await;
     let config = tests::test_config(&table, &llm.base_url());
     let app = shared::http::StreamApp::with_dynamo(config, dynamo);
     let (addr, probes) = adapter::serve(app).await;
-    let mut d = Driver::new(format!("http://{addr}/"), "bench-adapter", llm, driver::pieces(args.tokens), Some(probes));
-    let turns = measure(&mut d, args, Duration::from_secs(30)).await?;
-    Ok(Run { mode: "adapter".into(), turns, rss: None })
+    let mut d =
+        Driver::http(format!("http://{addr}/"), "bench-adapter", llm, driver::pieces(args.tokens), Some(probes));
+    let spans = spans::SpanTimes::install();
+    let (warmup, n) = (args.warmup, args.turns);
+    let (turns, spans) = on(&sides().client, async move {
+        warm_up(&mut d, warmup).await?;
+        spans.take();
+        let turns = measured(&mut d, n).await?;
+        Ok::<_, String>((turns, spans.take()))
+    })
+    .await?;
+    Ok(Run { mode: "adapter".into(), turns, rss: None, spans })
+}
+
+/// The release `stream` binary with the real runtime client, against a
+/// Runtime API stand-in in this process.
+async fn runtime_run(args: &Args, nodelay: bool) -> Result<Run, String> {
+    let mode = if nodelay { "runtime, default (TCP_NODELAY)" } else { "runtime, RUNTIME_API_NODELAY=off" };
+    eprintln!("{mode}: spawning {}", args.stream_bin().display());
+    let dynamo = tests::dynamo_client().await;
+    let table = tests::fresh_table(&dynamo).await;
+    let llm = scripted_model(args).await;
+    let api = on(&sides().client, FakeRuntimeApi::start()).await;
+    let label = if nodelay { "nodelay-on" } else { "nodelay-off" };
+    let _ = std::fs::create_dir_all(args.repo.join(".local"));
+    let log = args.repo.join(format!(".local/bench-runtime-{label}.log"));
+    let function = startup::Function::spawn(
+        &args.stream_bin(),
+        &api.addr.to_string(),
+        &function_env(&table, &llm.base_url(), nodelay),
+        &log,
+    )?;
+    let d = Driver::runtime(api, "bench-runtime", llm.clone(), driver::pieces(args.tokens));
+    let fill = nodelay.then(|| (args.session_turns, args.instant_model(), function.pid()));
+    let (turns, rss) = session(d, args, Duration::from_secs(60), fill).await?;
+    drop(function);
+    Ok(Run { mode: mode.into(), turns, rss, spans: BTreeMap::new() })
 }
 
 /// The release `stream` binary under `cargo lambda watch`.
@@ -194,41 +331,72 @@ async fn cargo_lambda_run(args: &Args, nodelay: bool) -> Result<Run, String> {
     eprintln!("{mode}: starting cargo lambda watch --release");
     let dynamo = tests::dynamo_client().await;
     let table = tests::fresh_table(&dynamo).await;
-    let llm = ScriptedLlm::start().await;
-    llm.set_default(args.model());
+    let llm = scripted_model(args).await;
     let mut watch = lambda::Watch::start(&args.repo, label, &function_env(&table, &llm.base_url(), nodelay))
         .map_err(|e| format!("cargo lambda watch: {e}"))?;
     watch.ready(Duration::from_secs(300)).await?;
-    let mut d = Driver::new(watch.url("stream"), "bench-lambda", llm.clone(), driver::pieces(args.tokens), None);
-    // The first invocation may wait for cargo lambda to build and boot the function.
+    let mut d = Driver::http(watch.url("stream"), "bench-lambda", llm.clone(), driver::pieces(args.tokens), None);
+    // The first invocation waits for cargo lambda to (re)build and boot the
+    // function; the process is then found by name under the watch.
     eprintln!("{mode}: first invocation (may wait for a build; log {})", watch.log.display());
-    d.turn(Duration::from_secs(1200)).await.map_err(|e| format!("first turn: {e}"))?;
+    d = on(&sides().client, async move {
+        d.turn(Duration::from_secs(1200)).await.map(|_| d).map_err(|e| format!("first turn: {e}"))
+    })
+    .await?;
     let pid = watch.function_pid("stream").ok_or("no `stream` process under cargo lambda watch")?;
-    let turns = measure(&mut d, args, Duration::from_secs(30)).await?;
-    let mut rss = None;
-    if nodelay {
-        // Fill the session with quick turns, then read the peak.
-        llm.set_default(args.instant_model());
-        while (d.turns_done as usize) < args.session_turns {
-            d.turn(Duration::from_secs(30)).await?;
-        }
-        if watch.function_pid("stream") != Some(pid) {
-            return Err("the stream process was restarted during the run".into());
-        }
-        let (peak, now) = lambda::rss_kib(pid).ok_or("cannot read the stream process's /proc status")?;
-        rss = Some((peak, now, d.turns_done as usize));
+    let fill = nodelay.then(|| (args.session_turns, args.instant_model(), pid));
+    let (turns, rss) = session(d, args, Duration::from_secs(30), fill).await?;
+    if watch.function_pid("stream") != Some(pid) {
+        return Err("the stream process was restarted during the run".into());
     }
-    Ok(Run { mode: mode.into(), turns, rss })
+    Ok(Run { mode: mode.into(), turns, rss, spans: BTreeMap::new() })
 }
 
-/// Warm-up turns, then the measured ones.
-async fn measure(d: &mut Driver, args: &Args, timeout: Duration) -> Result<Vec<TurnTiming>, String> {
-    for _ in 0..args.warmup {
-        d.turn(timeout).await?;
+type Rss = (u64, u64, usize);
+
+/// On the client's runtime: a first turn (bounded by `first`), the warm-up,
+/// the measured turns, then, with `fill` = (session turns, quick reply, pid),
+/// quick turns up to that many in the session and the function's (peak,
+/// current) RSS in KiB.
+async fn session(
+    mut d: Driver,
+    args: &Args,
+    first: Duration,
+    fill: Option<(usize, Reply, u32)>,
+) -> Result<(Vec<TurnTiming>, Option<Rss>), String> {
+    let (warmup, n) = (args.warmup, args.turns);
+    on(&sides().client, async move {
+        if d.turns_done == 0 {
+            d.turn(first).await.map_err(|e| format!("first turn: {e}"))?;
+        }
+        warm_up(&mut d, warmup).await?;
+        let turns = measured(&mut d, n).await?;
+        let mut rss = None;
+        if let Some((session_turns, quick, pid)) = fill {
+            d.llm.set_default(quick);
+            while (d.turns_done as usize) < session_turns {
+                d.turn(Duration::from_secs(30)).await?;
+            }
+            let (peak, now) = lambda::rss_kib(pid).ok_or("cannot read the function process's /proc status")?;
+            rss = Some((peak, now, d.turns_done as usize));
+        }
+        Ok((turns, rss))
+    })
+    .await
+}
+
+/// Unmeasured turns, so connections, caches and DynamoDB Local's JIT are warm.
+async fn warm_up(d: &mut Driver, turns: usize) -> Result<(), String> {
+    for _ in 0..turns {
+        d.turn(Duration::from_secs(30)).await?;
     }
-    let mut out = Vec::with_capacity(args.turns);
-    for i in 0..args.turns {
-        out.push(d.turn(timeout).await.map_err(|e| format!("measured turn {}: {e}", i + 1))?);
+    Ok(())
+}
+
+async fn measured(d: &mut Driver, turns: usize) -> Result<Vec<TurnTiming>, String> {
+    let mut out = Vec::with_capacity(turns);
+    for i in 0..turns {
+        out.push(d.turn(Duration::from_secs(30)).await.map_err(|e| format!("measured turn {}: {e}", i + 1))?);
     }
     Ok(out)
 }
@@ -257,13 +425,19 @@ fn function_env(table: &str, llm_base_url: &str, nodelay: bool) -> Vec<(String, 
     env
 }
 
-fn print_report(args: &Args, runs: &[Run], start_times: Option<&[Duration]>) {
+fn print_report(
+    args: &Args,
+    runs: &[Run],
+    baseline: &[(&'static str, Vec<Duration>)],
+    start_times: Option<&[Duration]>,
+    load: &str,
+) {
     println!("## Results\n");
     println!(
         "Scripted model: TTFT {} ms, {} tokens {} ms apart; {} warm-up + {} measured turns per run, one session per run.\n",
         args.ttft_ms, args.tokens, args.token_gap_ms, args.warmup, args.turns
     );
-    println!("Machine: {}\n", machine());
+    println!("Machine: {}; {load}.\n", machine());
 
     let mut rows = Vec::new();
     for r in runs {
@@ -271,6 +445,12 @@ fn print_report(args: &Args, runs: &[Run], start_times: Option<&[Duration]>) {
             Summary::of(&r.turns.iter().filter_map(f).collect::<Vec<_>>())
         };
         let adapter = r.mode == "adapter";
+        rows.push(Row {
+            metric: "response head (HTTP headers / runtime prelude), from request sent".into(),
+            mode: r.mode.clone(),
+            summary: col(&|t| Some(t.send_to_head)),
+            targets: vec![],
+        });
         rows.push(Row {
             metric: "first SSE byte, from request sent".into(),
             mode: r.mode.clone(),
@@ -283,6 +463,12 @@ fn print_report(args: &Args, runs: &[Run], start_times: Option<&[Duration]>) {
                 mode: r.mode.clone(),
                 summary: col(&|t| t.entry_to_first_byte),
                 targets: vec![Target::p99_ms(1, "≤ 1 ms (p99)")],
+            });
+            rows.push(Row {
+                metric: "handler entry → handler returned (auth, validation, turn spawned)".into(),
+                mode: r.mode.clone(),
+                summary: col(&|t| t.entry_to_return),
+                targets: vec![],
             });
             rows.push(Row {
                 metric: "handler entry → first frame to hyper".into(),
@@ -311,10 +497,28 @@ fn print_report(args: &Args, runs: &[Run], start_times: Option<&[Duration]>) {
         });
         let spacing: Vec<Duration> = r.turns.iter().flat_map(|t| t.spacing_errors.iter().copied()).collect();
         rows.push(Row {
-            metric: "frame spacing error |client gap − model gap|".into(),
+            metric: "frame spacing error: abs(client gap − model gap)".into(),
             mode: r.mode.clone(),
             summary: Summary::of(&spacing),
             targets: vec![Target::p99_ms(3, "≤ 3 ms (p99; issue 10)")],
+        });
+    }
+    for r in runs {
+        for (span, samples) in &r.spans {
+            rows.push(Row {
+                metric: format!("product span `{span}`"),
+                mode: r.mode.clone(),
+                summary: Summary::of(samples),
+                targets: vec![],
+            });
+        }
+    }
+    for (op, samples) in baseline {
+        rows.push(Row {
+            metric: format!("DynamoDB Local round trip: {op}"),
+            mode: "raw SDK".into(),
+            summary: Summary::of(samples),
+            targets: vec![],
         });
     }
     println!("### Per turn\n");
@@ -376,13 +580,21 @@ fn print_report(args: &Args, runs: &[Run], start_times: Option<&[Duration]>) {
             .max_by_key(|t| t.spacing_errors.iter().copied().max().unwrap_or_default())
             .map(|t| &t.arrivals);
         if let Some(arr) = worst {
-            let model: Vec<String> = arr.iter().take(12).map(|(m, _)| format!("{:.0}", m.as_secs_f64() * 1e3)).collect();
+            let model: Vec<String> =
+                arr.iter().take(12).map(|(m, _)| format!("{:.0}", m.as_secs_f64() * 1e3)).collect();
             let client: Vec<String> =
                 arr.iter().take(12).map(|(_, c)| format!("{:.0}", c.as_secs_f64() * 1e3)).collect();
             println!("- {}: model wrote `{}`; client received `{}`", r.mode, model.join(", "), client.join(", "));
         }
     }
     println!();
+}
+
+/// The 1/5/15-minute load averages: the machine is shared, and the tails
+/// move with what else runs on it.
+fn loadavg() -> String {
+    let l = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 /// `nproc`, the CPU model and the memory, from /proc.

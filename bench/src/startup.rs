@@ -6,9 +6,12 @@
 //! DynamoDB client from the SDK's config loader, the model's HTTP client), as
 //! in a Lambda cold start after the bootstrap is exec'd. The stand-in never
 //! answers: the process is killed once it has asked.
+//!
+//! [`Function`] spawns the same binary in the same Lambda-like environment for
+//! the `runtime` mode, and kills it when dropped.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
@@ -22,22 +25,54 @@ pub async fn start_to_ready(bin: &Path, env: &[(String, String)], runs: usize) -
     Ok(out)
 }
 
-async fn once(bin: &Path, env: &[(String, String)]) -> Result<Duration, String> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+/// The environment Lambda gives a function, pointed at `runtime_api`, plus `env`.
+fn lambda_command(bin: &Path, runtime_api: &str, env: &[(String, String)]) -> Command {
     let mut cmd = Command::new(bin);
     // A Lambda-like environment: only what the service sets, plus ours.
     cmd.env_clear()
-        .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
+        .env("AWS_LAMBDA_RUNTIME_API", runtime_api)
         .env("AWS_LAMBDA_FUNCTION_NAME", "stream")
         .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
         .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
         .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/stream")
         .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// A function process spawned by the bench; killed when dropped.
+pub struct Function(Child);
+
+impl Function {
+    pub fn spawn(bin: &Path, runtime_api: &str, env: &[(String, String)], log: &Path) -> Result<Function, String> {
+        let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let child = lambda_command(bin, runtime_api, env)
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
+        Ok(Function(child))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Function {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn once(bin: &Path, env: &[(String, String)]) -> Result<Duration, String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let mut cmd = lambda_command(bin, &addr.to_string(), env);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
     let t0 = Instant::now();
     let mut child = cmd.spawn().map_err(|e| format!("spawn {}: {e}", bin.display()))?;
     let asked = async {

@@ -12,6 +12,7 @@ use crate::entities::EntityService;
 use crate::llm::{OpenAiClient, OpenAiConfig};
 use crate::sse::{EventSink, SseBody};
 use crate::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
+use crate::store::cache::DynamoContextCache;
 use crate::store::dynamo::DynamoStore;
 use crate::store::entities::EntityStore;
 use crate::store::summary::DynamoSummaryStore;
@@ -115,6 +116,7 @@ impl StreamApp {
         let store = Arc::new(DynamoStore::new(dynamo.clone(), config.table_name.clone()));
         let entities = EntityService::new(EntityStore::new(dynamo.clone(), config.table_name.clone()));
         let tools: Option<Arc<dyn TurnTools>> = Some(Arc::new(ToolRegistry::new(entities.clone())));
+        let (dynamo_for_cache, table_for_cache) = (dynamo.clone(), config.table_name.clone());
         let agent_state: Arc<dyn AgentStateStore> =
             Arc::new(DynamoAgentStateStore::new(dynamo.clone(), config.table_name.clone()));
         let summaries = Arc::new(DynamoSummaryStore::new(dynamo, config.table_name.clone()));
@@ -132,6 +134,7 @@ impl StreamApp {
             config: Arc::new(config),
             tools,
             entities: Some(entities),
+            cache: Some(Arc::new(DynamoContextCache::new(dynamo_for_cache, table_for_cache))),
             agent_state: Some(agent_state),
             context: Arc::new(context),
             counter,

@@ -18,6 +18,7 @@ pub mod ids;
 pub mod llm;
 pub mod message;
 pub mod metrics;
+pub mod prewarm;
 pub mod prompt;
 pub mod session;
 pub mod sse;

@@ -14,7 +14,7 @@
 
 use crate::agent_state::{observe_tool_result, render, AgentState, ToolObservation};
 use crate::config::Config;
-use crate::context::pack::build_pack;
+use crate::context::pack::{build_pack, ContextPack};
 use crate::context::{build_context, ContextConfig, ContextInput, SummaryRef, TokenCounter};
 use crate::entities::EntityPatch;
 use crate::entities::EntityService;
@@ -24,8 +24,10 @@ use crate::message::{MessageError, Role, StoredMessage, ToolCall, Usage};
 use crate::metrics::{Record, Unit};
 use crate::prompt::{PromptBuilder, PromptInputs};
 use crate::session::{title_from_message, ContextType, SessionStatus, SessionView, TurnRecord, TurnStatus};
+use crate::sse::CacheStatus;
 use crate::sse::{AgentActivity, DoneReason, EventSink, Focus, SinkStats, StreamEvent};
 use crate::store::agent_state::{AgentStateStore, SaveError};
+use crate::store::cache::ContextCache;
 use crate::store::summary::SummaryStore;
 use crate::store::{Lease, Store, StoreError, TurnEnd, TurnStart};
 use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
@@ -150,6 +152,8 @@ pub struct TurnDeps {
     pub tools: Option<Arc<dyn TurnTools>>,
     /// The ontology, for context packs; `None`: no pack.
     pub entities: Option<EntityService>,
+    /// Prewarmed context packs; `None`: packs are built every turn.
+    pub cache: Option<Arc<dyn ContextCache>>,
     /// The session's agent state (AGENT_STATE_SPEC); `None`: not kept.
     pub agent_state: Option<Arc<dyn AgentStateStore>>,
     /// Budgets of the context window.
@@ -487,20 +491,18 @@ async fn run(
             None => None,
         }
     };
+    let pack_scope = ToolScope::from_focus(context_type, entity_id.as_deref(), view.focus.as_ref());
     let pack = async {
         match &deps.entities {
-            Some(service) => Some(
-                build_pack(
-                    service,
-                    user,
-                    &ToolScope::from_focus(context_type, entity_id.as_deref(), view.focus.as_ref()),
-                )
-                .await,
-            ),
+            Some(service) => Some(load_pack(service, deps.cache.as_deref(), user, &pack_scope).await),
             None => None,
         }
     };
     let (pack, mut agent_state) = tokio::join!(pack, agent_state);
+    let (pack, cache_status) = match pack {
+        Some((p, c)) => (Some(p), c),
+        None => (None, None),
+    };
     let state_block = agent_state.as_ref().map(|(s, _)| render(s)).filter(|r| !r.is_empty());
 
     let prompt = PromptBuilder::build(&PromptInputs {
@@ -521,7 +523,9 @@ async fn run(
         &deps.context.budget,
         &deps.counter.get(),
     );
-    let _ = sink.send(StreamEvent::ContextUsage(built.usage())).await;
+    let mut usage = built.usage();
+    usage.cache = cache_status;
+    let _ = sink.send(StreamEvent::ContextUsage(usage)).await;
     let mut messages = built.messages;
 
     // Keep the margin to persist and end cleanly, but never more than a tenth
@@ -696,6 +700,42 @@ async fn run(
         reason = DoneReason::Error;
     }
     Ok(done(reason, &sid, turn_id, Some(usage_total)))
+}
+
+/// The turn's context pack: from the prewarm cache when it was built from the
+/// project's current version (the cache read and the version read go out
+/// together), else built now and written back without waiting. Global packs
+/// carry no version, so they are always built (one query).
+async fn load_pack(
+    service: &EntityService,
+    cache: Option<&dyn ContextCache>,
+    user: &UserId,
+    scope: &ToolScope,
+) -> (ContextPack, Option<CacheStatus>) {
+    let (Some(cache), Some(project)) = (cache, scope.project()) else {
+        return (build_pack(service, user, scope).await, None);
+    };
+    let (cached, current) = tokio::join!(cache.cached_pack(user, scope), service.get_project(user, project));
+    let current = match current {
+        Ok(p) => p.version,
+        // Not the user's (any more), or gone: never serve a cache for it.
+        Err(_) => return (build_pack(service, user, scope).await, None),
+    };
+    if let Ok(Some((pack, version))) = cached {
+        if version == current {
+            let _ = cache.touch(user, scope).await;
+            return (pack, Some(CacheStatus::Hit));
+        }
+    }
+    let started = std::time::Instant::now();
+    let pack = build_pack(service, user, scope).await;
+    let build_ms = started.elapsed().as_millis() as u64;
+    if pack.version.is_some() {
+        if let Err(e) = cache.put_pack(user, scope, &pack, build_ms).await {
+            tracing::warn!(error = %e, "context pack not cached");
+        }
+    }
+    (pack, Some(CacheStatus::Miss))
 }
 
 /// A new message of this turn.

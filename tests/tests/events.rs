@@ -5,7 +5,8 @@
 //! The function is told by the file-name prefix (see events/README.md):
 //! `stream-*` and `entities-*` are function-URL requests (`LambdaRequest`,
 //! payload format 2.0), `summarizer-*` SQS batches whose bodies are
-//! `TurnCompleted`, `prewarm-schedule*` scheduled EventBridge events. A sample
+//! `TurnCompleted`, `prewarm-schedule*` scheduled EventBridge events,
+//! `prewarm-url*` function-URL requests to the prewarm function. A sample
 //! with any other prefix fails the test, so a new one gets a check here.
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
@@ -84,7 +85,7 @@ fn every_sample_event_deserializes_into_its_functions_type() {
     assert!(!samples.is_empty(), "no samples in events/");
     let mut seen = std::collections::BTreeMap::<&str, usize>::new();
     for (name, text) in &samples {
-        let kind = if name.starts_with("stream-") || name.starts_with("entities-") {
+        let kind = if name.starts_with("stream-") || name.starts_with("entities-") || name.starts_with("prewarm-url") {
             check_function_url(name, text);
             "function-url"
         } else if name.starts_with("summarizer-") {
@@ -99,7 +100,7 @@ fn every_sample_event_deserializes_into_its_functions_type() {
         *seen.entry(kind).or_default() += 1;
     }
     // One sample per function and trigger at least.
-    for prefix in ["stream-", "entities-", "summarizer-", "prewarm-schedule"] {
+    for prefix in ["stream-", "entities-", "summarizer-", "prewarm-schedule", "prewarm-url"] {
         assert!(samples.iter().any(|(n, _)| n.starts_with(prefix)), "no {prefix}* sample in events/");
     }
     assert!(seen.len() == 3, "sample kinds seen: {seen:?}");

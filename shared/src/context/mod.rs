@@ -110,6 +110,7 @@ impl BuiltContext {
             messages_kept: self.kept.len() as u32,
             messages_dropped: self.dropped.len() as u32,
             summary_used: self.summary_used,
+            cache: None,
         }
     }
 }

@@ -72,6 +72,17 @@ pub struct ContextUsage {
     pub messages_kept: u32,
     pub messages_dropped: u32,
     pub summary_used: bool,
+    /// Whether the context pack came from the prewarm cache; absent when the
+    /// scope has no cacheable pack (global, or no ontology).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheStatus>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheStatus {
+    Hit,
+    Miss,
 }
 
 /// Where a turn looks: its scope, entity and the client's focus metadata.

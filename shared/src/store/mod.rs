@@ -15,6 +15,8 @@
 //! | rolling summary (current) | `U#<user>#S#<session>` | `SUMMARY` | — |
 //! | rolling summary version (audit) | `U#<user>#S#<session>` | `SUMMARY#<version, 10 digits>` | — |
 //! | agent state (one versioned item) | `U#<user>#S#<session>` | `AGENT_STATE` | — |
+//! | context-pack cache (prewarm; TTL `ttl`) | `U#<user>#CACHE` | `<scope>#<project or ->#<entity or ->#<entity kind or ->` | `CACHE#ACTIVE` / `<last_used_ms, 13 digits>#<user>#<sk>` (sparse: cache items only) |
+//! | prewarm refresh checkpoint | `PREWARM#SWEEP` | `CHECKPOINT` | — |
 //!
 //! | access pattern | operation and key condition |
 //! |---|---|
@@ -37,6 +39,9 @@
 //! | the agent state and its version | `GetItem pk, sk=AGENT_STATE` (consistent) |
 //! | save the agent state (compare-and-set) | `PutItem pk, sk=AGENT_STATE`, `version = n+1`, condition `version = n` (or not exists for 0) |
 //! | clear the agent state (session closed) | `DeleteItem pk, sk=AGENT_STATE` |
+//! | a cached context pack and its project version | `GetItem pk=U#<user>#CACHE, sk=<scope key>` (see [`cache`]) |
+//! | store a context pack | `PutItem`, condition: missing or `version <= :built_from` |
+//! | caches used in the last N minutes, oldest first (scheduled refresh) | `Query GSI1 gsi1pk=CACHE#ACTIVE AND gsi1sk BETWEEN <checkpoint or now-N> AND <now>`, pages of `Limit` |
 //!
 //! Message sequence numbers are gap-free and allocated by the lease holder from
 //! the session's `message_count`, so stats and messages always agree: they
@@ -47,6 +52,7 @@
 //! tree) has its own partitions, `U#<user>#P#<project>`: see [`entities`].
 
 pub mod agent_state;
+pub mod cache;
 pub mod dynamo;
 pub mod entities;
 pub mod keys;

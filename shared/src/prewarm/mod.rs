@@ -1,0 +1,441 @@
+//! Prewarm (issue 6, AGENTIC_CHAT_V2_SPEC §11–12 Phase 4): build a session's
+//! context pack before the user types, and keep active ones warm.
+//!
+//! - `POST {session_id?, context_type, project_id?, entity_id?, entity_type?}`
+//!   with the user's JWT ([`handle_prewarm`]): resolves the session (or
+//!   creates one, with no lease), records the focus on it, builds the pack
+//!   with [`build_pack`] and stores it in the cache ([`crate::store::cache`]).
+//!   Answers `{session, cached: {scope, bytes, version, build_ms, stored}}`.
+//! - The EventBridge schedule ([`refresh::refresh_active`]): rebuilds the
+//!   caches used in the last `PREWARM_ACTIVE_WINDOW_MINUTES` whose project
+//!   version has moved on.
+//!
+//! One Lambda binary takes both: [`invoke`] dispatches on the payload.
+
+pub mod refresh;
+
+use crate::auth::Authenticator;
+use crate::config::{Config, ConfigError};
+use crate::context::pack::build_pack;
+use crate::entities::{EntityError, EntityKind, EntityService};
+use crate::http::{json, json_error, ResponseBody};
+use crate::ids::{EntityId, ProjectId, SessionId, TurnId, UserId};
+use crate::session::{ContextType, SessionStatus, SessionView};
+use crate::store::cache::{ContextCache, DynamoContextCache};
+use crate::store::dynamo::DynamoStore;
+use crate::store::entities::EntityStore;
+use crate::store::{Lease, Store, StoreError};
+use aws_sdk_dynamodb::types::AttributeValue;
+use http::{Method, Response, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+
+/// The largest prewarm request body accepted.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// Settings of the scheduled refresh.
+#[derive(Debug, Clone)]
+pub struct PrewarmConfig {
+    /// `PREWARM_ACTIVE_WINDOW_MINUTES` (default 30): a cache used within this
+    /// window counts as active and is kept fresh.
+    pub active_window: Duration,
+    /// `PREWARM_MAX_PER_RUN` (default 200): cache entries checked per run.
+    pub max_per_run: usize,
+    /// `PREWARM_DEADLINE_MARGIN_MS` (default 5000): stop this long before the
+    /// invocation's deadline.
+    pub deadline_margin: Duration,
+}
+
+impl Default for PrewarmConfig {
+    fn default() -> Self {
+        PrewarmConfig {
+            active_window: Duration::from_secs(30 * 60),
+            max_per_run: 200,
+            deadline_margin: Duration::from_secs(5),
+        }
+    }
+}
+
+fn env_u64(name: &'static str, default: u64) -> Result<u64, ConfigError> {
+    match std::env::var(name).ok().filter(|v| !v.trim().is_empty()) {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|e| ConfigError { var: name, reason: format!("{v:?}: {e}") }),
+    }
+}
+
+impl PrewarmConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let minutes = env_u64("PREWARM_ACTIVE_WINDOW_MINUTES", 30)?;
+        let max = env_u64("PREWARM_MAX_PER_RUN", 200)?;
+        if minutes == 0 {
+            return Err(ConfigError { var: "PREWARM_ACTIVE_WINDOW_MINUTES", reason: "must be at least 1".into() });
+        }
+        if max == 0 {
+            return Err(ConfigError { var: "PREWARM_MAX_PER_RUN", reason: "must be at least 1".into() });
+        }
+        Ok(PrewarmConfig {
+            active_window: Duration::from_secs(minutes * 60),
+            max_per_run: max as usize,
+            deadline_margin: Duration::from_millis(env_u64("PREWARM_DEADLINE_MARGIN_MS", 5_000)?),
+        })
+    }
+}
+
+/// Everything the prewarm function needs, built once per container.
+#[derive(Clone)]
+pub struct PrewarmApp {
+    pub store: DynamoStore,
+    pub cache: DynamoContextCache,
+    pub service: EntityService,
+    pub auth: Authenticator,
+    pub config: PrewarmConfig,
+}
+
+impl PrewarmApp {
+    pub async fn from_config(config: Config) -> Result<PrewarmApp, ConfigError> {
+        let sdk = aws_config::load_from_env().await;
+        Ok(PrewarmApp::with_dynamo(config, PrewarmConfig::from_env()?, aws_sdk_dynamodb::Client::new(&sdk)))
+    }
+
+    pub fn with_dynamo(config: Config, prewarm: PrewarmConfig, dynamo: aws_sdk_dynamodb::Client) -> PrewarmApp {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(3))
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("a plain reqwest client builds");
+        PrewarmApp {
+            store: DynamoStore::new(dynamo.clone(), config.table_name.clone()),
+            cache: DynamoContextCache::new(dynamo.clone(), config.table_name.clone()),
+            service: EntityService::new(EntityStore::new(dynamo, config.table_name.clone())),
+            auth: Authenticator::new(config.auth.clone(), http),
+            config: prewarm,
+        }
+    }
+}
+
+/// The request body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrewarmRequest {
+    #[serde(default)]
+    pub session_id: Option<String>,
+    pub context_type: ContextType,
+    #[serde(default)]
+    pub project_id: Option<String>,
+    #[serde(default)]
+    pub entity_id: Option<String>,
+    /// The focused entity's kind (`task`, `document`, …), when known.
+    #[serde(default)]
+    pub entity_type: Option<String>,
+}
+
+/// What was cached, as answered.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CachedInfo {
+    pub scope: String,
+    pub bytes: usize,
+    /// The project version the pack was built from (0 for global scope).
+    pub version: u64,
+    pub build_ms: u64,
+    /// `false` when the pack was too large to cache.
+    pub stored: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PrewarmResponse {
+    pub session: SessionView,
+    pub cached: CachedInfo,
+}
+
+/// A refusal: status, code and message.
+type Refusal = (StatusCode, &'static str, String);
+
+fn bad(code: &'static str, message: impl Into<String>) -> Refusal {
+    (StatusCode::BAD_REQUEST, code, message.into())
+}
+
+fn store_refusal(e: StoreError) -> Refusal {
+    let status = match e {
+        StoreError::NotFound => StatusCode::NOT_FOUND,
+        StoreError::Closed | StoreError::Busy => StatusCode::CONFLICT,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, e.code(), e.to_string())
+}
+
+/// What a valid request asks for.
+struct Focus {
+    session: Option<SessionId>,
+    context_type: ContextType,
+    entity_id: Option<String>,
+    /// Stored on the session, in the shape the stream reads (`ToolScope::from_focus`).
+    focus: Option<Value>,
+    scope: crate::tools::ToolScope,
+}
+
+fn parse_request(body: &[u8]) -> Result<Focus, Refusal> {
+    let req: PrewarmRequest = serde_json::from_slice(body)
+        .map_err(|e| bad("invalid_json", format!("the body is not a prewarm request: {e}")))?;
+    let session = req
+        .session_id
+        .map(|s| SessionId::parse(s).map_err(|e| bad("invalid_id", format!("session_id: {e}"))))
+        .transpose()?;
+    let project = req
+        .project_id
+        .map(|p| ProjectId::parse(p).map_err(|e| bad("invalid_id", format!("project_id: {e}"))))
+        .transpose()?;
+    let entity = req
+        .entity_id
+        .map(|e| EntityId::parse(e).map_err(|e| bad("invalid_id", format!("entity_id: {e}"))))
+        .transpose()?;
+    let kind = req
+        .entity_type
+        .map(|k| EntityKind::parse(&k).ok_or_else(|| bad("invalid_value", format!("entity_type: unknown kind {k:?}"))))
+        .transpose()?;
+    match req.context_type {
+        ContextType::Project if project.is_none() => {
+            return Err(bad("missing_field", "context_type project needs project_id"));
+        }
+        ContextType::Entity if project.is_none() || entity.is_none() => {
+            return Err(bad("missing_field", "context_type entity needs project_id and entity_id"));
+        }
+        _ => {}
+    }
+    let mut focus = serde_json::Map::new();
+    if let Some(p) = &project {
+        focus.insert("projectId".into(), json!(p));
+    }
+    if let Some(k) = kind {
+        focus.insert("entityType".into(), json!(k.as_str()));
+    }
+    let focus = (!focus.is_empty()).then_some(Value::Object(focus));
+    let entity_id = entity.map(|e| e.to_string());
+    let scope = crate::tools::ToolScope::from_focus(req.context_type, entity_id.as_deref(), focus.as_ref());
+    Ok(Focus { session, context_type: req.context_type, entity_id, focus, scope })
+}
+
+/// The function-URL handler.
+pub async fn handle_prewarm(app: &PrewarmApp, req: lambda_http::Request) -> Response<ResponseBody> {
+    if req.method() == Method::OPTIONS {
+        return Response::builder().status(StatusCode::NO_CONTENT).body(ResponseBody::Full(None)).expect("valid");
+    }
+    let user = match app.auth.authenticate(req.headers()).await {
+        Ok(u) => u,
+        Err(e) => {
+            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+            return json_error(status, e.code(), e.to_string());
+        }
+    };
+    if req.method() != Method::POST {
+        return json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "prewarm takes POST");
+    }
+    if req.body().len() > MAX_BODY_BYTES {
+        return json_error(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "the request body is too large");
+    }
+    match prewarm(app, &user, req.body()).await {
+        Ok(r) => json(StatusCode::OK, &r),
+        Err((status, code, message)) => {
+            if status.is_server_error() {
+                tracing::error!(code, message, "prewarm failed");
+            }
+            json_error(status, code, message)
+        }
+    }
+}
+
+async fn prewarm(app: &PrewarmApp, user: &UserId, body: &[u8]) -> Result<PrewarmResponse, Refusal> {
+    let focus = parse_request(body)?;
+    // The project must be the user's: checked before anything is written.
+    if let Some(project) = focus.scope.project() {
+        match app.service.get_project(user, project).await {
+            Ok(_) => {}
+            Err(EntityError::NotFound(_)) => {
+                return Err((StatusCode::NOT_FOUND, "project_not_found", "project not found".into()));
+            }
+            Err(e) => return Err((StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", e.to_string())),
+        }
+    }
+    let session = resolve_session(app, user, &focus).await.map_err(store_refusal)?;
+    let started = Instant::now();
+    let pack = build_pack(&app.service, user, &focus.scope).await;
+    let build_ms = started.elapsed().as_millis() as u64;
+    if focus.scope.project().is_some() && pack.version.is_none() {
+        // The project vanished (or the store failed) between the check and the build.
+        return Err((StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "the context could not be built".into()));
+    }
+    let out = app.cache.put_pack(user, &focus.scope, &pack, build_ms).await.map_err(store_refusal)?;
+    tracing::info!(scope = pack.scope, bytes = out.bytes, build_ms, stored = out.stored, "prewarmed");
+    Ok(PrewarmResponse {
+        session,
+        cached: CachedInfo {
+            scope: pack.scope.to_string(),
+            bytes: out.bytes,
+            version: pack.version.unwrap_or(0),
+            build_ms,
+            stored: out.stored,
+        },
+    })
+}
+
+/// The named session with the new focus recorded, or a new session (with no
+/// lease: it is created with one that is already expired, then released).
+async fn resolve_session(app: &PrewarmApp, user: &UserId, focus: &Focus) -> Result<SessionView, StoreError> {
+    match &focus.session {
+        Some(id) => {
+            let mut s = app.store.session(user, id).await?.ok_or(StoreError::NotFound)?;
+            if s.view.status == SessionStatus::Closed {
+                return Err(StoreError::Closed);
+            }
+            record_focus(&app.store, user, id, focus).await?;
+            s.view.context_type = focus.context_type;
+            s.view.entity_id = focus.entity_id.clone();
+            s.view.focus = focus.focus.clone();
+            Ok(s.view)
+        }
+        None => {
+            let now = crate::now_ms();
+            let view = SessionView {
+                id: SessionId::new(),
+                title: None,
+                context_type: focus.context_type,
+                entity_id: focus.entity_id.clone(),
+                focus: focus.focus.clone(),
+                status: SessionStatus::Active,
+                message_count: 0,
+                created_at: now,
+                last_activity_at: now,
+            };
+            // `create_session` always leases; an expired lease blocks no turn,
+            // and releasing it leaves the session as if never leased.
+            let lease = Lease { turn_id: TurnId::new(), until_ms: 0 };
+            let s = app.store.create_session(user, &view, &lease).await?;
+            app.store.release_lease(user, &view.id, &lease.turn_id).await?;
+            Ok(s.view)
+        }
+    }
+}
+
+/// Sets the session's scope and focus (the stream compares a turn's focus with
+/// this one). Refused as `NotFound` / `Closed` unless the session is active.
+async fn record_focus(
+    store: &DynamoStore,
+    user: &UserId,
+    session: &SessionId,
+    focus: &Focus,
+) -> Result<(), StoreError> {
+    let s = |v: &str| AttributeValue::S(v.to_string());
+    let mut set = vec!["context_type = :ct"];
+    let mut remove = vec![];
+    let mut req = store
+        .client()
+        .update_item()
+        .table_name(store.table())
+        .key("pk", s(&crate::store::keys::session_pk(user, session)))
+        .key("sk", s(crate::store::keys::SESSION_SK))
+        .condition_expression("attribute_exists(pk) AND #st = :active")
+        .expression_attribute_names("#st", "status")
+        .expression_attribute_values(":active", s("active"))
+        .expression_attribute_values(":ct", s(focus.context_type.as_str()));
+    match &focus.entity_id {
+        Some(e) => {
+            set.push("entity_id = :e");
+            req = req.expression_attribute_values(":e", s(e));
+        }
+        None => remove.push("entity_id"),
+    }
+    match &focus.focus {
+        Some(f) => {
+            set.push("focus = :f");
+            req = req.expression_attribute_values(":f", s(&f.to_string()));
+        }
+        None => remove.push("focus"),
+    }
+    let mut expr = format!("SET {}", set.join(", "));
+    if !remove.is_empty() {
+        expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+    }
+    match req.update_expression(expr).send().instrument(tracing::debug_span!("ddb.update_item", what = "focus")).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => {
+            // Deleted or closed since it was read.
+            Err(StoreError::NotFound)
+        }
+        Err(e) => Err(StoreError::Backend(format!("{e:?}"))),
+    }
+}
+
+/// Whether a Lambda payload is the EventBridge schedule (not a request).
+pub fn is_scheduled_event(payload: &Value) -> bool {
+    payload.get("source").and_then(Value::as_str) == Some("aws.events")
+        || payload.get("detail-type").and_then(Value::as_str) == Some("Scheduled Event")
+}
+
+/// The one entry point of the Lambda binary: a scheduled event runs the
+/// refresh (answering its report), anything else is taken as a function-URL
+/// request (answering a payload-2.0 response). `deadline` is the invocation's.
+pub async fn invoke(app: &PrewarmApp, payload: Value, deadline: Instant) -> Value {
+    if is_scheduled_event(&payload) {
+        let report = refresh::refresh_active(&app.cache, &app.service, &app.config, deadline).await;
+        return serde_json::to_value(report).unwrap_or_default();
+    }
+    let resp = match serde_json::from_value::<lambda_http::request::LambdaRequest>(payload) {
+        Ok(req) => {
+            let req: http::Request<lambda_http::Body> = req.into();
+            handle_prewarm(app, lambda_http::Request::from(req)).await
+        }
+        Err(e) => json_error(StatusCode::BAD_REQUEST, "invalid_event", format!("not a function-URL request: {e}")),
+    };
+    url_response(resp)
+}
+
+/// A buffered response in the function-URL (payload 2.0) response shape.
+pub fn url_response(resp: Response<ResponseBody>) -> Value {
+    let (parts, body) = resp.into_parts();
+    let body = match body {
+        ResponseBody::Full(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
+        _ => String::new(),
+    };
+    let headers: serde_json::Map<String, Value> =
+        parts.headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), json!(v)))).collect();
+    json!({"statusCode": parts.status.as_u16(), "headers": headers, "body": body, "isBase64Encoded": false})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_validated_before_any_io() {
+        assert!(parse_request(br#"{"context_type":"global"}"#).is_ok());
+        for body in [
+            &b"not json"[..],
+            br#"{}"#,
+            br#"{"context_type":"nope"}"#,
+            br#"{"context_type":"project"}"#,
+            br#"{"context_type":"entity","project_id":"p1"}"#,
+            br#"{"context_type":"project","project_id":"bad id!"}"#,
+            br#"{"context_type":"global","extra":1}"#,
+            br#"{"context_type":"entity","project_id":"p1","entity_id":"e1","entity_type":"spaceship"}"#,
+        ] {
+            let e = parse_request(body).err().unwrap_or_else(|| panic!("{:?} accepted", String::from_utf8_lossy(body)));
+            assert_eq!(e.0, StatusCode::BAD_REQUEST);
+        }
+    }
+
+    #[test]
+    fn the_recorded_focus_gives_the_stream_the_same_scope() {
+        let f = parse_request(br#"{"context_type":"entity","project_id":"p1","entity_id":"e1","entity_type":"task"}"#)
+            .unwrap();
+        let again = crate::tools::ToolScope::from_focus(f.context_type, f.entity_id.as_deref(), f.focus.as_ref());
+        assert_eq!(again, f.scope);
+        assert!(matches!(f.scope, crate::tools::ToolScope::Entity { kind: Some(EntityKind::Task), .. }));
+    }
+
+    #[test]
+    fn scheduled_events_are_told_from_requests() {
+        assert!(is_scheduled_event(&json!({"source": "aws.events", "detail-type": "Scheduled Event"})));
+        assert!(!is_scheduled_event(&json!({"version": "2.0", "rawPath": "/"})));
+    }
+}

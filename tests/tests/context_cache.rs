@@ -1,0 +1,80 @@
+//! The stream's side of prewarmed context packs: served only when built from
+//! the project's current version, rebuilt and written back otherwise.
+
+use serde_json::json;
+use shared::entities::{EntityService, NewProject};
+use shared::ids::{ProjectId, UserId};
+use shared::sse::{CacheStatus, StreamEvent};
+use shared::store::cache::DynamoContextCache;
+use shared::store::entities::EntityStore;
+use shared::tools::ToolScope;
+use tests::{TestApp, Turn};
+
+fn user(u: &str) -> UserId {
+    UserId::parse(u).unwrap()
+}
+
+fn cache_of(turn: &Turn) -> Option<CacheStatus> {
+    turn.events.iter().find_map(|e| match e {
+        StreamEvent::ContextUsage(u) => Some(u.cache),
+        _ => None,
+    })?
+}
+
+async fn project(t: &TestApp, u: &str) -> ProjectId {
+    let svc = EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
+    svc.create_project(&user(u), p).await.unwrap().data.project.id
+}
+
+#[tokio::test]
+async fn a_cached_pack_is_served_until_a_write_moves_the_version() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice").await;
+    let cache = DynamoContextCache::new(t.dynamo.clone(), t.table.clone());
+    let scope = ToolScope::Project { project: p.clone() };
+    let body = |sid: Option<String>| {
+        let mut b =
+            json!({"message": "status?", "context_type": "project", "projectFocus": {"projectId": p.to_string()}});
+        if let Some(s) = sid {
+            b["session_id"] = json!(s);
+        }
+        b
+    };
+    let first = t.turn("alice", body(None)).await;
+    assert_eq!(cache_of(&first), Some(CacheStatus::Miss), "nothing cached yet: built and written back");
+    let stored = cache.cached_entry(&user("alice"), &scope).await.unwrap().expect("written back");
+    let sid = first.session_id();
+
+    let second = t.turn("alice", body(Some(sid.clone()))).await;
+    assert_eq!(cache_of(&second), Some(CacheStatus::Hit));
+    let after_hit = cache.cached_entry(&user("alice"), &scope).await.unwrap().unwrap();
+    assert_eq!(after_hit.built_at, stored.built_at, "a hit does not rebuild");
+
+    // A write through the entities service moves the project's version.
+    let svc = EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let changes = serde_json::Map::from_iter([("description".to_string(), json!("moved on"))]);
+    let created = svc.update_project(&user("alice"), &p, changes, None).await.map(|_| ());
+    created.unwrap();
+    let third = t.turn("alice", body(Some(sid.clone()))).await;
+    assert_eq!(cache_of(&third), Some(CacheStatus::Miss), "stale: rebuilt");
+    let rebuilt = cache.cached_entry(&user("alice"), &scope).await.unwrap().unwrap();
+    assert!(rebuilt.version > stored.version);
+    let fourth = t.turn("alice", body(Some(sid))).await;
+    assert_eq!(cache_of(&fourth), Some(CacheStatus::Hit));
+    // The model saw the fresh pack.
+    let system = t.llm.requests().last().unwrap()["messages"][0]["content"].as_str().unwrap().to_string();
+    assert!(system.contains(&format!("\"version\":{}", rebuilt.version)), "{system}");
+}
+
+#[tokio::test]
+async fn another_users_project_is_never_served_from_a_cache() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice").await;
+    let body = json!({"message": "peek", "context_type": "project", "projectFocus": {"projectId": p.to_string()}});
+    t.turn("alice", body.clone()).await;
+    let bob = t.turn("bob", body).await;
+    assert_eq!(cache_of(&bob), None, "no cache for a project bob cannot see");
+    let system = t.llm.requests().last().unwrap()["messages"][0]["content"].as_str().unwrap().to_string();
+    assert!(!system.contains("Launch"), "nothing of alice's project reaches bob's prompt");
+}
