@@ -59,7 +59,9 @@ results="$LOCAL_DIR/bench-results.md"
 status=0
 target_dir="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 log "bench $* (progress below; the report follows)"
-run_child "$target_dir/release/bench" "$@" >"$results" || status=$?
+# The report goes to $results; stdout (the handler's own lines, e.g. its EMF
+# metrics, in adapter mode) to a log.
+run_child "$target_dir/release/bench" --report "$results" "$@" >"$LOCAL_DIR/bench-stdout.log" || status=$?
 
 if [[ "${BENCH_CRITERION:-1}" != 0 ]]; then
   # Short runs (1 s warm-up, 3 s measurement per benchmark) keep the whole
@@ -69,7 +71,7 @@ if [[ "${BENCH_CRITERION:-1}" != 0 ]]; then
   crit="$LOCAL_DIR/bench-criterion.txt"
   if run_child cargo bench -p bench -- --warm-up-time 1 --measurement-time 3 --output-format bencher >"$crit"; then
     {
-      echo "### Micro-benchmarks (criterion, median per iteration)"
+      echo "### Micro-benchmarks (criterion; its point estimate per iteration)"
       echo
       echo "| benchmark | time per iteration |"
       echo "|---|--:|"

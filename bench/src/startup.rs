@@ -16,8 +16,17 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-/// Spawns `bin` `runs` times and returns each spawn → first `next` time.
-pub async fn start_to_ready(bin: &Path, env: &[(String, String)], runs: usize) -> Result<Vec<Duration>, String> {
+/// What one spawn showed.
+#[derive(Debug, Clone, Copy)]
+pub struct Start {
+    /// Spawn → first `GET /next`.
+    pub ready: Duration,
+    /// The process's peak RSS (VmHWM) at that moment, KiB.
+    pub rss_kib: Option<u64>,
+}
+
+/// Spawns `bin` `runs` times and returns what each start showed.
+pub async fn start_to_ready(bin: &Path, env: &[(String, String)], runs: usize) -> Result<Vec<Start>, String> {
     let mut out = Vec::with_capacity(runs);
     for _ in 0..runs {
         out.push(once(bin, env).await?);
@@ -68,7 +77,7 @@ impl Drop for Function {
     }
 }
 
-async fn once(bin: &Path, env: &[(String, String)]) -> Result<Duration, String> {
+async fn once(bin: &Path, env: &[(String, String)]) -> Result<Start, String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let mut cmd = lambda_command(bin, &addr.to_string(), env);
@@ -94,10 +103,11 @@ async fn once(bin: &Path, env: &[(String, String)]) -> Result<Duration, String> 
         }
     };
     let r = tokio::time::timeout(Duration::from_secs(20), asked).await;
+    let rss_kib = crate::lambda::rss_kib(child.id()).map(|(peak, _)| peak);
     let _ = child.kill();
     let _ = child.wait();
     match r {
-        Ok(Ok(at)) => Ok(at - t0),
+        Ok(Ok(at)) => Ok(Start { ready: at - t0, rss_kib }),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(format!("{} did not ask for an invocation within 20 s", bin.display())),
     }

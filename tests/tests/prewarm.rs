@@ -229,6 +229,11 @@ async fn another_users_project_is_not_found_and_nothing_is_cached() {
     assert!(p.cached("alice", &project_scope(&project)).await.is_none());
     let sessions = p.app.store.list_sessions(&uid("bob"), 10, None).await.unwrap();
     assert!(sessions.sessions.is_empty(), "no session was created for the refused request");
+    // A pack that could not be built (no project read) is never cached.
+    let empty = shared::context::pack::ContextPack { scope: "project", ..Default::default() };
+    let out = p.app.cache.put_pack(&uid("bob"), &project_scope(&project), &empty, 1).await.unwrap();
+    assert!(!out.stored);
+    assert!(p.cached("bob", &project_scope(&project)).await.is_none());
     // A deleted or foreign session id is not found either.
     let (status, _) = p.prewarm("bob", json!({"session_id": SessionId::new(), "context_type": "global"})).await;
     assert_eq!(status, 404);
@@ -282,4 +287,59 @@ async fn the_sample_events_run_through_the_lambda_entry_point() {
     let report = invoke(&p.app, sample("prewarm-schedule.json"), deadline).await;
     assert_eq!(report["refreshed"], 1, "{report}");
     assert_eq!(report["finished"], true);
+}
+
+/// Context assembly, cold (`build_pack`) versus warm (`cached_pack` and the
+/// project's version, two GetItems in parallel), on a project with 500 entities and a 200-node document tree.
+/// Against DynamoDB Local, so absolute numbers are local ones:
+/// `scripts/test.sh -E 'test(context_assembly_warm_versus_cold)' --run-ignored only --no-capture`
+#[tokio::test]
+#[ignore = "a measurement, not a check: run it on demand"]
+async fn context_assembly_warm_versus_cold() {
+    let p = PrewarmTest::new().await;
+    let (project, _) = p.t.project("alice", "Big").await;
+    // 200 documents (the context document and 199 more, up to 3 levels deep), then 300 tasks.
+    let mut docs: Vec<String> = Vec::new();
+    for i in 0..199 {
+        let body = match i {
+            0..=19 => json!({"title": format!("Doc {i}"), "description": "A top-level document"}),
+            _ => json!({"title": format!("Doc {i}"), "parent_id": docs[(i - 20) / 9]}),
+        };
+        docs.push(p.t.create("alice", &project, "documents", body).await);
+    }
+    for i in 0..300 {
+        p.t.create("alice", &project, "tasks", json!({"title": format!("Task {i}")})).await;
+    }
+    let scope = project_scope(&project);
+    let user = uid("alice");
+    let (status, body) = p.prewarm("alice", json!({"context_type": "project", "project_id": project})).await;
+    assert_eq!(status, 200, "{body}");
+    let runs = 20;
+    let mut cold = Vec::new();
+    let mut warm = Vec::new();
+    for _ in 0..runs {
+        let t0 = Instant::now();
+        let pack = build_pack(&p.app.service, &user, &scope).await;
+        cold.push(t0.elapsed());
+        // Warm: the cache read and the freshness check (the project's version), in parallel.
+        let t1 = Instant::now();
+        let project_id = scope.project().unwrap();
+        let (hit, current) =
+            tokio::join!(p.app.cache.cached_pack(&user, &scope), p.app.service.get_project(&user, project_id));
+        warm.push(t1.elapsed());
+        let (cached, v) = hit.unwrap().unwrap();
+        assert_eq!(v, current.unwrap().version, "a hit");
+        assert_eq!(cached, pack);
+    }
+    cold.sort();
+    warm.sort();
+    let pct = |v: &[Duration], q: usize| v[(v.len() * q / 100).min(v.len() - 1)];
+    println!(
+        "context assembly over {runs} runs, {} pack bytes: cold p50 {:?} p90 {:?}; warm p50 {:?} p90 {:?}",
+        body["cached"]["bytes"],
+        pct(&cold, 50),
+        pct(&cold, 90),
+        pct(&warm, 50),
+        pct(&warm, 90)
+    );
 }

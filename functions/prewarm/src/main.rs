@@ -4,8 +4,7 @@
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::Value;
-use shared::prewarm::{invoke, PrewarmApp};
-use std::time::{Duration, Instant};
+use shared::prewarm::{deadline_from_runtime, invoke, PrewarmApp};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -15,9 +14,8 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let app = app.clone();
         async move {
-            // The runtime's deadline is epoch milliseconds; the refresh wants an Instant.
-            let left = (event.context.deadline as i64).saturating_sub(shared::now_ms()).max(0) as u64;
-            let deadline = Instant::now() + Duration::from_millis(left);
+            tracing::debug!(deadline_ms = event.context.deadline, "prewarm invocation");
+            let deadline = deadline_from_runtime(event.context.deadline);
             Ok::<_, Error>(invoke(&app, event.payload, deadline).await)
         }
     }))

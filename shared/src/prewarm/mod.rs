@@ -366,6 +366,20 @@ async fn record_focus(
     }
 }
 
+/// The invocation's deadline as an `Instant`, from the runtime's
+/// `Lambda-Runtime-Deadline-Ms` (epoch milliseconds). A value that cannot be
+/// an epoch time (before 2001; `cargo lambda watch` sends the timeout itself,
+/// e.g. 600000) is taken as milliseconds from now.
+pub fn deadline_from_runtime(deadline_ms: u64) -> Instant {
+    const EPOCH_2001_MS: u64 = 978_307_200_000;
+    let left = if deadline_ms < EPOCH_2001_MS {
+        deadline_ms
+    } else {
+        deadline_ms.saturating_sub(crate::now_ms().max(0) as u64)
+    };
+    Instant::now() + Duration::from_millis(left)
+}
+
 /// Whether a Lambda payload is the EventBridge schedule (not a request).
 pub fn is_scheduled_event(payload: &Value) -> bool {
     payload.get("source").and_then(Value::as_str) == Some("aws.events")
@@ -431,6 +445,15 @@ mod tests {
         let again = crate::tools::ToolScope::from_focus(f.context_type, f.entity_id.as_deref(), f.focus.as_ref());
         assert_eq!(again, f.scope);
         assert!(matches!(f.scope, crate::tools::ToolScope::Entity { kind: Some(EntityKind::Task), .. }));
+    }
+
+    #[test]
+    fn runtime_deadlines_become_instants() {
+        let in_a_minute = deadline_from_runtime(crate::now_ms() as u64 + 60_000);
+        assert!(in_a_minute > Instant::now() + Duration::from_secs(50));
+        assert!(deadline_from_runtime(1_000) <= Instant::now() + Duration::from_secs(1));
+        assert!(deadline_from_runtime(600_000) > Instant::now() + Duration::from_secs(500));
+        assert!(deadline_from_runtime(crate::now_ms() as u64 - 1_000) <= Instant::now());
     }
 
     #[test]

@@ -206,6 +206,10 @@ impl DynamoContextCache {
     ) -> Result<PutOutcome, StoreError> {
         let data = serde_json::to_string(pack).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let bytes = data.len();
+        if scope.project().is_some() && pack.version.is_none() {
+            // A pack that could not be built (no project read): nothing to cache.
+            return Ok(PutOutcome { bytes, stored: false });
+        }
         if bytes > MAX_PACK_BYTES {
             tracing::warn!(bytes, "context pack too large to cache");
             // Never leave an older pack behind to be served instead.
