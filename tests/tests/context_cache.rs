@@ -78,3 +78,37 @@ async fn another_users_project_is_never_served_from_a_cache() {
     let system = t.llm.requests().last().unwrap()["messages"][0]["content"].as_str().unwrap().to_string();
     assert!(!system.contains("Launch"), "nothing of alice's project reaches bob's prompt");
 }
+
+/// The first test: prewarm, then the first turn of that session finds
+/// its context ready — a hit, and no rebuild.
+#[tokio::test]
+async fn prewarm_then_the_first_turn_hits() {
+    use shared::prewarm::{handle_prewarm, PrewarmApp, PrewarmConfig};
+    let t = TestApp::new().await;
+    let p = project(&t, "alice").await;
+    let prewarm = PrewarmApp::with_dynamo(
+        tests::test_config(&t.table, "http://127.0.0.1:9/unused"),
+        PrewarmConfig::from_env().unwrap(),
+        t.dynamo.clone(),
+    );
+    let req = http::Request::builder()
+        .method("POST")
+        .uri("/")
+        .header("authorization", format!("Bearer {}", tests::token("alice")))
+        .body(lambda_http::Body::from(json!({"context_type": "project", "project_id": p.to_string()}).to_string()))
+        .unwrap();
+    let resp = Turn::read(handle_prewarm(&prewarm, lambda_http::Request::from(req)).await).await;
+    assert_eq!(resp.status, 200, "{:?}", resp.json);
+    let body = resp.json.unwrap();
+    let sid = body["session"]["id"].as_str().unwrap().to_string();
+    let cache = DynamoContextCache::new(t.dynamo.clone(), t.table.clone());
+    let scope = ToolScope::Project { project: p.clone() };
+    let warmed = cache.cached_entry(&user("alice"), &scope).await.unwrap().expect("prewarmed");
+
+    // The session carries the focus: the turn names nothing but the session.
+    let turn = t.turn("alice", json!({"message": "where were we?", "session_id": sid})).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    assert_eq!(cache_of(&turn), Some(CacheStatus::Hit));
+    let after = cache.cached_entry(&user("alice"), &scope).await.unwrap().unwrap();
+    assert_eq!(after.built_at, warmed.built_at, "not rebuilt");
+}
