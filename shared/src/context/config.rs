@@ -47,8 +47,15 @@ impl ContextConfig {
             return Err(ConfigError { var: "CONTEXT_MAX_MESSAGES", reason: "must be at least 1".into() });
         }
         let tokenizer = env_or("CONTEXT_TOKENIZER").unwrap_or_else(|| "auto".into());
-        // Fail at start, not on the first turn.
-        TokenCounter::from_setting(&tokenizer, "")?;
+        // Fail at start, not on the first turn — by name only: loading a
+        // vocabulary here parsed ~30 MiB of BPE on the main thread before the
+        // runtime started (start → ready 131 ms; docs/performance.md, finding 3).
+        if !matches!(tokenizer.trim(), "" | "auto" | "cl100k_base" | "o200k_base" | "estimate") {
+            return Err(ConfigError {
+                var: "CONTEXT_TOKENIZER",
+                reason: format!("{tokenizer:?}: expected auto, cl100k_base, o200k_base or estimate"),
+            });
+        }
         Ok(ContextConfig { budget, tokenizer })
     }
 
