@@ -64,12 +64,12 @@ log "bench $* (progress below; the report follows)"
 run_child "$target_dir/release/bench" --report "$results" "$@" >"$LOCAL_DIR/bench-stdout.log" || status=$?
 
 if [[ "${BENCH_CRITERION:-1}" != 0 ]]; then
-  # Short runs (1 s warm-up, 3 s measurement per benchmark) keep the whole
+  # Short runs (1 s warm-up, 2 s measurement per benchmark) keep the whole
   # command near two minutes after the build; the bencher format is one line
   # per benchmark, which becomes the table below.
   log "cargo bench -p bench (criterion)"
   crit="$LOCAL_DIR/bench-criterion.txt"
-  if run_child cargo bench -p bench -- --warm-up-time 1 --measurement-time 3 --output-format bencher >"$crit"; then
+  if run_child cargo bench -p bench -- --warm-up-time 1 --measurement-time 2 --output-format bencher >"$crit"; then
     {
       echo "### Micro-benchmarks (criterion; its point estimate per iteration)"
       echo

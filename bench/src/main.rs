@@ -27,8 +27,10 @@
 //! - `all` (default): all of the above, then one table.
 //!
 //! Needs `AWS_ENDPOINT_URL_DYNAMODB` (DynamoDB Local); `scripts/bench.sh`
-//! starts it and builds everything first. Prints Markdown to stdout, progress
-//! to stderr.
+//! starts it and builds everything first. Prints a Markdown report to stdout,
+//! or to `--report FILE` (in adapter mode the handler's own stdout lines, its
+//! EMF metrics, land on stdout too); progress goes to stderr. Exits non-zero
+//! when a run failed, never because a target was missed: the report says so.
 
 mod adapter;
 mod driver;
@@ -74,7 +76,7 @@ struct Args {
     #[arg(long, value_enum, default_value = "all")]
     mode: Mode,
     /// Measured turns per run (after the warm-up).
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 20)]
     turns: usize,
     /// Unmeasured turns first, so connections, caches and DynamoDB Local's JIT are warm.
     #[arg(long, default_value_t = 5)]
