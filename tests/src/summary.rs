@@ -207,6 +207,7 @@ pub fn summarizer_deps(
         config,
         counter: TokenCounter::Estimate,
         large_paste_chars: 8_000,
+        agent_state: Some(Arc::new(shared::store::agent_state::DynamoAgentStateStore::new(dynamo.clone(), table))),
     }
 }
 

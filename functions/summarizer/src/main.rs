@@ -6,6 +6,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use shared::context::ContextConfig;
 use shared::llm::{OpenAiClient, OpenAiConfig};
+use shared::store::agent_state::DynamoAgentStateStore;
 use shared::store::dynamo::DynamoStore;
 use shared::store::summary::DynamoSummaryStore;
 use shared::summary::{handle_batch, SummarizerDeps, SummaryConfig};
@@ -25,7 +26,8 @@ async fn main() -> Result<(), Error> {
     llm.model = summary.model.clone();
     let deps = Arc::new(SummarizerDeps {
         store: Arc::new(DynamoStore::new(dynamo.clone(), config.table_name.clone())),
-        summaries: Arc::new(DynamoSummaryStore::new(dynamo, config.table_name.clone())),
+        summaries: Arc::new(DynamoSummaryStore::new(dynamo.clone(), config.table_name.clone())),
+        agent_state: Some(Arc::new(DynamoAgentStateStore::new(dynamo, config.table_name.clone()))),
         llm: Arc::new(OpenAiClient::new(llm)),
         config: summary,
         counter,

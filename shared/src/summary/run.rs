@@ -24,6 +24,9 @@ pub struct SummarizerDeps {
     pub counter: TokenCounter,
     /// `CONTEXT_LARGE_PASTE_CHARS`: the §5.3 exception uses the builder's threshold.
     pub large_paste_chars: usize,
+    /// Where the summary's agent-state deltas are applied; `None`: kept in the
+    /// summary version only.
+    pub agent_state: Option<Arc<dyn crate::store::agent_state::AgentStateStore>>,
 }
 
 /// How a run ended without error.
@@ -134,6 +137,7 @@ pub async fn summarize_session(deps: &SummarizerDeps, event: &TurnCompleted) -> 
                 };
                 return match deps.summaries.commit(user, session, &summary).await? {
                     CommitOutcome::Committed => {
+                        apply_state_deltas(deps, user, session, &summary).await;
                         tracing::info!(
                             version = summary.version,
                             through_seq = new_through,
@@ -519,6 +523,44 @@ fn names(v: &serde_json::Value, out: &mut BTreeSet<String>) {
         }
         serde_json::Value::Array(items) => items.iter().for_each(|v| names(v, out)),
         _ => {}
+    }
+}
+
+/// Applies a committed summary's agent-state deltas (AGENT_STATE_SPEC §9: item
+/// updates first; assumptions never deleted) with compare-and-set, so a
+/// concurrent turn's change is never overwritten. The summary is already
+/// committed: a delta that does not apply is logged, and history is intact.
+async fn apply_state_deltas(
+    deps: &SummarizerDeps,
+    user: &crate::ids::UserId,
+    session: &crate::ids::SessionId,
+    summary: &SessionSummary,
+) {
+    let Some(states) = &deps.agent_state else { return };
+    if summary.agent_state_item_updates.is_empty()
+        && (summary.agent_state_updates.is_null()
+            || summary.agent_state_updates.as_object().is_some_and(|o| o.is_empty()))
+    {
+        return;
+    }
+    let delta = match crate::agent_state::AgentStateDelta::from_json(
+        &summary.agent_state_item_updates,
+        &summary.agent_state_updates,
+    ) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(error = ?e, "summary's agent-state delta rejected");
+            return;
+        }
+    };
+    let now = crate::now_ms();
+    let applied = crate::store::agent_state::update(states.as_ref(), user, session, 3, |s| {
+        *s = crate::agent_state::apply_delta(s, &delta, now)?;
+        Ok(())
+    })
+    .await;
+    if let Err(e) = applied {
+        tracing::warn!(error = ?e, "agent state not updated from the summary");
     }
 }
 
