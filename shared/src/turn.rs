@@ -667,7 +667,16 @@ async fn run(
     let mut end_messages = vec![assistant];
     end_messages.extend(results);
     let end = TurnEnd { turn_id: turn_id.clone(), run_id, status, messages: end_messages, usage: usage_total };
-    let persisted = store.finish_turn(user, &sid, &end).await;
+    // The agent state is its own item: its write goes out beside the turn's
+    // transaction rather than after it, so `done` waits for one round trip
+    // (docs/performance.md, finding 2). It records tool results that are
+    // already committed, so it holds whether or not the answer is stored.
+    let save_state = async {
+        if let (Some(states), Some((state, version))) = (&deps.agent_state, agent_state) {
+            save_agent_state(states.as_ref(), user, &sid, state, version).await;
+        }
+    };
+    let (persisted, ()) = tokio::join!(store.finish_turn(user, &sid, &end), save_state);
 
     let mut reason = match outcome {
         Outcome::Complete => DoneReason::Complete,
@@ -677,9 +686,6 @@ async fn run(
             DoneReason::Error
         }
     };
-    if let (Ok(()), Some(store), Some((state, version))) = (&persisted, &deps.agent_state, agent_state) {
-        save_agent_state(store.as_ref(), user, &sid, state, version).await;
-    }
     if persisted.is_ok() {
         // The summarizer works from watermarks: a lost event is covered by the
         // next turn's, so this never holds up `done` for long nor fails the turn.
