@@ -11,11 +11,11 @@
 //! close or an explicit request); deleting a session removes it with the rest
 //! of the partition.
 
+use super::attr::{backend, n, s};
 use super::keys::{self, AGENT_STATE_SK};
 use super::StoreError;
 use crate::agent_state::{AgentState, DeltaError};
 use crate::ids::{SessionId, UserId};
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use std::collections::HashMap;
@@ -102,22 +102,6 @@ impl DynamoAgentStateStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self { client, table: table.into() }
     }
-}
-
-fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-fn n(v: impl ToString) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
-fn backend<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(e: SdkError<E, R>) -> StoreError {
-    let detail = match e.as_service_error() {
-        Some(se) => format!("{}: {}", se.code().unwrap_or("unknown"), se.message().unwrap_or("")),
-        None => format!("{e:?}"),
-    };
-    StoreError::Backend(detail)
 }
 
 fn from_item(item: &HashMap<String, AttributeValue>) -> Result<(AgentState, u64), StoreError> {

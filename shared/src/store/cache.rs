@@ -24,12 +24,12 @@
 //! `gsi1pk = CACHE#ACTIVE` by that time, so idle caches are never looked at.
 //! A refresh keeps `last_used` as it was: refreshing is not activity.
 
+use super::attr::{backend, get_n, get_s, is_conditional, n, s};
 use super::keys::GSI1;
 use super::StoreError;
 use crate::context::pack::ContextPack;
 use crate::ids::UserId;
 use crate::tools::ToolScope;
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use serde_json::Value;
@@ -429,34 +429,6 @@ pub fn digest(data: &str) -> String {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{h:016x}")
-}
-
-fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-fn n(v: impl ToString) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
-fn get_s<'a>(item: &'a Item, k: &str) -> Option<&'a str> {
-    item.get(k).and_then(|v| v.as_s().ok()).map(String::as_str)
-}
-
-fn get_n(item: &Item, k: &str) -> Option<i64> {
-    item.get(k).and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok())
-}
-
-fn backend<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(e: SdkError<E, R>) -> StoreError {
-    let detail = match e.as_service_error() {
-        Some(se) => format!("{}: {}", se.code().unwrap_or("unknown"), se.message().unwrap_or("")),
-        None => format!("{e:?}"),
-    };
-    StoreError::Backend(detail)
-}
-
-fn is_conditional<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
-    e.as_service_error().and_then(|se| se.code()) == Some("ConditionalCheckFailedException")
 }
 
 #[cfg(test)]

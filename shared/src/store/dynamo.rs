@@ -3,12 +3,13 @@
 //! Every call runs inside a `tracing` span named `ddb.<operation>`. Conditional
 //! failures are turned into the domain's errors here and nowhere else.
 
+use super::attr::{backend, get_n, get_s, is_conditional, n, s};
 use super::keys::{self, GSI1, MSG_END, MSG_PREFIX, SESSION_SK};
 use super::{DeleteProgress, Lease, MessagesFrom, SessionsPage, Store, StoreError, TurnEnd, TurnStart};
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::StoredMessage;
 use crate::session::{ContextType, Session, SessionStatus, SessionView, TurnRecord};
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, DeleteRequest, GlobalSecondaryIndex, KeySchemaElement, KeyType,
     Projection, ProjectionType, Put, ReturnValue, ScalarAttributeType, TransactWriteItem, Update, WriteRequest,
@@ -185,34 +186,6 @@ fn utf8_chunks(text: &str, max: usize) -> impl Iterator<Item = &str> {
 
 /// Items deleted per `BatchWriteItem` (DynamoDB's limit).
 const DELETE_BATCH: usize = 25;
-
-fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-fn n(v: impl ToString) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
-fn backend<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(e: SdkError<E, R>) -> StoreError {
-    let detail = match e.as_service_error() {
-        Some(se) => format!("{}: {}", se.code().unwrap_or("unknown"), se.message().unwrap_or("")),
-        None => format!("{e:?}"),
-    };
-    StoreError::Backend(detail)
-}
-
-fn is_conditional<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
-    e.as_service_error().and_then(|se| se.code()) == Some("ConditionalCheckFailedException")
-}
-
-fn get_s<'a>(item: &'a Item, k: &str) -> Option<&'a str> {
-    item.get(k).and_then(|v| v.as_s().ok()).map(String::as_str)
-}
-
-fn get_n(item: &Item, k: &str) -> Option<i64> {
-    item.get(k).and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok())
-}
 
 fn corrupt(what: &str) -> StoreError {
     StoreError::Corrupt(what.to_string())

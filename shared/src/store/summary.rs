@@ -11,10 +11,10 @@
 //! never touched: the summary only moves the watermark the context builder
 //! reads from, so a failed or lost summary loses no history.
 
+use super::attr::{backend, n, s};
 use super::keys::{self, SESSION_SK, SUMMARY_SK};
 use super::StoreError;
 use crate::ids::{SessionId, UserId};
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
@@ -83,22 +83,6 @@ pub struct DynamoSummaryStore {
 }
 
 type Item = HashMap<String, AttributeValue>;
-
-fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-fn n(v: u64) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
-fn backend<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(e: SdkError<E, R>) -> StoreError {
-    let detail = match e.as_service_error() {
-        Some(se) => format!("{}: {}", se.code().unwrap_or("unknown"), se.message().unwrap_or("")),
-        None => format!("{e:?}"),
-    };
-    StoreError::Backend(detail)
-}
 
 fn from_item(item: &Item) -> Result<SessionSummary, StoreError> {
     let data =
