@@ -4,10 +4,10 @@
 //! and their two results in between. Budget: the defaults
 //! (`ContextBudget::default()`: 40 messages, 60 000 chars, 12 000 tokens).
 //!
-//! Cases: the whole 500-message log with the real BPE (`cl100k_base`, what
-//! `CONTEXT_TOKENIZER=auto` picks for unknown models) and with the 4-chars
-//! estimate; and the 80 messages a turn actually loads
-//! (`ContextConfig::load_limit()`, twice the message budget) with the BPE.
+//! Cases: the whole 500-message log with the lexical estimate (the default
+//! `CONTEXT_TOKENIZER`) and with the opt-in BPE (`cl100k_base`); and the 80
+//! messages a turn loads at most (`ContextConfig::load_limit()`, twice the
+//! message budget) with the estimate.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::json;
@@ -131,12 +131,14 @@ fn builder(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("context_builder");
     g.throughput(Throughput::Elements(LOG as u64));
-    g.bench_function("500_messages_tool_groups_cl100k", |b| b.iter(|| black_box(build_context(&whole, &budget, &bpe))));
     g.bench_function("500_messages_tool_groups_estimate", |b| {
         b.iter(|| black_box(build_context(&whole, &budget, &estimate)))
     });
+    g.bench_function("500_messages_tool_groups_cl100k", |b| b.iter(|| black_box(build_context(&whole, &budget, &bpe))));
     g.throughput(Throughput::Elements(80));
-    g.bench_function("80_messages_load_limit_cl100k", |b| b.iter(|| black_box(build_context(&recent, &budget, &bpe))));
+    g.bench_function("80_messages_load_limit_estimate", |b| {
+        b.iter(|| black_box(build_context(&recent, &budget, &estimate)))
+    });
     g.finish();
 }
 

@@ -166,17 +166,17 @@ pub struct TurnDeps {
     pub event_wait: Duration,
 }
 
-/// The token counter, loaded off the hot path: parsing a BPE vocabulary takes
-/// a moment once per process, so it loads on its own thread at start, and a
-/// turn that comes before it is ready counts with the documented estimate
-/// (4 characters a token) rather than wait.
+/// The token counter. The default estimate needs no loading; an opt-in BPE is
+/// loaded off the hot path: parsing its vocabulary takes a moment once per
+/// process, so it loads on its own thread at start, and a turn that comes
+/// before it is ready counts with the estimate rather than wait.
 #[derive(Clone)]
 pub struct TokenCounterCell(Arc<std::sync::OnceLock<TokenCounter>>);
 
 impl TokenCounterCell {
     pub fn load(context: &ContextConfig, model: &str) -> Result<TokenCounterCell, crate::config::ConfigError> {
         let cell = TokenCounterCell(Arc::new(std::sync::OnceLock::new()));
-        if context.tokenizer.trim() == "estimate" {
+        if TokenCounter::encoding(&context.tokenizer, model)?.is_none() {
             let _ = cell.0.set(TokenCounter::Estimate);
             return Ok(cell);
         }
@@ -271,7 +271,8 @@ pub async fn run_turn(
     let turn_id = TurnId::new();
     let span = tracing::info_span!("turn", user_id = %user, turn_id = %turn_id, session_id = tracing::field::Empty);
     async move {
-        let done = match run(&deps, &user, &turn, &turn_id, deadline, &mut sink).await {
+        let mut completed = None;
+        let done = match run(&deps, &user, &turn, &turn_id, deadline, &mut sink, &mut completed).await {
             Ok(done) => done,
             Err((session_id, err)) => {
                 tracing::warn!(code = err.code(), error = %err, "turn refused");
@@ -285,6 +286,14 @@ pub async fn run_turn(
             _ => None,
         };
         let _ = sink.send(done).await;
+        // The turn-end event goes out after `done`, while the body is still
+        // open: the client has its answer (everything it needs is stored)
+        // and the invocation lasts until the send is through or its bounded
+        // wait is over (docs/performance.md, finding 2). Lambda freezes the
+        // process once the body ends, so it cannot go after that.
+        if let Some(event) = completed {
+            publish_bounded(deps.events.clone(), event, deps.event_wait).await;
+        }
         turn_metrics(sink.stats(), started, usage, &turn_id).emit();
     }
     .instrument(span)
@@ -330,6 +339,7 @@ async fn run(
     turn_id: &TurnId,
     deadline: Instant,
     sink: &mut EventSink,
+    completed: &mut Option<TurnCompleted>,
 ) -> Result<StreamEvent, Refused> {
     let cfg = &deps.config;
     let store = &deps.store;
@@ -688,14 +698,13 @@ async fn run(
     };
     if persisted.is_ok() {
         // The summarizer works from watermarks: a lost event is covered by the
-        // next turn's, so this never holds up `done` for long nor fails the turn.
-        let event = TurnCompleted {
+        // next turn's, so it never fails the turn; it is sent after `done`.
+        *completed = Some(TurnCompleted {
             user_id: user.clone(),
             session_id: sid.clone(),
             turn_id: turn_id.clone(),
             last_message_seq: next_seq - 1,
-        };
-        publish_bounded(deps.events.clone(), event, deps.event_wait).await;
+        });
     }
     if let Err(e) = persisted {
         tracing::error!(code = e.code(), error = %e, "answer not stored");

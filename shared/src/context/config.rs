@@ -6,7 +6,7 @@
 //! | `CONTEXT_MAX_CHARS` | `60000` | characters sent per request (system prompt and summary included) |
 //! | `CONTEXT_MAX_TOKENS` | `12000` | tokens sent per request, counted with `CONTEXT_TOKENIZER` |
 //! | `CONTEXT_LARGE_PASTE_CHARS` | `8000` | a user message this long is a pasted document, kept over other history |
-//! | `CONTEXT_TOKENIZER` | `auto` | `auto` (by model name; unknown models: `cl100k_base`), `cl100k_base`, `o200k_base`, `estimate` (4 chars/token) |
+//! | `CONTEXT_TOKENIZER` | `estimate` | `estimate` (lexical, no vocabulary), `auto` (the model's BPE if `tiktoken-rs` knows the model, else the estimate), `cl100k_base`, `o200k_base` (~28 MiB resident each) |
 
 use super::{ContextBudget, TokenCounter};
 use crate::config::ConfigError;
@@ -46,16 +46,11 @@ impl ContextConfig {
         if budget.max_messages == 0 {
             return Err(ConfigError { var: "CONTEXT_MAX_MESSAGES", reason: "must be at least 1".into() });
         }
-        let tokenizer = env_or("CONTEXT_TOKENIZER").unwrap_or_else(|| "auto".into());
+        let tokenizer = env_or("CONTEXT_TOKENIZER").unwrap_or_else(|| "estimate".into());
         // Fail at start, not on the first turn — by name only: loading a
         // vocabulary here parsed ~30 MiB of BPE on the main thread before the
         // runtime started (start → ready 131 ms; docs/performance.md, finding 3).
-        if !matches!(tokenizer.trim(), "" | "auto" | "cl100k_base" | "o200k_base" | "estimate") {
-            return Err(ConfigError {
-                var: "CONTEXT_TOKENIZER",
-                reason: format!("{tokenizer:?}: expected auto, cl100k_base, o200k_base or estimate"),
-            });
-        }
+        TokenCounter::encoding(&tokenizer, "")?;
         Ok(ContextConfig { budget, tokenizer })
     }
 

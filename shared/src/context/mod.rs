@@ -28,6 +28,7 @@
 //! counts, for the stream's `context_usage` event ([`BuiltContext::usage`]).
 
 mod config;
+mod estimate;
 pub mod pack;
 mod tokens;
 
@@ -154,27 +155,60 @@ impl Cost {
     }
 }
 
-/// Messages that are kept or dropped together.
+/// Messages that are kept or dropped together: `sendable[start..end]`, a
+/// message and the tool results that answer it. Groups are found without
+/// pricing them; only the ones the budget loop reaches are priced
+/// ([`Group::materialize`]), newest first, so the cost of a turn follows what
+/// is sent, not how long the session is (docs/performance.md, finding 5).
+#[derive(Debug, Clone, Copy)]
 struct Group {
-    seqs: Vec<u64>,
-    messages: Vec<ChatMessage>,
-    cost: Cost,
+    start: usize,
+    end: usize,
+    /// A call whose results were not all stored: sent as its text only.
+    text_only: bool,
     /// A user message long enough to be a pasted document.
     paste: bool,
 }
 
+impl Group {
+    fn len(&self) -> usize {
+        if self.text_only {
+            1
+        } else {
+            self.end - self.start
+        }
+    }
+
+    fn seqs<'a>(&self, sendable: &'a [&StoredMessage]) -> impl Iterator<Item = u64> + 'a {
+        sendable[self.start..self.start + self.len()].iter().map(|m| m.seq)
+    }
+
+    /// The group's chat messages and what they cost.
+    fn materialize(&self, sendable: &[&StoredMessage], counter: &TokenCounter) -> (Vec<ChatMessage>, Cost) {
+        let mut cost = Cost::default();
+        let messages: Vec<ChatMessage> = if self.text_only {
+            let mut chat = sendable[self.start].to_chat();
+            chat.tool_calls.clear();
+            vec![chat]
+        } else {
+            sendable[self.start..self.end].iter().map(|m| m.to_chat()).collect()
+        };
+        for m in &messages {
+            cost = cost.plus(Cost::of(m, counter));
+        }
+        (messages, cost)
+    }
+}
+
 /// Splits the sendable history into atomic groups; protocol-violating
-/// leftovers (orphan results, results of an unanswered call) go to `dropped`.
-fn groups(
-    history: &[&StoredMessage],
-    counter: &TokenCounter,
-    budget: &ContextBudget,
-    dropped: &mut Vec<u64>,
-) -> Vec<Group> {
+/// leftovers (orphan results, results of an unanswered call, an unanswered
+/// call without text) go to `dropped`.
+fn groups(sendable: &[&StoredMessage], budget: &ContextBudget, dropped: &mut Vec<u64>) -> Vec<Group> {
     let mut out = Vec::new();
     let mut i = 0;
-    while i < history.len() {
-        let m = history[i];
+    while i < sendable.len() {
+        let m = sendable[i];
+        let start = i;
         i += 1;
         if m.role == Role::Tool {
             // Its call is not in the window (summarized, or before the load limit).
@@ -183,42 +217,33 @@ fn groups(
         }
         if m.role == Role::Assistant && !m.tool_calls.is_empty() {
             let mut pending: Vec<&str> = m.tool_calls.iter().map(|c| c.id.as_str()).collect();
-            let mut results = Vec::new();
-            while i < history.len() && history[i].role == Role::Tool {
-                let Some(pos) = history[i].tool_call_id.as_deref().and_then(|id| pending.iter().position(|p| *p == id))
+            while i < sendable.len() && sendable[i].role == Role::Tool {
+                let Some(pos) =
+                    sendable[i].tool_call_id.as_deref().and_then(|id| pending.iter().position(|p| *p == id))
                 else {
                     break;
                 };
                 pending.swap_remove(pos);
-                results.push(history[i]);
                 i += 1;
             }
             if pending.is_empty() {
-                let mut g =
-                    Group { seqs: vec![m.seq], messages: vec![m.to_chat()], cost: Cost::default(), paste: false };
-                for r in results {
-                    g.seqs.push(r.seq);
-                    g.messages.push(r.to_chat());
-                }
-                g.cost = g.messages.iter().fold(Cost::default(), |c, m| c.plus(Cost::of(m, counter)));
-                out.push(g);
+                out.push(Group { start, end: i, text_only: false, paste: false });
             } else {
-                dropped.extend(results.iter().map(|r| r.seq));
-                let mut chat = m.to_chat();
-                chat.tool_calls.clear();
-                if chat.content.as_deref().is_some_and(|c| !c.is_empty()) {
-                    let cost = Cost::of(&chat, counter);
-                    out.push(Group { seqs: vec![m.seq], messages: vec![chat], cost, paste: false });
+                dropped.extend(sendable[start + 1..i].iter().map(|r| r.seq));
+                if m.content.as_deref().is_some_and(|c| !c.is_empty()) || m.error.is_some() || m.stopped {
+                    out.push(Group { start, end: i, text_only: true, paste: false });
                 } else {
                     dropped.push(m.seq);
                 }
             }
             continue;
         }
-        let chat = m.to_chat();
-        let cost = Cost::of(&chat, counter);
-        let paste = m.role == Role::User && cost.chars >= budget.large_paste_chars;
-        out.push(Group { seqs: vec![m.seq], messages: vec![chat], cost, paste });
+        // Bytes bound chars from above: most messages are ruled out without counting.
+        let paste = m.role == Role::User
+            && m.content
+                .as_deref()
+                .is_some_and(|c| c.len() >= budget.large_paste_chars && c.chars().count() >= budget.large_paste_chars);
+        out.push(Group { start, end: i, text_only: false, paste });
     }
     out
 }
@@ -228,7 +253,7 @@ pub fn build_context(input: &ContextInput<'_>, budget: &ContextBudget, counter: 
     let through = input.summary.map_or(0, |s| s.through_seq);
     let mut summarized = Vec::new();
     let mut dropped = Vec::new();
-    let mut sendable = Vec::new();
+    let mut sendable = Vec::with_capacity(input.history.len());
     for m in input.history.iter().filter(|m| m.seq < input.current.seq) {
         if m.seq <= through && input.summary.is_some() {
             summarized.push(m.seq);
@@ -236,14 +261,15 @@ pub fn build_context(input: &ContextInput<'_>, budget: &ContextBudget, counter: 
             sendable.push(m);
         }
     }
-    let groups = groups(&sendable, counter, budget, &mut dropped);
+    let groups = groups(&sendable, budget, &mut dropped);
 
     let system = ChatMessage::system(input.system_prompt);
     let summary = input.summary.map(|s| summary_message(s.text, s.through_seq));
     let current = input.current.to_chat();
     let mut used = Cost::of(&current, counter);
-    let mut fixed_tokens = Cost::of(&system, counter).tokens + REPLY_PRIMING;
-    let mut fixed_chars = Cost::of(&system, counter).chars;
+    let system_cost = Cost::of(&system, counter);
+    let mut fixed_tokens = system_cost.tokens + REPLY_PRIMING;
+    let mut fixed_chars = system_cost.chars;
     if let Some(s) = &summary {
         let c = Cost::of(s, counter);
         fixed_tokens += c.tokens;
@@ -253,35 +279,48 @@ pub fn build_context(input: &ContextInput<'_>, budget: &ContextBudget, counter: 
     used.chars += fixed_chars;
     let within_budget = used.fits(budget);
 
-    let mut keep = vec![false; groups.len()];
+    // Kept groups by index, with their messages; priced newest first and
+    // only until the first group that does not fit.
+    let mut keep: Vec<(usize, Vec<ChatMessage>)> = Vec::new();
     // The pasted document the conversation is about is reserved first.
-    if let Some(p) = groups.iter().rposition(|g| g.paste) {
-        if used.plus(groups[p].cost).fits(budget) {
-            used = used.plus(groups[p].cost);
-            keep[p] = true;
+    let paste = groups.iter().rposition(|g| g.paste);
+    if let Some(p) = paste {
+        let (messages, cost) = groups[p].materialize(&sendable, counter);
+        if used.plus(cost).fits(budget) {
+            used = used.plus(cost);
+            keep.push((p, messages));
         }
     }
+    let reserved = keep.first().map(|(p, _)| *p);
     for (i, g) in groups.iter().enumerate().rev() {
-        if keep[i] {
+        if Some(i) == reserved {
             continue;
         }
-        if !used.plus(g.cost).fits(budget) {
+        // The message count alone rules a group out without pricing it.
+        if used.messages + g.len() > budget.max_messages {
             break;
         }
-        used = used.plus(g.cost);
-        keep[i] = true;
+        let (messages, cost) = g.materialize(&sendable, counter);
+        if !used.plus(cost).fits(budget) {
+            break;
+        }
+        used = used.plus(cost);
+        keep.push((i, messages));
     }
+    keep.sort_unstable_by_key(|(i, _)| *i);
 
-    let mut messages = Vec::with_capacity(groups.len() + 3);
+    let mut messages = Vec::with_capacity(keep.iter().map(|(_, m)| m.len()).sum::<usize>() + 3);
     messages.push(system);
     messages.extend(summary);
-    let mut kept = Vec::new();
-    for (g, k) in groups.into_iter().zip(keep) {
-        if k {
-            kept.extend(g.seqs);
-            messages.extend(g.messages);
+    let mut kept = Vec::with_capacity(messages.capacity());
+    let mut next = keep.into_iter().peekable();
+    for (i, g) in groups.iter().enumerate() {
+        if next.peek().is_some_and(|(k, _)| *k == i) {
+            let (_, group_messages) = next.next().expect("peeked");
+            kept.extend(g.seqs(&sendable));
+            messages.extend(group_messages);
         } else {
-            dropped.extend(g.seqs);
+            dropped.extend(g.seqs(&sendable));
         }
     }
     kept.push(input.current.seq);

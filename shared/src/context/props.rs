@@ -153,3 +153,182 @@ proptest! {
         prop_assert_eq!(built.summary_used, summary.is_some());
     }
 }
+
+/// The builder as it was before it priced groups lazily (it encoded the whole
+/// loaded history first): kept as the oracle the faster one must agree with.
+mod reference {
+    use super::super::*;
+
+    /// Messages that are kept or dropped together.
+    struct Group {
+        seqs: Vec<u64>,
+        messages: Vec<ChatMessage>,
+        cost: Cost,
+        /// A user message long enough to be a pasted document.
+        paste: bool,
+    }
+
+    /// Splits the sendable history into atomic groups; protocol-violating
+    /// leftovers (orphan results, results of an unanswered call) go to `dropped`.
+    fn groups(
+        history: &[&StoredMessage],
+        counter: &TokenCounter,
+        budget: &ContextBudget,
+        dropped: &mut Vec<u64>,
+    ) -> Vec<Group> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < history.len() {
+            let m = history[i];
+            i += 1;
+            if m.role == Role::Tool {
+                // Its call is not in the window (summarized, or before the load limit).
+                dropped.push(m.seq);
+                continue;
+            }
+            if m.role == Role::Assistant && !m.tool_calls.is_empty() {
+                let mut pending: Vec<&str> = m.tool_calls.iter().map(|c| c.id.as_str()).collect();
+                let mut results = Vec::new();
+                while i < history.len() && history[i].role == Role::Tool {
+                    let Some(pos) =
+                        history[i].tool_call_id.as_deref().and_then(|id| pending.iter().position(|p| *p == id))
+                    else {
+                        break;
+                    };
+                    pending.swap_remove(pos);
+                    results.push(history[i]);
+                    i += 1;
+                }
+                if pending.is_empty() {
+                    let mut g =
+                        Group { seqs: vec![m.seq], messages: vec![m.to_chat()], cost: Cost::default(), paste: false };
+                    for r in results {
+                        g.seqs.push(r.seq);
+                        g.messages.push(r.to_chat());
+                    }
+                    g.cost = g.messages.iter().fold(Cost::default(), |c, m| c.plus(Cost::of(m, counter)));
+                    out.push(g);
+                } else {
+                    dropped.extend(results.iter().map(|r| r.seq));
+                    let mut chat = m.to_chat();
+                    chat.tool_calls.clear();
+                    if chat.content.as_deref().is_some_and(|c| !c.is_empty()) {
+                        let cost = Cost::of(&chat, counter);
+                        out.push(Group { seqs: vec![m.seq], messages: vec![chat], cost, paste: false });
+                    } else {
+                        dropped.push(m.seq);
+                    }
+                }
+                continue;
+            }
+            let chat = m.to_chat();
+            let cost = Cost::of(&chat, counter);
+            let paste = m.role == Role::User && cost.chars >= budget.large_paste_chars;
+            out.push(Group { seqs: vec![m.seq], messages: vec![chat], cost, paste });
+        }
+        out
+    }
+
+    /// Builds one request's `messages[]` within `budget` (see the module contract).
+    pub(super) fn build_context(
+        input: &ContextInput<'_>,
+        budget: &ContextBudget,
+        counter: &TokenCounter,
+    ) -> BuiltContext {
+        let through = input.summary.map_or(0, |s| s.through_seq);
+        let mut summarized = Vec::new();
+        let mut dropped = Vec::new();
+        let mut sendable = Vec::new();
+        for m in input.history.iter().filter(|m| m.seq < input.current.seq) {
+            if m.seq <= through && input.summary.is_some() {
+                summarized.push(m.seq);
+            } else if m.include_in_context && m.role != Role::System {
+                sendable.push(m);
+            }
+        }
+        let groups = groups(&sendable, counter, budget, &mut dropped);
+
+        let system = ChatMessage::system(input.system_prompt);
+        let summary = input.summary.map(|s| summary_message(s.text, s.through_seq));
+        let current = input.current.to_chat();
+        let mut used = Cost::of(&current, counter);
+        let mut fixed_tokens = Cost::of(&system, counter).tokens + REPLY_PRIMING;
+        let mut fixed_chars = Cost::of(&system, counter).chars;
+        if let Some(s) = &summary {
+            let c = Cost::of(s, counter);
+            fixed_tokens += c.tokens;
+            fixed_chars += c.chars;
+        }
+        used.tokens += fixed_tokens;
+        used.chars += fixed_chars;
+        let within_budget = used.fits(budget);
+
+        let mut keep = vec![false; groups.len()];
+        // The pasted document the conversation is about is reserved first.
+        if let Some(p) = groups.iter().rposition(|g| g.paste) {
+            if used.plus(groups[p].cost).fits(budget) {
+                used = used.plus(groups[p].cost);
+                keep[p] = true;
+            }
+        }
+        for (i, g) in groups.iter().enumerate().rev() {
+            if keep[i] {
+                continue;
+            }
+            if !used.plus(g.cost).fits(budget) {
+                break;
+            }
+            used = used.plus(g.cost);
+            keep[i] = true;
+        }
+
+        let mut messages = Vec::with_capacity(groups.len() + 3);
+        messages.push(system);
+        messages.extend(summary);
+        let mut kept = Vec::new();
+        for (g, k) in groups.into_iter().zip(keep) {
+            if k {
+                kept.extend(g.seqs);
+                messages.extend(g.messages);
+            } else {
+                dropped.extend(g.seqs);
+            }
+        }
+        kept.push(input.current.seq);
+        messages.push(current);
+        dropped.sort_unstable();
+        BuiltContext {
+            messages,
+            kept,
+            dropped,
+            summarized,
+            summary_used: input.summary.is_some(),
+            tokens_used: used.tokens,
+            token_budget: budget.max_tokens,
+            chars_used: used.chars,
+            within_budget,
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Pricing newest first and stopping early changes the cost, never the result.
+    #[test]
+    fn same_result_as_the_reference_builder(
+        steps in prop::collection::vec(step(), 0..60),
+        start in 0usize..10,
+        summary_through in prop::option::of(0u64..30),
+        b in budget(),
+        current_len in 1usize..600,
+    ) {
+        let log = log_from(&steps);
+        let history = &log[start.min(log.len())..];
+        let current = msg(log.len() as u64 + 1, Role::User, Some(&"q".repeat(current_len)));
+        let summary = summary_through.map(|t| SummaryRef { text: "earlier: things happened", through_seq: t });
+        let input = ContextInput { system_prompt: "You are helpful.", summary, history, current: &current };
+        let counter = TokenCounter::Estimate;
+        prop_assert_eq!(build_context(&input, &b, &counter), reference::build_context(&input, &b, &counter));
+    }
+}

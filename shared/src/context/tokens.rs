@@ -1,11 +1,13 @@
-//! Token counting for context budgets, per model.
+//! Token counting for context budgets.
 //!
-//! A real BPE from `tiktoken-rs` (its vocabularies are compiled into the
-//! crate, so nothing is downloaded at run time) chosen by model name, or the
-//! documented fallback estimate of 4 characters per token. Models the crate
-//! does not know (local and open-weight models) are counted with
-//! `cl100k_base`: any modern BPE is much closer to it than to a character
-//! ratio, and budgets have slack for the difference.
+//! The default is the lexical estimate ([`super::estimate`]): no vocabulary,
+//! no memory, within a few tens of percent of a byte-level BPE and high where
+//! it errs. A real BPE from `tiktoken-rs` (vocabularies compiled into the
+//! crate, nothing downloaded) is opt-in, for OpenAI models whose tokenizer it
+//! is: it costs ~28 MiB resident per process once loaded
+//! (docs/performance.md, finding 4), and for any other model behind the
+//! OpenAI-compatible API it is an estimate too (the local SmolLM2 counts
+//! 4–73% more tokens than `cl100k_base` on the same text).
 
 use crate::config::ConfigError;
 use tiktoken_rs::CoreBPE;
@@ -17,7 +19,7 @@ pub enum TokenCounter {
         encoding: &'static str,
         bpe: &'static CoreBPE,
     },
-    /// 4 characters per token, rounded up: the fallback when no BPE applies.
+    /// The lexical estimate: the default.
     Estimate,
 }
 
@@ -34,28 +36,33 @@ pub const PER_MESSAGE_OVERHEAD: u64 = 4;
 pub const REPLY_PRIMING: u64 = 3;
 
 impl TokenCounter {
-    /// `setting` is `CONTEXT_TOKENIZER`: `auto` (by model name), `cl100k_base`,
-    /// `o200k_base` or `estimate`. Loading a BPE takes a moment once per
-    /// process (the vocabulary is parsed on first use), so call this at start.
+    /// `setting` is `CONTEXT_TOKENIZER`: `estimate` (or empty), `auto` (the
+    /// model's BPE when `tiktoken-rs` knows the model, else the estimate),
+    /// `cl100k_base` or `o200k_base`. Loading a BPE takes a moment once per
+    /// process (the vocabulary is parsed on first use), so not on the hot path.
     pub fn from_setting(setting: &str, model: &str) -> Result<Self, ConfigError> {
-        let bpe = |encoding: &'static str| {
-            let bpe = match encoding {
-                "o200k_base" => tiktoken_rs::o200k_base_singleton(),
-                _ => tiktoken_rs::cl100k_base_singleton(),
-            };
-            TokenCounter::Bpe { encoding, bpe }
-        };
+        Ok(match Self::encoding(setting, model)? {
+            None => TokenCounter::Estimate,
+            Some(encoding @ "o200k_base") => TokenCounter::Bpe { encoding, bpe: tiktoken_rs::o200k_base_singleton() },
+            Some(encoding) => TokenCounter::Bpe { encoding, bpe: tiktoken_rs::cl100k_base_singleton() },
+        })
+    }
+
+    /// The BPE `setting` asks for with `model`, or `None` for the estimate:
+    /// what [`TokenCounter::from_setting`] would load, without loading it.
+    pub fn encoding(setting: &str, model: &str) -> Result<Option<&'static str>, ConfigError> {
         match setting.trim() {
-            "" | "auto" => Ok(match tiktoken_rs::tokenizer::get_tokenizer(model) {
-                Some(tiktoken_rs::tokenizer::Tokenizer::O200kBase) => bpe("o200k_base"),
-                _ => bpe("cl100k_base"),
+            "auto" => Ok(match tiktoken_rs::tokenizer::get_tokenizer(model) {
+                Some(tiktoken_rs::tokenizer::Tokenizer::O200kBase) => Some("o200k_base"),
+                Some(tiktoken_rs::tokenizer::Tokenizer::Cl100kBase) => Some("cl100k_base"),
+                _ => None,
             }),
-            "cl100k_base" => Ok(bpe("cl100k_base")),
-            "o200k_base" => Ok(bpe("o200k_base")),
-            "estimate" => Ok(TokenCounter::Estimate),
+            "cl100k_base" => Ok(Some("cl100k_base")),
+            "o200k_base" => Ok(Some("o200k_base")),
+            "" | "estimate" => Ok(None),
             other => Err(ConfigError {
                 var: "CONTEXT_TOKENIZER",
-                reason: format!("{other:?}: expected auto, cl100k_base, o200k_base or estimate"),
+                reason: format!("{other:?}: expected estimate, auto, cl100k_base or o200k_base"),
             }),
         }
     }
@@ -73,7 +80,7 @@ impl TokenCounter {
         }
         match self {
             TokenCounter::Bpe { bpe, .. } => bpe.encode_ordinary(text).len() as u64,
-            TokenCounter::Estimate => (text.chars().count() as u64).div_ceil(4),
+            TokenCounter::Estimate => super::estimate::estimate(text),
         }
     }
 }
@@ -86,12 +93,16 @@ mod tests {
     fn auto_picks_the_models_encoding_and_counts_real_tokens() {
         let gpt4o = TokenCounter::from_setting("auto", "gpt-4o-mini").unwrap();
         assert_eq!(gpt4o.name(), "o200k_base");
+        let gpt4 = TokenCounter::from_setting("auto", "gpt-4").unwrap();
+        assert_eq!(gpt4.name(), "cl100k_base");
+        // A model tiktoken does not know has no exact BPE here: the estimate.
         let local = TokenCounter::from_setting("auto", "smollm2-135m-instruct").unwrap();
-        assert_eq!(local.name(), "cl100k_base");
-        // "hello world" is two tokens in both encodings.
-        assert_eq!(local.count("hello world"), 2);
+        assert_eq!(local.name(), "estimate");
+        assert_eq!(TokenCounter::from_setting("", "gpt-4o").unwrap().name(), "estimate");
+        // "hello world" is two tokens in both encodings, and estimated so.
+        assert_eq!(gpt4.count("hello world"), 2);
         assert_eq!(gpt4o.count("hello world"), 2);
-        assert_eq!(TokenCounter::from_setting("estimate", "x").unwrap().count("hello world"), 3);
+        assert_eq!(local.count("hello world"), 2);
         assert!(TokenCounter::from_setting("sentencepiece", "x").is_err());
     }
 }

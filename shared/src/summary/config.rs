@@ -3,7 +3,7 @@
 //! | variable | default | meaning |
 //! |---|---|---|
 //! | `SUMMARY_QUEUE_URL` | unset | the SQS FIFO queue for `TurnCompleted`; unset: no events are sent |
-//! | `TURN_EVENT_WAIT_MS` | `20` | longest the turn waits for the send before leaving it in the background |
+//! | `TURN_EVENT_WAIT_MS` | `20` | after `done`, longest the body stays open for the send before leaving it in the background |
 //! | `SUMMARIZER_MODEL` | `LLM_MODEL` | the summarizer model (same endpoint, `LLM_BASE_URL`) |
 //! | `SUMMARY_TRIGGER_MESSAGES` | `20` | summarize when more messages than this are after the watermark |
 //! | `SUMMARY_TRIGGER_CHARS` | `5000` | ... or more characters than this |
