@@ -53,8 +53,11 @@ pub struct Config {
     pub table_name: String,
     pub llm: LlmConfig,
     pub auth: AuthConfig,
-    /// `HISTORY_LIMIT` (default 10): messages loaded and sent to the model.
-    pub history_limit: usize,
+    /// `HISTORY_LIMIT`: stored messages loaded for a turn, newest first; the
+    /// context builder's budgets decide what of them is sent. Unset: twice
+    /// `CONTEXT_MAX_MESSAGES` ([`crate::context::ContextConfig::load_limit`]),
+    /// room for tool results and for what the builder drops.
+    pub history_limit: Option<usize>,
     /// `MAX_MESSAGE_BYTES` (default 32768): the longest user message accepted.
     pub max_message_bytes: usize,
     /// `SESSION_LEASE_MS` (default 30000): how long a turn's session lease lasts
@@ -79,60 +82,66 @@ pub struct Config {
     pub turn_timeout: Duration,
 }
 
-fn var(name: &'static str) -> Option<String> {
+/// `name`'s value, if set and not blank. Every module's settings are read
+/// through this and [`env_parse`], so blank means unset everywhere.
+pub(crate) fn env_or(name: &'static str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-fn parse<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, ConfigError>
+/// `name` parsed, `default` when unset; a malformed value is an error, never a guess.
+pub(crate) fn env_parse<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, ConfigError>
 where
     T::Err: std::fmt::Display,
 {
-    match var(name) {
+    match env_or(name) {
         None => Ok(default),
         Some(v) => v.trim().parse().map_err(|e: T::Err| ConfigError { var: name, reason: format!("{v:?}: {e}") }),
     }
 }
 
 fn ms(name: &'static str, default: u64) -> Result<Duration, ConfigError> {
-    parse(name, default).map(Duration::from_millis)
+    env_parse(name, default).map(Duration::from_millis)
 }
 
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
-        let history_limit = parse("HISTORY_LIMIT", 10usize)?;
-        if history_limit == 0 || history_limit > 200 {
-            return Err(ConfigError { var: "HISTORY_LIMIT", reason: "must be 1..=200".into() });
+        let history_limit = match env_or("HISTORY_LIMIT") {
+            None => None,
+            Some(_) => Some(env_parse("HISTORY_LIMIT", 0usize)?),
+        };
+        if history_limit.is_some_and(|n| n == 0 || n > 1000) {
+            return Err(ConfigError { var: "HISTORY_LIMIT", reason: "must be 1..=1000".into() });
         }
         Ok(Config {
-            table_name: var("TABLE_NAME").unwrap_or_else(|| "agentic-chat".into()),
+            table_name: env_or("TABLE_NAME").unwrap_or_else(|| "agentic-chat".into()),
             llm: LlmConfig {
-                base_url: var("LLM_BASE_URL")
+                base_url: env_or("LLM_BASE_URL")
                     .unwrap_or_else(|| "http://127.0.0.1:8080/v1".into())
                     .trim_end_matches('/')
                     .to_string(),
-                api_key: var("LLM_API_KEY"),
-                model: var("LLM_MODEL").unwrap_or_else(|| "smollm2-135m-instruct".into()),
+                api_key: env_or("LLM_API_KEY"),
+                model: env_or("LLM_MODEL").unwrap_or_else(|| "smollm2-135m-instruct".into()),
                 connect_timeout: ms("LLM_CONNECT_TIMEOUT_MS", 3_000)?,
                 first_token_timeout: ms("LLM_FIRST_TOKEN_TIMEOUT_MS", 30_000)?,
                 idle_timeout: ms("LLM_IDLE_TIMEOUT_MS", 60_000)?,
-                max_retries: parse("LLM_MAX_RETRIES", 2u32)?,
-                max_tokens: var("LLM_MAX_TOKENS")
+                max_retries: env_parse("LLM_MAX_RETRIES", 2u32)?,
+                max_tokens: env_or("LLM_MAX_TOKENS")
                     .map(|v| v.parse().map_err(|e| ConfigError { var: "LLM_MAX_TOKENS", reason: format!("{e}") }))
                     .transpose()?,
             },
             auth: AuthConfig {
-                jwt_secret: var("AUTH_JWT_SECRET"),
-                jwks_url: var("AUTH_JWKS_URL"),
-                issuer: var("AUTH_ISSUER"),
-                audience: var("AUTH_AUDIENCE"),
-                jwks_cache: Duration::from_secs(parse("AUTH_JWKS_CACHE_SECS", 600u64)?),
+                jwt_secret: env_or("AUTH_JWT_SECRET"),
+                jwks_url: env_or("AUTH_JWKS_URL"),
+                issuer: env_or("AUTH_ISSUER"),
+                audience: env_or("AUTH_AUDIENCE"),
+                jwks_cache: Duration::from_secs(env_parse("AUTH_JWKS_CACHE_SECS", 600u64)?),
             },
             history_limit,
-            max_message_bytes: parse("MAX_MESSAGE_BYTES", 32 * 1024usize)?,
+            max_message_bytes: env_parse("MAX_MESSAGE_BYTES", 32 * 1024usize)?,
             session_lease: ms("SESSION_LEASE_MS", 30_000)?,
-            tool_max_rounds: parse("TOOL_MAX_ROUNDS", 5usize)?,
-            tool_concurrency: parse("TOOL_CONCURRENCY", 4usize)?,
-            tool_output_inline_bytes: parse("TOOL_OUTPUT_INLINE_BYTES", 16 * 1024usize)?,
+            tool_max_rounds: env_parse("TOOL_MAX_ROUNDS", 5usize)?,
+            tool_concurrency: env_parse("TOOL_CONCURRENCY", 4usize)?,
+            tool_output_inline_bytes: env_parse("TOOL_OUTPUT_INLINE_BYTES", 16 * 1024usize)?,
             stop_poll: ms("STOP_POLL_MS", 500)?,
             deadline_margin: ms("DEADLINE_MARGIN_MS", 3_000)?,
             turn_timeout: ms("TURN_TIMEOUT_MS", 900_000)?,

@@ -15,7 +15,9 @@
 use crate::agent_state::{observe_tool_result, render, AgentState, ToolObservation};
 use crate::config::Config;
 use crate::context::pack::{build_pack, ContextPack};
-use crate::context::{build_context, ContextConfig, ContextInput, SummaryRef, TokenCounter};
+use crate::context::{
+    build_context, ContextBudget, ContextConfig, ContextInput, SummaryRef, TokenCalibration, TokenCounter,
+};
 use crate::entities::EntityPatch;
 use crate::entities::EntityService;
 use crate::ids::{EntityId, InvalidId, MessageId, RunId, SessionId, TurnId, UserId};
@@ -170,12 +172,13 @@ pub struct TurnDeps {
 /// loaded off the hot path: parsing its vocabulary takes a moment once per
 /// process, so it loads on its own thread at start, and a turn that comes
 /// before it is ready counts with the estimate rather than wait.
+/// With it, the process's [`TokenCalibration`] against the model.
 #[derive(Clone)]
-pub struct TokenCounterCell(Arc<std::sync::OnceLock<TokenCounter>>);
+pub struct TokenCounterCell(Arc<std::sync::OnceLock<TokenCounter>>, Arc<TokenCalibration>);
 
 impl TokenCounterCell {
     pub fn load(context: &ContextConfig, model: &str) -> Result<TokenCounterCell, crate::config::ConfigError> {
-        let cell = TokenCounterCell(Arc::new(std::sync::OnceLock::new()));
+        let cell = TokenCounterCell(Arc::new(std::sync::OnceLock::new()), Arc::new(TokenCalibration::new()));
         if TokenCounter::encoding(&context.tokenizer, model)?.is_none() {
             let _ = cell.0.set(TokenCounter::Estimate);
             return Ok(cell);
@@ -196,6 +199,11 @@ impl TokenCounterCell {
     /// The loaded counter, or the estimate while it loads.
     pub fn get(&self) -> TokenCounter {
         self.0.get().copied().unwrap_or(TokenCounter::Estimate)
+    }
+
+    /// What the model's tokenizer makes of this counter's counts.
+    pub fn calibration(&self) -> &TokenCalibration {
+        &self.1
     }
 }
 
@@ -375,7 +383,7 @@ async fn run(
             };
             let (leased, history, seen, summary) = tokio::join!(
                 store.acquire_lease(user, sid, &lease),
-                store.recent_messages(user, sid, cfg.history_limit),
+                store.recent_messages(user, sid, cfg.history_limit.unwrap_or_else(|| deps.context.load_limit())),
                 seen,
                 deps.summaries.current(user, sid)
             );
@@ -523,6 +531,25 @@ async fn run(
         pack: pack.as_ref(),
         agent_state: state_block.as_deref(),
     });
+    // The tools offered in every round but the last: the same definitions each
+    // time, and they take part of the model's context like the messages do.
+    let offered = match &deps.tools {
+        Some(t) if cfg.tool_max_rounds > 0 => {
+            let mut defs = t.offered(&scope);
+            defs.push(read_tool_output_definition());
+            defs
+        }
+        _ => vec![],
+    };
+    let counter = deps.counter.get();
+    let calibration = deps.counter.calibration();
+    let tools_tokens =
+        if offered.is_empty() { 0 } else { counter.count(&serde_json::Value::Array(offered.clone()).to_string()) };
+    // CONTEXT_MAX_TOKENS is in the model's tokens; the builder counts in ours.
+    let budget = ContextBudget {
+        max_tokens: calibration.to_counted(deps.context.budget.max_tokens).saturating_sub(tools_tokens),
+        ..deps.context.budget
+    };
     let built = build_context(
         &ContextInput {
             system_prompt: &prompt,
@@ -530,10 +557,13 @@ async fn run(
             history: &history,
             current: &user_message,
         },
-        &deps.context.budget,
-        &deps.counter.get(),
+        &budget,
+        &counter,
     );
+    let counted = built.tokens_used + tools_tokens;
     let mut usage = built.usage();
+    usage.tokens_used = calibration.to_model(counted);
+    usage.token_budget = deps.context.budget.max_tokens;
     usage.cache = cache_status;
     let _ = sink.send(StreamEvent::ContextUsage(usage)).await;
     let mut messages = built.messages;
@@ -548,14 +578,7 @@ async fn run(
     let mut round = 0;
     let (final_message, outcome) = loop {
         // The last round offers no tools, so the model has to answer in words.
-        let tools = match &deps.tools {
-            Some(t) if round < cfg.tool_max_rounds => {
-                let mut defs = t.offered(&scope);
-                defs.push(read_tool_output_definition());
-                defs
-            }
-            _ => vec![],
-        };
+        let tools = if round < cfg.tool_max_rounds { offered.clone() } else { vec![] };
         let request = ChatRequest {
             model: cfg.llm.model.clone(),
             messages: messages.clone(),
@@ -566,7 +589,13 @@ async fn run(
         let prompt_chars: usize = request.messages.iter().map(|m| m.content.as_deref().map_or(0, str::len)).sum();
         let answer = stream_model(deps.llm.as_ref(), request, sink, stop_at, &watch).await;
         match answer.usage {
-            Some(u) => usage_total.add(&u),
+            Some(u) => {
+                if round == 0 {
+                    // The first request is exactly what was counted above.
+                    calibration.observe(counted, u.prompt_tokens);
+                }
+                usage_total.add(&u)
+            }
             None => usage_total.add(&estimate_usage(prompt_chars, answer.text.len())),
         }
         // The user message must be stored before anything that follows it.

@@ -36,6 +36,11 @@ pub enum Step {
         prompt: u64,
         completion: u64,
     },
+    /// Usage whose `prompt_tokens` the scripted model counts from the request
+    /// ([`prompt_tokens`]), as a real server reports its tokenizer's count.
+    UsageCounted {
+        completion: u64,
+    },
     Finish(String),
     Delay(Duration),
     KeepAlive,
@@ -104,7 +109,7 @@ impl Reply {
     pub fn text(pieces: &[&str]) -> Reply {
         let mut steps: Vec<Step> = pieces.iter().map(|p| Step::Text(p.to_string())).collect();
         steps.push(Step::Finish("stop".into()));
-        steps.push(Step::Usage { prompt: 10, completion: pieces.len() as u64 });
+        steps.push(Step::UsageCounted { completion: pieces.len() as u64 });
         steps.push(Step::Done);
         Reply::Stream(steps)
     }
@@ -139,7 +144,7 @@ impl Reply {
             steps.push(Step::Text(p.to_string()));
         }
         steps.push(Step::Finish("stop".into()));
-        steps.push(Step::Usage { prompt: 10, completion: pieces.len() as u64 });
+        steps.push(Step::UsageCounted { completion: pieces.len() as u64 });
         steps.push(Step::Done);
         Reply::Stream(steps)
     }
@@ -212,6 +217,23 @@ impl ScriptedLlm {
     pub fn sent(&self) -> Vec<(Instant, String)> {
         self.state.lock().unwrap().sent.clone()
     }
+}
+
+/// The scripted model's tokenizer: a token per 4 bytes of each message's
+/// content and tool calls, 4 per message for the chat template, and a token
+/// per 4 bytes of the tools' JSON.
+pub fn prompt_tokens(request: &serde_json::Value) -> u64 {
+    let messages = request["messages"].as_array().map_or(&[][..], Vec::as_slice);
+    let per_message: u64 = messages
+        .iter()
+        .map(|m| {
+            let content = m["content"].as_str().map_or(0, str::len);
+            let calls = m.get("tool_calls").map_or(0, |c| c.to_string().len());
+            4 + (content + calls).div_ceil(4) as u64
+        })
+        .sum();
+    let tools = request.get("tools").filter(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+    per_message + tools.map_or(0, |t| t.to_string().len().div_ceil(4) as u64)
 }
 
 /// The `messages` of a recorded request as (role, content) pairs.
@@ -326,6 +348,7 @@ async fn handle(
         }
         Reply::Stream(steps) => steps,
     };
+    let counted_prompt = prompt_tokens(&serde_json::from_slice(&body).unwrap_or_default());
     let (tx, rx) = mpsc::channel(16);
     {
         let mut st = state.lock().unwrap();
@@ -359,11 +382,18 @@ async fn handle(
                     call.insert("function".into(), serde_json::Value::Object(f));
                     chunk(json!({"tool_calls": [call]}), None)
                 }
-                Step::Usage { prompt, completion } => Bytes::from(format!(
-                    "data: {}\n\n",
-                    json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "choices": [],
+                Step::Usage { .. } | Step::UsageCounted { .. } => {
+                    let (prompt, completion) = match step {
+                        Step::Usage { prompt, completion } => (prompt, completion),
+                        Step::UsageCounted { completion } => (counted_prompt, completion),
+                        _ => unreachable!("matched above"),
+                    };
+                    Bytes::from(format!(
+                        "data: {}\n\n",
+                        json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "choices": [],
                            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
-                )),
+                    ))
+                }
                 Step::Finish(r) => chunk(json!({}), Some(&r)),
                 Step::Delay(d) => {
                     tokio::time::sleep(d).await;

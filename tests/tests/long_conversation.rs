@@ -24,15 +24,16 @@ const SUMMARIZER_MODEL: &str = "scripted-summarizer";
 
 /// Small budgets: the summarizer (defaults: above 20 messages or 5,000
 /// characters, keeping the newest 8) alone keeps a window of this conversation
-/// within them.
+/// within them. The token budgets include the tool definitions offered with
+/// every request (~650 tokens of the budget here).
 fn budget() -> ContextBudget {
-    ContextBudget { max_messages: 16, max_chars: 6_000, max_tokens: 1_200, large_paste_chars: 8_000 }
+    ContextBudget { max_messages: 16, max_chars: 6_000, max_tokens: 1_900, large_paste_chars: 8_000 }
 }
 
 /// Tighter than the summarized window gets between two runs, so the builder
 /// also trims, and its cut lands on tool-call groups.
 fn tight_budget() -> ContextBudget {
-    ContextBudget { max_messages: 9, max_chars: 4_000, max_tokens: 850, large_paste_chars: 8_000 }
+    ContextBudget { max_messages: 9, max_chars: 4_000, max_tokens: 1_500, large_paste_chars: 8_000 }
 }
 
 /// Every 5th turn asks for something that makes the model call two tools at
@@ -85,7 +86,7 @@ impl Conversation {
         let mut config = test_config(&table, &llm.base_url());
         // Load more than the window needs, so the budget and the summary (not
         // the load limit) decide what is sent.
-        config.history_limit = 60;
+        config.history_limit = Some(60);
         let context = ContextConfig { budget, tokenizer: "cl100k_base".into() };
         let sqs = sqs_client();
         let queue = fresh_fifo_queue(&sqs).await;

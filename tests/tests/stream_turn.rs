@@ -103,7 +103,7 @@ async fn session_is_created_then_reused_and_both_messages_persist() {
 
 #[tokio::test]
 async fn the_last_n_messages_are_sent_to_the_model() {
-    let t = TestApp::with_config(|c| c.history_limit = 4).await;
+    let t = TestApp::with_config(|c| c.history_limit = Some(4)).await;
     let first = t.turn("alice", json!({"message": "m1"})).await;
     let sid = first.session_id();
     for i in 2..=4 {

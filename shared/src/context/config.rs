@@ -9,23 +9,7 @@
 //! | `CONTEXT_TOKENIZER` | `estimate` | `estimate` (lexical, no vocabulary), `auto` (the model's BPE if `tiktoken-rs` knows the model, else the estimate), `cl100k_base`, `o200k_base` (~28 MiB resident each) |
 
 use super::{ContextBudget, TokenCounter};
-use crate::config::ConfigError;
-
-/// `name`'s value, if set and not blank.
-pub(crate) fn env_or(name: &'static str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// `name` parsed, `default` when unset; a malformed value is an error, never a guess.
-pub(crate) fn env_parse<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, ConfigError>
-where
-    T::Err: std::fmt::Display,
-{
-    match env_or(name) {
-        None => Ok(default),
-        Some(v) => v.trim().parse().map_err(|e: T::Err| ConfigError { var: name, reason: format!("{v:?}: {e}") }),
-    }
-}
+use crate::config::{env_or, env_parse, ConfigError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContextConfig {

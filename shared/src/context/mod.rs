@@ -7,8 +7,9 @@
 //!   and the current user message — always, even when it alone is over budget;
 //! - history covered by the summary (`seq <= through_seq`), UI-only entries
 //!   and stored system messages are never sent;
-//! - budgets are message count, characters and tokens (counted with the
-//!   model's tokenizer, [`TokenCounter`]); history is trimmed oldest first and
+//! - budgets are message count, characters and tokens (as [`TokenCounter`]
+//!   counts them; the stream scales the token budget by what the model
+//!   reports, [`TokenCalibration`]); history is trimmed oldest first and
 //!   what is kept is a contiguous recent window, so the model never sees a gap
 //!   in the middle of what it is shown;
 //! - tool-call groups are atomic: an assistant message with `tool_calls` is
@@ -27,6 +28,7 @@
 //! It returns what it kept, dropped and left to the summary, and the token
 //! counts, for the stream's `context_usage` event ([`BuiltContext::usage`]).
 
+mod calibration;
 mod config;
 mod estimate;
 pub mod pack;
@@ -35,8 +37,8 @@ mod tokens;
 #[cfg(test)]
 mod props;
 
+pub use calibration::TokenCalibration;
 pub use config::ContextConfig;
-pub(crate) use config::{env_or, env_parse};
 pub use tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 
 use crate::message::{ChatMessage, Role, StoredMessage};

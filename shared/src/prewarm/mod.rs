@@ -58,17 +58,10 @@ impl Default for PrewarmConfig {
     }
 }
 
-fn env_u64(name: &'static str, default: u64) -> Result<u64, ConfigError> {
-    match std::env::var(name).ok().filter(|v| !v.trim().is_empty()) {
-        None => Ok(default),
-        Some(v) => v.trim().parse().map_err(|e| ConfigError { var: name, reason: format!("{v:?}: {e}") }),
-    }
-}
-
 impl PrewarmConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
-        let minutes = env_u64("PREWARM_ACTIVE_WINDOW_MINUTES", 30)?;
-        let max = env_u64("PREWARM_MAX_PER_RUN", 200)?;
+        let minutes = crate::config::env_parse("PREWARM_ACTIVE_WINDOW_MINUTES", 30u64)?;
+        let max = crate::config::env_parse("PREWARM_MAX_PER_RUN", 200u64)?;
         if minutes == 0 {
             return Err(ConfigError { var: "PREWARM_ACTIVE_WINDOW_MINUTES", reason: "must be at least 1".into() });
         }
@@ -78,7 +71,7 @@ impl PrewarmConfig {
         Ok(PrewarmConfig {
             active_window: Duration::from_secs(minutes * 60),
             max_per_run: max as usize,
-            deadline_margin: Duration::from_millis(env_u64("PREWARM_DEADLINE_MARGIN_MS", 5_000)?),
+            deadline_margin: Duration::from_millis(crate::config::env_parse("PREWARM_DEADLINE_MARGIN_MS", 5_000u64)?),
         })
     }
 }

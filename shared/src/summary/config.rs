@@ -14,8 +14,7 @@
 //! | `SUMMARY_MAX_TOKENS` | `1500` | `max_tokens` for the summarizer's answer |
 //! | `SUMMARY_CONCURRENCY` | `4` | sessions summarized at once within one batch |
 
-use crate::config::ConfigError;
-use crate::context::{env_or, env_parse};
+use crate::config::{env_or, env_parse, ConfigError};
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
