@@ -116,3 +116,47 @@ impl Body for ProbedBody {
         r
     }
 }
+
+/// The harness's own floor: the same server, connection settings and probes
+/// around a handler that answers at once with one static SSE frame. What its
+/// clients see between the handler's entry and the first byte is the cost of
+/// hyper, loopback and the client being scheduled on this machine, with no
+/// product code in it.
+pub async fn serve_floor() -> (SocketAddr, Probes) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the floor adapter");
+    let addr = listener.local_addr().expect("local addr");
+    let probes = Probes::default();
+    let p = probes.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else { return };
+            let _ = tcp.set_nodelay(true);
+            let probes = p.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let probes = probes.clone();
+                    async move {
+                        let (parts, body) = req.into_parts();
+                        let _ = body.collect().await;
+                        let turn = parts.headers.get("x-bench-turn").and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+                        let handler_entry = Instant::now();
+                        if let Some(t) = turn {
+                            let probe = Probe { handler_entry, handler_return: handler_entry, first_frame: None };
+                            probes.0.lock().unwrap().insert(t, probe);
+                        }
+                        let frame =
+                            Bytes::from_static(b"id: 1\nevent: agent_state\ndata: {\"type\":\"agent_state\"}\n\n");
+                        Ok::<_, Infallible>(
+                            hyper::Response::builder()
+                                .header("content-type", "text/event-stream")
+                                .body(http_body_util::Full::new(frame))
+                                .expect("a static response"),
+                        )
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), svc).await;
+            });
+        }
+    });
+    (addr, probes)
+}

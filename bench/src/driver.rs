@@ -42,6 +42,9 @@ pub struct TurnTiming {
     pub done_after_last_token: Duration,
     /// `done` at the client minus the last `text_delta` at the client.
     pub done_after_last_delta: Duration,
+    /// When the model wrote its last token and the client had `done`.
+    pub last_token_at: Instant,
+    pub done_at: Instant,
     /// |client gap − model gap| for each pair of consecutive text frames.
     pub spacing_errors: Vec<Duration>,
     /// For each text frame, (model wrote its last piece, client received it),
@@ -263,6 +266,8 @@ fn analyze(seen: &Seen, sent: &[(Instant, String)], pieces: &[String]) -> Result
         server_ttft: texts[0].0.saturating_duration_since(origin),
         done_after_last_token: done_at.saturating_duration_since(sent[sent.len() - 1].0),
         done_after_last_delta: done_at.saturating_duration_since(*last_delta),
+        last_token_at: sent[sent.len() - 1].0,
+        done_at: *done_at,
         spacing_errors,
         arrivals,
         text_frames: texts.len(),
@@ -274,4 +279,34 @@ fn analyze(seen: &Seen, sent: &[(Instant, String)], pieces: &[String]) -> Result
 pub fn pieces(n: usize) -> Vec<String> {
     const WORDS: [&str; 8] = ["The ", "answer ", "is ", "a ", "stream ", "of ", "small ", "tokens, "];
     (0..n).map(|i| WORDS[i % WORDS.len()].to_string()).collect()
+}
+
+/// The first byte after the handler's entry, for `n` requests to the floor
+/// adapter ([`crate::adapter::serve_floor`]) with the same client settings as
+/// [`Driver::http`]: what the harness itself adds to that figure.
+pub async fn floor_first_byte(url: &str, probes: &Probes, n: usize) -> Result<Vec<Duration>, String> {
+    let client =
+        reqwest::Client::builder().no_proxy().tcp_nodelay(true).pool_max_idle_per_host(1).build().expect("client");
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n as u64 + 3 {
+        let mut resp = client
+            .post(url)
+            .header("x-bench-turn", i.to_string())
+            .body("{}")
+            .send()
+            .await
+            .map_err(|e| format!("floor request: {e}"))?;
+        let mut first = None;
+        while let Some(chunk) = resp.chunk().await.map_err(|e| format!("floor body: {e}"))? {
+            if first.is_none() && !chunk.is_empty() {
+                first = Some(Instant::now());
+            }
+        }
+        let entry = probes.take(i).ok_or("the floor adapter saw no request")?.handler_entry;
+        // The first three warm the connection up, like the turns' warm-up.
+        if i >= 3 {
+            out.push(first.ok_or("an empty floor body")?.saturating_duration_since(entry));
+        }
+    }
+    Ok(out)
 }

@@ -16,9 +16,11 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
-/// Durations per span, keyed `name (what)`.
+/// When each span started and ended, keyed `name (what)`.
+pub type Intervals = BTreeMap<String, Vec<(Instant, Instant)>>;
+
 #[derive(Clone, Default)]
-pub struct SpanTimes(Arc<Mutex<BTreeMap<String, Vec<Duration>>>>);
+pub struct SpanTimes(Arc<Mutex<Intervals>>);
 
 impl SpanTimes {
     /// Installs the timing layer as this process's subscriber.
@@ -31,9 +33,35 @@ impl SpanTimes {
     }
 
     /// Everything recorded so far, which is then forgotten.
-    pub fn take(&self) -> BTreeMap<String, Vec<Duration>> {
+    pub fn take(&self) -> Intervals {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
+}
+
+/// Durations of spans.
+pub fn durations(spans: &Intervals) -> BTreeMap<String, Vec<Duration>> {
+    spans.iter().map(|(k, v)| (k.clone(), v.iter().map(|(a, b)| b.saturating_duration_since(*a)).collect())).collect()
+}
+
+/// The time inside `[from, to]` covered by at least one of `spans` (the
+/// union: writes that overlap count once).
+pub fn covered(spans: &[(Instant, Instant)], from: Instant, to: Instant) -> Duration {
+    let mut inside: Vec<(Instant, Instant)> =
+        spans.iter().map(|&(a, b)| (a.max(from), b.min(to))).filter(|(a, b)| a < b).collect();
+    inside.sort();
+    let mut total = Duration::ZERO;
+    let mut current: Option<(Instant, Instant)> = None;
+    for (a, b) in inside {
+        match current {
+            Some((ca, cb)) if a <= cb => current = Some((ca, cb.max(b))),
+            Some((ca, cb)) => {
+                total += cb - ca;
+                current = Some((a, b));
+            }
+            None => current = Some((a, b)),
+        }
+    }
+    total + current.map_or(Duration::ZERO, |(a, b)| b - a)
 }
 
 struct Timer(SpanTimes);
@@ -76,7 +104,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Timer {
         let Some(span) = ctx.span(&id) else { return };
         let ext = span.extensions();
         if let Some(s) = ext.get::<Started>() {
-            self.0 .0.lock().unwrap().entry(s.key.clone()).or_default().push(s.at.elapsed());
+            self.0 .0.lock().unwrap().entry(s.key.clone()).or_default().push((s.at, Instant::now()));
         }
     }
 }

@@ -517,6 +517,7 @@ async fn run(
         }
     };
     let (pack, mut agent_state) = tokio::join!(pack, agent_state);
+    let mut state_observed = false;
     let (pack, cache_status) = match pack {
         Some((p, c)) => (Some(p), c),
         None => (None, None),
@@ -653,6 +654,7 @@ async fn run(
         for (call, run) in calls.iter().zip(runs) {
             if let Some((state, _)) = agent_state.as_mut() {
                 observe(state, call, &run);
+                state_observed = true;
             }
             for ev in run.events {
                 let _ = sink.send(ev).await;
@@ -710,9 +712,13 @@ async fn run(
     // transaction rather than after it, so `done` waits for one round trip
     // (docs/performance.md, finding 2). It records tool results that are
     // already committed, so it holds whether or not the answer is stored.
+    // A stored state that no tool result touched is left as it is: no write
+    // (a new session's first turn stores its initial state).
     let save_state = async {
         if let (Some(states), Some((state, version))) = (&deps.agent_state, agent_state) {
-            save_agent_state(states.as_ref(), user, &sid, state, version).await;
+            if state_observed || version == 0 {
+                save_agent_state(states.as_ref(), user, &sid, state, version).await;
+            }
         }
     };
     let (persisted, ()) = tokio::join!(store.finish_turn(user, &sid, &end), save_state);

@@ -346,6 +346,29 @@ async fn agent_state_follows_creates_and_links_and_reaches_the_next_prompt() {
     assert!(states(&t).load(&user("alice"), &sid).await.unwrap().is_none(), "cleared on close");
 }
 
+/// The agent state is written when a tool result changed it (and once for a
+/// new session), not on every turn: a talk-only turn leaves its version.
+#[tokio::test]
+async fn a_talk_only_turn_does_not_rewrite_the_agent_state() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice", "Launch").await;
+    let first = t.turn("alice", in_project(&p, "hello")).await;
+    let sid = SessionId::parse(first.session_id()).unwrap();
+    let version = |t: &TestApp| {
+        let (store, sid) = (states(t), sid.clone());
+        async move { store.load(&user("alice"), &sid).await.unwrap().map(|(_, v)| v) }
+    };
+    let v1 = version(&t).await.expect("a new session's state is stored");
+    let mut talk = in_project(&p, "and what next?");
+    talk["session_id"] = json!(sid.to_string());
+    t.turn("alice", talk.clone()).await;
+    assert_eq!(version(&t).await, Some(v1), "nothing changed, nothing written");
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the launch post"}))]));
+    let turn = t.turn("alice", talk).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    assert_eq!(version(&t).await, Some(v1 + 1), "a tool result changed it: written once");
+}
+
 #[tokio::test]
 async fn expectations_are_confirmed_or_failed_by_tool_results() {
     let t = TestApp::new().await;
