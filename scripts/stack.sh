@@ -113,6 +113,11 @@ if [[ -z "${LLM_BASE_URL:-}" ]]; then
   export LLM_BASE_URL="http://127.0.0.1:$LLM_PORT/v1"
   export LLM_MODEL="$LOCAL_MODEL_ALIAS"
   export LLM_API_KEY="${LLM_API_KEY:-local}"
+  # SmolLM2 is served with a 4096-token window (--n_ctx in lib.sh): what is
+  # sent (messages and tool definitions, CONTEXT_MAX_TOKENS, in the model's
+  # tokens) plus the answer (LLM_MAX_TOKENS) must fit in it.
+  export CONTEXT_MAX_TOKENS="${CONTEXT_MAX_TOKENS:-3072}"
+  export LLM_MAX_TOKENS="${LLM_MAX_TOKENS:-768}"
 else
   use_local_model=0
   export LLM_BASE_URL

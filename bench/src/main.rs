@@ -129,13 +129,21 @@ impl Args {
     }
 
     fn stream_bin(&self) -> PathBuf {
-        self.target_dir().join("release/stream")
+        self.release_bin("stream")
+    }
+
+    fn release_bin(&self, function: &str) -> PathBuf {
+        self.target_dir().join("release").join(function)
     }
 
     fn target_dir(&self) -> PathBuf {
         std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| self.repo.join("target"))
     }
 }
+
+/// The functions besides `stream`, measured for start → ready and size
+/// (`scripts/bench.sh` builds them).
+const OTHER_FUNCTIONS: [&str; 3] = ["entities", "summarizer", "prewarm"];
 
 /// The measured turns of one run, and what else it found.
 struct Run {
@@ -218,24 +226,33 @@ async fn main() {
             }
         }
     }
-    // Start → ready as shipped (the lexical estimate), and with the opt-in
-    // BPE (`CONTEXT_TOKENIZER=cl100k_base`), to show what loading it costs.
+    // Start → ready of `stream` as shipped (the lexical estimate) and with the
+    // opt-in BPE (`CONTEXT_TOKENIZER=cl100k_base`), to show what loading it
+    // costs; then of every other function, as shipped.
     let mut starts = Vec::new();
     if matches!(args.mode, Mode::All | Mode::Startup) {
-        let bin = args.stream_bin();
-        for (label, tokenizer, runs) in [
-            ("as shipped", None, args.startup_runs),
-            ("CONTEXT_TOKENIZER=cl100k_base", Some("cl100k_base"), args.startup_runs / 2),
-        ] {
+        let mut cases: Vec<(String, &str, Option<&str>, usize)> = vec![
+            ("`stream`, as shipped".into(), "stream", None, args.startup_runs),
+            ("`stream`, CONTEXT_TOKENIZER=cl100k_base".into(), "stream", Some("cl100k_base"), args.startup_runs / 2),
+        ];
+        for f in OTHER_FUNCTIONS {
+            cases.push((format!("`{f}`, as shipped"), f, None, args.startup_runs / 2));
+        }
+        for (label, function, tokenizer, runs) in cases {
+            let bin = args.release_bin(function);
+            if function != "stream" && !bin.exists() {
+                eprintln!("start → ready ({label}): {} not built, skipped", bin.display());
+                continue;
+            }
             eprintln!("start → ready ({label}): {runs} spawns of {}", bin.display());
             let mut env = function_env("bench-startup", "http://127.0.0.1:9/v1", true);
             if let Some(t) = tokenizer {
                 env.push(("CONTEXT_TOKENIZER".into(), t.into()));
             }
             match startup::start_to_ready(&bin, &env, runs.max(1)).await {
-                Ok(t) => starts.push((label, t)),
+                Ok(t) => starts.push((label, tokenizer.is_none(), t)),
                 Err(e) => {
-                    eprintln!("start → ready failed: {e}");
+                    eprintln!("start → ready ({label}) failed: {e}");
                     failed = true;
                 }
             }
@@ -455,7 +472,7 @@ fn render_report(
     args: &Args,
     runs: &[Run],
     baseline: &[(&'static str, Vec<Duration>)],
-    starts: &[(&str, Vec<startup::Start>)],
+    starts: &[(String, bool, Vec<startup::Start>)],
     load: &str,
 ) -> String {
     let mut out = String::new();
@@ -607,10 +624,10 @@ fn render_report(
             });
         }
     }
-    for (label, spawns) in starts {
+    for (label, shipped, spawns) in starts {
         let ready: Vec<Duration> = spawns.iter().map(|s| s.ready).collect();
         let Some(s) = Summary::of(&ready) else { continue };
-        let shipped = *label == "as shipped";
+        let shipped = *shipped;
         figures.push(Figure {
             metric: format!("process start → ready, {label} (spawn → first `GET /next`, {} spawns)", s.n),
             value: format!("p50 {} ms, p95 {} ms, max {} ms", stats::ms(s.p50), stats::ms(s.p95), stats::ms(s.max)),
@@ -629,13 +646,20 @@ fn render_report(
         }
     }
     let target = args.target_dir();
-    for (what, path) in [
-        ("release bootstrap size (`target/release/stream`)", target.join("release/stream")),
-        ("`cargo lambda build --release --arm64` bootstrap size", target.join("lambda/stream/bootstrap")),
-    ] {
+    let mut sizes = vec![
+        ("release bootstrap size (`target/release/stream`)".to_string(), target.join("release/stream")),
+        (
+            "`cargo lambda build --release --arm64` bootstrap size (`stream`)".to_string(),
+            target.join("lambda/stream/bootstrap"),
+        ),
+    ];
+    for f in OTHER_FUNCTIONS {
+        sizes.push((format!("release bootstrap size (`target/release/{f}`)"), target.join("release").join(f)));
+    }
+    for (what, path) in sizes {
         if let Some((bytes, arch)) = startup::binary(&path) {
             figures.push(Figure {
-                metric: what.into(),
+                metric: what,
                 value: format!("{:.2} MiB ({bytes} bytes, {arch})", bytes as f64 / (1024.0 * 1024.0)),
                 target: String::new(),
                 met: None,
