@@ -546,11 +546,11 @@ async fn run(
     let calibration = deps.counter.calibration();
     let tools_tokens =
         if offered.is_empty() { 0 } else { counter.count(&serde_json::Value::Array(offered.clone()).to_string()) };
-    // CONTEXT_MAX_TOKENS is in the model's tokens; the builder counts in ours.
-    let budget = ContextBudget {
-        max_tokens: calibration.to_counted(deps.context.budget.max_tokens).saturating_sub(tools_tokens),
-        ..deps.context.budget
-    };
+    // CONTEXT_MAX_TOKENS is in the model's tokens, tool definitions included;
+    // the builder counts messages in ours.
+    let line = calibration.line(tools_tokens);
+    let budget =
+        ContextBudget { max_tokens: line.counted_budget(deps.context.budget.max_tokens), ..deps.context.budget };
     let built = build_context(
         &ContextInput {
             system_prompt: &prompt,
@@ -561,9 +561,9 @@ async fn run(
         &budget,
         &counter,
     );
-    let counted = built.tokens_used + tools_tokens;
+    let counted = built.tokens_used;
     let mut usage = built.usage();
-    usage.tokens_used = calibration.to_model(counted);
+    usage.tokens_used = line.model_tokens(counted);
     usage.token_budget = deps.context.budget.max_tokens;
     usage.cache = cache_status;
     let _ = sink.send(StreamEvent::ContextUsage(usage)).await;
@@ -593,7 +593,7 @@ async fn run(
             Some(u) => {
                 if round == 0 {
                     // The first request is exactly what was counted above.
-                    calibration.observe(counted, u.prompt_tokens);
+                    calibration.observe(tools_tokens, counted, u.prompt_tokens);
                 }
                 usage_total.add(&u)
             }

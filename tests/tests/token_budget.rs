@@ -15,11 +15,21 @@ use tests::{dynamo_client, fresh_table, test_config, TestApp};
 
 /// A model whose tokenizer makes `factor` times as many tokens as the
 /// scripted one (a token per 4 bytes): a token per 2 bytes for 2.
-fn model_tokens(request: &Value, factor: u64) -> u64 {
-    prompt_tokens(request) * factor
+fn double(request: &Value) -> u64 {
+    prompt_tokens(request) * 2
 }
 
-async fn app(budget: ContextBudget, factor: u64) -> TestApp {
+/// A model whose chat template drops the tool definitions (as SmolLM2's
+/// does) and whose tokenizer makes 1.5 times the scripted one's tokens.
+fn drops_tools(request: &Value) -> u64 {
+    let mut messages_only = request.clone();
+    messages_only.as_object_mut().expect("a JSON object").remove("tools");
+    prompt_tokens(&messages_only) * 3 / 2
+}
+
+type Tokenizer = fn(&Value) -> u64;
+
+async fn app(budget: ContextBudget, model_tokens: Tokenizer) -> TestApp {
     let dynamo = dynamo_client().await;
     let table = fresh_table(&dynamo).await;
     let llm = ScriptedLlm::start().await;
@@ -28,7 +38,7 @@ async fn app(budget: ContextBudget, factor: u64) -> TestApp {
         Reply::Stream(vec![
             Step::Text(answer),
             Step::Finish("stop".into()),
-            Step::Usage { prompt: model_tokens(req, factor), completion: 80 },
+            Step::Usage { prompt: model_tokens(req), completion: 80 },
             Step::Done,
         ])
     }));
@@ -51,15 +61,30 @@ fn usage(events: &[StreamEvent]) -> (u64, u32) {
         .expect("a context_usage event")
 }
 
-#[tokio::test]
-async fn requests_stay_within_the_budget_as_the_model_counts_them() {
-    let max_tokens = 2_500;
-    let budget = ContextBudget { max_messages: 200, max_chars: 1_000_000, max_tokens, large_paste_chars: 1_000_000 };
-    let app = app(budget, 2).await;
-    let mut sid: Option<String> = None;
-    let mut dropped_any = false;
-    for turn in 1..=14 {
-        let message = format!("Question {turn}: {}", "what should we order for the kitchen, and when? ".repeat(6));
+/// What one turn sent, as the model counted it and as `context_usage` said.
+struct Sent {
+    model: u64,
+    reported: u64,
+    dropped: u32,
+}
+
+/// `turns` turns on `session` (a new one if `None`), with long or short
+/// messages; returns the session and what each turn sent.
+async fn converse(
+    app: &TestApp,
+    session: Option<String>,
+    turns: usize,
+    long: bool,
+    model_tokens: Tokenizer,
+) -> (String, Vec<Sent>) {
+    let mut sid = session;
+    let mut out = Vec::new();
+    for turn in 1..=turns {
+        let message = if long {
+            format!("Question {turn}: {}", "what should we order for the kitchen, and when? ".repeat(6))
+        } else {
+            format!("ok {turn}")
+        };
         let mut body = json!({ "message": message });
         if let Some(s) = &sid {
             body["session_id"] = json!(s);
@@ -68,16 +93,45 @@ async fn requests_stay_within_the_budget_as_the_model_counts_them() {
         assert_eq!(t.error_code(), None, "turn {turn}: {:?}", t.events);
         sid = Some(t.session_id());
         let request = app.llm.requests().last().cloned().expect("a request");
-        let sent = model_tokens(&request, 2);
         let (reported, dropped) = usage(&t.events);
-        dropped_any |= dropped > 0;
-        if turn > 1 {
-            // Learned from the turns before: within the budget, and the
-            // stream's own account of the request close to the model's.
-            assert!(sent <= max_tokens + max_tokens / 10, "turn {turn}: the model counts {sent} > {max_tokens}");
-            let off = reported.abs_diff(sent) as f64 / sent as f64;
-            assert!(off < 0.2, "turn {turn}: context_usage says {reported}, the model counted {sent}");
-        }
+        out.push(Sent { model: model_tokens(&request), reported, dropped });
     }
-    assert!(dropped_any, "the budget had to trim history, or this test shows nothing");
+    (sid.expect("a session"), out)
+}
+
+const BUDGET: ContextBudget =
+    ContextBudget { max_messages: 200, max_chars: 1_000_000, max_tokens: 2_500, large_paste_chars: 1_000_000 };
+
+fn assert_within(sent: &[Sent], what: &str) {
+    let max = BUDGET.max_tokens;
+    for (i, s) in sent.iter().enumerate() {
+        assert!(s.model <= max + max / 10, "{what}, turn {}: the model counts {} > {max}", i + 1, s.model);
+        let off = s.reported.abs_diff(s.model) as f64 / s.model as f64;
+        assert!(off < 0.2, "{what}, turn {}: context_usage says {}, the model counted {}", i + 1, s.reported, s.model);
+    }
+}
+
+#[tokio::test]
+async fn requests_stay_within_the_budget_as_the_model_counts_them() {
+    let app = app(BUDGET, double).await;
+    let (_, sent) = converse(&app, None, 14, true, double).await;
+    assert!(sent.iter().any(|s| s.dropped > 0), "the budget had to trim history, or this test shows nothing");
+    // Learned from the turns before: within the budget, and the stream's own
+    // account of each request close to the model's.
+    assert_within(&sent[1..], "one long session");
+}
+
+/// A short conversation, where the tool definitions are most of what is
+/// counted, must not teach the stream that the model counts little: a long
+/// conversation in the same process then stays within the budget.
+#[tokio::test]
+async fn tool_definitions_the_model_drops_are_learned_apart_from_the_messages() {
+    let app = app(BUDGET, drops_tools).await;
+    let (long, sent) = converse(&app, None, 12, true, drops_tools).await;
+    assert!(sent.iter().any(|s| s.dropped > 0), "the budget had to trim history");
+    assert_within(&sent[3..], "the long session");
+    let (_, short) = converse(&app, None, 4, false, drops_tools).await;
+    assert_within(&short[1..], "a short session after it");
+    let (_, again) = converse(&app, Some(long), 2, true, drops_tools).await;
+    assert_within(&again, "the long session again");
 }
