@@ -16,7 +16,8 @@ use crate::agent_state::{observe_tool_result, render, AgentState, ToolObservatio
 use crate::config::Config;
 use crate::context::pack::{build_pack, ContextPack};
 use crate::context::{
-    build_context, ContextBudget, ContextConfig, ContextInput, SummaryRef, TokenCalibration, TokenCounter,
+    build_context, message_tokens, ContextBudget, ContextConfig, ContextInput, SummaryRef, TokenCalibration,
+    TokenCounter, REPLY_PRIMING,
 };
 use crate::entities::EntityPatch;
 use crate::entities::EntityService;
@@ -587,7 +588,7 @@ async fn run(
             max_tokens: cfg.llm.max_tokens,
             temperature: None,
         };
-        let prompt_chars: usize = request.messages.iter().map(|m| m.content.as_deref().map_or(0, str::len)).sum();
+        let offered_tools = !request.tools.is_empty();
         let answer = stream_model(deps.llm.as_ref(), request, sink, stop_at, &watch).await;
         match answer.usage {
             Some(u) => {
@@ -597,7 +598,19 @@ async fn run(
                 }
                 usage_total.add(&u)
             }
-            None => usage_total.add(&estimate_usage(prompt_chars, answer.text.len())),
+            // Some servers send no usage on a streamed answer (llama-cpp-python
+            // ignores `stream_options.include_usage`): our own count stands in.
+            None => {
+                let messages_counted =
+                    messages.iter().map(|m| message_tokens(m, &counter)).sum::<u64>() + REPLY_PRIMING;
+                let prompt = if offered_tools { line.model_tokens(messages_counted) } else { messages_counted };
+                let completion = counter.count(&answer.text);
+                usage_total.add(&Usage {
+                    prompt_tokens: prompt,
+                    completion_tokens: completion,
+                    total_tokens: prompt + completion,
+                })
+            }
         }
         // The user message must be stored before anything that follows it.
         if let Some(task) = persist_user.take() {
@@ -1098,13 +1111,6 @@ async fn stream_model(
 
 fn failed(e: &LlmError) -> Outcome {
     Outcome::Failed { code: e.code(), message: e.to_string(), retryable: e.is_transient() }
-}
-
-/// When the model reports no usage: ~4 characters a token, documented in the README.
-fn estimate_usage(prompt_chars: usize, completion_chars: usize) -> Usage {
-    let p = prompt_chars.div_ceil(4) as u64;
-    let c = completion_chars.div_ceil(4) as u64;
-    Usage { prompt_tokens: p, completion_tokens: c, total_tokens: p + c }
 }
 
 /// Keeps the turn's lease and listens for Stop, off the token path: a small

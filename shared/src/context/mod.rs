@@ -126,6 +126,12 @@ pub fn summary_message(text: &str, through_seq: u64) -> ChatMessage {
     ))
 }
 
+/// Tokens one chat message costs, as the builder counts them (its text, its
+/// tool calls, and the per-message overhead).
+pub fn message_tokens(m: &ChatMessage, counter: &TokenCounter) -> u64 {
+    Cost::of(m, counter).tokens
+}
+
 /// Cost of one message.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Cost {
