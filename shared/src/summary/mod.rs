@@ -32,10 +32,7 @@ mod run;
 pub use batch::handle_batch;
 pub use config::SummaryConfig;
 pub use publish::{publish_bounded, NoTurnEvents, PublishError, SqsTurnEvents, TurnEvents};
-pub use run::{
-    summarize_session, validate_output, AgentStateItem, AgentStateItemUpdate, AgentStateUpdate, Outcome,
-    SummarizeError, SummarizerDeps, SummarizerOutput,
-};
+pub use run::{summarize_session, validate_output, Outcome, SummarizeError, SummarizerDeps, SummarizerOutput};
 
 use crate::ids::{SessionId, TurnId, UserId};
 use serde::{Deserialize, Serialize};

@@ -2,6 +2,7 @@
 //! validation of its JSON, and the compare-and-set commit.
 
 use super::{SummaryConfig, TurnCompleted};
+use crate::agent_state::{AgentStateDelta, ItemUpdate};
 use crate::context::TokenCounter;
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent};
 use crate::message::{ChatMessage, Role, StoredMessage};
@@ -129,11 +130,12 @@ pub async fn summarize_session(deps: &SummarizerDeps, event: &TurnCompleted) -> 
                     kept_message_ids: output.kept_message_ids,
                     dropped_message_ids: output.dropped_message_ids,
                     agent_state_item_updates: output
+                        .state
                         .agent_state_item_updates
                         .iter()
                         .filter_map(|u| serde_json::to_value(u).ok())
                         .collect(),
-                    agent_state_updates: serde_json::to_value(&output.agent_state_updates).unwrap_or_default(),
+                    agent_state_updates: serde_json::to_value(&output.state.agent_state_updates).unwrap_or_default(),
                 };
                 return match deps.summaries.commit(user, session, &summary).await? {
                     CommitOutcome::Committed => {
@@ -252,6 +254,8 @@ async fn complete(llm: &dyn Llm, request: ChatRequest) -> Result<String, LlmErro
 
 // ---- the model's output (AGENTIC_CHAT_V2_SPEC §5.4, AGENT_STATE_SPEC §4, §9) ----
 
+/// The summarizer model's answer. Its agent-state part is the one delta type
+/// of `agent_state` (§9), so what is validated here is what is applied.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SummarizerOutput {
     pub summary: String,
@@ -259,137 +263,10 @@ pub struct SummarizerOutput {
     pub kept_message_ids: Vec<String>,
     #[serde(default)]
     pub dropped_message_ids: Vec<String>,
-    #[serde(default)]
-    pub agent_state_item_updates: Vec<AgentStateItemUpdate>,
-    /// §5.4 spells it as a list, §9–10 as one object: both are accepted.
-    #[serde(default, deserialize_with = "one_or_many")]
-    pub agent_state_updates: Vec<AgentStateUpdate>,
-}
-
-fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<AgentStateUpdate>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        Many(Vec<AgentStateUpdate>),
-        One(Box<AgentStateUpdate>),
-        Null(()),
-    }
-    Ok(match OneOrMany::deserialize(d)? {
-        OneOrMany::Many(v) => v,
-        OneOrMany::One(u) => vec![*u],
-        OneOrMany::Null(()) => vec![],
-    })
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ItemKind {
-    Task,
-    Doc,
-    Note,
-    Idea,
-    Question,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ItemStatus {
-    Active,
-    Resolved,
-    Discarded,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentStateItem {
-    pub id: String,
-    pub kind: ItemKind,
-    pub title: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<String>,
-    pub status: ItemStatus,
-    #[serde(default, alias = "related_entity_ids", skip_serializing_if = "Vec::is_empty")]
-    pub related_entity_ids: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "lowercase")]
-pub enum AgentStateItemUpdate {
-    Add {
-        item: AgentStateItem,
-    },
-    Update {
-        id: String,
-        patch: serde_json::Map<String, serde_json::Value>,
-    },
-    /// Parsed so it can be refused by name: §5.4 forbids deleting items.
-    Remove {
-        id: String,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entity {
-    pub id: String,
-    pub kind: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Dependency {
-    pub from: String,
-    pub to: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rel: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Understanding {
-    #[serde(default)]
-    pub entities: Vec<Entity>,
-    #[serde(default)]
-    pub dependencies: Vec<Dependency>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Assumption {
-    pub id: String,
-    pub hypothesis: String,
-    pub confidence: f64,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub evidence: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Expectation {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    pub action: String,
-    pub expected_outcome: String,
-    /// `expected_ids`, `expected_type`, `status`, ... as the spec lists them.
+    /// `agent_state_item_updates` and `agent_state_updates` (§5.4 spells the
+    /// latter as a list, §9–10 as one object: both are accepted).
     #[serde(flatten)]
-    pub rest: serde_json::Map<String, serde_json::Value>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Hypothesis {
-    pub id: String,
-    pub hypothesis: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct AgentStateUpdate {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub current_understanding: Option<Understanding>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub assumptions: Option<Vec<Assumption>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expectations: Option<Vec<Expectation>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tentative_hypotheses: Option<Vec<Hypothesis>>,
+    pub state: AgentStateDelta,
 }
 
 /// Parses and checks the model's answer against what it was given. `Ok`
@@ -432,15 +309,15 @@ pub fn validate_output(
     }
     let through = through.ok_or("dropped_message_ids does not start with the oldest message, so nothing is covered")?;
 
-    for u in &out.agent_state_item_updates {
-        if let AgentStateItemUpdate::Remove { id } = u {
+    for u in &out.state.agent_state_item_updates {
+        if let ItemUpdate::Remove { id } = u {
             return Err(format!(
                 "agent_state_item_updates removes {id:?}; items are never deleted (set status \"discarded\")"
             ));
         }
     }
-    for u in &out.agent_state_updates {
-        for a in u.assumptions.iter().flatten() {
+    for u in &out.state.agent_state_updates {
+        for a in &u.assumptions {
             if !(0.0..=1.0).contains(&a.confidence) {
                 return Err(format!("assumption {:?} has confidence {} outside 0..1", a.id, a.confidence));
             }
@@ -465,8 +342,8 @@ pub fn validate_output(
     let haystack = format!(
         "{}\n{}\n{}",
         out.summary,
-        serde_json::to_string(&out.agent_state_item_updates).unwrap_or_default(),
-        serde_json::to_string(&out.agent_state_updates).unwrap_or_default()
+        serde_json::to_string(&out.state.agent_state_item_updates).unwrap_or_default(),
+        serde_json::to_string(&out.state.agent_state_updates).unwrap_or_default()
     )
     .to_lowercase();
     let missing: Vec<&String> = must.iter().filter(|e| !haystack.contains(&e.to_lowercase())).collect();
@@ -605,7 +482,7 @@ mod tests {
         let raw = format!("```json\n{}\n```", answer("User plans Apollo.", &[&c[0], &c[1]], &[&r[0]]));
         let (out, through) = validate_output(&raw, None, &c, &r).unwrap();
         assert_eq!(through, 2);
-        assert_eq!(out.agent_state_updates.len(), 1);
+        assert_eq!(out.state.agent_state_updates.len(), 1);
         // Only the first one covered: the watermark stops there.
         let (_, through) = validate_output(&answer("User plans Apollo.", &[&c[0]], &[]), None, &c, &r).unwrap();
         assert_eq!(through, 1);
