@@ -420,3 +420,46 @@ async fn a_stuck_queue_never_holds_the_turn_up() {
     let missing = Arc::new(SqsTurnEvents::new(sqs, format!("{}/000000000000/missing.fifo", sqs_endpoint())));
     assert!(!publish_bounded(missing, ev, Duration::from_secs(5)).await);
 }
+
+/// The state part of a summary reaches the session's agent state: a first
+/// answer that deletes an item is refused (items are never deleted) and the
+/// retry's item and assumption are applied once the summary commits.
+#[tokio::test]
+async fn summary_agent_state_deltas_are_validated_then_applied() {
+    use shared::agent_state::ItemStatus;
+    use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
+    let p = Parts::new().await;
+    let store = p.store();
+    let alice = user("alice");
+    let ev = chatty_session(&store, &alice, 15).await;
+    let all = all_messages(&store, &alice, &ev.session_id).await;
+    let (compress, recent) = split(&all, 8);
+    let with_state = |items: serde_json::Value| {
+        let mut a: serde_json::Value =
+            serde_json::from_str(&answer("The user asked questions 1 to 11.", &compress, &recent)).unwrap();
+        a["agent_state_item_updates"] = items;
+        a["agent_state_updates"] = serde_json::json!({
+            "assumptions": [{"id": "a1", "hypothesis": "the user wants short answers", "confidence": 0.7}]
+        });
+        a.to_string()
+    };
+    p.llm.push(LlmReply::text(&[&with_state(serde_json::json!([{"op": "remove", "id": "i0"}]))]));
+    p.llm.push(LlmReply::text(&[&with_state(serde_json::json!([
+        {"op": "add", "item": {"id": "i1", "kind": "question", "title": "Which questions are still open?"}}
+    ]))]));
+    let deps = summarizer_deps(&p.dynamo, &p.table, &p.llm.base_url(), |c| c.max_attempts = 2);
+
+    let out = summarize_session(&deps, &ev).await.unwrap();
+    assert!(matches!(out, Outcome::Committed { version: 1, .. }), "{out:?}");
+    let retry = &p.llm.requests()[1]["messages"];
+    assert!(retry[3]["content"].as_str().unwrap().contains("never deleted"), "the retry says why");
+
+    let states = DynamoAgentStateStore::new(p.dynamo.clone(), p.table.clone());
+    let (state, version) = states.load(&alice, &ev.session_id).await.unwrap().expect("the deltas made a state");
+    assert_eq!(version, 1);
+    let item = state.items.iter().find(|i| i.id == "i1").expect("the item was added");
+    assert_eq!((item.title.as_str(), item.status), ("Which questions are still open?", ItemStatus::Active));
+    assert!(item.created_at > 0, "the state's clock stamps it");
+    let a = state.assumptions.iter().find(|a| a.id == "a1").expect("the assumption was added");
+    assert_eq!(a.confidence, 0.7);
+}
