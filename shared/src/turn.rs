@@ -545,8 +545,11 @@ async fn run(
     };
     let counter = deps.counter.get();
     let calibration = deps.counter.calibration();
-    let tools_tokens =
-        if offered.is_empty() { 0 } else { counter.count(&serde_json::Value::Array(offered.clone()).to_string()) };
+    let tools_tokens = if offered.is_empty() {
+        0
+    } else {
+        counter.count(&serde_json::to_string(&offered).expect("JSON values serialize"))
+    };
     // CONTEXT_MAX_TOKENS is in the model's tokens, tool definitions included;
     // the builder counts messages in ours.
     let line = calibration.line(tools_tokens);
