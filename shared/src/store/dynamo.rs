@@ -28,6 +28,39 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
+    /// One page of a session's messages with `sk` in `range`, in log order
+    /// whichever way it was read (`forward: false` reads the newest first).
+    async fn query_messages(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        (lo, hi): (String, String),
+        forward: bool,
+        limit: usize,
+        what: &'static str,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
+            .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
+            .expression_attribute_values(":a", s(lo))
+            .expression_attribute_values(":b", s(hi))
+            .scan_index_forward(forward)
+            .limit(limit as i32)
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.query", what))
+            .await
+            .map_err(backend)?;
+        let mut msgs = out.items.unwrap_or_default().iter().map(message_from_item).collect::<Result<Vec<_>, _>>()?;
+        if !forward {
+            msgs.reverse();
+        }
+        Ok(msgs)
+    }
+
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self { client, table: table.into() }
     }
@@ -384,24 +417,16 @@ impl Store for DynamoStore {
         session: &SessionId,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
-            .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
-            .expression_attribute_values(":a", s(MSG_PREFIX))
-            .expression_attribute_values(":b", s(MSG_END))
-            .scan_index_forward(false)
-            .limit(limit.clamp(1, 1000) as i32)
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::debug_span!("ddb.query", what = "recent_messages"))
-            .await
-            .map_err(backend)?;
-        let mut msgs = out.items.unwrap_or_default().iter().map(message_from_item).collect::<Result<Vec<_>, _>>()?;
-        msgs.reverse();
-        Ok(msgs)
+        let limit = limit.clamp(1, 1000);
+        self.query_messages(
+            user,
+            session,
+            (MSG_PREFIX.to_string(), MSG_END.to_string()),
+            false,
+            limit,
+            "recent_messages",
+        )
+        .await
     }
 
     async fn turn_by_run(
@@ -718,26 +743,7 @@ impl Store for DynamoStore {
             MessagesFrom::Before(Some(b)) => (MSG_PREFIX.to_string(), keys::message_sk(b - 1), false),
             MessagesFrom::After(a) => (keys::message_sk(a + 1), MSG_END.to_string(), true),
         };
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
-            .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
-            .expression_attribute_values(":a", s(lo))
-            .expression_attribute_values(":b", s(hi))
-            .scan_index_forward(forward)
-            .limit(limit.clamp(1, 200) as i32)
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::debug_span!("ddb.query", what = "messages_page"))
-            .await
-            .map_err(backend)?;
-        let mut msgs = out.items.unwrap_or_default().iter().map(message_from_item).collect::<Result<Vec<_>, _>>()?;
-        if !forward {
-            msgs.reverse();
-        }
-        Ok(msgs)
+        self.query_messages(user, session, (lo, hi), forward, limit.clamp(1, 200), "messages_page").await
     }
 
     async fn rename_session(&self, user: &UserId, session: &SessionId, title: &str) -> Result<Session, StoreError> {
