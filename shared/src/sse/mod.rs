@@ -67,9 +67,14 @@ pub enum OperationStatus {
 /// The budget the context builder worked with and what it kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextUsage {
+    /// The request in the model's tokens, tool definitions included, as
+    /// calibrated by its earlier reports (`context::TokenCalibration`).
     pub tokens_used: u64,
+    /// `CONTEXT_MAX_TOKENS`.
     pub token_budget: u64,
+    /// Log messages sent, the current one included.
     pub messages_kept: u32,
+    /// Log messages left out for the budgets (not those the summary covers).
     pub messages_dropped: u32,
     pub summary_used: bool,
     /// Whether the context pack came from the prewarm cache; absent when the
