@@ -118,6 +118,26 @@ impl ChatMessage {
 }
 
 impl StoredMessage {
+    /// A plain message of the log (no tool calls, no error, sent to the
+    /// model), stamped now; the one way to make one.
+    pub fn new(session_id: SessionId, seq: u64, turn_id: TurnId, role: Role, content: Option<String>) -> Self {
+        StoredMessage {
+            id: MessageId::new(),
+            session_id,
+            seq,
+            turn_id,
+            role,
+            content,
+            tool_calls: vec![],
+            tool_call_id: None,
+            error: None,
+            stopped: false,
+            include_in_context: true,
+            usage: None,
+            created_at: crate::now_ms(),
+        }
+    }
+
     /// The model's view of this message. An errored or stopped assistant message
     /// keeps its partial text and says what happened, so "continue" has an anchor.
     pub fn to_chat(&self) -> ChatMessage {
@@ -147,21 +167,7 @@ mod tests {
     use super::*;
 
     fn msg(role: Role, content: &str) -> StoredMessage {
-        StoredMessage {
-            id: MessageId::new(),
-            session_id: SessionId::new(),
-            seq: 1,
-            turn_id: TurnId::new(),
-            role,
-            content: Some(content.into()),
-            tool_calls: vec![],
-            tool_call_id: None,
-            error: None,
-            stopped: false,
-            include_in_context: true,
-            usage: None,
-            created_at: 0,
-        }
+        StoredMessage::new(SessionId::new(), 1, TurnId::new(), role, Some(content.into()))
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::context::{
 };
 use crate::entities::EntityPatch;
 use crate::entities::EntityService;
-use crate::ids::{EntityId, InvalidId, MessageId, RunId, SessionId, TurnId, UserId};
+use crate::ids::{EntityId, InvalidId, RunId, SessionId, TurnId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent, ToolCallAccumulator};
 use crate::message::{MessageError, Role, StoredMessage, ToolCall, Usage};
 use crate::metrics::{Record, Unit};
@@ -454,19 +454,8 @@ async fn run(
     let now = crate::now_ms();
     let user_seq = session.view.message_count + 1;
     let user_message = StoredMessage {
-        id: MessageId::new(),
-        session_id: sid.clone(),
-        seq: user_seq,
-        turn_id: turn_id.clone(),
-        role: Role::User,
-        content: Some(turn.message.clone()),
-        tool_calls: vec![],
-        tool_call_id: None,
-        error: None,
-        stopped: false,
-        include_in_context: true,
-        usage: None,
         created_at: now,
+        ..StoredMessage::new(sid.clone(), user_seq, turn_id.clone(), Role::User, Some(turn.message.clone()))
     };
     let start = TurnStart {
         turn: TurnRecord {
@@ -806,21 +795,7 @@ async fn load_pack(
 
 /// A new message of this turn.
 fn message(sid: &SessionId, seq: u64, turn_id: &TurnId, role: Role, content: String) -> StoredMessage {
-    StoredMessage {
-        id: MessageId::new(),
-        session_id: sid.clone(),
-        seq,
-        turn_id: turn_id.clone(),
-        role,
-        content: (!content.is_empty()).then_some(content),
-        tool_calls: vec![],
-        tool_call_id: None,
-        error: None,
-        stopped: false,
-        include_in_context: true,
-        usage: None,
-        created_at: crate::now_ms(),
-    }
+    StoredMessage::new(sid.clone(), seq, turn_id.clone(), role, (!content.is_empty()).then_some(content))
 }
 
 /// Error results for calls that never ran, so every call in the log has one.

@@ -194,3 +194,26 @@ impl Turn {
 fn decode(dec: &mut SseDecoder, data: &[u8]) -> Vec<SseFrame> {
     dec.feed(data).expect("well-formed SSE")
 }
+
+/// A recorded model request is a valid tool-call protocol: every assistant
+/// `tool_calls` entry is answered by a tool message right after it (any
+/// order within the group), and no tool message is without its call.
+pub fn assert_tool_protocol(req: &serde_json::Value) {
+    let mut open: Vec<String> = Vec::new();
+    for m in req["messages"].as_array().expect("messages") {
+        match m["role"].as_str().expect("a role") {
+            "tool" => {
+                let id = m["tool_call_id"].as_str().expect("a tool_call_id");
+                let at = open.iter().position(|o| o == id).unwrap_or_else(|| panic!("orphan tool message {id}"));
+                open.remove(at);
+            }
+            _ => {
+                assert!(open.is_empty(), "calls without results: {open:?}");
+                if let Some(calls) = m["tool_calls"].as_array() {
+                    open.extend(calls.iter().map(|c| c["id"].as_str().expect("a call id").to_string()));
+                }
+            }
+        }
+    }
+    assert!(open.is_empty(), "calls without results at the end: {open:?}");
+}

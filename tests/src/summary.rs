@@ -5,7 +5,7 @@
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use shared::context::TokenCounter;
-use shared::ids::{MessageId, RunId, SessionId, TurnId, UserId};
+use shared::ids::{RunId, SessionId, TurnId, UserId};
 use shared::llm::{OpenAiClient, OpenAiConfig};
 use shared::message::{Role, StoredMessage, ToolCall, Usage};
 use shared::session::{ContextType, SessionStatus, SessionView, TurnRecord, TurnStatus};
@@ -102,20 +102,8 @@ pub async fn write_turn(
     };
     let sid = s.view.id.clone();
     let base = s.view.message_count;
-    let msg = |seq: u64, role: Role, content: Option<String>| StoredMessage {
-        id: MessageId::new(),
-        session_id: sid.clone(),
-        seq,
-        turn_id: turn_id.clone(),
-        role,
-        content,
-        tool_calls: vec![],
-        tool_call_id: None,
-        error: None,
-        stopped: false,
-        include_in_context: true,
-        usage: None,
-        created_at: shared::now_ms(),
+    let msg = |seq: u64, role: Role, content: Option<String>| {
+        StoredMessage::new(sid.clone(), seq, turn_id.clone(), role, content)
     };
     let run_id = RunId::parse(turn_id.as_str()).unwrap();
     let start = TurnStart {

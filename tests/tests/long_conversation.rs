@@ -166,28 +166,6 @@ async fn converse(c: &Conversation, turns: usize) -> (Vec<TurnRecord>, UserId, S
     (records, user, session)
 }
 
-/// Every assistant `tool_calls` entry is answered by a tool message right
-/// after it, and no tool message is without its call.
-fn assert_tool_protocol(req: &Value) {
-    let mut open: Vec<String> = Vec::new();
-    for m in req["messages"].as_array().unwrap() {
-        match m["role"].as_str().unwrap() {
-            "tool" => {
-                let id = m["tool_call_id"].as_str().unwrap();
-                let at = open.iter().position(|o| o == id).unwrap_or_else(|| panic!("orphan tool message {id}"));
-                open.remove(at);
-            }
-            _ => {
-                assert!(open.is_empty(), "calls without results: {open:?}");
-                if let Some(calls) = m["tool_calls"].as_array() {
-                    open.extend(calls.iter().map(|c| c["id"].as_str().unwrap().to_string()));
-                }
-            }
-        }
-    }
-    assert!(open.is_empty(), "calls without results at the end: {open:?}");
-}
-
 fn text(m: &Value) -> &str {
     m["content"].as_str().unwrap_or("")
 }
@@ -271,12 +249,12 @@ async fn thirty_turns_then_the_request_is_summary_plus_recent_window() {
             })
             .sum::<usize>();
     assert!(chars <= b.max_chars, "{chars} chars");
-    assert_tool_protocol(&req);
+    tests::assert_tool_protocol(&req);
     assert!(rest.first().unwrap()["role"] != "tool", "the window never starts with a tool result");
 
     // Every chat request of the run kept the protocol too.
     for r in c.chat_requests() {
-        assert_tool_protocol(&r);
+        tests::assert_tool_protocol(&r);
     }
     let versions = c.summaries.versions(&user, &session).await.unwrap();
     assert!(!versions.is_empty());

@@ -61,29 +61,6 @@ fn tool_messages(req: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// Every assistant `tool_calls` entry in a request is followed by a tool
-/// message for each of its ids, and no tool message is without its call.
-fn assert_protocol_valid(req: &Value) {
-    let msgs = req["messages"].as_array().unwrap();
-    let mut open: Vec<String> = Vec::new();
-    for m in msgs {
-        match m["role"].as_str().unwrap() {
-            "tool" => {
-                let id = m["tool_call_id"].as_str().unwrap();
-                let at = open.iter().position(|o| o == id).unwrap_or_else(|| panic!("orphan tool message {id}"));
-                open.remove(at);
-            }
-            _ => {
-                assert!(open.is_empty(), "calls without results: {open:?}");
-                if let Some(calls) = m["tool_calls"].as_array() {
-                    open.extend(calls.iter().map(|c| c["id"].as_str().unwrap().to_string()));
-                }
-            }
-        }
-    }
-    assert!(open.is_empty(), "calls without results at the end: {open:?}");
-}
-
 #[tokio::test]
 async fn a_turn_creates_a_task_and_links_it_to_a_goal() {
     let t = TestApp::new().await;
@@ -150,7 +127,7 @@ async fn a_turn_creates_a_task_and_links_it_to_a_goal() {
     t.llm.push(Reply::text(&["ok"]));
     t.turn("alice", json!({"message": "thanks", "session_id": sid.to_string()})).await;
     let last = t.llm.requests().last().unwrap().clone();
-    assert_protocol_valid(&last);
+    tests::assert_tool_protocol(&last);
     assert_eq!(tool_messages(&last).len(), 2);
 }
 
@@ -181,7 +158,7 @@ async fn parallel_calls_all_run_and_results_keep_call_order() {
         turn.events
     );
     let second = &t.llm.requests()[1];
-    assert_protocol_valid(second);
+    tests::assert_tool_protocol(second);
     let ids: Vec<String> = tool_messages(second).into_iter().map(|(id, _)| id).collect();
     assert_eq!(ids, vec!["call_0_create_task", "call_1_create_goal", "call_2_create_risk"]);
 }
@@ -256,7 +233,7 @@ async fn the_round_limit_ends_with_an_answer_and_a_valid_log() {
     t.llm.set_default(Reply::text(&["ok"]));
     t.turn("alice", json!({"message": "next", "session_id": turn.session_id()})).await;
     let last = t.llm.requests().last().unwrap().clone();
-    assert_protocol_valid(&last);
+    tests::assert_tool_protocol(&last);
     let results = tool_messages(&last);
     assert_eq!(results.len(), 2);
     assert!(results[1].1["error"].as_str().unwrap_or_default().contains("no more tool rounds"), "{results:?}");
@@ -285,7 +262,7 @@ async fn a_model_failure_between_rounds_leaves_every_call_answered() {
     let next = t.turn("alice", json!({"message": "continue", "session_id": turn.session_id()})).await;
     assert_eq!(next.error_code(), None);
     let last = t.llm.requests().last().unwrap().clone();
-    assert_protocol_valid(&last);
+    tests::assert_tool_protocol(&last);
     let sid = SessionId::parse(turn.session_id()).unwrap();
     let msgs = t.store().recent_messages(&user("alice"), &sid, 20).await.unwrap();
     assert!(msgs.iter().any(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some("cut")));

@@ -350,25 +350,12 @@ pub fn build_context(input: &ContextInput<'_>, budget: &ContextBudget, counter: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{MessageId, SessionId, TurnId};
+    use crate::ids::{SessionId, TurnId};
     use crate::message::{FunctionCall, MessageError, ToolCall};
 
     pub(super) fn msg(seq: u64, role: Role, content: Option<&str>) -> StoredMessage {
-        StoredMessage {
-            id: MessageId::new(),
-            session_id: SessionId::parse("019a0000-0000-7000-8000-000000000000").unwrap(),
-            seq,
-            turn_id: TurnId::new(),
-            role,
-            content: content.map(str::to_string),
-            tool_calls: vec![],
-            tool_call_id: None,
-            error: None,
-            stopped: false,
-            include_in_context: true,
-            usage: None,
-            created_at: 0,
-        }
+        let session = SessionId::parse("019a0000-0000-7000-8000-000000000000").unwrap();
+        StoredMessage::new(session, seq, TurnId::new(), role, content.map(str::to_string))
     }
 
     pub(super) fn call(id: &str) -> ToolCall {

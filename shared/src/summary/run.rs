@@ -444,24 +444,10 @@ async fn apply_state_deltas(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{MessageId, SessionId, TurnId};
+    use crate::ids::{SessionId, TurnId};
 
     fn m(seq: u64, role: Role, content: &str) -> StoredMessage {
-        StoredMessage {
-            id: MessageId::new(),
-            session_id: SessionId::new(),
-            seq,
-            turn_id: TurnId::new(),
-            role,
-            content: Some(content.into()),
-            tool_calls: vec![],
-            tool_call_id: None,
-            error: None,
-            stopped: false,
-            include_in_context: true,
-            usage: None,
-            created_at: 0,
-        }
+        StoredMessage::new(SessionId::new(), seq, TurnId::new(), role, Some(content.into()))
     }
 
     fn answer(summary: &str, dropped: &[&StoredMessage], kept: &[&StoredMessage]) -> String {
