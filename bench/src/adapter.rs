@@ -44,8 +44,20 @@ impl Probes {
     }
 }
 
-/// Serves `app` on a free loopback port until the process ends.
-pub async fn serve(app: StreamApp) -> (SocketAddr, Probes) {
+/// What the adapter serves.
+#[derive(Clone)]
+pub enum Handler {
+    /// The stream function's real handler.
+    Stream(StreamApp),
+    /// The harness's own floor: one static SSE frame at once, behind the same
+    /// server, connection settings, probes and body wrapper. What its clients
+    /// see between the handler's entry and the first byte is hyper, loopback
+    /// and the client being scheduled on this machine, with no product code.
+    Floor,
+}
+
+/// Serves `handler` on a free loopback port until the process ends.
+pub async fn serve(handler: Handler) -> (SocketAddr, Probes) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the adapter");
     let addr = listener.local_addr().expect("local addr");
     let probes = Probes::default();
@@ -56,10 +68,10 @@ pub async fn serve(app: StreamApp) -> (SocketAddr, Probes) {
             // A function URL's front end is not ours to tune; Nagle off keeps
             // the adapter from adding stalls the product does not have.
             let _ = tcp.set_nodelay(true);
-            let app = app.clone();
+            let handler = handler.clone();
             let probes = p.clone();
             tokio::spawn(async move {
-                let svc = service_fn(move |req| handle(app.clone(), probes.clone(), req));
+                let svc = service_fn(move |req| handle(handler.clone(), probes.clone(), req));
                 let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), svc).await;
             });
         }
@@ -68,7 +80,7 @@ pub async fn serve(app: StreamApp) -> (SocketAddr, Probes) {
 }
 
 async fn handle(
-    app: StreamApp,
+    handler: Handler,
     probes: Probes,
     req: hyper::Request<hyper::body::Incoming>,
 ) -> Result<hyper::Response<ProbedBody>, Infallible> {
@@ -77,7 +89,15 @@ async fn handle(
     let turn = parts.headers.get("x-bench-turn").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let req = http::Request::from_parts(parts, lambda_http::Body::Binary(bytes.to_vec()));
     let handler_entry = Instant::now();
-    let resp = handle_stream(&app, lambda_http::Request::from(req)).await;
+    let resp = match &handler {
+        Handler::Stream(app) => handle_stream(app, lambda_http::Request::from(req)).await,
+        Handler::Floor => http::Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(ResponseBody::Full(Some(Bytes::from_static(
+                b"id: 1\nevent: agent_state\ndata: {\"type\":\"agent_state\"}\n\n",
+            ))))
+            .expect("a static response"),
+    };
     let handler_return = Instant::now();
     if let Some(t) = turn {
         probes.0.lock().unwrap().insert(t, Probe { handler_entry, handler_return, first_frame: None });
@@ -115,48 +135,4 @@ impl Body for ProbedBody {
         }
         r
     }
-}
-
-/// The harness's own floor: the same server, connection settings and probes
-/// around a handler that answers at once with one static SSE frame. What its
-/// clients see between the handler's entry and the first byte is the cost of
-/// hyper, loopback and the client being scheduled on this machine, with no
-/// product code in it.
-pub async fn serve_floor() -> (SocketAddr, Probes) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the floor adapter");
-    let addr = listener.local_addr().expect("local addr");
-    let probes = Probes::default();
-    let p = probes.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else { return };
-            let _ = tcp.set_nodelay(true);
-            let probes = p.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let probes = probes.clone();
-                    async move {
-                        let (parts, body) = req.into_parts();
-                        let _ = body.collect().await;
-                        let turn = parts.headers.get("x-bench-turn").and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-                        let handler_entry = Instant::now();
-                        if let Some(t) = turn {
-                            let probe = Probe { handler_entry, handler_return: handler_entry, first_frame: None };
-                            probes.0.lock().unwrap().insert(t, probe);
-                        }
-                        let frame =
-                            Bytes::from_static(b"id: 1\nevent: agent_state\ndata: {\"type\":\"agent_state\"}\n\n");
-                        Ok::<_, Infallible>(
-                            hyper::Response::builder()
-                                .header("content-type", "text/event-stream")
-                                .body(http_body_util::Full::new(frame))
-                                .expect("a static response"),
-                        )
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), svc).await;
-            });
-        }
-    });
-    (addr, probes)
 }

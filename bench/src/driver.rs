@@ -282,7 +282,7 @@ pub fn pieces(n: usize) -> Vec<String> {
 }
 
 /// The first byte after the handler's entry, for `n` requests to the floor
-/// adapter ([`crate::adapter::serve_floor`]) with the same client settings as
+/// adapter (`crate::adapter::Handler::Floor`) with the same client settings as
 /// [`Driver::http`]: what the harness itself adds to that figure.
 pub async fn floor_first_byte(url: &str, probes: &Probes, n: usize) -> Result<Vec<Duration>, String> {
     let client =

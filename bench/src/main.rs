@@ -321,12 +321,12 @@ async fn adapter_run(args: &Args) -> Result<Run, String> {
     let llm = scripted_model(args).await;
     let config = tests::test_config(&table, &llm.base_url());
     let app = shared::http::StreamApp::with_dynamo(config, dynamo);
-    let (addr, probes) = adapter::serve(app).await;
+    let (addr, probes) = adapter::serve(adapter::Handler::Stream(app)).await;
     let mut d =
         Driver::http(format!("http://{addr}/"), "bench-adapter", llm, driver::pieces(args.tokens), Some(probes));
     let spans = spans::SpanTimes::install();
     let (warmup, n) = (args.warmup, args.turns);
-    let (floor_addr, floor_probes) = adapter::serve_floor().await;
+    let (floor_addr, floor_probes) = adapter::serve(adapter::Handler::Floor).await;
     let (turns, spans, floor) = on(&sides().client, async move {
         warm_up(&mut d, warmup).await?;
         spans.take();

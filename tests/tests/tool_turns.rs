@@ -61,13 +61,11 @@ fn tool_messages(req: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_turn_creates_a_task_and_links_it_to_a_goal() {
-    let t = TestApp::new().await;
-    let p = project(&t, "alice", "Launch").await;
-    let goal = create(&t, "alice", &p, "create_goal", json!({"name": "Public beta"})).await;
+/// Scripts two model rounds: create the task "Write the launch post", then
+/// link the id its result returned to `goal` with `supports`.
+fn script_task_supporting(t: &TestApp, goal: &str) {
     t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the launch post"}))]));
-    let goal_id = goal.clone();
+    let goal_id = goal.to_string();
     t.llm.push(Reply::dynamic(move |req| {
         let (_, created) = tool_messages(req).pop().expect("the create result");
         let task = created["id"].as_str().expect("task id").to_string();
@@ -76,6 +74,14 @@ async fn a_turn_creates_a_task_and_links_it_to_a_goal() {
             json!({"from_kind": "task", "from_id": task, "relation": "supports", "to_kind": "goal", "to_id": goal_id}),
         )])
     }));
+}
+
+#[tokio::test]
+async fn a_turn_creates_a_task_and_links_it_to_a_goal() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice", "Launch").await;
+    let goal = create(&t, "alice", &p, "create_goal", json!({"name": "Public beta"})).await;
+    script_task_supporting(&t, &goal);
     t.llm.push(Reply::text(&["Done: the task ", "supports the goal."]));
     let turn = t.turn("alice", in_project(&p, "Add a task to write the launch post, for the beta goal")).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
@@ -277,16 +283,7 @@ async fn agent_state_follows_creates_and_links_and_reaches_the_next_prompt() {
     let t = TestApp::new().await;
     let p = project(&t, "alice", "Launch").await;
     let goal = create(&t, "alice", &p, "create_goal", json!({"name": "Public beta"})).await;
-    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the launch post"}))]));
-    let goal_id = goal.clone();
-    t.llm.push(Reply::dynamic(move |req| {
-        let (_, created) = tool_messages(req).pop().expect("the create result");
-        let task = created["id"].as_str().expect("task id").to_string();
-        Reply::tool_calls(&[(
-            "link_entities",
-            json!({"from_kind": "task", "from_id": task, "relation": "supports", "to_kind": "goal", "to_id": goal_id}),
-        )])
-    }));
+    script_task_supporting(&t, &goal);
     t.llm.push(Reply::text(&["done"]));
     let turn = t.turn("alice", in_project(&p, "add the task")).await;
     assert_eq!(turn.error_code(), None);

@@ -77,23 +77,44 @@ fn budget() -> impl Strategy<Value = ContextBudget> {
     })
 }
 
+/// One random input: the loaded window of a random log (it may start
+/// mid-log, even mid tool group), the current message, maybe a summary.
+#[derive(Debug, Clone)]
+struct Case {
+    history: Vec<StoredMessage>,
+    current: StoredMessage,
+    summary_through: Option<u64>,
+}
+
+impl Case {
+    fn input(&self) -> ContextInput<'_> {
+        ContextInput {
+            system_prompt: "You are helpful.",
+            summary: self.summary_through.map(|t| SummaryRef { text: "earlier: things happened", through_seq: t }),
+            history: &self.history,
+            current: &self.current,
+        }
+    }
+}
+
+fn case(max_steps: usize) -> impl Strategy<Value = Case> {
+    (prop::collection::vec(step(), 0..max_steps), 0usize..10, prop::option::of(0u64..30), 1usize..600).prop_map(
+        |(steps, start, summary_through, current_len)| {
+            let log = log_from(&steps);
+            let current = msg(log.len() as u64 + 1, Role::User, Some(&"q".repeat(current_len)));
+            Case { history: log[start.min(log.len())..].to_vec(), current, summary_through }
+        },
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
     #[test]
-    fn builder_invariants(
-        steps in prop::collection::vec(step(), 0..40),
-        start in 0usize..10,
-        summary_through in prop::option::of(0u64..30),
-        b in budget(),
-        current_len in 1usize..600,
-    ) {
-        let log = log_from(&steps);
-        // The loaded window may start mid-log, even mid tool group.
-        let history = &log[start.min(log.len())..];
-        let current = msg(log.len() as u64 + 1, Role::User, Some(&"q".repeat(current_len)));
-        let summary = summary_through.map(|t| SummaryRef { text: "earlier: things happened", through_seq: t });
-        let input = ContextInput { system_prompt: "You are helpful.", summary, history, current: &current };
+    fn builder_invariants(c in case(40), b in budget()) {
+        let (history, current, summary_through) = (&c.history[..], &c.current, c.summary_through);
+        let input = c.input();
+        let summary = input.summary;
         let counter = TokenCounter::Estimate;
         let built = build_context(&input, &b, &counter);
         let sent = &built.messages;
@@ -316,18 +337,8 @@ proptest! {
 
     /// Pricing newest first and stopping early changes the cost, never the result.
     #[test]
-    fn same_result_as_the_reference_builder(
-        steps in prop::collection::vec(step(), 0..60),
-        start in 0usize..10,
-        summary_through in prop::option::of(0u64..30),
-        b in budget(),
-        current_len in 1usize..600,
-    ) {
-        let log = log_from(&steps);
-        let history = &log[start.min(log.len())..];
-        let current = msg(log.len() as u64 + 1, Role::User, Some(&"q".repeat(current_len)));
-        let summary = summary_through.map(|t| SummaryRef { text: "earlier: things happened", through_seq: t });
-        let input = ContextInput { system_prompt: "You are helpful.", summary, history, current: &current };
+    fn same_result_as_the_reference_builder(c in case(60), b in budget()) {
+        let input = c.input();
         let counter = TokenCounter::Estimate;
         prop_assert_eq!(build_context(&input, &b, &counter), reference::build_context(&input, &b, &counter));
     }
