@@ -39,6 +39,7 @@ fn turn_events(text_frames: usize) -> Vec<StreamEvent> {
         session_id: Some(SessionId::new()),
         turn_id: TurnId::new(),
         usage: Some(Usage { prompt_tokens: 812, completion_tokens: 497, total_tokens: 1309 }),
+        replayed: false,
     });
     events
 }

@@ -90,6 +90,9 @@ pub struct StoredMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
     pub created_at: i64,
+    /// A user message dictated from voice notes: the client's id of their group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice_note_group_id: Option<String>,
 }
 
 fn yes() -> bool {
@@ -135,6 +138,7 @@ impl StoredMessage {
             include_in_context: true,
             usage: None,
             created_at: crate::now_ms(),
+            voice_note_group_id: None,
         }
     }
 

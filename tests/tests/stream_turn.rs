@@ -275,8 +275,17 @@ async fn a_repeated_stream_run_id_never_stores_a_second_user_message() {
     assert_eq!(a.error_code(), None);
     let before = t.llm.request_count();
     let again = t.turn("alice", json!({"message": "do it", "session_id": sid, "stream_run_id": "run-7"})).await;
-    assert_eq!(again.error_code().as_deref(), Some("duplicate_run"));
-    assert_eq!(again.kinds().last(), Some(&"done"));
+    // The retry gets the first turn's stored outcome, replayed, not a new answer.
+    assert_eq!(again.error_code(), None, "{:?}", again.events);
+    assert_eq!(again.session_id(), sid);
+    assert_eq!(again.text(), a.text());
+    match (again.done(), a.done()) {
+        (
+            StreamEvent::Done { reason: DoneReason::Complete, turn_id, replayed: true, .. },
+            StreamEvent::Done { turn_id: first, replayed: false, .. },
+        ) => assert_eq!(turn_id, first, "the done names the first turn"),
+        other => panic!("{other:?}"),
+    }
     assert_eq!(t.llm.request_count(), before, "the model is not called again");
     let msgs = t.store().recent_messages(&user("alice"), &SessionId::parse(sid.clone()).unwrap(), 20).await.unwrap();
     assert_eq!(msgs.iter().filter(|m| m.content.as_deref() == Some("do it")).count(), 1);

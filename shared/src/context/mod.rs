@@ -37,7 +37,7 @@ mod tokens;
 #[cfg(test)]
 mod props;
 
-pub use calibration::TokenCalibration;
+pub use calibration::{Line as CalibrationLine, TokenCalibration};
 pub use config::ContextConfig;
 pub use tokens::{TokenCounter, PER_MESSAGE_OVERHEAD, REPLY_PRIMING};
 

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 /// fine); the name is taken from the first delta that has one, and a later
 /// delta repeating the same name is ignored while a different one is appended
 /// (a name streamed in pieces); argument fragments are concatenated as they
-/// come. A call that never got an id gets `call_<n>`, `n` being its position.
+/// come. A call that never got an id gets a fresh random one (`call_<24 hex>`):
+/// a position-based id would repeat in every turn of the session, and the log
+/// (and anything keyed by call id) must never see one id twice.
 #[derive(Debug, Default, Clone)]
 pub struct ToolCallAccumulator {
     calls: BTreeMap<u32, Partial>,
@@ -67,22 +69,10 @@ impl ToolCallAccumulator {
 
     /// The complete calls, in index order.
     pub fn finish(self) -> Vec<ToolCall> {
-        let taken: Vec<String> = self.calls.values().filter_map(|c| c.id.clone()).collect();
         self.calls
             .into_values()
-            .enumerate()
-            .map(|(n, c)| {
-                let id = c.id.unwrap_or_else(|| {
-                    // Never collide with an id the model did give.
-                    let mut k = n;
-                    loop {
-                        let candidate = format!("call_{k}");
-                        if !taken.contains(&candidate) {
-                            break candidate;
-                        }
-                        k += 1;
-                    }
-                });
+            .map(|c| {
+                let id = c.id.unwrap_or_else(|| format!("call_{}", &uuid::Uuid::new_v4().simple().to_string()[..24]));
                 ToolCall {
                     id,
                     kind: "function".to_string(),
@@ -156,13 +146,21 @@ mod tests {
     }
 
     #[test]
-    fn missing_ids_are_generated_without_collisions() {
-        let mut acc = ToolCallAccumulator::new();
-        acc.push(0, None, Some("a"), "{}");
-        acc.push(1, Some("call_2"), Some("b"), "{}");
-        acc.push(2, None, Some("c"), "");
-        let got = acc.finish();
-        assert_eq!(got, vec![call("call_0", "a", "{}"), call("call_2", "b", "{}"), call("call_3", "c", "")]);
+    fn missing_ids_are_generated_unique_across_answers() {
+        let answer = || {
+            let mut acc = ToolCallAccumulator::new();
+            acc.push(0, None, Some("a"), "{}");
+            acc.push(1, Some("call_2"), Some("b"), "{}");
+            acc.push(2, None, Some("c"), "");
+            acc.finish()
+        };
+        let (one, two) = (answer(), answer());
+        assert_eq!(one[1], call("call_2", "b", "{}"), "a given id is kept");
+        let minted: Vec<&str> = [&one[0], &one[2], &two[0], &two[2]].iter().map(|c| c.id.as_str()).collect();
+        assert!(minted.iter().all(|id| id.starts_with("call_") && id.len() == 29), "{minted:?}");
+        let distinct: std::collections::HashSet<_> = minted.iter().collect();
+        assert_eq!(distinct.len(), 4, "never the same id twice, not even in the next answer: {minted:?}");
+        assert_eq!((one[0].function.name.as_str(), one[2].function.name.as_str()), ("a", "c"));
     }
 
     #[test]

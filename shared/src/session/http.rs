@@ -57,6 +57,9 @@ pub struct MessageView {
     pub status: MessageStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<MessageError>,
+    /// A user message dictated from voice notes: the id the client sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice_note_group_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -338,6 +341,7 @@ fn views(page: Vec<StoredMessage>) -> Vec<MessageView> {
                 tool_call_id: m.tool_call_id,
                 status,
                 error: m.error,
+                voice_note_group_id: m.voice_note_group_id,
             }
         })
         .collect()

@@ -1,0 +1,177 @@
+//! Phase 4 of a turn: store what is left — the last assistant message marked
+//! with how the turn ended, any results not stored yet, the turn record's
+//! status and the session's stats, releasing the lease in the same
+//! transaction — and the agent state beside it; then the `done` to send.
+//!
+//! Contract: all persistence finishes before `done` (Lambda freezes the
+//! process once the body ends); a failed write is an `error` before `done`,
+//! and the lease guard then gives the lease back.
+
+use super::lease::LeaseGuard;
+use super::model_loop::{LoopEnd, Outcome, RoundLog};
+use super::TurnDeps;
+use crate::agent_state::AgentState;
+use crate::ids::{RunId, SessionId, TurnId, UserId};
+use crate::message::{MessageError, Role, StoredMessage, Usage};
+use crate::session::TurnStatus;
+use crate::sse::{DoneReason, EventSink, StreamEvent};
+use crate::store::agent_state::{AgentStateStore, SaveError};
+use crate::store::{Store, StoreError, TurnEnd};
+use crate::summary::TurnCompleted;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// The turn's log while the model works: the start record's write in flight,
+/// then each tool round as it completes.
+pub struct TurnLog {
+    pub store: Arc<dyn Store>,
+    pub user: UserId,
+    pub sid: SessionId,
+    pub turn_id: TurnId,
+    pub persist_user: Option<JoinHandle<Result<(), StoreError>>>,
+}
+
+#[async_trait::async_trait]
+impl RoundLog for TurnLog {
+    async fn ready(&mut self) -> Result<(), StoreError> {
+        let Some(task) = self.persist_user.take() else { return Ok(()) };
+        let started =
+            task.await.unwrap_or_else(|join| Err(StoreError::Backend(format!("user message task failed: {join}"))));
+        if let Err(e) = &started {
+            tracing::warn!(code = e.code(), error = %e, "user message not stored");
+        }
+        started
+    }
+
+    async fn store_round(&mut self, messages: &[StoredMessage]) -> Result<(), StoreError> {
+        self.store.append_messages(&self.user, &self.sid, &self.turn_id, messages).await
+    }
+}
+
+/// What the turn learnt about the session's agent state.
+pub struct StateChange {
+    pub state: Option<(AgentState, u64)>,
+    /// A tool result touched it.
+    pub observed: bool,
+}
+
+/// Stores the end of the turn; returns its `done` and, when stored, the
+/// turn-end event for the summarizer.
+#[allow(clippy::too_many_arguments)]
+pub async fn finish(
+    deps: &TurnDeps,
+    user: &UserId,
+    sid: &SessionId,
+    turn_id: &TurnId,
+    run_id: RunId,
+    end: LoopEnd,
+    state: StateChange,
+    lease: LeaseGuard,
+    sink: &mut EventSink,
+) -> (StreamEvent, Option<TurnCompleted>) {
+    let LoopEnd { mut unsaved, outcome, usage } = end;
+    let status = mark_last_answer(&mut unsaved, &outcome, usage);
+    let last_message_seq = unsaved.last().map_or(0, |m| m.seq);
+    let end = TurnEnd { turn_id: turn_id.clone(), run_id, status, messages: unsaved, usage };
+    // The agent state is its own item: its write goes out beside the turn's
+    // transaction rather than after it, so `done` waits for one round trip
+    // (docs/performance.md, finding 2). It records tool results that are
+    // already committed, so it holds whether or not the answer is stored. A
+    // stored state that no tool result touched is left as it is (a new
+    // session's first turn stores its initial state).
+    let save_state = async {
+        let observed = state.observed;
+        if let (Some(states), Some((state, version))) = (&deps.agent_state, state.state) {
+            if observed || version == 0 {
+                save_agent_state(states.as_ref(), user, sid, state, version).await;
+            }
+        }
+    };
+    let (persisted, ()) = tokio::join!(deps.store.finish_turn(user, sid, &end), save_state);
+
+    let mut reason = match outcome {
+        Outcome::Complete => DoneReason::Complete,
+        Outcome::Stopped => DoneReason::Stopped,
+        Outcome::Failed { code, message, retryable } => {
+            let _ = sink.send(StreamEvent::error(code, message, retryable)).await;
+            DoneReason::Error
+        }
+    };
+    let completed = match persisted {
+        Ok(()) => {
+            lease.released_by_write();
+            // The summarizer works from watermarks: a lost event is covered by
+            // the next turn's, so it never fails the turn.
+            Some(TurnCompleted {
+                user_id: user.clone(),
+                session_id: sid.clone(),
+                turn_id: turn_id.clone(),
+                last_message_seq,
+            })
+        }
+        Err(e) => {
+            tracing::error!(code = e.code(), error = %e, "answer not stored");
+            if reason != DoneReason::Error {
+                let _ =
+                    sink.send(StreamEvent::error(e.code(), format!("the answer could not be saved: {e}"), true)).await;
+            }
+            reason = DoneReason::Error;
+            None
+        }
+    };
+    (super::done(reason, Some(sid), turn_id, Some(usage)), completed)
+}
+
+/// The last assistant message says how the turn ended and carries its usage;
+/// the turn record's status follows.
+fn mark_last_answer(unsaved: &mut [StoredMessage], outcome: &Outcome, usage: Usage) -> TurnStatus {
+    let (status, error, stopped) = match outcome {
+        Outcome::Complete => (TurnStatus::Completed, None, false),
+        Outcome::Stopped => (TurnStatus::Stopped, None, true),
+        Outcome::Failed { code, message, .. } => {
+            (TurnStatus::Error, Some(MessageError { code: code.to_string(), message: message.clone() }), false)
+        }
+    };
+    if let Some(last) = unsaved.iter_mut().rev().find(|m| m.role == Role::Assistant) {
+        last.error = error;
+        last.stopped = stopped;
+        last.usage = Some(usage);
+    }
+    status
+}
+
+/// Saves the turn's agent state with compare-and-set; on a concurrent change
+/// (the summarizer), the newer state wins and this turn's entities are folded
+/// into it. A failure is logged: the state is a cache of what the log says.
+async fn save_agent_state(
+    store: &dyn AgentStateStore,
+    user: &UserId,
+    sid: &SessionId,
+    state: AgentState,
+    version: u64,
+) {
+    match store.save(user, sid, &state, version).await {
+        Ok(_) => {}
+        Err(SaveError::Conflict) => {
+            let ours = state.current_understanding.clone();
+            let merged = crate::store::agent_state::update(store, user, sid, 3, |s| {
+                for e in &ours.entities {
+                    if s.entity(&e.id).is_none() {
+                        s.current_understanding.entities.push(e.clone());
+                    }
+                }
+                for d in &ours.dependencies {
+                    if !s.current_understanding.dependencies.contains(d) {
+                        s.current_understanding.dependencies.push(d.clone());
+                    }
+                }
+                Ok(())
+            })
+            .await;
+            if let Err(e) = merged {
+                tracing::warn!(error = ?e, "agent state not saved");
+            }
+        }
+        Err(SaveError::Store(e)) => tracing::warn!(error = %e, "agent state not saved"),
+    }
+}

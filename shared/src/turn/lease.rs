@@ -1,0 +1,155 @@
+//! The turn's hold on its session: a [`LeaseGuard`] that gives the lease back
+//! on every exit — an early return, an error, a panic — unless a write that
+//! ends the turn released it already ([`LeaseGuard::released_by_write`]); and
+//! the [`Watch`] that keeps the lease alive and listens for Stop.
+//!
+//! `Drop` cannot await, so the guard spawns the release and leaves its handle
+//! in the turn's [`Exit`]; the turn awaits every pending release before `done`,
+//! because Lambda freezes the process once the body ends.
+
+use crate::config::Config;
+use crate::ids::{SessionId, TurnId, UserId};
+use crate::store::{Lease, Store, StoreError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What a turn leaves for its last step: lease releases still in flight, and
+/// the session it resolved (so even a panicking turn's `done` names it).
+#[derive(Clone, Default)]
+pub struct Exit(Arc<Mutex<ExitInner>>);
+
+#[derive(Default)]
+struct ExitInner {
+    releases: Vec<JoinHandle<()>>,
+    session: Option<SessionId>,
+}
+
+impl Exit {
+    pub fn set_session(&self, sid: &SessionId) {
+        self.lock().session = Some(sid.clone());
+    }
+
+    pub fn session(&self) -> Option<SessionId> {
+        self.lock().session.clone()
+    }
+
+    /// Waits for every release the turn's guards started.
+    pub async fn settled(&self) {
+        let pending = std::mem::take(&mut self.lock().releases);
+        for h in pending {
+            let _ = h.await;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ExitInner> {
+        // A poisoned lock only means a panic elsewhere; the data is plain.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Our lease on a session, given back when dropped.
+pub struct LeaseGuard {
+    store: Arc<dyn Store>,
+    user: UserId,
+    sid: SessionId,
+    turn_id: TurnId,
+    exit: Exit,
+    held: bool,
+}
+
+impl LeaseGuard {
+    /// Takes charge of a lease the store just granted to `turn_id`.
+    pub fn new(store: Arc<dyn Store>, user: &UserId, sid: &SessionId, turn_id: &TurnId, exit: &Exit) -> LeaseGuard {
+        exit.set_session(sid);
+        LeaseGuard {
+            store,
+            user: user.clone(),
+            sid: sid.clone(),
+            turn_id: turn_id.clone(),
+            exit: exit.clone(),
+            held: true,
+        }
+    }
+
+    /// The turn's closing write released the lease in its own transaction.
+    pub fn released_by_write(mut self) {
+        self.held = false;
+    }
+
+    /// Keeps the lease alive and listens for Stop, off the token path: a small
+    /// read every `STOP_POLL_MS`, a renewal every third of `SESSION_LEASE_MS`.
+    pub fn watch(&self, cfg: &Config) -> Watch {
+        let (lease_lost, stopped) = (CancellationToken::new(), CancellationToken::new());
+        let task = tokio::spawn(keep_alive(
+            self.store.clone(),
+            (self.user.clone(), self.sid.clone(), self.turn_id.clone()),
+            (cfg.session_lease, cfg.stop_poll.max(Duration::from_millis(20))),
+            (lease_lost.clone(), stopped.clone()),
+        ));
+        Watch { lease_lost, stopped, task }
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        let (store, user, sid, turn) = (self.store.clone(), self.user.clone(), self.sid.clone(), self.turn_id.clone());
+        let release = tokio::spawn(async move {
+            if let Err(e) = store.release_lease(&user, &sid, &turn).await {
+                tracing::warn!(error = %e, "lease not released; it expires on its own");
+            }
+        });
+        self.exit.lock().releases.push(release);
+    }
+}
+
+/// Signals from the lease keeper; dropping it stops the keeper.
+pub struct Watch {
+    pub lease_lost: CancellationToken,
+    pub stopped: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn keep_alive(
+    store: Arc<dyn Store>,
+    (user, sid, turn_id): (UserId, SessionId, TurnId),
+    (lease, poll): (Duration, Duration),
+    (lost, stop): (CancellationToken, CancellationToken),
+) {
+    let mut renew_at = Instant::now() + lease / 3;
+    loop {
+        tokio::time::sleep(poll.min(renew_at.saturating_duration_since(Instant::now()))).await;
+        if Instant::now() >= renew_at {
+            let l = Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + lease.as_millis() as i64 };
+            match store.renew_lease(&user, &sid, &l).await {
+                Ok(()) => renew_at = Instant::now() + lease / 3,
+                Err(StoreError::LeaseLost) => {
+                    lost.cancel();
+                    return;
+                }
+                // Transient: the lease still has two thirds of its time.
+                Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
+            }
+        }
+        match store.stop_requested(&user, &sid, &turn_id).await {
+            Ok(true) => {
+                tracing::info!("stop requested");
+                stop.cancel();
+                return;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "stop check failed"),
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! One chat turn, as a plain async function over a [`Store`], an [`Llm`] and an
+//! [`EventSink`] (BACKEND_FAST_STREAM_SPEC §5), in rooms named for its phases:
+//! [`request`] (the body, validated before the stream opens), [`start`] (lease,
+//! history, run check, the user message), [`context`] (pack, agent state,
+//! prompt, budget), [`model_loop`] (the model-and-tools loop), [`finish`]
+//! (persistence, then `done`), [`retry`] (a repeated `stream_run_id`), and
+//! [`lease`] (the guard that gives the lease back on every exit).
+//!
+//! Contract:
+//! - `agent_state: thinking` is on the wire before any I/O (the edge sends it);
+//! - the session is resolved (leased) while the last N messages load, in parallel;
+//! - the user message is persisted concurrently with the model call;
+//! - every stream ends with `done`, `error` first when something failed — a
+//!   panic anywhere in the turn included — and all persistence finishes before
+//!   `done` (Lambda freezes once the body ends);
+//! - a model error, the client going away, Stop, or the invocation's deadline
+//!   keep the partial text in an assistant message marked with what happened,
+//!   and every tool call that started has its real result in the log;
+//! - one writer per session (the lease); a repeated `stream_run_id` never
+//!   stores anything twice nor calls the model again.
+//!
+//! [`Store`]: crate::store::Store
+//! [`Llm`]: crate::llm::Llm
+
+pub mod context;
+pub mod finish;
+pub mod lease;
+pub mod model_loop;
+pub mod request;
+pub mod retry;
+pub mod start;
+pub mod tools;
+
+pub use request::{BadTurn, TurnRequest, ValidTurn};
+pub use tools::{ToolRun, TurnScope, TurnTools};
+
+use crate::config::Config;
+use crate::context::{ContextConfig, TokenCalibration, TokenCounter};
+use crate::entities::EntityService;
+use crate::ids::{SessionId, TurnId, UserId};
+use crate::llm::Llm;
+use crate::message::Usage;
+use crate::metrics::{Record, Unit};
+use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent};
+use crate::store::agent_state::AgentStateStore;
+use crate::store::cache::ContextCache;
+use crate::store::summary::SummaryStore;
+use crate::store::{Store, StoreError};
+use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
+use futures::FutureExt;
+use lease::Exit;
+use model_loop::{Counting, Limits, LoopAbort, ModelLoop};
+use start::Refused;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+/// What a turn runs on. Shared by every concurrent turn of the process.
+#[derive(Clone)]
+pub struct TurnDeps {
+    pub store: Arc<dyn Store>,
+    pub llm: Arc<dyn Llm>,
+    pub config: Arc<Config>,
+    /// The tools offered to the model; `None`: a talk-only turn.
+    pub tools: Option<Arc<dyn TurnTools>>,
+    /// The ontology, for context packs; `None`: no pack.
+    pub entities: Option<EntityService>,
+    /// Prewarmed context packs; `None`: packs are built every turn.
+    pub cache: Option<Arc<dyn ContextCache>>,
+    /// The session's agent state (AGENT_STATE_SPEC); `None`: not kept.
+    pub agent_state: Option<Arc<dyn AgentStateStore>>,
+    /// Budgets of the context window.
+    pub context: Arc<ContextConfig>,
+    pub counter: TokenCounterCell,
+    pub summaries: Arc<dyn SummaryStore>,
+    /// Where turn-end events go (the summarizer's queue), and the longest a
+    /// turn waits for the send before leaving it in the background.
+    pub events: Arc<dyn TurnEvents>,
+    pub event_wait: Duration,
+}
+
+/// The token counter. The default estimate needs no loading; an opt-in BPE is
+/// loaded off the hot path: parsing its vocabulary takes a moment once per
+/// process, so it loads on its own thread at start, and a turn that comes
+/// before it is ready counts with the estimate rather than wait.
+/// With it, the process's [`TokenCalibration`] against the model.
+#[derive(Clone)]
+pub struct TokenCounterCell(Arc<std::sync::OnceLock<TokenCounter>>, Arc<TokenCalibration>);
+
+impl TokenCounterCell {
+    pub fn load(context: &ContextConfig, model: &str) -> Result<TokenCounterCell, crate::config::ConfigError> {
+        let cell = TokenCounterCell(Arc::new(std::sync::OnceLock::new()), Arc::new(TokenCalibration::new()));
+        if TokenCounter::encoding(&context.tokenizer, model)?.is_none() {
+            let _ = cell.0.set(TokenCounter::Estimate);
+            return Ok(cell);
+        }
+        let (ctx, model, slot) = (context.clone(), model.to_string(), cell.0.clone());
+        std::thread::spawn(move || match ctx.counter(&model) {
+            Ok(c) => {
+                let _ = slot.set(c);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "tokenizer not loaded; estimating");
+                let _ = slot.set(TokenCounter::Estimate);
+            }
+        });
+        Ok(cell)
+    }
+
+    /// The loaded counter, or the estimate while it loads.
+    pub fn get(&self) -> TokenCounter {
+        self.0.get().copied().unwrap_or(TokenCounter::Estimate)
+    }
+
+    /// What the model's tokenizer makes of this counter's counts.
+    pub fn calibration(&self) -> &TokenCalibration {
+        &self.1
+    }
+}
+
+/// The opening event, sent by the edge before any I/O.
+pub fn thinking() -> StreamEvent {
+    StreamEvent::AgentState { state: AgentActivity::Thinking, details: Some("Thinking…".into()) }
+}
+
+/// Runs one turn to its `done`. `deadline` is when the invocation will be
+/// killed; the turn stops `DEADLINE_MARGIN_MS` before it.
+pub async fn run_turn(
+    deps: TurnDeps,
+    user: UserId,
+    turn: ValidTurn,
+    started: std::time::Instant,
+    deadline: Instant,
+    mut sink: EventSink,
+) {
+    let turn_id = TurnId::new();
+    let span = tracing::info_span!("turn", user_id = %user, turn_id = %turn_id, session_id = tracing::field::Empty);
+    async move {
+        let exit = Exit::default();
+        let ran = std::panic::AssertUnwindSafe(run(&deps, &user, &turn, &turn_id, deadline, &mut sink, &exit))
+            .catch_unwind()
+            .await;
+        let (done, completed) = match ran {
+            Ok(ended) => ended,
+            Err(_) => {
+                tracing::error!("the turn panicked");
+                let _ = sink.send(StreamEvent::error("internal_error", "the turn failed unexpectedly", true)).await;
+                (done(DoneReason::Error, exit.session().as_ref(), &turn_id, None), None)
+            }
+        };
+        // Leases given back by guards (early exits, panics) are released before
+        // `done`: Lambda freezes the process once the body ends.
+        exit.settled().await;
+        let usage = match &done {
+            StreamEvent::Done { usage, .. } => *usage,
+            _ => None,
+        };
+        let _ = sink.send(done).await;
+        // The turn-end event goes out after `done`, while the body is still
+        // open: the client has its answer (everything it needs is stored)
+        // and the invocation lasts until the send is through or its bounded
+        // wait is over (docs/performance.md, finding 2).
+        if let Some(event) = completed {
+            publish_bounded(deps.events.clone(), event, deps.event_wait).await;
+        }
+        turn_metrics(sink.stats(), started, usage, &turn_id).emit();
+    }
+    .instrument(span)
+    .await
+}
+
+/// The turn's phases, up to (not including) its `done`.
+async fn run(
+    deps: &TurnDeps,
+    user: &UserId,
+    turn: &ValidTurn,
+    turn_id: &TurnId,
+    deadline: Instant,
+    sink: &mut EventSink,
+    exit: &Exit,
+) -> (StreamEvent, Option<TurnCompleted>) {
+    let started = match start::start(deps, user, turn, turn_id, sink, exit).await {
+        Ok(s) => s,
+        Err(refused) => return (refused_done(deps, user, turn, turn_id, refused, sink).await, None),
+    };
+    let sid = started.view.id.clone();
+    let prepared = context::prepare(deps, user, &started, sink).await;
+    let watch = started.lease.watch(&deps.config);
+    let mut agent_state = prepared.agent_state;
+    let mut model_loop = ModelLoop {
+        llm: deps.llm.as_ref(),
+        tools: deps.tools.as_deref(),
+        store: deps.store.as_ref(),
+        cfg: &deps.config,
+        user,
+        sid: &sid,
+        turn_id,
+        scope: &prepared.scope,
+        limits: limits(&deps.config, deadline),
+        watch: &watch,
+        counting: Counting {
+            counter: prepared.counter,
+            line: prepared.line,
+            calibration: deps.counter.calibration(),
+            tools_tokens: prepared.tools_tokens,
+            counted: prepared.counted,
+        },
+        agent_state: agent_state.as_mut().map(|(s, _)| s),
+        observed: false,
+        next_seq: started.user_message.seq + 1,
+        usage: Usage::default(),
+    };
+    let mut log = finish::TurnLog {
+        store: deps.store.clone(),
+        user: user.clone(),
+        sid: sid.clone(),
+        turn_id: turn_id.clone(),
+        persist_user: Some(started.persist_user),
+    };
+    let ended = model_loop.run(prepared.messages, &prepared.offered, &mut log, sink).await;
+    let observed = model_loop.observed;
+    drop(watch);
+    match ended {
+        Ok(end) => {
+            let state = finish::StateChange { state: agent_state, observed };
+            finish::finish(deps, user, &sid, turn_id, started.run_id, end, state, started.lease, sink).await
+        }
+        Err(LoopAbort(e)) => {
+            let _ = sink.send(StreamEvent::error(e.code(), e.to_string(), matches!(e, StoreError::Backend(_)))).await;
+            (done(DoneReason::Error, Some(&sid), turn_id, None), None)
+        }
+    }
+}
+
+/// Keep the margin to persist and end cleanly, but never more than a tenth of
+/// the time there is: a short-timeout function would otherwise stop at once.
+/// Tool calls already running may use half of what is left after that.
+fn limits(cfg: &Config, deadline: Instant) -> Limits {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let margin = cfg.deadline_margin.min(left / 10);
+    Limits {
+        max_rounds: cfg.tool_max_rounds,
+        tool_concurrency: cfg.tool_concurrency,
+        stop_at: deadline - margin,
+        hard_stop: deadline - margin / 2,
+    }
+}
+
+/// The `done` (and `error` before it) of a turn that did not start.
+async fn refused_done(
+    deps: &TurnDeps,
+    user: &UserId,
+    turn: &ValidTurn,
+    turn_id: &TurnId,
+    refused: Refused,
+    sink: &mut EventSink,
+) -> StreamEvent {
+    match refused {
+        Refused::Retry { session } => {
+            let run = turn.run_id.as_ref().expect("only a given run id repeats");
+            retry::answer(deps, user, &session, run, sink).await
+        }
+        Refused::Gone(sid) => done(DoneReason::Stopped, Some(&sid), turn_id, None),
+        Refused::Store(sid, err) => {
+            tracing::warn!(code = err.code(), error = %err, "turn refused");
+            let retryable = matches!(err, StoreError::Busy | StoreError::Backend(_));
+            let _ = sink.send(StreamEvent::error(err.code(), err.to_string(), retryable)).await;
+            done(DoneReason::Error, sid.as_ref(), turn_id, None)
+        }
+    }
+}
+
+fn done(reason: DoneReason, sid: Option<&SessionId>, turn_id: &TurnId, usage: Option<Usage>) -> StreamEvent {
+    StreamEvent::Done { reason, session_id: sid.cloned(), turn_id: turn_id.clone(), usage, replayed: false }
+}
+
+/// The turn as users pay for it, in EMF: time to first byte and to first
+/// token from the handler's entry, total time, tokens, tool calls, errors.
+fn turn_metrics(stats: &SinkStats, started: std::time::Instant, usage: Option<Usage>, turn_id: &TurnId) -> Record {
+    let ms = |t: std::time::Instant| t.saturating_duration_since(started).as_secs_f64() * 1000.0;
+    let mut r = Record::new("stream").property("turn_id", turn_id.to_string());
+    if let Some(t) = stats.first_frame {
+        r = r.metric("TimeToFirstByte", ms(t), Unit::Milliseconds);
+    }
+    if let Some(t) = stats.first_text {
+        r = r.metric("TimeToFirstToken", ms(t), Unit::Milliseconds);
+    }
+    r = r.metric("TurnDuration", ms(std::time::Instant::now()), Unit::Milliseconds);
+    if let Some(u) = usage {
+        r = r.metric("TokensIn", u.prompt_tokens as f64, Unit::Count).metric(
+            "TokensOut",
+            u.completion_tokens as f64,
+            Unit::Count,
+        );
+    }
+    r = r.metric("ToolCalls", stats.tool_calls as f64, Unit::Count);
+    if let Some(code) = &stats.error_code {
+        // A second record: errors by code need the code as a dimension.
+        Record::new("stream").dimension("code", code).metric("Errors", 1.0, Unit::Count).emit();
+        r = r.property("error_code", code.clone());
+    }
+    r
+}
