@@ -8,9 +8,10 @@
 use crate::auth::Authenticator;
 use crate::config::{Config, ConfigError};
 use crate::context::ContextConfig;
+use crate::edge::{json_error, no_content, ResponseBody};
 use crate::entities::EntityService;
 use crate::llm::{OpenAiClient, OpenAiConfig};
-use crate::sse::{EventSink, SseBody};
+use crate::sse::EventSink;
 use crate::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
 use crate::store::cache::DynamoContextCache;
 use crate::store::dynamo::DynamoStore;
@@ -20,62 +21,11 @@ use crate::summary::{NoTurnEvents, SqsTurnEvents, SummaryConfig, TurnEvents};
 use crate::tools::ToolRegistry;
 use crate::turn::{self, TurnDeps, ValidTurn};
 use crate::turn::{TokenCounterCell, TurnTools};
-use bytes::Bytes;
 use http::{header, Method, Response, StatusCode};
-use http_body::{Body, Frame};
 use lambda_http::RequestExt;
-use serde::Serialize;
-use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
-
-/// A response body: a whole JSON document, or a live event stream.
-pub enum ResponseBody {
-    Full(Option<Bytes>),
-    Sse(SseBody),
-}
-
-impl Body for ResponseBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            ResponseBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            ResponseBody::Sse(s) => Pin::new(s).poll_frame(cx),
-        }
-    }
-}
-
-/// The JSON body of every error answered over plain HTTP.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct ErrorDetail {
-    /// Machine-readable, stable.
-    pub code: String,
-    pub message: String,
-}
-
-pub fn json_error(status: StatusCode, code: &str, message: impl Into<String>) -> Response<ResponseBody> {
-    let body = ErrorBody { error: ErrorDetail { code: code.to_string(), message: message.into() } };
-    json(status, &body)
-}
-
-pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response<ResponseBody> {
-    let bytes = serde_json::to_vec(body).expect("response bodies serialize");
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(ResponseBody::Full(Some(Bytes::from(bytes))))
-        .expect("static response parts are valid")
-}
 
 /// Everything the stream function needs, built once per container and shared
 /// by every invocation (and every concurrent one on Managed Instances).
@@ -121,12 +71,7 @@ impl StreamApp {
             Arc::new(DynamoAgentStateStore::new(dynamo.clone(), config.table_name.clone()));
         let summaries = Arc::new(DynamoSummaryStore::new(dynamo, config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(3))
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("a plain reqwest client builds");
-        let auth = Authenticator::new(config.auth.clone(), http);
+        let auth = crate::edge::authenticator(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
         let deps = TurnDeps {
             store,
@@ -155,7 +100,7 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
     if req.method() == Method::OPTIONS {
         // CORS is answered by the function URL's configuration; this keeps a
         // preflight that reaches us anyway from being refused.
-        return Response::builder().status(StatusCode::NO_CONTENT).body(ResponseBody::Full(None)).expect("valid");
+        return no_content();
     }
     let sessions_api = crate::session::http::is_sessions_path(req.uri().path());
     if req.method() != Method::POST && !sessions_api {

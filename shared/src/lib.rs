@@ -12,6 +12,7 @@ pub mod agent_state;
 pub mod auth;
 pub mod config;
 pub mod context;
+pub mod edge;
 pub mod entities;
 pub mod http;
 pub mod ids;

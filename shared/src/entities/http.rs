@@ -12,14 +12,13 @@ use super::model::*;
 use super::service::{EntityService, PageRequest};
 use crate::auth::Authenticator;
 use crate::config::Config;
-use crate::http::{json, json_error, ResponseBody};
+use crate::edge::{json, json_error, query_params, ResponseBody};
 use crate::ids::{EntityId, ProjectId, UserId};
 use crate::store::entities::EntityStore;
 use http::{Method, Response, StatusCode};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn};
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Ref, Schema, Type};
@@ -46,14 +45,9 @@ impl EntitiesApp {
     }
 
     pub fn with_dynamo(config: Config, dynamo: aws_sdk_dynamodb::Client) -> EntitiesApp {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(3))
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("a plain reqwest client builds");
         EntitiesApp {
             service: EntityService::new(EntityStore::new(dynamo, config.table_name.clone())),
-            auth: Authenticator::new(config.auth.clone(), http),
+            auth: crate::edge::authenticator(&config.auth),
             openapi: Arc::new(openapi_json()),
         }
     }
@@ -420,42 +414,6 @@ pub fn error_response(e: &EntityError) -> Response<ResponseBody> {
     json(status, &ErrorOut { error: ErrorDetailOut { code: e.code(), message: e.to_string(), current_version } })
 }
 
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
-                    Ok(v) => {
-                        out.push(v);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn query_params(req: &lambda_http::Request) -> HashMap<String, String> {
-    req.uri()
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
 fn project_id(s: &str) -> Result<ProjectId, EntityError> {
     ProjectId::parse(s).map_err(|e| EntityError::InvalidId(e.to_string()))
 }
@@ -544,7 +502,7 @@ async fn route(
     req: &lambda_http::Request,
     segs: &[&str],
 ) -> Result<Response<ResponseBody>, EntityError> {
-    let q = query_params(req);
+    let q = query_params(req.uri().query());
     let m = req.method().clone();
     let (get, post, patch, delete) = (Method::GET, Method::POST, Method::PATCH, Method::DELETE);
     match segs {
@@ -676,12 +634,6 @@ pub async fn handle_entities(app: &EntitiesApp, req: lambda_http::Request) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn query_strings_are_decoded() {
-        assert_eq!(percent_decode("a%20b+c%2"), "a b c%2");
-        assert_eq!(percent_decode("%C3%A9t%C3%A9"), "été");
-    }
 
     #[test]
     fn lambda_url_prefix_is_ignored() {

@@ -17,8 +17,8 @@ pub mod refresh;
 use crate::auth::Authenticator;
 use crate::config::{Config, ConfigError};
 use crate::context::pack::build_pack;
+use crate::edge::{json, json_error, ResponseBody};
 use crate::entities::{EntityError, EntityKind, EntityService};
-use crate::http::{json, json_error, ResponseBody};
 use crate::ids::{EntityId, ProjectId, SessionId, TurnId, UserId};
 use crate::session::{ContextType, SessionStatus, SessionView};
 use crate::store::cache::{ContextCache, DynamoContextCache};
@@ -93,16 +93,11 @@ impl PrewarmApp {
     }
 
     pub fn with_dynamo(config: Config, prewarm: PrewarmConfig, dynamo: aws_sdk_dynamodb::Client) -> PrewarmApp {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(3))
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("a plain reqwest client builds");
         PrewarmApp {
             store: DynamoStore::new(dynamo.clone(), config.table_name.clone()),
             cache: DynamoContextCache::new(dynamo.clone(), config.table_name.clone()),
             service: EntityService::new(EntityStore::new(dynamo, config.table_name.clone())),
-            auth: Authenticator::new(config.auth.clone(), http),
+            auth: crate::edge::authenticator(&config.auth),
             config: prewarm,
         }
     }

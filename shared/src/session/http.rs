@@ -14,7 +14,7 @@
 //! Another user's session id answers 404 exactly like a missing one.
 
 use super::SessionView;
-use crate::http::{json, json_error, ResponseBody};
+use crate::edge::{json, json_error, no_content, query_params, ResponseBody};
 use crate::ids::{RunId, SessionId, UserId};
 use crate::message::{MessageError, Role, StoredMessage};
 use crate::store::agent_state::AgentStateStore;
@@ -141,41 +141,6 @@ fn store_error(e: StoreError) -> Response<ResponseBody> {
     }
 }
 
-fn query(q: Option<&str>) -> HashMap<String, String> {
-    q.unwrap_or("")
-        .split('&')
-        .filter(|kv| !kv.is_empty())
-        .map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (k.to_string(), percent_decode(v))
-        })
-        .collect()
-}
-
-fn percent_decode(v: &str) -> String {
-    let bytes = v.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 3;
-                        continue;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 fn bad(code: &str, message: impl Into<String>) -> Response<ResponseBody> {
     json_error(StatusCode::BAD_REQUEST, code, message)
 }
@@ -200,7 +165,7 @@ pub async fn handle(
 ) -> Response<ResponseBody> {
     let path = req.uri().path().trim_matches('/').to_string();
     let parts: Vec<&str> = path.split('/').collect();
-    let q = query(req.uri().query());
+    let q = query_params(req.uri().query());
     let method = req.method().clone();
     let sid = match parts.get(1) {
         None => None,
@@ -233,9 +198,7 @@ pub async fn handle(
         },
         (Method::POST, Some(sid), Some("stop"), 3) => stop(store, user, &sid, req.body().as_ref()).await,
         (Method::DELETE, Some(sid), None, 2) => match store.delete_session(user, &sid, Some(DELETE_BUDGET)).await {
-            Ok(DeleteProgress::Done { .. }) => {
-                Response::builder().status(StatusCode::NO_CONTENT).body(ResponseBody::Full(None)).expect("valid")
-            }
+            Ok(DeleteProgress::Done { .. }) => no_content(),
             Ok(DeleteProgress::Partial { items_deleted }) => json(
                 StatusCode::ACCEPTED,
                 &DeleteAnswer {

@@ -1,0 +1,133 @@
+//! What every HTTP edge shares (the stream, sessions, entities and prewarm
+//! routes): the response body type, JSON answers and errors, the one
+//! query-string decoder, and the authenticator built from config. A leaf:
+//! it knows no route and no domain.
+
+use crate::auth::Authenticator;
+use crate::config::AuthConfig;
+use crate::sse::SseBody;
+use bytes::Bytes;
+use http::{header, Response, StatusCode};
+use http_body::{Body, Frame};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// A response body: a whole JSON document, or a live event stream.
+pub enum ResponseBody {
+    Full(Option<Bytes>),
+    Sse(SseBody),
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            ResponseBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ResponseBody::Sse(s) => Pin::new(s).poll_frame(cx),
+        }
+    }
+}
+
+/// The JSON body of every error answered over plain HTTP.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ErrorDetail {
+    /// Machine-readable, stable.
+    pub code: String,
+    pub message: String,
+}
+
+pub fn json_error(status: StatusCode, code: &str, message: impl Into<String>) -> Response<ResponseBody> {
+    let body = ErrorBody { error: ErrorDetail { code: code.to_string(), message: message.into() } };
+    json(status, &body)
+}
+
+pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response<ResponseBody> {
+    let bytes = serde_json::to_vec(body).expect("response bodies serialize");
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(ResponseBody::Full(Some(Bytes::from(bytes))))
+        .expect("static response parts are valid")
+}
+
+/// An empty answer (204 No Content).
+pub fn no_content() -> Response<ResponseBody> {
+    Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .body(ResponseBody::Full(None))
+        .expect("static response parts are valid")
+}
+
+/// A query string's parameters, percent-decoded (`+` is a space); a later
+/// repeat of a key wins; invalid UTF-8 becomes U+FFFD.
+pub fn query_params(query: Option<&str>) -> HashMap<String, String> {
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex =
+            b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+            (b'+', _) => out.push(b' '),
+            (c, _) => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The bearer-token authenticator every function uses, with its one HTTP
+/// client (for JWKS), built once per container.
+pub fn authenticator(cfg: &AuthConfig) -> Authenticator {
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("a plain reqwest client builds");
+    Authenticator::new(cfg.clone(), http)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_strings_are_decoded() {
+        let q = query_params(Some("a=x%20y+z&b=%C3%A9t%C3%A9&c=%2&d&e%5B%5D=1&a=last"));
+        assert_eq!(q["a"], "last");
+        assert_eq!(q["b"], "été");
+        assert_eq!(q["c"], "%2", "an incomplete escape is kept as it is");
+        assert_eq!(q["d"], "");
+        assert_eq!(q["e[]"], "1", "keys are decoded too");
+        assert!(query_params(None).is_empty());
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+    }
+}

@@ -1,0 +1,303 @@
+//! The log tells the truth (issue 15): what a turn stores is what happened,
+//! whatever ended it — Stop or a disconnect while a tool call is in flight,
+//! a model stream cut inside a call's arguments, a panic, a retried run id —
+//! and the next model request is a valid history. Real stream handler,
+//! DynamoDB Local, the scripted model.
+
+use serde_json::{json, Value};
+use shared::entities::{EntityKind, EntityService, NewProject, PageRequest};
+use shared::ids::{ProjectId, RunId, SessionId, UserId};
+use shared::message::{Role, ToolCall};
+use shared::session::TurnStatus;
+use shared::sse::{DoneReason, StreamEvent};
+use shared::store::entities::EntityStore;
+use shared::store::Store;
+use shared::turn::{ToolRun, TurnScope, TurnTools};
+use std::sync::Arc;
+use std::time::Duration;
+use tests::{assert_tool_protocol, token, Reply, Step, TestApp, Turn};
+
+fn user(u: &str) -> UserId {
+    UserId::parse(u).unwrap()
+}
+
+fn service(t: &TestApp) -> EntityService {
+    EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()))
+}
+
+async fn project(t: &TestApp, u: &str) -> ProjectId {
+    let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
+    service(t).create_project(&user(u), p).await.unwrap().data.project.id
+}
+
+fn in_project(p: &ProjectId, message: &str, run: &str) -> Value {
+    json!({"message": message, "context_type": "project", "projectFocus": {"projectId": p.to_string()},
+        "stream_run_id": run})
+}
+
+/// The real tools, but each call's answer comes back `delay` after its write
+/// committed: the window in which a Stop or a disconnect lands "during" it.
+struct SlowAnswers {
+    inner: Arc<dyn TurnTools>,
+    delay: Duration,
+}
+
+#[async_trait::async_trait]
+impl TurnTools for SlowAnswers {
+    fn offered(&self, scope: &TurnScope) -> Vec<Value> {
+        self.inner.offered(scope)
+    }
+    async fn run(&self, user: &UserId, scope: &TurnScope, call: &ToolCall) -> ToolRun {
+        let run = self.inner.run(user, scope, call).await;
+        tokio::time::sleep(self.delay).await;
+        run
+    }
+}
+
+async fn slow_tools_app(delay: Duration) -> TestApp {
+    let mut t = TestApp::with_config(|c| c.stop_poll = Duration::from_millis(50)).await;
+    let inner = t.app.deps.tools.clone().expect("the stream function has tools");
+    t.app.deps.tools = Some(Arc::new(SlowAnswers { inner, delay }));
+    t
+}
+
+async fn tasks(t: &TestApp, p: &ProjectId) -> usize {
+    let page =
+        service(t).list(&user("alice"), p, EntityKind::Task, PageRequest { limit: None, cursor: None }).await.unwrap();
+    page.items.len()
+}
+
+/// Waits until the turn of `run` has ended (for turns whose client left).
+async fn ended(t: &TestApp, sid: &SessionId, run: &str) -> TurnStatus {
+    let run = RunId::parse(run).unwrap();
+    for _ in 0..200 {
+        if let Some(r) = t.store().turn_by_run(&user("alice"), sid, &run).await.unwrap() {
+            if r.status != TurnStatus::Running {
+                return r.status;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the turn did not end");
+}
+
+/// The tool message stored for `call_id`, parsed.
+async fn stored_result(t: &TestApp, sid: &SessionId, call_id: &str) -> Value {
+    let msgs = t.store().recent_messages(&user("alice"), sid, 50).await.unwrap();
+    let m = msgs.iter().find(|m| m.tool_call_id.as_deref() == Some(call_id)).expect("a stored result");
+    serde_json::from_str(m.content.as_deref().unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_stop_while_a_tool_call_is_in_flight_keeps_its_real_result() {
+    let t = slow_tools_app(Duration::from_millis(1_500)).await;
+    let p = project(&t, "alice").await;
+    let first = t.turn("alice", in_project(&p, "hello", "r-0")).await;
+    let sid = first.session_id();
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the launch post"}))]));
+    let mut body = in_project(&p, "add a task", "r-1");
+    body["session_id"] = json!(sid);
+    let resp = t.post(Some(&token("alice")), body.to_string()).await;
+    let reader = tokio::spawn(Turn::read(resp));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stop = http::Request::builder()
+        .method("POST")
+        .uri(format!("/sessions/{sid}/stop"))
+        .header("authorization", format!("Bearer {}", token("alice")))
+        .body(lambda_http::Body::Empty)
+        .unwrap();
+    let stopped = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(stop)).await).await;
+    assert_eq!(stopped.json.as_ref().unwrap()["stopped"], json!(true), "{:?}", stopped.json);
+    let turn = reader.await.unwrap();
+
+    assert!(matches!(turn.done(), StreamEvent::Done { reason: DoneReason::Stopped, .. }), "{:?}", turn.kinds());
+    assert_eq!(tasks(&t, &p).await, 1, "the write committed");
+    assert!(turn.kinds().contains(&"entity_patch"), "the client learns what changed: {:?}", turn.kinds());
+    let sid = SessionId::parse(sid).unwrap();
+    let result = stored_result(&t, &sid, "call_0_create_task").await;
+    assert_eq!(result["fields"]["title"], json!("Write the launch post"), "the real result, not 'not run': {result}");
+
+    // The next turn's model request tells the model the task exists.
+    t.llm.push(Reply::text(&["ok"]));
+    let mut next = in_project(&p, "and now?", "r-2");
+    next["session_id"] = json!(sid.to_string());
+    let after = t.turn("alice", next).await;
+    assert_eq!(after.error_code(), None, "{:?}", after.events);
+    let req = t.llm.requests().last().unwrap().clone();
+    assert_tool_protocol(&req);
+    assert!(req.to_string().contains("Write the launch post"));
+}
+
+#[tokio::test]
+async fn a_disconnect_while_a_tool_call_is_in_flight_keeps_its_real_result() {
+    let t = slow_tools_app(Duration::from_millis(800)).await;
+    let p = project(&t, "alice").await;
+    let sid = t.turn("alice", in_project(&p, "hello", "r-0")).await.session_id();
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Draft"}))]));
+    let mut body = in_project(&p, "add a task", "r-1");
+    body["session_id"] = json!(sid);
+    let resp = t.post(Some(&token("alice")), body.to_string()).await;
+    let mut stream = resp.into_body();
+    // Read until the tool call is on the wire, then leave.
+    use http_body_util::BodyExt;
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("\"tool_call\"") {
+        let frame = stream.frame().await.expect("more frames").unwrap();
+        seen.extend_from_slice(&frame.into_data().unwrap_or_default());
+    }
+    drop(stream);
+    let sid = SessionId::parse(sid).unwrap();
+    assert_eq!(ended(&t, &sid, "r-1").await, TurnStatus::Stopped);
+    assert_eq!(tasks(&t, &p).await, 1);
+    let result = stored_result(&t, &sid, "call_0_create_task").await;
+    assert_eq!(result["fields"]["title"], json!("Draft"), "{result}");
+}
+
+#[tokio::test]
+async fn a_call_cut_off_mid_arguments_is_stored_so_the_next_request_stays_valid() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice").await;
+    t.llm.push(Reply::Stream(vec![
+        Step::Text("Creating it".into()),
+        Step::ToolCall {
+            index: Some(0),
+            id: Some("cut".into()),
+            name: Some("create_task".into()),
+            arguments: "{\"title\": \"Writ".into(),
+        },
+        Step::Drop,
+    ]));
+    let turn = t.turn("alice", in_project(&p, "add a task", "r-1")).await;
+    assert_eq!(turn.error_code().as_deref(), Some("llm_stream_error"), "{:?}", turn.events);
+    assert_eq!(tasks(&t, &p).await, 0, "nothing ran");
+    let sid = SessionId::parse(turn.session_id()).unwrap();
+    let msgs = t.store().recent_messages(&user("alice"), &sid, 20).await.unwrap();
+    let call = msgs.iter().flat_map(|m| m.tool_calls.iter()).find(|c| c.id == "cut").expect("the call is kept");
+    assert_eq!(call.function.arguments, "{}", "stored arguments are valid JSON");
+    let result = stored_result(&t, &sid, "cut").await;
+    assert_eq!(result["error"]["code"], json!("invalid_arguments"), "{result}");
+    assert_eq!(result["arguments_received"], json!("{\"title\": \"Writ"), "what the model sent is kept");
+
+    t.llm.push(Reply::text(&["again"]));
+    let mut next = in_project(&p, "continue", "r-2");
+    next["session_id"] = json!(sid.to_string());
+    let after = t.turn("alice", next).await;
+    assert_eq!(after.error_code(), None, "{:?}", after.events);
+    let req = t.llm.requests().last().unwrap().clone();
+    assert_tool_protocol(&req);
+    for m in req["messages"].as_array().unwrap() {
+        for c in m["tool_calls"].as_array().into_iter().flatten() {
+            let args = c["function"]["arguments"].as_str().unwrap();
+            assert!(serde_json::from_str::<Value>(args).is_ok_and(|v| v.is_object()), "{args}");
+        }
+    }
+}
+
+/// Tools whose definitions cannot be built: a panic inside the turn, after
+/// the lease was taken.
+struct Exploding;
+
+#[async_trait::async_trait]
+impl TurnTools for Exploding {
+    fn offered(&self, _: &TurnScope) -> Vec<Value> {
+        panic!("a bug in the tool definitions");
+    }
+    async fn run(&self, _: &UserId, _: &TurnScope, _: &ToolCall) -> ToolRun {
+        unreachable!()
+    }
+}
+
+#[tokio::test]
+async fn a_panic_in_the_turn_still_ends_with_error_then_done_and_frees_the_session() {
+    let mut t = TestApp::new().await;
+    let sid = t.turn("alice", json!({"message": "hello"})).await.session_id();
+    let tools = t.app.deps.tools.replace(Arc::new(Exploding));
+    let boom = t.turn("alice", json!({"message": "again", "session_id": sid})).await;
+    assert_eq!(boom.error_code().as_deref(), Some("internal_error"), "{:?}", boom.kinds());
+    match boom.done() {
+        StreamEvent::Done { reason: DoneReason::Error, session_id, .. } => {
+            assert_eq!(session_id.as_ref().map(ToString::to_string).as_deref(), Some(sid.as_str()))
+        }
+        other => panic!("{other:?}"),
+    }
+    t.app.deps.tools = tools;
+    let next = t.turn("alice", json!({"message": "still there?", "session_id": sid})).await;
+    assert_eq!(next.error_code(), None, "the lease was given back, not left to expire: {:?}", next.events);
+}
+
+#[tokio::test]
+async fn only_an_object_is_a_turn_and_a_bad_focus_is_refused_with_nothing_written() {
+    let t = TestApp::new().await;
+    for (body, code) in [
+        (json!(["hi"]), "invalid_json"),
+        (json!(["hi", null, "global"]), "invalid_json"),
+        (json!({"message": "hi", "projectFocus": {"projectId": "not a valid id!"}}), "invalid_focus"),
+    ] {
+        let turn = Turn::read(t.post(Some(&token("alice")), body.to_string()).await).await;
+        assert_eq!(turn.status, 400, "{body}");
+        assert_eq!(turn.json.as_ref().unwrap()["error"]["code"], json!(code), "{body}");
+    }
+    let items = t.dynamo.scan().table_name(&t.table).send().await.unwrap();
+    assert_eq!(items.count, 0, "nothing written");
+    assert_eq!(t.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn a_voice_note_group_is_stored_with_the_message_and_returned_in_history() {
+    let t = TestApp::new().await;
+    let turn = t.turn("alice", json!({"message": "dictated", "voice_note_group_id": "vng-42"})).await;
+    let sid = turn.session_id();
+    let req = http::Request::builder()
+        .method("GET")
+        .uri(format!("/sessions/{sid}/messages"))
+        .header("authorization", format!("Bearer {}", token("alice")))
+        .body(lambda_http::Body::Empty)
+        .unwrap();
+    let page = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    let messages = page.json.unwrap()["messages"].as_array().unwrap().clone();
+    let user_msg = messages.iter().find(|m| m["role"] == "user").unwrap();
+    assert_eq!(user_msg["voice_note_group_id"], json!("vng-42"), "{user_msg}");
+    let assistant = messages.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert!(assistant.get("voice_note_group_id").is_none());
+}
+
+#[tokio::test]
+async fn a_retried_first_turn_makes_one_session_and_replays_its_outcome() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::text(&["Hello ", "there"]));
+    let body = json!({"message": "hi", "stream_run_id": "first-run"});
+    let one = t.turn("alice", body.clone()).await;
+    let two = t.turn("alice", body).await;
+    assert_eq!(one.error_code(), None);
+    assert_eq!(two.error_code(), None, "{:?}", two.events);
+    assert_eq!(two.session_id(), one.session_id(), "the same session, not a second one");
+    assert_eq!(two.text(), "Hello there", "the stored outcome");
+    assert!(matches!(two.done(), StreamEvent::Done { replayed: true, .. }));
+    assert_eq!(t.llm.request_count(), 1, "the model was called once");
+    let sessions = t.store().list_sessions(&user("alice"), 10, None).await.unwrap();
+    assert_eq!(sessions.sessions.len(), 1);
+    let sid = SessionId::parse(one.session_id()).unwrap();
+    let msgs = t.store().recent_messages(&user("alice"), &sid, 10).await.unwrap();
+    assert_eq!(msgs.iter().filter(|m| m.role == Role::User).count(), 1);
+    // Another user's same run id is theirs.
+    let bob = t.turn("bob", json!({"message": "hi", "stream_run_id": "first-run"})).await;
+    assert_ne!(bob.session_id(), one.session_id());
+}
+
+#[tokio::test]
+async fn a_retry_of_a_running_turn_names_its_session() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::paced(&["slow ", "answer ", "here"], Duration::from_millis(400)));
+    let body = json!({"message": "hi", "stream_run_id": "busy-run"});
+    let first = tokio::spawn({
+        let resp = t.post(Some(&token("alice")), body.to_string()).await;
+        Turn::read(resp)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let retry = t.turn("alice", body).await;
+    let first = first.await.unwrap();
+    assert_eq!(retry.error_code().as_deref(), Some("turn_running"), "{:?}", retry.events);
+    assert_eq!(retry.session_id(), first.session_id());
+    assert_eq!(first.error_code(), None);
+    assert_eq!(t.llm.request_count(), 1);
+}
