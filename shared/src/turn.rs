@@ -372,7 +372,7 @@ async fn run(
                 created_at: now,
                 last_activity_at: now,
             };
-            let s = store.create_session(user, &view, &lease).await.map_err(|e| (None, e))?;
+            let s = store.create_session(user, &view, &lease, &run_id).await.map_err(|e| (None, e))?;
             (s, Vec::new(), None)
         }
         Some(sid) => {
