@@ -12,7 +12,7 @@
 //!   began: the turn's transactions require the session not `deleting`; body
 //!   chunks are removed again when their message's transaction is cancelled;
 //!   tool outputs are checked by one read after writing and removed when the
-//!   delete won (see [`super::attr::session_alive`]).
+//!   delete won (see `attr::session_alive`).
 //! - A lease or session-create write that DynamoDB applied but whose response
 //!   was lost succeeds when retried by the same turn.
 

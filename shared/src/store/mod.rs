@@ -34,7 +34,7 @@
 //! | a page of messages before / after a seq | `Query pk AND sk BETWEEN MSG#… AND MSG#<before-1>` descending / `MSG#<after+1> AND MSG$` ascending |
 //! | stop the running turn | `UpdateItem sk=SESSION SET stop_turn = lease_turn`, condition: a live lease (and its turn, when a run id is named) |
 //! | has my turn been stopped (polled by the turn, not per token) | `GetItem sk=SESSION`, projection `stop_turn, lease_turn` (consistent) |
-//! | delete a session | `UpdateItem status=deleting REMOVE gsi1pk, gsi1sk` (gone from lists and reads at once; every later turn write fails), then consistent `Query pk` pages + `BatchWriteItem` deletes of 25, then the session item last; a retried DELETE resumes, also when the session item is already gone (`NotFound` only for an empty partition) |
+//! | delete a session | `UpdateItem status=deleting REMOVE gsi1pk, gsi1sk` (gone from lists and reads at once; every later turn write fails), then consistent `Query pk` pages + `BatchWriteItem` deletes of 25, then the session item last; a retried DELETE resumes, also when the session item is already gone (`NotFound` only for an empty partition); the run claims of its turns stay until their TTL |
 //! | start a turn | `TransactWriteItems`: put turn record (must not exist) + put run claim (must not exist, or be this turn's) + update session stats (we must hold the lease; not deleting) + put user message (must not exist) |
 //! | a tool output too large for the log | `PutItem`s of its chunks, then `GetItem sk=SESSION` (alive? else the chunks are deleted again and the write fails); read back by `Query begins_with(sk, OUT#<call>#)` |
 //! | store a tool round | the body chunks of large messages (`PutItem`s), then `TransactWriteItems`: put ≤ 9 messages + update session `message_count` (we must hold the lease; not deleting); a cancelled transaction deletes its chunks again |
@@ -60,11 +60,12 @@
 //! A delete wins over a running turn: once the session is marked `deleting`,
 //! every write a turn, the summarizer or the agent state makes under the
 //! partition fails. Writes inside a transaction check the session item there;
-//! the others (chunk items, the agent state) check it with one read right
-//! after writing and remove what they wrote when the delete began. The mark
-//! comes before the sweep, so whatever such a check saw as alive, the sweep
-//! finds. (A writer that dies between its write and its check can leave an
-//! item behind; a repeated DELETE sweeps it.)
+//! the others check it right after writing (body chunks by their message's
+//! transaction, tool outputs and the agent state by one read) and remove what
+//! they wrote when the delete began. The mark comes before the sweep, so
+//! whatever such a check saw as alive, the sweep finds. (A writer that dies
+//! between its write and its check can leave an item behind; a repeated
+//! DELETE sweeps it.)
 //!
 //! A `stream_run_id` is claimed once per user (`RUN` item, in the transaction
 //! that creates the session or starts the turn), so a retried first turn
