@@ -82,6 +82,7 @@ pub async fn write_turn(
 ) -> TurnCompleted {
     let turn_id = TurnId::new();
     let lease = Lease { turn_id: turn_id.clone(), until_ms: shared::now_ms() + 30_000 };
+    let run_id = RunId::parse(turn_id.as_str()).unwrap();
     let s = match session {
         None => {
             let now = shared::now_ms();
@@ -96,7 +97,7 @@ pub async fn write_turn(
                 created_at: now,
                 last_activity_at: now,
             };
-            store.create_session(user, &view, &lease).await.expect("create session")
+            store.create_session(user, &view, &lease, &run_id).await.expect("create session")
         }
         Some(sid) => store.acquire_lease(user, sid, &lease).await.expect("lease"),
     };
@@ -105,7 +106,6 @@ pub async fn write_turn(
     let msg = |seq: u64, role: Role, content: Option<String>| {
         StoredMessage::new(sid.clone(), seq, turn_id.clone(), role, content)
     };
-    let run_id = RunId::parse(turn_id.as_str()).unwrap();
     let start = TurnStart {
         turn: TurnRecord {
             turn_id: turn_id.clone(),

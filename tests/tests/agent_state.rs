@@ -5,12 +5,35 @@ use shared::agent_state::{observe_tool_result, AgentState, ToolObservation};
 use shared::entities::{Change, Edge, EdgeEnd, EntityKind, EntityPatch};
 use shared::ids::{EntityId, ProjectId, SessionId, UserId};
 use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore, SaveError};
+use shared::store::dynamo::DynamoStore;
+use shared::store::Store;
 use tests::{dynamo_client, fresh_table};
 
-async fn store() -> DynamoAgentStateStore {
+/// The agent-state store, and the session store on the same table.
+async fn store() -> (DynamoAgentStateStore, DynamoStore) {
     let client = dynamo_client().await;
     let table = fresh_table(&client).await;
-    DynamoAgentStateStore::new(client, table)
+    (DynamoAgentStateStore::new(client.clone(), table.clone()), DynamoStore::new(client, table))
+}
+
+/// A new session of `u`: a state is only saved to a live one.
+async fn new_session(sessions: &DynamoStore, u: &UserId) -> SessionId {
+    let turn = shared::ids::TurnId::new();
+    let run = shared::ids::RunId::parse(turn.as_str()).unwrap();
+    let now = shared::now_ms();
+    let view = shared::session::SessionView {
+        id: SessionId::new(),
+        title: None,
+        context_type: Default::default(),
+        entity_id: None,
+        focus: None,
+        status: shared::session::SessionStatus::Active,
+        message_count: 0,
+        created_at: now,
+        last_activity_at: now,
+    };
+    let lease = shared::store::Lease { turn_id: turn, until_ms: 0 };
+    sessions.create_session(u, &view, &lease, &run).await.unwrap().view.id
 }
 
 fn user(u: &str) -> UserId {
@@ -46,8 +69,9 @@ fn linked_state(session: &SessionId) -> AgentState {
 
 #[tokio::test]
 async fn save_then_load_round_trips_with_versions() {
-    let store = store().await;
-    let (u, session) = (user("alice"), SessionId::new());
+    let (store, sessions) = store().await;
+    let u = user("alice");
+    let session = new_session(&sessions, &u).await;
     assert!(store.load(&u, &session).await.unwrap().is_none());
 
     let state = linked_state(&session);
@@ -73,8 +97,9 @@ async fn save_then_load_round_trips_with_versions() {
 
 #[tokio::test]
 async fn concurrent_saves_of_one_version_have_exactly_one_winner() {
-    let store = store().await;
-    let (u, session) = (user("alice"), SessionId::new());
+    let (store, sessions) = store().await;
+    let u = user("alice");
+    let session = new_session(&sessions, &u).await;
     for expected in [0u64, 1] {
         let saves = (0..8).map(|i| {
             let (store, u, session) = (store.clone(), u.clone(), session.clone());
@@ -101,9 +126,10 @@ async fn concurrent_saves_of_one_version_have_exactly_one_winner() {
 
 #[tokio::test]
 async fn clear_removes_the_state_and_a_new_one_starts_at_version_one() {
-    let store = store().await;
-    let (u, session) = (user("alice"), SessionId::new());
-    let other = SessionId::new();
+    let (store, sessions) = store().await;
+    let u = user("alice");
+    let session = new_session(&sessions, &u).await;
+    let other = new_session(&sessions, &u).await;
     let state = linked_state(&session);
     store.save(&u, &session, &state, 0).await.unwrap();
     store.save(&u, &other, &AgentState::new(other.to_string()), 0).await.unwrap();
@@ -119,8 +145,9 @@ async fn clear_removes_the_state_and_a_new_one_starts_at_version_one() {
 async fn concurrent_updates_with_retry_lose_nothing() {
     use shared::agent_state::{apply_delta, AgentStateDelta};
     use shared::store::agent_state::update;
-    let store = store().await;
-    let (u, session) = (user("alice"), SessionId::new());
+    let (store, sessions) = store().await;
+    let u = user("alice");
+    let session = new_session(&sessions, &u).await;
     let updates = (0..6).map(|i| {
         let (store, u, session) = (store.clone(), u.clone(), session.clone());
         async move {

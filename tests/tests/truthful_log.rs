@@ -301,3 +301,53 @@ async fn a_retry_of_a_running_turn_names_its_session() {
     assert_eq!(first.error_code(), None);
     assert_eq!(t.llm.request_count(), 1);
 }
+
+#[tokio::test]
+async fn a_one_megabyte_answer_is_stored_whole_and_read_back() {
+    let t = TestApp::new().await;
+    let pieces: Vec<String> = (0..1_000).map(|i| format!("{i:04}é{}\n", "word ".repeat(200))).collect();
+    let answer: String = pieces.concat();
+    assert!(answer.len() > 1_000_000);
+    t.llm.push(Reply::text(&pieces.iter().map(String::as_str).collect::<Vec<_>>()));
+    let turn = t.turn("alice", json!({"message": "write a lot"})).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.error_code());
+    assert_eq!(turn.text(), answer, "the client saw it all");
+    let sid = SessionId::parse(turn.session_id()).unwrap();
+    let msgs = t.store().recent_messages(&user("alice"), &sid, 10).await.unwrap();
+    let stored = msgs.iter().find(|m| m.role == Role::Assistant).expect("the answer is in the log");
+    assert_eq!(stored.content.as_deref(), Some(answer.as_str()), "byte for byte");
+    // The sessions API returns it whole, and the next turn's context reads it.
+    let req = http::Request::builder()
+        .method("GET")
+        .uri(format!("/sessions/{sid}/messages"))
+        .header("authorization", format!("Bearer {}", token("alice")))
+        .body(lambda_http::Body::Empty)
+        .unwrap();
+    let page = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    let messages = page.json.unwrap()["messages"].as_array().unwrap().clone();
+    let api = messages.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(api["content"].as_str().map(str::len), Some(answer.len()));
+    t.llm.push(Reply::text(&["ok"]));
+    let next = t.turn("alice", json!({"message": "thanks", "session_id": sid.to_string()})).await;
+    assert_eq!(next.error_code(), None, "{:?}", next.events);
+}
+
+#[tokio::test]
+async fn a_tool_call_with_a_megabyte_of_arguments_is_stored_with_its_result() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice").await;
+    let content = "lorem ipsum dolor ".repeat(60_000);
+    t.llm.push(Reply::tool_calls(&[("create_document", json!({"title": "Big", "content": content}))]));
+    t.llm.push(Reply::text(&["made it"]));
+    let turn = t.turn("alice", in_project(&p, "write the big doc", "r-1")).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.error_code());
+    let sid = SessionId::parse(turn.session_id()).unwrap();
+    let msgs = t.store().recent_messages(&user("alice"), &sid, 10).await.unwrap();
+    let call = msgs.iter().flat_map(|m| m.tool_calls.iter()).find(|c| c.function.name == "create_document").unwrap();
+    let args: Value = serde_json::from_str(&call.function.arguments).unwrap();
+    assert_eq!(args["content"].as_str(), Some(content.as_str()), "the arguments, whole");
+    let result = stored_result(&t, &sid, &call.id).await;
+    assert!(result.to_string().contains("Big"), "the log says the document was made: {result}");
+    assert_eq!(t.llm.request_count(), 2);
+    assert_tool_protocol(&t.llm.requests()[1]);
+}

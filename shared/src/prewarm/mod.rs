@@ -19,7 +19,7 @@ use crate::config::{Config, ConfigError};
 use crate::context::pack::build_pack;
 use crate::edge::{json, json_error, ResponseBody};
 use crate::entities::{EntityError, EntityKind, EntityService};
-use crate::ids::{EntityId, ProjectId, SessionId, TurnId, UserId};
+use crate::ids::{EntityId, ProjectId, RunId, SessionId, TurnId, UserId};
 use crate::session::{ContextType, SessionStatus, SessionView};
 use crate::store::cache::{ContextCache, DynamoContextCache};
 use crate::store::dynamo::DynamoStore;
@@ -298,7 +298,9 @@ async fn resolve_session(app: &PrewarmApp, user: &UserId, focus: &Focus) -> Resu
             // `create_session` always leases; an expired lease blocks no turn,
             // and releasing it leaves the session as if never leased.
             let lease = Lease { turn_id: TurnId::new(), until_ms: 0 };
-            let s = app.store.create_session(user, &view, &lease).await?;
+            // No turn runs here: the run claim is the lease's own, never retried.
+            let run = RunId::parse(lease.turn_id.as_str()).expect("turn ids are valid run ids");
+            let s = app.store.create_session(user, &view, &lease, &run).await?;
             app.store.release_lease(user, &view.id, &lease.turn_id).await?;
             Ok(s.view)
         }

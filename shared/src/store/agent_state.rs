@@ -9,9 +9,11 @@
 //! it reloads, reapplies its (deterministic) update and saves again. Never
 //! last-writer-wins. [`AgentStateStore::clear`] deletes the item (session
 //! close or an explicit request); deleting a session removes it with the rest
-//! of the partition.
+//! of the partition, and a save to a session that is gone or being deleted
+//! fails with `NotFound` and leaves nothing (so a turn still running when its
+//! session is deleted cannot bring its state back).
 
-use super::attr::{backend, n, s};
+use super::attr::{backend, n, s, session_alive};
 use super::keys::{self, AGENT_STATE_SK};
 use super::StoreError;
 use crate::agent_state::{AgentState, DeltaError};
@@ -79,7 +81,8 @@ pub trait AgentStateStore: Send + Sync {
     async fn load(&self, user: &UserId, session: &SessionId) -> Result<Option<(AgentState, u64)>, StoreError>;
 
     /// Compare-and-set: writes `state` if the stored version is
-    /// `expected_version` (0: no item). Returns the new version.
+    /// `expected_version` (0: no item). Returns the new version. `NotFound`
+    /// (nothing written) when the session is gone or being deleted.
     async fn save(
         &self,
         user: &UserId,
@@ -116,6 +119,29 @@ fn from_item(item: &HashMap<String, AttributeValue>) -> Result<(AgentState, u64)
     Ok((state, version))
 }
 
+impl DynamoAgentStateStore {
+    /// Removes the state we just saved to a session being deleted, best effort
+    /// (only our version: a later save's writer removes its own).
+    async fn forget(&self, pk: &str, version: u64) {
+        let res = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(AGENT_STATE_SK))
+            .condition_expression("version = :v")
+            .expression_attribute_values(":v", n(version))
+            .send()
+            .instrument(tracing::debug_span!("ddb.delete_item", what = "agent_state"))
+            .await;
+        if let Err(e) = res {
+            if !e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) {
+                tracing::warn!(error = %backend(e), "agent state of a deleted session not removed");
+            }
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl AgentStateStore for DynamoAgentStateStore {
     async fn load(&self, user: &UserId, session: &SessionId) -> Result<Option<(AgentState, u64)>, StoreError> {
@@ -142,11 +168,12 @@ impl AgentStateStore for DynamoAgentStateStore {
     ) -> Result<u64, SaveError> {
         let data = serde_json::to_string(state).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let version = expected_version + 1;
+        let pk = keys::session_pk(user, session);
         let req = self
             .client
             .put_item()
             .table_name(&self.table)
-            .item("pk", s(keys::session_pk(user, session)))
+            .item("pk", s(pk.clone()))
             .item("sk", s(AGENT_STATE_SK))
             .item("kind", s("agent_state"))
             .item("version", n(version))
@@ -159,12 +186,21 @@ impl AgentStateStore for DynamoAgentStateStore {
                 .expression_attribute_values(":expected", n(expected_version))
         };
         match req.send().instrument(tracing::debug_span!("ddb.put_item", what = "agent_state")).await {
-            Ok(_) => Ok(version),
+            Ok(_) => {}
             Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => {
-                Err(SaveError::Conflict)
+                return Err(SaveError::Conflict)
             }
-            Err(e) => Err(SaveError::Store(backend(e))),
+            Err(e) => return Err(SaveError::Store(backend(e))),
         }
+        // Checked after writing, not in a transaction with a check on the
+        // session item: that would cost twice the write capacity, and would
+        // conflict with `finish_turn`, which writes the session item at the
+        // same moment (see `attr::session_alive` for why after is enough).
+        if session_alive(&self.client, &self.table, &pk).await? {
+            return Ok(version);
+        }
+        self.forget(&pk, version).await;
+        Err(SaveError::Store(StoreError::NotFound))
     }
 
     async fn clear(&self, user: &UserId, session: &SessionId) -> Result<(), StoreError> {

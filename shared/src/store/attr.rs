@@ -36,3 +36,33 @@ pub(crate) fn backend<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::De
 pub(crate) fn is_conditional<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
     e.as_service_error().and_then(|se| se.code()) == Some("ConditionalCheckFailedException")
 }
+
+/// The status of a session whose delete has begun: invisible to every read,
+/// and every write under its partition fails.
+pub(crate) const DELETING: &str = "deleting";
+
+/// Whether the session item exists and no delete has begun (one small
+/// consistent read). Writes that cannot condition on the session item (a
+/// plain `PutItem` of another item) call this *after* writing: a delete marks
+/// the session before it sweeps, so a write this read saw as alive is found by
+/// the sweep, and a write that sees the mark removes itself.
+pub(crate) async fn session_alive(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    pk: &str,
+) -> Result<bool, StoreError> {
+    use tracing::Instrument;
+    let out = client
+        .get_item()
+        .table_name(table)
+        .key("pk", s(pk))
+        .key("sk", s(super::keys::SESSION_SK))
+        .projection_expression("#st")
+        .expression_attribute_names("#st", "status")
+        .consistent_read(true)
+        .send()
+        .instrument(tracing::debug_span!("ddb.get_item", what = "session_alive"))
+        .await
+        .map_err(backend)?;
+    Ok(out.item.is_some_and(|i| get_s(&i, "status") != Some(DELETING)))
+}

@@ -2,20 +2,34 @@
 //!
 //! Every call runs inside a `tracing` span named `ddb.<operation>`. Conditional
 //! failures are turned into the domain's errors here and nowhere else.
+//!
+//! Contract beyond the trait's:
+//! - A message whose JSON body exceeds [`MESSAGE_INLINE_BYTES`] keeps its item
+//!   (key, seq, role, `message_id`, `chunks: n`) and its body goes to `n` chunk
+//!   items (`BODY#…`, see [`keys::message_body_prefix`]) written before the
+//!   transaction that puts the message; every read returns it whole.
+//! - Nothing a turn writes under a session's partition outlives a delete that
+//!   began: the turn's transactions require the session not `deleting`; body
+//!   chunks are removed again when their message's transaction is cancelled;
+//!   tool outputs are checked by one read after writing and removed when the
+//!   delete won (see `attr::session_alive`).
+//! - A lease or session-create write that DynamoDB applied but whose response
+//!   was lost succeeds when retried by the same turn.
 
-use super::attr::{backend, get_n, get_s, is_conditional, n, s};
-use super::keys::{self, GSI1, MSG_END, MSG_PREFIX, SESSION_SK};
-use super::{DeleteProgress, Lease, MessagesFrom, SessionsPage, Store, StoreError, TurnEnd, TurnStart};
-use crate::ids::{RunId, SessionId, TurnId, UserId};
+use super::attr::{backend, get_n, get_s, is_conditional, n, s, session_alive, DELETING};
+use super::keys::{self, GSI1, MSG_END, MSG_PREFIX, RUN_CLAIM_SK, SESSION_SK};
+use super::{DeleteProgress, Lease, MessagesFrom, RunClaim, SessionsPage, Store, StoreError, TurnEnd, TurnStart};
+use crate::ids::{MessageId, RunId, SessionId, TurnId, UserId};
 use crate::message::StoredMessage;
 use crate::session::{ContextType, Session, SessionStatus, SessionView, TurnRecord};
-use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, DeleteRequest, GlobalSecondaryIndex, KeySchemaElement, KeyType,
     Projection, ProjectionType, Put, ReturnValue, ScalarAttributeType, TransactWriteItem, Update, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 use base64::Engine;
+use futures::{StreamExt, TryStreamExt};
 use std::collections::HashMap;
 use tracing::Instrument;
 
@@ -54,7 +68,8 @@ impl DynamoStore {
             .instrument(tracing::debug_span!("ddb.query", what))
             .await
             .map_err(backend)?;
-        let mut msgs = out.items.unwrap_or_default().iter().map(message_from_item).collect::<Result<Vec<_>, _>>()?;
+        let items = out.items.unwrap_or_default();
+        let mut msgs = futures::future::try_join_all(items.iter().map(|i| self.message_from_item(i))).await?;
         if !forward {
             msgs.reverse();
         }
@@ -93,6 +108,33 @@ impl DynamoStore {
                 None => StoreError::LeaseLost,
             },
             Err(e) => e,
+        }
+    }
+
+    /// Why creating a session failed a condition (one read of each item, on
+    /// the slow path only): another turn's claim on the run (`DuplicateRun`),
+    /// our own earlier write whose answer was lost (the session, as success),
+    /// or an id already taken (`Busy`: a client replaying one).
+    async fn why_not_created(
+        &self,
+        user: &UserId,
+        view: &SessionView,
+        lease: &Lease,
+        run: &RunId,
+    ) -> Result<Session, StoreError> {
+        let (claim, item) = tokio::join!(self.run_claim(user, run), self.get_session_item(user, &view.id));
+        let (claim, item) = (claim?, item?);
+        let ours = RunClaim { session_id: view.id.clone(), turn_id: lease.turn_id.clone() };
+        match (claim, item) {
+            (Some(c), _) if c != ours => Err(StoreError::DuplicateRun),
+            (Some(_), Some(i))
+                if get_s(&i, "lease_turn") == Some(lease.turn_id.as_str()) && get_s(&i, "status") != Some(DELETING) =>
+            {
+                session_from_item(user, &i)
+            }
+            (_, Some(_)) => Err(StoreError::Busy),
+            // Ours, but deleted since.
+            (_, None) => Err(StoreError::NotFound),
         }
     }
 
@@ -148,6 +190,46 @@ impl DynamoStore {
         }
     }
 
+    /// The session update of `start_turn`: stats and scope, if we hold the
+    /// lease, the count is the one we read and no delete has begun.
+    fn start_update(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<Update, StoreError> {
+        let now = start.user_message.created_at;
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(Self::session_key(user, session)))
+            .condition_expression("lease_turn = :t AND message_count = :expected AND #st <> :deleting")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":deleting", s(DELETING))
+            .expression_attribute_values(":t", s(start.turn.turn_id.as_str()))
+            .expression_attribute_values(":expected", n(start.user_message.seq - 1))
+            .expression_attribute_values(":count", n(start.user_message.seq))
+            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":g", s(keys::sessions_gsi_sk(now, session)))
+            .expression_attribute_values(":ct", s(start.context_type.as_str()));
+        let mut set = vec!["message_count = :count", "last_activity_at = :now", "gsi1sk = :g", "context_type = :ct"];
+        let mut remove = vec![];
+        match &start.entity_id {
+            Some(e) => {
+                set.push("entity_id = :e");
+                update = update.expression_attribute_values(":e", s(e.clone()));
+            }
+            None => remove.push("entity_id"),
+        }
+        if let Some(f) = &start.focus {
+            set.push("focus = :f");
+            update = update.expression_attribute_values(":f", s(f.to_string()));
+        }
+        if let Some(t) = &start.title {
+            set.push("title = if_not_exists(title, :title)");
+            update = update.expression_attribute_values(":title", s(t.clone()));
+        }
+        let mut expr = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        update.update_expression(expr).build().map_err(|e| StoreError::Backend(e.to_string()))
+    }
+
     /// Creates the table with the key scheme's attributes and index, if missing.
     /// Used by tests and the local stack; the SAM template declares the same.
     pub async fn create_table_if_missing(client: &Client, table: &str) -> Result<(), StoreError> {
@@ -194,11 +276,21 @@ impl DynamoStore {
     }
 }
 
-/// The status of a session whose delete has begun: invisible to every read.
-const DELETING: &str = "deleting";
+/// Bytes of text per chunk item (tool outputs, message bodies), well under the
+/// 400 KB item limit.
+const CHUNK_BYTES: usize = 300_000;
 
-/// Bytes of a tool output per item, well under the 400 KB item limit.
-const TOOL_OUTPUT_CHUNK: usize = 300_000;
+/// A message whose JSON body is longer is stored in chunks. Inline bodies
+/// keep a transaction of 9 messages + the session under DynamoDB's 4 MB.
+pub const MESSAGE_INLINE_BYTES: usize = CHUNK_BYTES;
+/// Messages `finish_turn` writes in its own transaction.
+const FINISH_MESSAGES: usize = 8;
+
+/// Chunk items written at once (each up to [`CHUNK_BYTES`]).
+const CHUNK_WRITES_IN_FLIGHT: usize = 4;
+
+/// How long a `stream_run_id` claim is kept (the table's TTL on `ttl`).
+const RUN_CLAIM_TTL_SECS: i64 = 7 * 24 * 3600;
 
 /// Splits text into pieces of at most `max` bytes, never inside a character.
 fn utf8_chunks(text: &str, max: usize) -> impl Iterator<Item = &str> {
@@ -255,22 +347,133 @@ fn session_from_item(user: &UserId, item: &Item) -> Result<Session, StoreError> 
     })
 }
 
-fn message_item(user: &UserId, m: &StoredMessage) -> Result<Item, StoreError> {
-    let data = serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let mut item = DynamoStore::key(keys::session_pk(user, &m.session_id), keys::message_sk(m.seq));
-    item.insert("kind".into(), s("message"));
-    item.insert("seq".into(), n(m.seq));
-    item.insert(
-        "role".into(),
-        s(serde_json::to_value(m.role).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()),
-    );
-    item.insert("turn_id".into(), s(m.turn_id.as_str()));
-    item.insert("data".into(), s(data));
-    Ok(item)
+fn new_session_item(user: &UserId, view: &SessionView, lease: &Lease) -> Item {
+    let mut item = DynamoStore::session_key(user, &view.id);
+    item.insert("kind".into(), s("session"));
+    item.insert("gsi1pk".into(), s(keys::sessions_gsi_pk(user)));
+    item.insert("gsi1sk".into(), s(keys::sessions_gsi_sk(view.last_activity_at, &view.id)));
+    item.insert("user_id".into(), s(user.as_str()));
+    item.insert("session_id".into(), s(view.id.as_str()));
+    if let Some(t) = &view.title {
+        item.insert("title".into(), s(t.clone()));
+    }
+    item.insert("context_type".into(), s(view.context_type.as_str()));
+    if let Some(e) = &view.entity_id {
+        item.insert("entity_id".into(), s(e.clone()));
+    }
+    if let Some(f) = &view.focus {
+        item.insert("focus".into(), s(f.to_string()));
+    }
+    item.insert("status".into(), s("active"));
+    item.insert("message_count".into(), n(0));
+    item.insert("created_at".into(), n(view.created_at));
+    item.insert("last_activity_at".into(), n(view.last_activity_at));
+    item.insert("prompt_tokens".into(), n(0));
+    item.insert("completion_tokens".into(), n(0));
+    item.insert("lease_turn".into(), s(lease.turn_id.as_str()));
+    item.insert("lease_until".into(), n(lease.until_ms));
+    item
 }
 
-fn message_from_item(item: &Item) -> Result<StoredMessage, StoreError> {
-    let data = get_s(item, "data").ok_or_else(|| corrupt("message data"))?;
+/// The user's claim on `run` for `turn` in `session`, expiring after
+/// [`RUN_CLAIM_TTL_SECS`] (a retry comes within minutes).
+fn run_claim_item(user: &UserId, run: &RunId, session: &SessionId, turn: &TurnId) -> Item {
+    let mut item = DynamoStore::key(keys::run_claim_pk(user, run), RUN_CLAIM_SK.to_string());
+    item.insert("kind".into(), s("run_claim"));
+    item.insert("session_id".into(), s(session.as_str()));
+    item.insert("turn_id".into(), s(turn.as_str()));
+    item.insert("ttl".into(), n(crate::now_ms() / 1000 + RUN_CLAIM_TTL_SECS));
+    item
+}
+
+fn run_claim_from_item(item: &Item) -> Result<RunClaim, StoreError> {
+    let session = get_s(item, "session_id").and_then(|v| SessionId::parse(v).ok());
+    let turn = get_s(item, "turn_id").and_then(|v| TurnId::parse(v).ok());
+    match (session, turn) {
+        (Some(session_id), Some(turn_id)) => Ok(RunClaim { session_id, turn_id }),
+        _ => Err(corrupt("run claim")),
+    }
+}
+
+/// What storing one message writes: its item (for the transaction) and, when
+/// its body is too large for the item, the body's chunks (written before).
+struct MessageWrite {
+    item: Item,
+    id: MessageId,
+    bodies: Vec<Item>,
+}
+
+impl MessageWrite {
+    fn of(user: &UserId, m: &StoredMessage) -> Result<Self, StoreError> {
+        let data = serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let pk = keys::session_pk(user, &m.session_id);
+        let mut item = DynamoStore::key(pk.clone(), keys::message_sk(m.seq));
+        item.insert("kind".into(), s("message"));
+        item.insert("seq".into(), n(m.seq));
+        item.insert(
+            "role".into(),
+            s(serde_json::to_value(m.role).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()),
+        );
+        item.insert("turn_id".into(), s(m.turn_id.as_str()));
+        let mut bodies = Vec::new();
+        if data.len() <= MESSAGE_INLINE_BYTES {
+            item.insert("data".into(), s(data));
+        } else {
+            for (i, chunk) in utf8_chunks(&data, CHUNK_BYTES).enumerate() {
+                let mut body = DynamoStore::key(pk.clone(), keys::message_body_sk(m.seq, &m.id, i));
+                body.insert("kind".into(), s("message_body"));
+                body.insert("data".into(), s(chunk));
+                bodies.push(body);
+            }
+            item.insert("message_id".into(), s(m.id.as_str()));
+            item.insert("chunks".into(), n(bodies.len()));
+        }
+        Ok(MessageWrite { item, id: m.id.clone(), bodies })
+    }
+
+    /// The message item as a transaction put that must not overwrite a message.
+    fn put(&self, table: &str) -> Result<TransactWriteItem, StoreError> {
+        put(table, self.item.clone(), "attribute_not_exists(pk)")
+    }
+}
+
+/// The messages of one transaction.
+struct MessageWrites(Vec<MessageWrite>);
+
+impl MessageWrites {
+    fn of<'a>(user: &UserId, messages: impl IntoIterator<Item = &'a StoredMessage>) -> Result<Self, StoreError> {
+        Ok(MessageWrites(messages.into_iter().map(|m| MessageWrite::of(user, m)).collect::<Result<_, _>>()?))
+    }
+
+    fn puts(&self, table: &str) -> Result<Vec<TransactWriteItem>, StoreError> {
+        self.0.iter().map(|w| w.put(table)).collect()
+    }
+
+    fn bodies(&self) -> Vec<Item> {
+        self.0.iter().flat_map(|w| w.bodies.iter().cloned()).collect()
+    }
+}
+
+/// Where a message item's body is: inline, or in `chunks` items.
+enum Body<'a> {
+    Inline(&'a str),
+    Chunked { pk: &'a str, seq: u64, id: MessageId, chunks: usize },
+}
+
+fn message_body_of(item: &Item) -> Result<Body<'_>, StoreError> {
+    if let Some(data) = get_s(item, "data") {
+        return Ok(Body::Inline(data));
+    }
+    let id = get_s(item, "message_id").and_then(|i| MessageId::parse(i).ok()).ok_or_else(|| corrupt("message id"))?;
+    Ok(Body::Chunked {
+        pk: get_s(item, "pk").ok_or_else(|| corrupt("message pk"))?,
+        seq: get_n(item, "seq").filter(|s| *s > 0).ok_or_else(|| corrupt("message seq"))? as u64,
+        id,
+        chunks: get_n(item, "chunks").filter(|c| *c > 0).ok_or_else(|| corrupt("message data"))? as usize,
+    })
+}
+
+fn parse_message(data: &str) -> Result<StoredMessage, StoreError> {
     serde_json::from_str(data).map_err(|e| StoreError::Corrupt(format!("message: {e}")))
 }
 
@@ -284,61 +487,63 @@ fn put(table: &str, item: Item, condition: &str) -> Result<TransactWriteItem, St
     Ok(TransactWriteItem::builder().put(p).build())
 }
 
-/// The cancellation reason codes of a failed transaction, in item order, when
-/// the server reports them (DynamoDB does; old DynamoDB Local builds may not).
-fn cancellation_codes<R>(
-    e: &SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError, R>,
-) -> Option<Vec<String>> {
-    match e.as_service_error() {
-        Some(
-            aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(t),
-        ) => Some(t.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_string()).collect()),
-        _ => None,
+/// How a transaction that reached DynamoDB ended.
+enum Commit {
+    Done,
+    /// Cancelled, so nothing was written: each item's reason code, in item
+    /// order (empty when the server gives none; old DynamoDB Local builds).
+    Cancelled(Vec<String>),
+}
+
+impl Commit {
+    /// Whether item `i`'s condition failed.
+    fn failed(&self, i: usize) -> bool {
+        matches!(self, Commit::Cancelled(codes) if codes.get(i).map(String::as_str) == Some(CONDITION_FAILED))
+    }
+
+    fn any_failed(&self) -> bool {
+        matches!(self, Commit::Cancelled(codes) if codes.iter().any(|c| c == CONDITION_FAILED))
     }
 }
 
+const CONDITION_FAILED: &str = "ConditionalCheckFailed";
+
 #[async_trait::async_trait]
 impl Store for DynamoStore {
-    async fn create_session(&self, user: &UserId, view: &SessionView, lease: &Lease) -> Result<Session, StoreError> {
-        let mut item = Self::session_key(user, &view.id);
-        item.insert("kind".into(), s("session"));
-        item.insert("gsi1pk".into(), s(keys::sessions_gsi_pk(user)));
-        item.insert("gsi1sk".into(), s(keys::sessions_gsi_sk(view.last_activity_at, &view.id)));
-        item.insert("user_id".into(), s(user.as_str()));
-        item.insert("session_id".into(), s(view.id.as_str()));
-        if let Some(t) = &view.title {
-            item.insert("title".into(), s(t.clone()));
+    async fn create_session(
+        &self,
+        user: &UserId,
+        view: &SessionView,
+        lease: &Lease,
+        run: &RunId,
+    ) -> Result<Session, StoreError> {
+        let item = new_session_item(user, view, lease);
+        let claim = run_claim_item(user, run, &view.id, &lease.turn_id);
+        let items = vec![
+            put(&self.table, item.clone(), "attribute_not_exists(pk)")?,
+            put(&self.table, claim, "attribute_not_exists(pk)")?,
+        ];
+        match self.transact(items, "create_session").await? {
+            Commit::Done => session_from_item(user, &item),
+            Commit::Cancelled(codes) if codes.iter().any(|c| c == CONDITION_FAILED) => {
+                self.why_not_created(user, view, lease, run).await
+            }
+            Commit::Cancelled(codes) => Err(StoreError::Backend(format!("create_session cancelled: {codes:?}"))),
         }
-        item.insert("context_type".into(), s(view.context_type.as_str()));
-        if let Some(e) = &view.entity_id {
-            item.insert("entity_id".into(), s(e.clone()));
-        }
-        if let Some(f) = &view.focus {
-            item.insert("focus".into(), s(f.to_string()));
-        }
-        item.insert("status".into(), s("active"));
-        item.insert("message_count".into(), n(0));
-        item.insert("created_at".into(), n(view.created_at));
-        item.insert("last_activity_at".into(), n(view.last_activity_at));
-        item.insert("prompt_tokens".into(), n(0));
-        item.insert("completion_tokens".into(), n(0));
-        item.insert("lease_turn".into(), s(lease.turn_id.as_str()));
-        item.insert("lease_until".into(), n(lease.until_ms));
-        let res = self
+    }
+
+    async fn run_claim(&self, user: &UserId, run: &RunId) -> Result<Option<RunClaim>, StoreError> {
+        let out = self
             .client
-            .put_item()
+            .get_item()
             .table_name(&self.table)
-            .set_item(Some(item.clone()))
-            .condition_expression("attribute_not_exists(pk)")
+            .set_key(Some(Self::key(keys::run_claim_pk(user, run), RUN_CLAIM_SK.to_string())))
+            .consistent_read(true)
             .send()
-            .instrument(tracing::debug_span!("ddb.put_item", what = "session"))
-            .await;
-        match res {
-            Ok(_) => session_from_item(user, &item),
-            // A fresh v7 id colliding is a client replaying one: treat as busy.
-            Err(e) if is_conditional(&e) => Err(StoreError::Busy),
-            Err(e) => Err(backend(e)),
-        }
+            .instrument(tracing::debug_span!("ddb.get_item", what = "run_claim"))
+            .await
+            .map_err(backend)?;
+        out.item.as_ref().map(run_claim_from_item).transpose()
     }
 
     async fn acquire_lease(&self, user: &UserId, session: &SessionId, lease: &Lease) -> Result<Session, StoreError> {
@@ -349,8 +554,10 @@ impl Store for DynamoStore {
             .table_name(&self.table)
             .set_key(Some(Self::session_key(user, session)))
             .update_expression("SET lease_turn = :t, lease_until = :u")
+            // `lease_turn = :t`: our own write again, whose answer was lost.
             .condition_expression(
-                "attribute_exists(pk) AND #st = :active AND (attribute_not_exists(lease_until) OR lease_until < :now)",
+                "attribute_exists(pk) AND #st = :active \
+                 AND (attribute_not_exists(lease_until) OR lease_until < :now OR lease_turn = :t)",
             )
             .expression_attribute_names("#st", "status")
             .expression_attribute_values(":t", s(lease.turn_id.as_str()))
@@ -379,7 +586,10 @@ impl Store for DynamoStore {
             .table_name(&self.table)
             .set_key(Some(Self::session_key(user, session)))
             .update_expression("SET lease_until = :u")
-            .condition_expression("lease_turn = :t")
+            // A delete that began takes the session from its turn.
+            .condition_expression("lease_turn = :t AND #st <> :deleting")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":deleting", s(DELETING))
             .expression_attribute_values(":t", s(lease.turn_id.as_str()))
             .expression_attribute_values(":u", n(lease.until_ms))
             .send()
@@ -465,68 +675,40 @@ impl Store for DynamoStore {
 
     async fn start_turn(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<(), StoreError> {
         let pk = keys::session_pk(user, session);
+        let turn_id = &start.turn.turn_id;
         let mut turn_item = Self::key(pk.clone(), keys::turn_sk(&start.turn.run_id));
         turn_item.insert("kind".into(), s("turn"));
-        turn_item.insert("turn_id".into(), s(start.turn.turn_id.as_str()));
+        turn_item.insert("turn_id".into(), s(turn_id.as_str()));
         turn_item.insert(
             "data".into(),
             s(serde_json::to_string(&start.turn).map_err(|e| StoreError::Corrupt(e.to_string()))?),
         );
-        let now = start.user_message.created_at;
-        let mut update = Update::builder()
+        let claim = Put::builder()
             .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .condition_expression("lease_turn = :t AND message_count = :expected")
-            .expression_attribute_values(":t", s(start.turn.turn_id.as_str()))
-            .expression_attribute_values(":expected", n(start.user_message.seq - 1))
-            .expression_attribute_values(":count", n(start.user_message.seq))
-            .expression_attribute_values(":now", n(now))
-            .expression_attribute_values(":g", s(keys::sessions_gsi_sk(now, session)))
-            .expression_attribute_values(":ct", s(start.context_type.as_str()));
-        let mut set = vec!["message_count = :count", "last_activity_at = :now", "gsi1sk = :g", "context_type = :ct"];
-        let mut remove = vec![];
-        match &start.entity_id {
-            Some(e) => {
-                set.push("entity_id = :e");
-                update = update.expression_attribute_values(":e", s(e.clone()));
-            }
-            None => remove.push("entity_id"),
-        }
-        if let Some(f) = &start.focus {
-            set.push("focus = :f");
-            update = update.expression_attribute_values(":f", s(f.to_string()));
-        }
-        if let Some(t) = &start.title {
-            set.push("title = if_not_exists(title, :title)");
-            update = update.expression_attribute_values(":title", s(t.clone()));
-        }
-        let mut expr = format!("SET {}", set.join(", "));
-        if !remove.is_empty() {
-            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
-        }
-        let update = update.update_expression(expr).build().map_err(|e| StoreError::Backend(e.to_string()))?;
-        let items = vec![
+            .set_item(Some(run_claim_item(user, &start.turn.run_id, session, turn_id)))
+            // Ours already: `create_session` claimed it for this very turn.
+            .condition_expression("attribute_not_exists(pk) OR (turn_id = :t AND session_id = :s)")
+            .expression_attribute_values(":t", s(turn_id.as_str()))
+            .expression_attribute_values(":s", s(session.as_str()))
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        let writes = MessageWrites::of(user, [&start.user_message])?;
+        // Item order matters below: the turn record, the claim, the session.
+        let mut items = vec![
             put(&self.table, turn_item, "attribute_not_exists(pk)")?,
-            put(&self.table, message_item(user, &start.user_message)?, "attribute_not_exists(pk)")?,
-            TransactWriteItem::builder().update(update).build(),
+            TransactWriteItem::builder().put(claim).build(),
+            TransactWriteItem::builder().update(self.start_update(user, session, start)?).build(),
         ];
-        let res = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .instrument(tracing::debug_span!("ddb.transact_write_items", what = "start_turn"))
-            .await;
-        match res {
-            Ok(_) => Ok(()),
-            Err(e) => match cancellation_codes(&e) {
-                Some(codes) if codes.first().map(String::as_str) == Some("ConditionalCheckFailed") => {
-                    Err(StoreError::DuplicateRun)
-                }
-                Some(codes) if codes.iter().any(|c| c == "ConditionalCheckFailed") => Err(StoreError::LeaseLost),
-                Some(_) => Err(backend(e)),
-                None => Err(backend(e)),
-            },
+        let first = items.len();
+        items.extend(writes.puts(&self.table)?);
+        let commit = self.commit_messages(&writes, items, first, "start_turn").await?;
+        if commit.failed(0) || commit.failed(1) {
+            return Err(StoreError::DuplicateRun);
+        }
+        match commit {
+            Commit::Done => Ok(()),
+            c if c.any_failed() => Err(self.lost_or_gone(user, session).await),
+            Commit::Cancelled(codes) => Err(StoreError::Backend(format!("start_turn cancelled: {codes:?}"))),
         }
     }
 
@@ -539,32 +721,26 @@ impl Store for DynamoStore {
     ) -> Result<(), StoreError> {
         // DynamoDB Local caps a transaction at 10 items: 9 messages + the session.
         for chunk in messages.chunks(9) {
-            let mut items = Vec::with_capacity(chunk.len() + 1);
-            for m in chunk {
-                items.push(put(&self.table, message_item(user, m)?, "attribute_not_exists(pk)")?);
-            }
+            let writes = MessageWrites::of(user, chunk)?;
+            let mut items = writes.puts(&self.table)?;
             let update = Update::builder()
                 .table_name(&self.table)
                 .set_key(Some(Self::session_key(user, session)))
                 .update_expression("SET message_count = message_count + :added")
-                .condition_expression("lease_turn = :t")
+                .condition_expression("lease_turn = :t AND #st <> :deleting")
+                .expression_attribute_names("#st", "status")
+                .expression_attribute_values(":deleting", s(DELETING))
                 .expression_attribute_values(":t", s(turn.as_str()))
                 .expression_attribute_values(":added", n(chunk.len()))
                 .build()
                 .map_err(|e| StoreError::Backend(e.to_string()))?;
             items.push(TransactWriteItem::builder().update(update).build());
-            let res = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items))
-                .send()
-                .instrument(tracing::debug_span!("ddb.transact_write_items", what = "append_messages"))
-                .await;
-            if let Err(e) = res {
-                return Err(match cancellation_codes(&e) {
-                    Some(codes) if codes.iter().any(|c| c == "ConditionalCheckFailed") => StoreError::LeaseLost,
-                    _ => backend(e),
-                });
+            match self.commit_messages(&writes, items, 0, "append_messages").await? {
+                Commit::Done => {}
+                c if c.any_failed() => return Err(self.lost_or_gone(user, session).await),
+                Commit::Cancelled(codes) => {
+                    return Err(StoreError::Backend(format!("append_messages cancelled: {codes:?}")))
+                }
             }
         }
         Ok(())
@@ -579,20 +755,29 @@ impl Store for DynamoStore {
     ) -> Result<(), StoreError> {
         let prefix = keys::tool_output_prefix(call_id);
         let pk = keys::session_pk(user, session);
-        for (i, chunk) in utf8_chunks(content, TOOL_OUTPUT_CHUNK).enumerate() {
-            let mut item = Self::key(pk.clone(), format!("{prefix}{i:04}"));
-            item.insert("kind".into(), s("tool_output"));
-            item.insert("data".into(), s(chunk));
-            self.client
-                .put_item()
-                .table_name(&self.table)
-                .set_item(Some(item))
-                .send()
-                .instrument(tracing::debug_span!("ddb.put_item", what = "tool_output"))
-                .await
-                .map_err(backend)?;
+        let chunks: Vec<&str> = utf8_chunks(content, CHUNK_BYTES).collect();
+        let items: Vec<Item> = chunks
+            .iter()
+            .enumerate()
+            .map(|(i, chunk)| {
+                let mut item = Self::key(pk.clone(), format!("{prefix}{i:04}"));
+                item.insert("kind".into(), s("tool_output"));
+                item.insert("data".into(), s(*chunk));
+                if i == 0 {
+                    // A later output under the same call id overwrites from
+                    // chunk 0 but may be shorter: the count says where it ends.
+                    item.insert("chunks".into(), n(chunks.len()));
+                }
+                item
+            })
+            .collect();
+        self.put_items(&items).await?;
+        // Checked after writing: see `session_alive`.
+        if session_alive(&self.client, &self.table, &pk).await? {
+            return Ok(());
         }
-        Ok(())
+        self.forget(&items).await;
+        Err(StoreError::NotFound)
     }
 
     async fn tool_output(
@@ -602,7 +787,7 @@ impl Store for DynamoStore {
         call_id: &str,
     ) -> Result<Option<String>, StoreError> {
         let mut out = String::new();
-        let mut found = false;
+        let (mut found, mut taken, mut expected) = (false, 0usize, usize::MAX);
         let mut start = None;
         loop {
             let out_page = self
@@ -619,11 +804,18 @@ impl Store for DynamoStore {
                 .await
                 .map_err(backend)?;
             for item in out_page.items.unwrap_or_default() {
+                if !found {
+                    // Stored before the count was kept: every chunk is this output's.
+                    expected = get_n(&item, "chunks").map_or(usize::MAX, |c| c as usize);
+                }
                 found = true;
-                out.push_str(get_s(&item, "data").unwrap_or_default());
+                if taken < expected {
+                    out.push_str(get_s(&item, "data").unwrap_or_default());
+                    taken += 1;
+                }
             }
             match out_page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
+                Some(k) if !k.is_empty() && taken < expected => start = Some(k),
                 _ => break,
             }
         }
@@ -631,13 +823,18 @@ impl Store for DynamoStore {
     }
 
     async fn finish_turn(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<(), StoreError> {
+        // DynamoDB Local caps a transaction at 10 items: the turn record, the
+        // session and 8 messages. Earlier ones (a cut-off round with many
+        // calls) go first, as a tool round would.
+        let (earlier, closing) = end.messages.split_at(end.messages.len().saturating_sub(FINISH_MESSAGES));
+        if !earlier.is_empty() {
+            self.append_messages(user, session, &end.turn_id, earlier).await?;
+        }
         let pk = keys::session_pk(user, session);
         let now = crate::now_ms();
         let last_seq = end.messages.last().map(|m| m.seq);
-        let mut items = Vec::with_capacity(end.messages.len() + 2);
-        for m in &end.messages {
-            items.push(put(&self.table, message_item(user, m)?, "attribute_not_exists(pk)")?);
-        }
+        let writes = MessageWrites::of(user, closing)?;
+        let mut items = writes.puts(&self.table)?;
         let status =
             serde_json::to_value(end.status).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
         let turn_update = Update::builder()
@@ -652,7 +849,7 @@ impl Store for DynamoStore {
             .build()
             .map_err(|e| StoreError::Backend(e.to_string()))?;
         items.push(TransactWriteItem::builder().update(turn_update).build());
-        let added = end.messages.len() as u64;
+        let added = closing.len() as u64;
         let session_update = Update::builder()
             .table_name(&self.table)
             .set_key(Some(Self::session_key(user, session)))
@@ -661,7 +858,9 @@ impl Store for DynamoStore {
                  prompt_tokens = prompt_tokens + :pt, completion_tokens = completion_tokens + :ct \
                  REMOVE lease_turn, lease_until, stop_turn",
             )
-            .condition_expression("lease_turn = :t")
+            .condition_expression("lease_turn = :t AND #st <> :deleting")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":deleting", s(DELETING))
             .expression_attribute_values(":t", s(end.turn_id.as_str()))
             .expression_attribute_values(":added", n(added))
             .expression_attribute_values(":now", n(now))
@@ -671,19 +870,10 @@ impl Store for DynamoStore {
             .build()
             .map_err(|e| StoreError::Backend(e.to_string()))?;
         items.push(TransactWriteItem::builder().update(session_update).build());
-        let res = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .instrument(tracing::debug_span!("ddb.transact_write_items", what = "finish_turn"))
-            .await;
-        match res {
-            Ok(_) => Ok(()),
-            Err(e) => match cancellation_codes(&e) {
-                Some(codes) if codes.iter().any(|c| c == "ConditionalCheckFailed") => Err(StoreError::LeaseLost),
-                _ => Err(backend(e)),
-            },
+        match self.commit_messages(&writes, items, 0, "finish_turn").await? {
+            Commit::Done => Ok(()),
+            c if c.any_failed() => Err(self.lost_or_gone(user, session).await),
+            Commit::Cancelled(codes) => Err(StoreError::Backend(format!("finish_turn cancelled: {codes:?}"))),
         }
     }
 
@@ -818,8 +1008,10 @@ impl Store for DynamoStore {
         session: &SessionId,
         budget: Option<usize>,
     ) -> Result<DeleteProgress, StoreError> {
-        // Step 1: invisible at once. A session already marked (an interrupted
-        // delete) passes the condition too, so a retry resumes.
+        // Step 1: invisible at once, and every later write of a turn fails. A
+        // session already marked (an interrupted delete) passes the condition
+        // too, so a retry resumes; one whose item is gone still has its
+        // partition swept (items a retry or a racing writer left behind).
         let res = self
             .client
             .update_item()
@@ -832,11 +1024,11 @@ impl Store for DynamoStore {
             .send()
             .instrument(tracing::debug_span!("ddb.update_item", what = "mark_deleting"))
             .await;
-        match res {
-            Ok(_) => {}
-            Err(e) if is_conditional(&e) => return Err(StoreError::NotFound),
+        let marked = match res {
+            Ok(_) => true,
+            Err(e) if is_conditional(&e) => false,
             Err(e) => return Err(backend(e)),
-        }
+        };
         // Step 2: everything under the session's key but the session item, in
         // batches; the session item goes last so a retry can always find it.
         let pk = keys::session_pk(user, session);
@@ -846,31 +1038,20 @@ impl Store for DynamoStore {
             if budget.is_some_and(|b| batches >= b) {
                 return Ok(DeleteProgress::Partial { items_deleted: deleted });
             }
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(pk.clone()))
-                .projection_expression("pk, sk")
-                .limit(DELETE_BATCH as i32 + 1)
-                .send()
-                .instrument(tracing::debug_span!("ddb.query", what = "delete_page"))
-                .await
-                .map_err(backend)?;
-            let keys: Vec<Item> = out
-                .items
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|i| get_s(i, "sk") != Some(SESSION_SK))
-                .take(DELETE_BATCH)
-                .collect();
+            let keys = self.delete_page(&pk).await?;
             if keys.is_empty() {
                 break;
             }
             deleted += keys.len();
             self.batch_delete(keys).await?;
             batches += 1;
+        }
+        if !marked {
+            return if deleted == 0 {
+                Err(StoreError::NotFound)
+            } else {
+                Ok(DeleteProgress::Done { items_deleted: deleted })
+            };
         }
         self.client
             .delete_item()
@@ -885,6 +1066,188 @@ impl Store for DynamoStore {
 }
 
 impl DynamoStore {
+    /// A message from its item; a chunked body costs one more read (paged
+    /// when over 1 MB), inline ones none.
+    async fn message_from_item(&self, item: &Item) -> Result<StoredMessage, StoreError> {
+        let (pk, seq, id, chunks) = match message_body_of(item)? {
+            Body::Inline(data) => return parse_message(data),
+            Body::Chunked { pk, seq, id, chunks } => (pk, seq, id, chunks),
+        };
+        let mut data = String::new();
+        let mut read = 0;
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":a", s(keys::message_body_sk(seq, &id, 0)))
+                .expression_attribute_values(":b", s(keys::message_body_sk(seq, &id, chunks - 1)))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .instrument(tracing::debug_span!("ddb.query", what = "message_body"))
+                .await
+                .map_err(backend)?;
+            for chunk in page.items() {
+                data.push_str(get_s(chunk, "data").ok_or_else(|| corrupt("message body chunk"))?);
+                read += 1;
+            }
+            match page.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        if read != chunks {
+            return Err(StoreError::Corrupt(format!("message {seq}: {read} of {chunks} body chunks")));
+        }
+        parse_message(&data)
+    }
+
+    /// Sends a transaction; a cancellation is an answer, not an error.
+    async fn transact(&self, items: Vec<TransactWriteItem>, what: &'static str) -> Result<Commit, StoreError> {
+        let res = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .instrument(tracing::debug_span!("ddb.transact_write_items", what))
+            .await;
+        match res {
+            Ok(_) => Ok(Commit::Done),
+            Err(e) => match e.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(t)) => Ok(Commit::Cancelled(
+                    t.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_string()).collect(),
+                )),
+                _ => Err(backend(e)),
+            },
+        }
+    }
+
+    /// A transaction that puts messages (theirs are the items from `first`
+    /// on): the body chunks of the large ones go first, and are removed again
+    /// when the transaction is cancelled. Its session guard is the check that
+    /// no delete has begun, so chunks it did not commit are never left under a
+    /// deleted session. Kept: the chunks of a message already stored with the
+    /// same id (this very write, committed by an earlier attempt whose answer
+    /// was lost), and all chunks after an unknown outcome (a backend error:
+    /// they may belong to a committed message; unreferenced ones are never read).
+    async fn commit_messages(
+        &self,
+        writes: &MessageWrites,
+        items: Vec<TransactWriteItem>,
+        first: usize,
+        what: &'static str,
+    ) -> Result<Commit, StoreError> {
+        let bodies = writes.bodies();
+        if let Err(e) = self.put_items(&bodies).await {
+            self.forget(&bodies).await;
+            return Err(e);
+        }
+        let commit = self.transact(items, what).await?;
+        if let Commit::Cancelled(_) = commit {
+            for (i, w) in writes.0.iter().enumerate().filter(|(_, w)| !w.bodies.is_empty()) {
+                let ours_stored = commit.failed(first + i) && self.stored_as(w).await;
+                if !ours_stored {
+                    self.forget(&w.bodies).await;
+                }
+            }
+        }
+        Ok(commit)
+    }
+
+    /// Whether the message item `w` would write is stored with `w`'s id
+    /// (false when unsure: the caller then removes chunks nothing references).
+    async fn stored_as(&self, w: &MessageWrite) -> bool {
+        let key = ["pk", "sk"].map(|k| (k.to_string(), w.item[k].clone()));
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(HashMap::from(key)))
+            .projection_expression("message_id")
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.get_item", what = "message_id"))
+            .await;
+        out.ok().and_then(|o| o.item).is_some_and(|i| get_s(&i, "message_id") == Some(w.id.as_str()))
+    }
+
+    /// Plain `PutItem`s, a few at a time: for chunk items, which are confirmed
+    /// after writing (by their message's transaction, or [`session_alive`])
+    /// rather than in a transaction with a check on the session item: that is
+    /// as safe (a delete marks the session before it sweeps), costs half the
+    /// write capacity on every chunk byte, and does not conflict with the
+    /// turn's own writes to the session item.
+    async fn put_items(&self, items: &[Item]) -> Result<(), StoreError> {
+        futures::stream::iter(items.iter().cloned())
+            .map(|item| async move {
+                self.client
+                    .put_item()
+                    .table_name(&self.table)
+                    .set_item(Some(item))
+                    .send()
+                    .instrument(tracing::debug_span!("ddb.put_item", what = "chunk"))
+                    .await
+                    .map(|_| ())
+                    .map_err(backend)
+            })
+            .buffer_unordered(CHUNK_WRITES_IN_FLIGHT)
+            .try_collect()
+            .await
+    }
+
+    /// Deletes the given items by key, best effort (a failure is logged).
+    async fn forget(&self, items: &[Item]) {
+        let keys: Vec<Item> = items
+            .iter()
+            .map(|i| i.iter().filter(|(k, _)| *k == "pk" || *k == "sk").map(|(k, v)| (k.clone(), v.clone())).collect())
+            .collect();
+        for batch in keys.chunks(DELETE_BATCH) {
+            if let Err(e) = self.batch_delete(batch.to_vec()).await {
+                tracing::warn!(error = %e, "uncommitted chunks not removed");
+            }
+        }
+    }
+
+    /// Why a turn's write on the session failed its condition: the session
+    /// is gone or being deleted (`NotFound`), or the lease is not ours.
+    async fn lost_or_gone(&self, user: &UserId, session: &SessionId) -> StoreError {
+        match self.get_session(user, session).await {
+            Ok(None) => StoreError::NotFound,
+            Ok(Some(_)) => StoreError::LeaseLost,
+            Err(e) => e,
+        }
+    }
+
+    /// The keys of up to one batch of items under `pk`, the session item
+    /// excepted. Consistent, so the sweep sees every write that landed before
+    /// the session was marked.
+    async fn delete_page(&self, pk: &str) -> Result<Vec<Item>, StoreError> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(pk))
+            .projection_expression("pk, sk")
+            .limit(DELETE_BATCH as i32 + 1)
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.query", what = "delete_page"))
+            .await
+            .map_err(backend)?;
+        Ok(out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|i| get_s(i, "sk") != Some(SESSION_SK))
+            .take(DELETE_BATCH)
+            .collect())
+    }
+
     /// One `BatchWriteItem` of deletes, retrying unprocessed items with backoff.
     async fn batch_delete(&self, keys: Vec<Item>) -> Result<(), StoreError> {
         let mut pending: Vec<WriteRequest> = keys

@@ -1,7 +1,7 @@
 //! Key builders for the scheme documented in [`crate::store`]: the only place
 //! that spells a key, so the scheme cannot drift between readers and writers.
 
-use crate::ids::{RunId, SessionId, UserId};
+use crate::ids::{MessageId, RunId, SessionId, UserId};
 
 pub const SESSION_SK: &str = "SESSION";
 pub const MSG_PREFIX: &str = "MSG#";
@@ -16,6 +16,25 @@ pub fn session_pk(user: &UserId, session: &SessionId) -> String {
 pub fn message_sk(seq: u64) -> String {
     format!("{MSG_PREFIX}{seq:010}")
 }
+
+/// The prefix of the body chunks of one message too large for its item. It
+/// sorts before `MSG#`, so message queries never see chunks (and `Limit`
+/// counts messages); the message id in it keeps the chunks of an attempt
+/// that never committed apart from those of the message that did.
+pub fn message_body_prefix(seq: u64, id: &MessageId) -> String {
+    format!("BODY#{seq:010}#{id}#")
+}
+
+pub fn message_body_sk(seq: u64, id: &MessageId, chunk: usize) -> String {
+    format!("{}{chunk:04}", message_body_prefix(seq, id))
+}
+
+/// The partition of a user's claim on a `stream_run_id` (one item, `sk = RUN`).
+pub fn run_claim_pk(user: &UserId, run: &RunId) -> String {
+    format!("U#{user}#RUN#{run}")
+}
+
+pub const RUN_CLAIM_SK: &str = "RUN";
 
 /// The prefix of a tool output's chunks. The call id comes from the model, so
 /// it is encoded: no character of it can reach into another key.
@@ -58,5 +77,7 @@ mod tests {
         assert!(a < b);
         assert!(a.as_str() > MSG_PREFIX && b.as_str() < MSG_END);
         assert!(SESSION_SK > MSG_END);
+        let body = message_body_sk(9, &MessageId::new(), 3);
+        assert!(body.as_str() < MSG_PREFIX, "body chunks are outside the message range");
     }
 }

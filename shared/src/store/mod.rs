@@ -11,7 +11,10 @@
 //! |---|---|---|---|
 //! | session | `U#<user>#S#<session>` | `SESSION` | `U#<user>#SESSIONS` / `<last_activity_ms, 13 digits>#<session>` |
 //! | message | `U#<user>#S#<session>` | `MSG#<seq, 10 digits>` | — |
+//! | message body chunk (a message whose JSON is over 300 000 bytes; ≤ 300 000 bytes each) | `U#<user>#S#<session>` | `BODY#<seq, 10 digits>#<message id>#<chunk, 4 digits>` | — |
+//! | tool output chunk (≤ 300 000 bytes each) | `U#<user>#S#<session>` | `OUT#<base64url call id>#<chunk, 4 digits>` | — |
 //! | turn record | `U#<user>#S#<session>` | `TURN#<stream_run_id>` | — |
+//! | run claim: which session and turn used a `stream_run_id` (TTL `ttl`, 7 days) | `U#<user>#RUN#<stream_run_id>` | `RUN` | — |
 //! | rolling summary (current) | `U#<user>#S#<session>` | `SUMMARY` | — |
 //! | rolling summary version (audit) | `U#<user>#S#<session>` | `SUMMARY#<version, 10 digits>` | — |
 //! | agent state (one versioned item) | `U#<user>#S#<session>` | `AGENT_STATE` | — |
@@ -21,23 +24,26 @@
 //! | access pattern | operation and key condition |
 //! |---|---|
 //! | a session by id | `GetItem pk, sk=SESSION` (consistent) |
-//! | take the turn lease (and read the session) | `UpdateItem pk, sk=SESSION`, condition: exists, active, lease free or expired; `ReturnValues=ALL_NEW` |
-//! | last N messages, newest first | `Query pk=:pk AND sk BETWEEN "MSG#" AND "MSG$"`, `ScanIndexForward=false`, `Limit=N` |
-//! | has this `stream_run_id` been seen | `GetItem pk, sk=TURN#<run>` (consistent) |
+//! | create a session (leased) and claim its first turn's run | `TransactWriteItems`: put session (must not exist) + put run claim (must not exist); on a failed condition one read of each tells our own lost-answer retry (success) from another turn's claim (`DuplicateRun`) |
+//! | take the turn lease (and read the session) | `UpdateItem pk, sk=SESSION`, condition: exists, active, lease free, expired or already ours; `ReturnValues=ALL_NEW` |
+//! | renew the lease | `UpdateItem sk=SESSION SET lease_until`, condition: ours, not deleting |
+//! | last N messages, newest first | `Query pk=:pk AND sk BETWEEN "MSG#" AND "MSG$"`, `ScanIndexForward=false`, `Limit=N`; then, per chunked message only, `Query pk AND sk BETWEEN BODY#<seq>#<id>#0000 AND …#<n-1>` |
+//! | has this `stream_run_id` been seen in this session | `GetItem pk, sk=TURN#<run>` (consistent) |
+//! | who used this `stream_run_id`, in any session of the user | `GetItem pk=U#<user>#RUN#<run>, sk=RUN` (consistent) |
 //! | a user's sessions, most recently active first (one page) | `Query GSI1 gsi1pk=U#<user>#SESSIONS`, `ScanIndexForward=false`, `Limit`, `ExclusiveStartKey` from the cursor |
 //! | a page of messages before / after a seq | `Query pk AND sk BETWEEN MSG#… AND MSG#<before-1>` descending / `MSG#<after+1> AND MSG$` ascending |
 //! | stop the running turn | `UpdateItem sk=SESSION SET stop_turn = lease_turn`, condition: a live lease (and its turn, when a run id is named) |
 //! | has my turn been stopped (polled by the turn, not per token) | `GetItem sk=SESSION`, projection `stop_turn, lease_turn` (consistent) |
-//! | delete a session | `UpdateItem status=deleting REMOVE gsi1pk, gsi1sk` (gone from lists and reads at once), then `Query pk` pages + `BatchWriteItem` deletes of 25, then the session item last; a retried DELETE resumes |
-//! | start a turn | `TransactWriteItems`: put turn record (must not exist) + put user message (must not exist) + update session stats (we must hold the lease) |
-//! | a tool output too large for the log | `PutItem sk=OUT#<base64url call id>#<chunk, 4 digits>` (≤ 300 000 bytes each), read back by `Query begins_with` |
-//! | store a tool round | `TransactWriteItems`: put ≤ 9 messages + update session `message_count` (we must hold the lease) |
-//! | finish a turn | `TransactWriteItems`: put assistant message(s) + update turn record + update session stats and release the lease (we must hold it) |
+//! | delete a session | `UpdateItem status=deleting REMOVE gsi1pk, gsi1sk` (gone from lists and reads at once; every later turn write fails), then consistent `Query pk` pages + `BatchWriteItem` deletes of 25, then the session item last; a retried DELETE resumes, also when the session item is already gone (`NotFound` only for an empty partition); the run claims of its turns stay until their TTL |
+//! | start a turn | `TransactWriteItems`: put turn record (must not exist) + put run claim (must not exist, or be this turn's) + update session stats (we must hold the lease; not deleting) + put user message (must not exist) |
+//! | a tool output too large for the log | `PutItem`s of its chunks, then `GetItem sk=SESSION` (alive? else the chunks are deleted again and the write fails); read back by `Query begins_with(sk, OUT#<call>#)` |
+//! | store a tool round | the body chunks of large messages (`PutItem`s), then `TransactWriteItems`: put ≤ 9 messages + update session `message_count` (we must hold the lease; not deleting); a cancelled transaction deletes its chunks again |
+//! | finish a turn | the body chunks of large messages, then `TransactWriteItems`: put assistant message(s) + update turn record + update session stats and release the lease (we must hold it; not deleting) |
 //! | the current rolling summary | `GetItem pk, sk=SUMMARY` (consistent) |
 //! | commit a summary (compare-and-set) | `TransactWriteItems`: put `SUMMARY` (condition `version = n-1`, or not exists for 1) + put `SUMMARY#<n, 10 digits>` (must not exist; audit copy) + condition check `SESSION` (exists, not deleting) |
 //! | a session's summary versions (audit) | `Query pk AND begins_with(sk, "SUMMARY#")` |
 //! | the agent state and its version | `GetItem pk, sk=AGENT_STATE` (consistent) |
-//! | save the agent state (compare-and-set) | `PutItem pk, sk=AGENT_STATE`, `version = n+1`, condition `version = n` (or not exists for 0) |
+//! | save the agent state (compare-and-set) | `PutItem pk, sk=AGENT_STATE`, `version = n+1`, condition `version = n` (or not exists for 0); then `GetItem sk=SESSION` (alive? else deleted again, `NotFound`) |
 //! | clear the agent state (session closed) | `DeleteItem pk, sk=AGENT_STATE` |
 //! | a cached context pack and its project version | `GetItem pk=U#<user>#CACHE, sk=<scope key>` (see [`cache`]) |
 //! | store a context pack | `PutItem`, condition: missing or `version <= :built_from` |
@@ -45,8 +51,25 @@
 //!
 //! Message sequence numbers are gap-free and allocated by the lease holder from
 //! the session's `message_count`, so stats and messages always agree: they
-//! change in the same transaction. Message bodies are stored as one JSON
-//! attribute (`data`) next to the key attributes; a message is one item.
+//! change in the same transaction. A message body is stored as one JSON
+//! attribute (`data`) next to the key attributes; a body too large for the
+//! 400 KB item limit goes to chunk items instead (the message item then holds
+//! `message_id` and `chunks: n`), written before the transaction that puts the
+//! message. Chunks sort before `MSG#`, so message queries count messages.
+//!
+//! A delete wins over a running turn: once the session is marked `deleting`,
+//! every write a turn, the summarizer or the agent state makes under the
+//! partition fails. Writes inside a transaction check the session item there;
+//! the others check it right after writing (body chunks by their message's
+//! transaction, tool outputs and the agent state by one read) and remove what
+//! they wrote when the delete began. The mark comes before the sweep, so
+//! whatever such a check saw as alive, the sweep finds. (A writer that dies
+//! between its write and its check can leave an item behind; a repeated
+//! DELETE sweeps it.)
+//!
+//! A `stream_run_id` is claimed once per user (`RUN` item, in the transaction
+//! that creates the session or starts the turn), so a retried first turn
+//! cannot create a second session; the claim expires after 7 days.
 //!
 //! The ontology (projects, entities, edges, document content, the document
 //! tree) has its own partitions, `U#<user>#P#<project>`: see [`entities`].
@@ -72,7 +95,8 @@ pub enum StoreError {
     Busy,
     #[error("the session is closed")]
     Closed,
-    /// This `stream_run_id` was already used in this session.
+    /// This `stream_run_id` was already used by this user: in this session,
+    /// or claimed by another turn in any session (see [`Store::run_claim`]).
     #[error("this stream_run_id was already used")]
     DuplicateRun,
     /// Our lease expired and someone else took the session; nothing was written.
@@ -96,6 +120,13 @@ impl StoreError {
             StoreError::Backend(_) => "store_unavailable",
         }
     }
+}
+
+/// Who claimed a `stream_run_id` for this user (any session).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunClaim {
+    pub session_id: SessionId,
+    pub turn_id: TurnId,
 }
 
 /// The lease a turn takes on its session.
@@ -156,14 +187,27 @@ pub enum DeleteProgress {
 
 #[async_trait::async_trait]
 pub trait Store: Send + Sync {
-    /// Creates a new session already leased to `lease.turn_id`.
-    async fn create_session(&self, user: &UserId, view: &SessionView, lease: &Lease) -> Result<Session, StoreError>;
+    /// Creates a new session already leased to `lease.turn_id`, claiming `run` for the user in the
+    /// same transaction. `DuplicateRun` when another turn already claimed `run`; a retry of our
+    /// own write (claim and session already ours) is Ok.
+    async fn create_session(
+        &self,
+        user: &UserId,
+        view: &SessionView,
+        lease: &Lease,
+        run: &RunId,
+    ) -> Result<Session, StoreError>;
+
+    /// The claim on `run` for this user, if any (consistent read).
+    async fn run_claim(&self, user: &UserId, run: &RunId) -> Result<Option<RunClaim>, StoreError>;
 
     /// Takes the lease on an existing session and returns it as it now is.
-    /// `NotFound`, `Busy` or `Closed` when it cannot.
+    /// `NotFound`, `Busy` or `Closed` when it cannot. A lease this turn
+    /// already holds is taken again (a retried write whose answer was lost).
     async fn acquire_lease(&self, user: &UserId, session: &SessionId, lease: &Lease) -> Result<Session, StoreError>;
 
-    /// Extends our lease; `LeaseLost` if it is no longer ours.
+    /// Extends our lease; `LeaseLost` if it is no longer ours or the session
+    /// is being deleted.
     async fn renew_lease(&self, user: &UserId, session: &SessionId, lease: &Lease) -> Result<(), StoreError>;
 
     /// Gives the lease back without writing anything else (for turns that end
@@ -185,13 +229,17 @@ pub trait Store: Send + Sync {
         run: &RunId,
     ) -> Result<Option<TurnRecord>, StoreError>;
 
-    /// Atomically: the turn record (`DuplicateRun` if the run id exists), the
-    /// user message, and the session's stats and scope. Requires the lease.
+    /// Atomically: the turn record (`DuplicateRun` if the run id exists in
+    /// this session), the user's claim on the run id (`DuplicateRun` if
+    /// another turn holds it, in any session), the user message, and the
+    /// session's stats and scope. Requires the lease and a session no delete
+    /// has begun on (`NotFound`).
     async fn start_turn(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<(), StoreError>;
 
     /// Appends messages of a running turn (a tool round: the assistant's calls
     /// and their results), with the session's count, in transactions of at most
-    /// 9 messages. Requires the lease.
+    /// 9 messages. Requires the lease (`LeaseLost`) and a session no delete has
+    /// begun on (`NotFound`).
     async fn append_messages(
         &self,
         user: &UserId,
@@ -201,7 +249,8 @@ pub trait Store: Send + Sync {
     ) -> Result<(), StoreError>;
 
     /// Stores a tool's whole output apart from the log (chunked under the
-    /// session's key, so deleting the session removes it).
+    /// session's key, so deleting the session removes it). `NotFound`, with
+    /// nothing left behind, when the session is gone or being deleted.
     async fn put_tool_output(
         &self,
         user: &UserId,
@@ -219,7 +268,8 @@ pub trait Store: Send + Sync {
     ) -> Result<Option<String>, StoreError>;
 
     /// Atomically: the turn's remaining messages, its record's final status, the
-    /// session's stats, and the lease released. Requires the lease.
+    /// session's stats, and the lease released. Requires the lease (`LeaseLost`)
+    /// and a session no delete has begun on (`NotFound`).
     async fn finish_turn(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<(), StoreError>;
 
     /// The session as the client may see it: `None` when missing, another
@@ -264,7 +314,9 @@ pub trait Store: Send + Sync {
 
     /// Deletes the session and everything under its key, at most `budget`
     /// batches of 25 this call (`None`: all). The session disappears from
-    /// lists and reads at the first call; a later call resumes.
+    /// lists and reads at the first call, and every later write of a turn to
+    /// it fails; a later call resumes, also when only the session item is
+    /// already gone. `NotFound` only when nothing at all is under the key.
     async fn delete_session(
         &self,
         user: &UserId,

@@ -57,7 +57,7 @@ pub async fn start(
         Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + deps.config.session_lease.as_millis() as i64 };
     let (session, lease, history, summary) = match &turn.session_id {
         None => {
-            let session = create(deps, user, turn, &lease).await?;
+            let session = create(deps, user, turn, &lease, &run_id).await?;
             let guard = LeaseGuard::new(deps.store.clone(), user, &session.view.id, turn_id, exit);
             (session, guard, Vec::new(), None)
         }
@@ -73,8 +73,15 @@ pub async fn start(
     Ok(Started { session, view, history, summary, lease, run_id, user_message, persist_user })
 }
 
-/// A new session, already leased to this turn: one write, nothing to read.
-async fn create(deps: &TurnDeps, user: &UserId, turn: &ValidTurn, lease: &Lease) -> Result<Session, Refused> {
+/// A new session, already leased to this turn, and the run id claimed for
+/// the user: one write, nothing to read. A run id already claimed is a retry.
+async fn create(
+    deps: &TurnDeps,
+    user: &UserId,
+    turn: &ValidTurn,
+    lease: &Lease,
+    run: &RunId,
+) -> Result<Session, Refused> {
     let now = crate::now_ms();
     let view = SessionView {
         id: SessionId::new(),
@@ -87,11 +94,19 @@ async fn create(deps: &TurnDeps, user: &UserId, turn: &ValidTurn, lease: &Lease)
         created_at: now,
         last_activity_at: now,
     };
-    deps.store.create_session(user, &view, lease).await.map_err(|e| Refused::Store(None, e))
+    match deps.store.create_session(user, &view, lease, run).await {
+        Ok(session) => Ok(session),
+        Err(StoreError::DuplicateRun) => match deps.store.run_claim(user, run).await {
+            Ok(Some(claim)) => Err(Refused::Retry { session: claim.session_id }),
+            Ok(None) => Err(Refused::Store(None, StoreError::DuplicateRun)),
+            Err(e) => Err(Refused::Store(None, e)),
+        },
+        Err(e) => Err(Refused::Store(None, e)),
+    }
 }
 
-/// An existing session: the lease, the last N messages, the run check and the
-/// summary go out together. A seen run id wins over a busy lease: the retry of
+/// An existing session: the lease, the last N messages, the run check (the
+/// user's claim on the run id) and the summary go out together. A seen run id wins over a busy lease: the retry of
 /// a running turn is told so, not "busy".
 async fn resume(
     deps: &TurnDeps,
@@ -105,7 +120,7 @@ async fn resume(
     let limit = deps.config.history_limit.unwrap_or_else(|| deps.context.load_limit());
     let seen = async {
         match run {
-            Some(run) => store.turn_by_run(user, sid, run).await,
+            Some(run) => store.run_claim(user, run).await,
             None => Ok(None),
         }
     };
@@ -119,7 +134,9 @@ async fn resume(
     let guard = leased.as_ref().ok().map(|_| LeaseGuard::new(store.clone(), user, sid, &lease.turn_id, exit));
     let refuse = |e| Refused::Store(Some(sid.clone()), e);
     match seen {
-        Ok(Some(_)) => return Err(Refused::Retry { session: sid.clone() }),
+        Ok(Some(claim)) if claim.session_id == *sid => return Err(Refused::Retry { session: sid.clone() }),
+        // The same run id for another session is not a retry of this request.
+        Ok(Some(_)) => return Err(refuse(StoreError::DuplicateRun)),
         Ok(None) => {}
         Err(e) => return Err(refuse(e)),
     }
