@@ -117,22 +117,7 @@ pub async fn commit_summary(
     }
 
     let cfg = &deps.config;
-    let mut messages: Vec<StoredMessage> = Vec::new();
-    let mut truncated = false;
-    loop {
-        let want = (cfg.max_input_messages - messages.len()).min(100);
-        let after = messages.last().map_or(through, |m| m.seq);
-        let page = deps.store.messages_page(user, session, MessagesFrom::After(after), want).await?;
-        let full = page.len() == want;
-        messages.extend(page);
-        if messages.len() >= cfg.max_input_messages {
-            truncated = full;
-            break;
-        }
-        if !full {
-            break;
-        }
-    }
+    let (messages, truncated) = read_backlog(deps, user, session, through).await?;
     let sendable: Vec<&StoredMessage> =
         messages.iter().filter(|m| m.include_in_context && m.role != Role::System).collect();
     let chars: usize = sendable.iter().map(|m| text_len(m)).sum();
@@ -220,6 +205,31 @@ pub async fn commit_summary(
         }
     }
     Err(SummarizeError::Rejected { attempts: cfg.max_attempts, reason: last_reason })
+}
+
+/// The messages after the watermark `through`, oldest first, at most
+/// `SUMMARY_MAX_INPUT_MESSAGES`; `true` when more are left after them.
+async fn read_backlog(
+    deps: &SummarizerDeps,
+    user: &UserId,
+    session: &SessionId,
+    through: u64,
+) -> Result<(Vec<StoredMessage>, bool), StoreError> {
+    let max = deps.config.max_input_messages;
+    let mut messages: Vec<StoredMessage> = Vec::new();
+    loop {
+        let want = (max - messages.len()).min(100);
+        let after = messages.last().map_or(through, |m| m.seq);
+        let page = deps.store.messages_page(user, session, MessagesFrom::After(after), want).await?;
+        let full = page.len() == want;
+        messages.extend(page);
+        if messages.len() >= max {
+            return Ok((messages, full));
+        }
+        if !full {
+            return Ok((messages, false));
+        }
+    }
 }
 
 fn text_len(m: &StoredMessage) -> usize {
