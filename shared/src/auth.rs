@@ -8,6 +8,10 @@
 //!   from the token, so a public RSA key can never be used as an HMAC secret.
 //! - `exp` is required (30 s leeway), `nbf` is honoured, `iss`/`aud` are required
 //!   and checked when configured, `sub` must be a valid [`UserId`].
+//! - A JWKS needs both `AUTH_ISSUER` and `AUTH_AUDIENCE` (an identity provider
+//!   signs every app's tokens with the same keys): the config loader refuses to
+//!   start without them ([`AuthConfig::check`]), and an [`Authenticator`] built
+//!   from such a config anyway ignores the JWKS, so RS256 tokens are refused.
 //! - Neither source configured: every request is refused (fail closed).
 //! - JWKS (RSA `sig` keys with a `kid`) are cached for `AUTH_JWKS_CACHE_SECS` (at
 //!   least 1 s); concurrent callers share one fetch; an unknown `kid` triggers at
@@ -324,13 +328,21 @@ impl Authenticator {
     }
 
     fn with_timing(cfg: AuthConfig, http: reqwest::Client, timing: JwksTiming) -> Self {
+        // Fail closed: a JWKS without both claim checks would accept other apps' tokens.
+        let jwks_checked = match cfg.check() {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(error = %e, "JWKS ignored: RS256 tokens will be refused");
+                false
+            }
+        };
         let hs256 = cfg.jwt_secret.filter(|s| !s.is_empty()).map(|s| {
             if s.len() < 32 {
                 tracing::warn!("AUTH_JWT_SECRET is shorter than 32 bytes");
             }
             DecodingKey::from_secret(s.as_bytes())
         });
-        let jwks = cfg.jwks_url.filter(|u| !u.is_empty()).map(|url| Jwks {
+        let jwks = cfg.jwks_url.filter(|u| jwks_checked && !u.trim().is_empty()).map(|url| Jwks {
             url,
             http,
             timing,
@@ -340,7 +352,10 @@ impl Authenticator {
         if hs256.is_none() && jwks.is_none() {
             tracing::warn!("neither AUTH_JWT_SECRET nor AUTH_JWKS_URL is set: every request will be refused");
         }
-        Authenticator { inner: Arc::new(Inner { hs256, jwks, issuer: cfg.issuer, audience: cfg.audience }) }
+        // Blank means unset, as in the config loader.
+        let (issuer, audience) =
+            (cfg.issuer.filter(|s| !s.trim().is_empty()), cfg.audience.filter(|s| !s.trim().is_empty()));
+        Authenticator { inner: Arc::new(Inner { hs256, jwks, issuer, audience }) }
     }
 
     /// Whether any token could ever be accepted.
@@ -571,8 +586,14 @@ phqgndZgsUrQK0+ZzQifm04i60IMmagyManHbY7YnMW826vqoBL19Z38NKZafXR3
         jsonwebtoken::encode(&h, &claims, &EncodingKey::from_rsa_pem(RSA_PEM.as_bytes()).unwrap()).unwrap()
     }
 
+    /// The issuer and audience the JWKS tests configure (a JWKS needs both).
+    const ISSUER: &str = "https://idp.test";
+    const AUDIENCE: &str = "agentic-chat";
+
+    /// Valid for every configuration of these tests: `iss` and `aud` are only
+    /// checked where configured.
     fn valid_claims(sub: &str) -> serde_json::Value {
-        json!({ "sub": sub, "iat": now(), "exp": now() + 600 })
+        json!({ "sub": sub, "iat": now(), "exp": now() + 600, "iss": ISSUER, "aud": AUDIENCE })
     }
 
     fn b64(v: &serde_json::Value) -> String {
@@ -791,7 +812,55 @@ phqgndZgsUrQK0+ZzQifm04i60IMmagyManHbY7YnMW826vqoBL19Z38NKZafXR3
     }
 
     fn jwks_cfg(url: &str) -> AuthConfig {
-        AuthConfig { jwks_url: Some(url.into()), jwks_cache: Duration::from_secs(600), ..Default::default() }
+        AuthConfig {
+            jwks_url: Some(url.into()),
+            issuer: Some(ISSUER.into()),
+            audience: Some(AUDIENCE.into()),
+            jwks_cache: Duration::from_secs(600),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn jwks_tokens_of_another_app_or_issuer_are_refused() {
+        let srv = jwks_server(&["k1"], Duration::ZERO).await;
+        let a = auth(jwks_cfg(&srv.url));
+        let exp = now() + 600;
+        assert!(a.authenticate(&bearer(&rs(valid_claims("alice"), "k1"))).await.is_ok());
+        let cases = [
+            // Same identity provider, same keys, another app's audience.
+            (json!({ "sub": "alice", "exp": exp, "iss": ISSUER, "aud": "another-app" }), "invalid_audience"),
+            (json!({ "sub": "alice", "exp": exp, "iss": ISSUER, "aud": ["another-app"] }), "invalid_audience"),
+            (json!({ "sub": "alice", "exp": exp, "iss": ISSUER }), "invalid_audience"),
+            // Same keys, another issuer.
+            (json!({ "sub": "alice", "exp": exp, "iss": "https://evil.test", "aud": AUDIENCE }), "invalid_issuer"),
+            (json!({ "sub": "alice", "exp": exp, "aud": AUDIENCE }), "invalid_issuer"),
+        ];
+        for (claims, code) in cases {
+            let e = a.authenticate(&bearer(&rs(claims.clone(), "k1"))).await.unwrap_err();
+            assert_eq!((e.code(), e.status()), (code, 401), "{claims}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_jwks_without_issuer_and_audience_is_not_used() {
+        let srv = jwks_server(&["k1"], Duration::ZERO).await;
+        let token = rs(valid_claims("alice"), "k1");
+        for (issuer, audience) in
+            [(None, None), (Some(ISSUER), None), (None, Some(AUDIENCE)), (Some(" "), Some(AUDIENCE))]
+        {
+            let cfg =
+                AuthConfig { issuer: issuer.map(Into::into), audience: audience.map(Into::into), ..jwks_cfg(&srv.url) };
+            assert!(cfg.check().is_err(), "{issuer:?} {audience:?}");
+            let a = auth(cfg.clone());
+            let e = a.authenticate(&bearer(&token)).await.unwrap_err();
+            assert_eq!((e.code(), e.status()), ("auth_not_configured", 401), "{issuer:?} {audience:?}");
+            // With a secret too, the secret works and RS256 is not accepted.
+            let a = auth(AuthConfig { jwt_secret: Some(SECRET.into()), ..cfg });
+            assert_eq!(a.authenticate(&bearer(&token)).await.unwrap_err(), AuthError::AlgorithmNotAllowed);
+            assert!(a.authenticate(&bearer(&hs(valid_claims("alice"), SECRET))).await.is_ok());
+        }
+        assert_eq!(srv.hits.load(Ordering::SeqCst), 0, "the JWKS was never fetched");
     }
 
     #[tokio::test]
@@ -805,7 +874,7 @@ phqgndZgsUrQK0+ZzQifm04i60IMmagyManHbY7YnMW826vqoBL19Z38NKZafXR3
         assert_eq!(user.as_str(), "bob");
         assert_eq!(srv.hits.load(Ordering::SeqCst), 1, "second token served from the cache");
         // Claims are still checked on the RS256 path.
-        let expired = rs(json!({ "sub": "alice", "exp": now() - 120 }), "k1");
+        let expired = rs(json!({ "sub": "alice", "exp": now() - 120, "iss": ISSUER, "aud": AUDIENCE }), "k1");
         assert_eq!(a.authenticate(&bearer(&expired)).await.unwrap_err(), AuthError::Expired);
         // Keys of other kinds in the set are not usable.
         for kid in ["sym", "enc"] {

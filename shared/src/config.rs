@@ -17,15 +17,61 @@ pub struct ConfigError {
 pub struct AuthConfig {
     /// `AUTH_JWT_SECRET`: HS256 shared secret.
     pub jwt_secret: Option<String>,
-    /// `AUTH_JWKS_URL`: RS256 keys, fetched and cached.
+    /// `AUTH_JWKS_URL`: RS256 keys, fetched and cached. Needs `issuer` and
+    /// `audience` (see [`AuthConfig::check`]).
     pub jwks_url: Option<String>,
-    /// `AUTH_ISSUER`: when set, tokens must carry this `iss`.
+    /// `AUTH_ISSUER`: tokens must carry this `iss`. Required with a JWKS.
     pub issuer: Option<String>,
-    /// `AUTH_AUDIENCE`: when set, tokens must carry this `aud`.
+    /// `AUTH_AUDIENCE`: tokens must carry this `aud`. Required with a JWKS.
     pub audience: Option<String>,
     /// `AUTH_JWKS_CACHE_SECS` (default 600).
     pub jwks_cache: Duration,
 }
+
+/// `Some` and not blank.
+fn given(v: &Option<String>) -> bool {
+    v.as_deref().is_some_and(|v| !v.trim().is_empty())
+}
+
+impl AuthConfig {
+    /// Whether a JWKS is configured.
+    pub fn has_jwks(&self) -> bool {
+        given(&self.jwks_url)
+    }
+
+    /// With a JWKS, `iss` and `aud` must both be configured: an identity
+    /// provider's keys sign the tokens of every app it serves, so without the
+    /// two checks another app's token (and its `sub`) would be a user here.
+    /// The error names what is missing.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if !self.has_jwks() {
+            return Ok(());
+        }
+        let var = match (given(&self.issuer), given(&self.audience)) {
+            (true, true) => return Ok(()),
+            (false, false) => "AUTH_ISSUER / AUTH_AUDIENCE",
+            (false, true) => "AUTH_ISSUER",
+            (true, false) => "AUTH_AUDIENCE",
+        };
+        Err(ConfigError {
+            var,
+            reason: format!(
+                "AUTH_JWKS_URL is set but {var} {verb} not: a shared identity provider signs other apps' tokens \
+                 with the same keys, so set AUTH_ISSUER to its `iss` and AUTH_AUDIENCE to this app's `aud`",
+                verb = if var.contains('/') { "are" } else { "is" }
+            ),
+        })
+    }
+}
+
+/// The largest `MAX_MESSAGE_BYTES` accepted. The user message is stored as one
+/// DynamoDB item (its JSON in `data`, next to the keys and ids), and an item
+/// holds at most 400 KB. JSON escaping can grow a message six-fold (a control
+/// character becomes `\u00XX`), so 64 KiB is the largest message whose item
+/// still fits in the worst case: 6 × 64 KiB = 384 KiB, plus well under 2 KiB of
+/// keys and other attributes. Above it, a message we accepted could fail to
+/// store.
+pub const MAX_MESSAGE_BYTES_LIMIT: usize = 64 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct LlmConfig {
@@ -58,7 +104,8 @@ pub struct Config {
     /// `CONTEXT_MAX_MESSAGES` ([`crate::context::ContextConfig::load_limit`]),
     /// room for tool results and for what the builder drops.
     pub history_limit: Option<usize>,
-    /// `MAX_MESSAGE_BYTES` (default 32768): the longest user message accepted.
+    /// `MAX_MESSAGE_BYTES` (default 32768, at most [`MAX_MESSAGE_BYTES_LIMIT`]):
+    /// the longest user message accepted.
     pub max_message_bytes: usize,
     /// `SESSION_LEASE_MS` (default 30000): how long a turn's session lease lasts
     /// without renewal; a crashed turn's lease expires after this.
@@ -112,6 +159,24 @@ impl Config {
         if history_limit.is_some_and(|n| n == 0 || n > 1000) {
             return Err(ConfigError { var: "HISTORY_LIMIT", reason: "must be 1..=1000".into() });
         }
+        let auth = AuthConfig {
+            jwt_secret: env_or("AUTH_JWT_SECRET"),
+            jwks_url: env_or("AUTH_JWKS_URL"),
+            issuer: env_or("AUTH_ISSUER"),
+            audience: env_or("AUTH_AUDIENCE"),
+            jwks_cache: Duration::from_secs(env_parse("AUTH_JWKS_CACHE_SECS", 600u64)?),
+        };
+        auth.check()?;
+        let max_message_bytes = env_parse("MAX_MESSAGE_BYTES", 32 * 1024usize)?;
+        if max_message_bytes == 0 || max_message_bytes > MAX_MESSAGE_BYTES_LIMIT {
+            return Err(ConfigError {
+                var: "MAX_MESSAGE_BYTES",
+                reason: format!(
+                    "{max_message_bytes} is outside 1..={MAX_MESSAGE_BYTES_LIMIT}: a longer message might not fit \
+                     in one DynamoDB item (400 KB) once JSON-escaped"
+                ),
+            });
+        }
         Ok(Config {
             table_name: env_or("TABLE_NAME").unwrap_or_else(|| "agentic-chat".into()),
             llm: LlmConfig {
@@ -129,15 +194,9 @@ impl Config {
                     .map(|v| v.parse().map_err(|e| ConfigError { var: "LLM_MAX_TOKENS", reason: format!("{e}") }))
                     .transpose()?,
             },
-            auth: AuthConfig {
-                jwt_secret: env_or("AUTH_JWT_SECRET"),
-                jwks_url: env_or("AUTH_JWKS_URL"),
-                issuer: env_or("AUTH_ISSUER"),
-                audience: env_or("AUTH_AUDIENCE"),
-                jwks_cache: Duration::from_secs(env_parse("AUTH_JWKS_CACHE_SECS", 600u64)?),
-            },
+            auth,
             history_limit,
-            max_message_bytes: env_parse("MAX_MESSAGE_BYTES", 32 * 1024usize)?,
+            max_message_bytes,
             session_lease: ms("SESSION_LEASE_MS", 30_000)?,
             tool_max_rounds: env_parse("TOOL_MAX_ROUNDS", 5usize)?,
             tool_concurrency: env_parse("TOOL_CONCURRENCY", 4usize)?,
@@ -146,5 +205,73 @@ impl Config {
             deadline_margin: ms("DEADLINE_MARGIN_MS", 3_000)?,
             turn_timeout: ms("TURN_TIMEOUT_MS", 900_000)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The environment is process-wide: these tests take turns with it.
+    static ENV: Mutex<()> = Mutex::new(());
+
+    const VARS: [&str; 6] = [
+        "AUTH_JWT_SECRET",
+        "AUTH_JWKS_URL",
+        "AUTH_ISSUER",
+        "AUTH_AUDIENCE",
+        "AUTH_JWKS_CACHE_SECS",
+        "MAX_MESSAGE_BYTES",
+    ];
+
+    /// `Config::from_env` with exactly `vars` among the ones under test set.
+    fn load(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let _turn = ENV.lock().unwrap_or_else(|e| e.into_inner());
+        for v in VARS {
+            std::env::remove_var(v);
+        }
+        for (k, v) in vars {
+            std::env::set_var(k, v);
+        }
+        let out = Config::from_env();
+        for v in VARS {
+            std::env::remove_var(v);
+        }
+        out
+    }
+
+    const JWKS: (&str, &str) = ("AUTH_JWKS_URL", "https://idp.example/.well-known/jwks.json");
+
+    #[test]
+    fn jwks_without_issuer_and_audience_fails_at_load() {
+        let e = load(&[JWKS]).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("AUTH_JWKS_URL is set but AUTH_ISSUER / AUTH_AUDIENCE are not"), "{msg}");
+        let e = load(&[JWKS, ("AUTH_ISSUER", "https://idp.example")]).unwrap_err();
+        assert_eq!(e.var, "AUTH_AUDIENCE", "{e}");
+        let e = load(&[JWKS, ("AUTH_AUDIENCE", "agentic-chat"), ("AUTH_ISSUER", "  ")]).unwrap_err();
+        assert_eq!(e.var, "AUTH_ISSUER", "blank is unset: {e}");
+
+        let c = load(&[JWKS, ("AUTH_ISSUER", "https://idp.example"), ("AUTH_AUDIENCE", "agentic-chat")]).unwrap();
+        assert_eq!(c.auth.issuer.as_deref(), Some("https://idp.example"));
+        assert_eq!(c.auth.audience.as_deref(), Some("agentic-chat"));
+        // Without a JWKS (HS256 for local development) they stay optional.
+        assert!(load(&[("AUTH_JWT_SECRET", "a-local-secret-a-local-secret-32")]).is_ok());
+    }
+
+    #[test]
+    fn max_message_bytes_is_capped_below_one_item() {
+        assert_eq!(load(&[]).unwrap().max_message_bytes, 32 * 1024);
+        let max = MAX_MESSAGE_BYTES_LIMIT.to_string();
+        assert_eq!(load(&[("MAX_MESSAGE_BYTES", &max)]).unwrap().max_message_bytes, MAX_MESSAGE_BYTES_LIMIT);
+        for bad in [(MAX_MESSAGE_BYTES_LIMIT + 1).to_string(), "1048576".into(), "0".into()] {
+            let e = load(&[("MAX_MESSAGE_BYTES", &bad)]).unwrap_err();
+            assert_eq!(e.var, "MAX_MESSAGE_BYTES");
+            assert!(e.to_string().contains("DynamoDB item"), "{e}");
+        }
+        // The worst case the cap is sized for fits in 400 KB with room for the item's other attributes.
+        let escaped = serde_json::to_string(&"\u{1}".repeat(MAX_MESSAGE_BYTES_LIMIT)).unwrap();
+        assert!(escaped.len() + 2 * 1024 <= 400 * 1024, "{}", escaped.len());
     }
 }

@@ -278,15 +278,47 @@ async fn the_sample_events_run_through_the_lambda_entry_point() {
     url["headers"]["authorization"] = json!(format!("Bearer {}", token("alice")));
     url["body"] = json!(url["body"].as_str().unwrap().replace("REPLACE_PROJECT_ID", &project));
     let deadline = Instant::now() + Duration::from_secs(60);
-    let out = invoke(&p.app, url, deadline).await;
+    let out = serde_json::to_value(invoke(&p.app, url, deadline).await).unwrap();
     assert_eq!(out["statusCode"], 200, "{out}");
     let body: Value = serde_json::from_str(out["body"].as_str().unwrap()).unwrap();
     assert_eq!(body["cached"]["version"], p.version("alice", &project).await);
 
     p.t.create("alice", &project, "tasks", json!({"title": "Change"})).await;
-    let report = invoke(&p.app, sample("prewarm-schedule.json"), deadline).await;
+    let report = serde_json::to_value(invoke(&p.app, sample("prewarm-schedule.json"), deadline).await).unwrap();
     assert_eq!(report["refreshed"], 1, "{report}");
     assert_eq!(report["finished"], true);
+}
+
+/// The function-URL answer, as the runtime serializes it: the payload-2.0
+/// response shape, `cookies` included (`cargo lambda watch` answered 500
+/// without it), for a success, a refusal and an event that is not a request.
+#[tokio::test]
+async fn the_function_url_answer_is_a_payload_2_response() {
+    let p = PrewarmTest::new().await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut ok = sample("prewarm-url.json");
+    ok["headers"]["authorization"] = json!(format!("Bearer {}", token("alice")));
+    ok["body"] = json!(r#"{"context_type":"global"}"#);
+    let mut refused = ok.clone();
+    refused["headers"]["authorization"] = json!("Bearer not-a-jwt");
+    for (event, status, code) in [
+        (ok, 200, None),
+        (refused, 401, Some("invalid_token")),
+        (json!({"hello": "world"}), 400, Some("invalid_event")),
+    ] {
+        // What lambda_runtime sends back to the Runtime API.
+        let sent: Value =
+            serde_json::from_slice(&serde_json::to_vec(&invoke(&p.app, event, deadline).await).unwrap()).unwrap();
+        assert_eq!(sent["statusCode"], status, "{sent}");
+        assert_eq!(sent["headers"]["content-type"], "application/json", "{sent}");
+        assert_eq!(sent["cookies"], json!([]), "{sent}");
+        assert_eq!(sent["isBase64Encoded"], false, "{sent}");
+        let body: Value = serde_json::from_str(sent["body"].as_str().expect("a string body")).unwrap();
+        match code {
+            None => assert_eq!(body["cached"]["scope"], "global", "{body}"),
+            Some(code) => assert_eq!(body["error"]["code"], code, "{body}"),
+        }
+    }
 }
 
 /// Context assembly, cold (`build_pack`) versus warm (`cached_pack` and the

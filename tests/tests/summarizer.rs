@@ -327,6 +327,7 @@ async fn a_deleted_session_gets_no_summary() {
         dropped_message_ids: vec![],
         agent_state_item_updates: vec![],
         agent_state_updates: serde_json::Value::Null,
+        deltas_pending: false,
     };
     let err = p.summaries().commit(&alice, &ev.session_id, &summary).await.unwrap_err();
     assert!(matches!(err, shared::store::StoreError::NotFound), "{err:?}");
@@ -349,6 +350,7 @@ async fn summary_versions_are_compare_and_set_and_kept_for_audit() {
         dropped_message_ids: vec![],
         agent_state_item_updates: vec![],
         agent_state_updates: serde_json::Value::Null,
+        deltas_pending: false,
     };
     assert_eq!(s.commit(&alice, &ev.session_id, &v(1, "first")).await.unwrap(), CommitOutcome::Committed);
     assert_eq!(s.commit(&alice, &ev.session_id, &v(1, "rival")).await.unwrap(), CommitOutcome::Superseded);

@@ -10,7 +10,10 @@
 //!   caches used in the last `PREWARM_ACTIVE_WINDOW_MINUTES` whose project
 //!   version has moved on.
 //!
-//! One Lambda binary takes both: [`invoke`] dispatches on the payload.
+//! One Lambda binary takes both: [`invoke`] dispatches on the payload and
+//! answers a [`PrewarmAnswer`]: the refresh's report, or a function-URL
+//! response of `lambda_http`'s type (`statusCode`, `headers`, `body`,
+//! `isBase64Encoded`, `cookies`).
 
 pub mod refresh;
 
@@ -27,6 +30,7 @@ use crate::store::entities::EntityStore;
 use crate::store::{Lease, Store, StoreError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use http::{Method, Response, StatusCode};
+use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -376,13 +380,23 @@ pub fn is_scheduled_event(payload: &Value) -> bool {
         || payload.get("detail-type").and_then(Value::as_str) == Some("Scheduled Event")
 }
 
+/// What one invocation of the prewarm binary answers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum PrewarmAnswer {
+    /// To the EventBridge schedule: the refresh's report.
+    Refresh(refresh::RefreshReport),
+    /// To a function-URL request: the payload-2.0 response, the type
+    /// `lambda_http` answers with for the other functions.
+    Url(ApiGatewayV2httpResponse),
+}
+
 /// The one entry point of the Lambda binary: a scheduled event runs the
 /// refresh (answering its report), anything else is taken as a function-URL
 /// request (answering a payload-2.0 response). `deadline` is the invocation's.
-pub async fn invoke(app: &PrewarmApp, payload: Value, deadline: Instant) -> Value {
+pub async fn invoke(app: &PrewarmApp, payload: Value, deadline: Instant) -> PrewarmAnswer {
     if is_scheduled_event(&payload) {
-        let report = refresh::refresh_active(&app.cache, &app.service, &app.config, deadline).await;
-        return serde_json::to_value(report).unwrap_or_default();
+        return PrewarmAnswer::Refresh(refresh::refresh_active(&app.cache, &app.service, &app.config, deadline).await);
     }
     let resp = match serde_json::from_value::<lambda_http::request::LambdaRequest>(payload) {
         Ok(req) => {
@@ -391,19 +405,35 @@ pub async fn invoke(app: &PrewarmApp, payload: Value, deadline: Instant) -> Valu
         }
         Err(e) => json_error(StatusCode::BAD_REQUEST, "invalid_event", format!("not a function-URL request: {e}")),
     };
-    url_response(resp)
+    PrewarmAnswer::Url(url_response(resp))
 }
 
-/// A buffered response in the function-URL (payload 2.0) response shape.
-pub fn url_response(resp: Response<ResponseBody>) -> Value {
+/// A buffered response in the function-URL (payload 2.0) response shape, as
+/// `lambda_http` builds it: `Set-Cookie` headers go to `cookies` (always
+/// present, `[]` when none: the function-URL protocol, and `cargo lambda
+/// watch`'s local server, require the field), a body that is not UTF-8 is
+/// sent base64-encoded.
+pub fn url_response(resp: Response<ResponseBody>) -> ApiGatewayV2httpResponse {
     let (parts, body) = resp.into_parts();
-    let body = match body {
-        ResponseBody::Full(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
-        _ => String::new(),
+    let mut headers = parts.headers;
+    let cookies =
+        headers.get_all(http::header::SET_COOKIE).iter().filter_map(|v| v.to_str().ok().map(String::from)).collect();
+    headers.remove(http::header::SET_COOKIE);
+    let (body, is_base64_encoded) = match body {
+        ResponseBody::Full(Some(b)) => match String::from_utf8(b.to_vec()) {
+            Ok(text) => (Some(lambda_http::Body::Text(text)), false),
+            Err(e) => (Some(lambda_http::Body::Binary(e.into_bytes())), true),
+        },
+        // The prewarm answers are buffered JSON; there is no stream to send.
+        ResponseBody::Full(None) | ResponseBody::Sse(_) => (None, false),
     };
-    let headers: serde_json::Map<String, Value> =
-        parts.headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), json!(v)))).collect();
-    json!({"statusCode": parts.status.as_u16(), "headers": headers, "body": body, "isBase64Encoded": false})
+    let mut out = ApiGatewayV2httpResponse::default();
+    out.status_code = i64::from(parts.status.as_u16());
+    out.headers = headers;
+    out.body = body;
+    out.is_base64_encoded = is_base64_encoded;
+    out.cookies = cookies;
+    out
 }
 
 #[cfg(test)]

@@ -12,13 +12,17 @@
 //! of the partition, and a save to a session that is gone or being deleted
 //! fails with `NotFound` and leaves nothing (so a turn still running when its
 //! session is deleted cannot bring its state back).
+//! [`AgentStateStore::save_settling`] is the same compare-and-set, made in one
+//! transaction with settling a summary's pending deltas (see
+//! [`crate::store::summary`]): what applies them exactly once.
 
 use super::attr::{backend, n, s, session_alive};
 use super::keys::{self, AGENT_STATE_SK};
+use super::summary::{cancellation_codes, settle_update};
 use super::StoreError;
 use crate::agent_state::{AgentState, DeltaError};
 use crate::ids::{SessionId, UserId};
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
 use std::collections::HashMap;
 use tracing::Instrument;
@@ -93,6 +97,20 @@ pub trait AgentStateStore: Send + Sync {
 
     /// Deletes the state (a no-op when there is none).
     async fn clear(&self, user: &UserId, session: &SessionId) -> Result<(), StoreError>;
+
+    /// [`save`](Self::save) and, in the same transaction, settle the pending
+    /// agent-state deltas of summary version `summary_version` (`state` is
+    /// the state with them applied). `Ok(None)`: they were not pending any
+    /// more (settled by someone else), nothing written. `Conflict`: the
+    /// state changed; reload, reapply, retry.
+    async fn save_settling(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        state: &AgentState,
+        expected_version: u64,
+        summary_version: u64,
+    ) -> Result<Option<u64>, SaveError>;
 }
 
 #[derive(Clone)]
@@ -105,6 +123,33 @@ impl DynamoAgentStateStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self { client, table: table.into() }
     }
+}
+
+/// The compare-and-set write of `state` over `expected_version` (0: no item
+/// yet): the one encoding of the item, for [`AgentStateStore::save`] and
+/// [`AgentStateStore::save_settling`].
+fn put(
+    table: &str,
+    user: &UserId,
+    session: &SessionId,
+    state: &AgentState,
+    expected_version: u64,
+) -> Result<Put, StoreError> {
+    let data = serde_json::to_string(state).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let put = Put::builder()
+        .table_name(table)
+        .item("pk", s(keys::session_pk(user, session)))
+        .item("sk", s(AGENT_STATE_SK))
+        .item("kind", s("agent_state"))
+        .item("version", n(expected_version + 1))
+        .item("updated_at", n(crate::now_ms()))
+        .item("data", s(data));
+    let put = if expected_version == 0 {
+        put.condition_expression("attribute_not_exists(pk)")
+    } else {
+        put.condition_expression("version = :expected").expression_attribute_values(":expected", n(expected_version))
+    };
+    put.build().map_err(|e| StoreError::Backend(e.to_string()))
 }
 
 fn from_item(item: &HashMap<String, AttributeValue>) -> Result<(AgentState, u64), StoreError> {
@@ -166,25 +211,16 @@ impl AgentStateStore for DynamoAgentStateStore {
         state: &AgentState,
         expected_version: u64,
     ) -> Result<u64, SaveError> {
-        let data = serde_json::to_string(state).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let version = expected_version + 1;
         let pk = keys::session_pk(user, session);
+        let p = put(&self.table, user, session, state, expected_version)?;
         let req = self
             .client
             .put_item()
-            .table_name(&self.table)
-            .item("pk", s(pk.clone()))
-            .item("sk", s(AGENT_STATE_SK))
-            .item("kind", s("agent_state"))
-            .item("version", n(version))
-            .item("updated_at", n(crate::now_ms()))
-            .item("data", s(data));
-        let req = if expected_version == 0 {
-            req.condition_expression("attribute_not_exists(pk)")
-        } else {
-            req.condition_expression("version = :expected")
-                .expression_attribute_values(":expected", n(expected_version))
-        };
+            .table_name(p.table_name)
+            .set_item(Some(p.item))
+            .set_condition_expression(p.condition_expression)
+            .set_expression_attribute_values(p.expression_attribute_values);
         match req.send().instrument(tracing::debug_span!("ddb.put_item", what = "agent_state")).await {
             Ok(_) => {}
             Err(e) if e.as_service_error().is_some_and(|se| se.is_conditional_check_failed_exception()) => {
@@ -214,5 +250,44 @@ impl AgentStateStore for DynamoAgentStateStore {
             .await
             .map_err(backend)?;
         Ok(())
+    }
+
+    async fn save_settling(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        state: &AgentState,
+        expected_version: u64,
+        summary_version: u64,
+    ) -> Result<Option<u64>, SaveError> {
+        let state_put = put(&self.table, user, session, state, expected_version)?;
+        let settle = settle_update(&self.table, &keys::session_pk(user, session), summary_version)?;
+        let res = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(state_put).build())
+            .transact_items(TransactWriteItem::builder().update(settle).build())
+            .send()
+            .instrument(tracing::debug_span!("ddb.transact_write_items", what = "agent_state_settling"))
+            .await;
+        match res {
+            Ok(_) => {
+                // As in `save`: a session being deleted gets no state back.
+                let pk = keys::session_pk(user, session);
+                if session_alive(&self.client, &self.table, &pk).await? {
+                    return Ok(Some(expected_version + 1));
+                }
+                self.forget(&pk, expected_version + 1).await;
+                Err(SaveError::Store(StoreError::NotFound))
+            }
+            Err(e) => match cancellation_codes(&e) {
+                // Settled already: whatever the state's version, nothing to apply.
+                Some(c) if c.get(1).map(String::as_str) == Some("ConditionalCheckFailed") => Ok(None),
+                Some(c) if c.iter().any(|c| c == "ConditionalCheckFailed" || c == "TransactionConflict") => {
+                    Err(SaveError::Conflict)
+                }
+                _ => Err(SaveError::Store(backend(e))),
+            },
+        }
     }
 }

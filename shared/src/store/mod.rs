@@ -40,7 +40,8 @@
 //! | store a tool round | the body chunks of large messages (`PutItem`s), then `TransactWriteItems`: put ≤ 9 messages + update session `message_count` (we must hold the lease; not deleting); a cancelled transaction deletes its chunks again |
 //! | finish a turn | the body chunks of large messages, then `TransactWriteItems`: put assistant message(s) + update turn record + update session stats and release the lease (we must hold it; not deleting) |
 //! | the current rolling summary | `GetItem pk, sk=SUMMARY` (consistent) |
-//! | commit a summary (compare-and-set) | `TransactWriteItems`: put `SUMMARY` (condition `version = n-1`, or not exists for 1) + put `SUMMARY#<n, 10 digits>` (must not exist; audit copy) + condition check `SESSION` (exists, not deleting) |
+//! | commit a summary (compare-and-set) | `TransactWriteItems`: put `SUMMARY` (condition `version = n-1 AND attribute_not_exists(deltas_pending)`, or not exists for 1; `deltas_pending = true` when its agent-state deltas are still to apply) + put `SUMMARY#<n, 10 digits>` (must not exist; audit copy) + condition check `SESSION` (exists, not deleting) |
+//! | apply a summary's pending agent-state deltas | `TransactWriteItems`: put `AGENT_STATE` (compare-and-set as below) + update `SUMMARY` `REMOVE deltas_pending` (condition `version = n AND attribute_exists(deltas_pending)`); without the put when they cannot apply |
 //! | a session's summary versions (audit) | `Query pk AND begins_with(sk, "SUMMARY#")` |
 //! | the agent state and its version | `GetItem pk, sk=AGENT_STATE` (consistent) |
 //! | save the agent state (compare-and-set) | `PutItem pk, sk=AGENT_STATE`, `version = n+1`, condition `version = n` (or not exists for 0); then `GetItem sk=SESSION` (alive? else deleted again, `NotFound`) |

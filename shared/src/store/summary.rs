@@ -10,13 +10,22 @@
 //! a summary never resurrects a deleted session's partition. Messages are
 //! never touched: the summary only moves the watermark the context builder
 //! reads from, so a failed or lost summary loses no history.
+//!
+//! A version's agent-state deltas are committed with it and, when they are
+//! still to be applied, marked pending on the current item (the
+//! `deltas_pending` attribute). They are applied and the mark cleared in one
+//! transaction ([`crate::store::agent_state::AgentStateStore::save_settling`]),
+//! so they apply exactly once even if the summarizer dies between the commit
+//! and the apply; [`SummaryStore::settle`] clears the mark of deltas that
+//! cannot apply. A version never replaces one whose deltas are still pending.
 
 use super::attr::{backend, n, s};
 use super::keys::{self, SESSION_SK, SUMMARY_SK};
 use super::StoreError;
 use crate::ids::{SessionId, UserId};
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -47,6 +56,11 @@ pub struct SessionSummary {
     pub agent_state_item_updates: Vec<serde_json::Value>,
     #[serde(default)]
     pub agent_state_updates: serde_json::Value,
+    /// Whether the deltas still have to be applied (see the module doc). Kept
+    /// in the item's `deltas_pending` attribute, which conditions test, so
+    /// not in `data`; audit copies never have it.
+    #[serde(skip)]
+    pub deltas_pending: bool,
 }
 
 /// How a compare-and-set commit ended.
@@ -74,6 +88,41 @@ pub trait SummaryStore: Send + Sync {
 
     /// Every committed version, oldest first.
     async fn versions(&self, user: &UserId, session: &SessionId) -> Result<Vec<SessionSummary>, StoreError>;
+
+    /// Clears the pending mark of version `version`'s deltas without applying
+    /// them (they cannot apply). `false` if they were not pending: settled
+    /// already, or `version` is not the current one.
+    async fn settle(&self, user: &UserId, session: &SessionId, version: u64) -> Result<bool, StoreError>;
+}
+
+/// The item attribute marking the current summary's deltas as still to apply.
+const DELTAS_PENDING: &str = "deltas_pending";
+
+/// The transaction part that settles version `version`'s pending deltas:
+/// cancelled (`ConditionalCheckFailed`) unless that version is current and
+/// its deltas are pending.
+pub(crate) fn settle_update(table: &str, pk: &str, version: u64) -> Result<Update, StoreError> {
+    Update::builder()
+        .table_name(table)
+        .key("pk", s(pk))
+        .key("sk", s(SUMMARY_SK))
+        .update_expression("REMOVE #pending")
+        .condition_expression("version = :v AND attribute_exists(#pending)")
+        .expression_attribute_names("#pending", DELTAS_PENDING)
+        .expression_attribute_values(":v", n(version))
+        .build()
+        .map_err(|e| StoreError::Backend(e.to_string()))
+}
+
+/// The cancellation reason codes of a cancelled transaction, one per item in
+/// order (`"None"` for an item that was fine); `None` for any other error.
+pub(crate) fn cancellation_codes<R>(e: &SdkError<TransactWriteItemsError, R>) -> Option<Vec<String>> {
+    match e.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(t)) => {
+            Some(t.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_string()).collect())
+        }
+        _ => None,
+    }
 }
 
 #[derive(Clone)]
@@ -87,7 +136,10 @@ type Item = HashMap<String, AttributeValue>;
 fn from_item(item: &Item) -> Result<SessionSummary, StoreError> {
     let data =
         item.get("data").and_then(|v| v.as_s().ok()).ok_or_else(|| StoreError::Corrupt("summary data".into()))?;
-    serde_json::from_str(data).map_err(|e| StoreError::Corrupt(format!("summary: {e}")))
+    let mut summary: SessionSummary =
+        serde_json::from_str(data).map_err(|e| StoreError::Corrupt(format!("summary: {e}")))?;
+    summary.deltas_pending = item.get(DELTAS_PENDING).and_then(|v| v.as_bool().ok()).copied().unwrap_or(false);
+    Ok(summary)
 }
 
 impl DynamoSummaryStore {
@@ -132,14 +184,19 @@ impl SummaryStore for DynamoSummaryStore {
         summary: &SessionSummary,
     ) -> Result<CommitOutcome, StoreError> {
         let pk = keys::session_pk(user, session);
-        let current = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(Self::item(&pk, SUMMARY_SK.to_string(), summary)?))
-            .condition_expression(if summary.version <= 1 { "attribute_not_exists(pk)" } else { "version = :prev" });
+        let mut item = Self::item(&pk, SUMMARY_SK.to_string(), summary)?;
+        if summary.deltas_pending {
+            item.insert(DELTAS_PENDING.to_string(), AttributeValue::Bool(true));
+        }
+        let current = Put::builder().table_name(&self.table).set_item(Some(item));
         let current = if summary.version <= 1 {
-            current
+            current.condition_expression("attribute_not_exists(pk)")
         } else {
-            current.expression_attribute_values(":prev", n(summary.version - 1))
+            // The previous version must be settled: its deltas are never lost under a newer one.
+            current
+                .condition_expression("version = :prev AND attribute_not_exists(#pending)")
+                .expression_attribute_names("#pending", DELTAS_PENDING)
+                .expression_attribute_values(":prev", n(summary.version - 1))
         };
         let audit = Put::builder()
             .table_name(&self.table)
@@ -165,16 +222,7 @@ impl SummaryStore for DynamoSummaryStore {
         match res {
             Ok(_) => Ok(CommitOutcome::Committed),
             Err(e) => {
-                let codes = match e.as_service_error() {
-                    Some(TransactWriteItemsError::TransactionCanceledException(t)) => Some(
-                        t.cancellation_reasons()
-                            .iter()
-                            .map(|r| r.code().unwrap_or("None").to_string())
-                            .collect::<Vec<_>>(),
-                    ),
-                    _ => None,
-                };
-                match codes {
+                match cancellation_codes(&e) {
                     Some(c) if c.get(2).map(String::as_str) == Some("ConditionalCheckFailed") => {
                         Err(StoreError::NotFound)
                     }
@@ -184,6 +232,24 @@ impl SummaryStore for DynamoSummaryStore {
                     _ => Err(backend(e)),
                 }
             }
+        }
+    }
+
+    async fn settle(&self, user: &UserId, session: &SessionId, version: u64) -> Result<bool, StoreError> {
+        let update = settle_update(&self.table, &keys::session_pk(user, session), version)?;
+        let res = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(update).build())
+            .send()
+            .instrument(tracing::debug_span!("ddb.transact_write_items", what = "settle_summary_deltas"))
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) => match cancellation_codes(&e) {
+                Some(c) if c.iter().any(|c| c == "ConditionalCheckFailed") => Ok(false),
+                _ => Err(backend(e)),
+            },
         }
     }
 

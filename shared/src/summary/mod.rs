@@ -18,11 +18,16 @@
 //! - agent state: the model's `agent_state_item_updates` / `agent_state_updates`
 //!   are parsed and validated (typed, no deletions per §5.4) and committed
 //!   inside the summary version that proposed them, under the same
-//!   compare-and-set. Applying them to a session agent state is the agent-state
-//!   issue's work; until then they are recorded, not applied, and the context
-//!   builder does not read them;
+//!   compare-and-set, marked pending. A second write
+//!   ([`settle_state_deltas`]) applies them to the session's agent state and
+//!   clears the mark in one transaction; a run that dies between the two
+//!   leaves them pending, and the next run of the session (the redelivery)
+//!   applies them first. So they apply exactly once;
 //! - the batch handler ([`handle_batch`]) reports partial failures per record
 //!   (`batchItemFailures`): one failing session fails only its own records.
+//!   A record that is not a [`TurnCompleted`] is reported too, on every
+//!   delivery, so the queue's redrive policy parks it in the dead-letter
+//!   queue; the records after it in its FIFO group are reported unprocessed.
 
 mod batch;
 mod config;
@@ -32,7 +37,10 @@ mod run;
 pub use batch::handle_batch;
 pub use config::SummaryConfig;
 pub use publish::{publish_bounded, NoTurnEvents, PublishError, SqsTurnEvents, TurnEvents};
-pub use run::{summarize_session, validate_output, Outcome, SummarizeError, SummarizerDeps, SummarizerOutput};
+pub use run::{
+    commit_summary, settle_state_deltas, summarize_session, validate_output, Outcome, Settled, SummarizeError,
+    SummarizerDeps, SummarizerOutput,
+};
 
 use crate::ids::{SessionId, TurnId, UserId};
 use serde::{Deserialize, Serialize};

@@ -1,11 +1,14 @@
 //! One summarizer run for one session: triggers, the summarizer model, the
-//! validation of its JSON, and the compare-and-set commit.
+//! validation of its JSON, and the compare-and-set commit, then (a second
+//! phase) applying the committed version's agent-state deltas exactly once.
 
 use super::{SummaryConfig, TurnCompleted};
-use crate::agent_state::{AgentStateDelta, ItemUpdate};
+use crate::agent_state::{AgentState, AgentStateDelta, ItemUpdate, StateUpdate};
 use crate::context::TokenCounter;
+use crate::ids::{SessionId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent};
 use crate::message::{ChatMessage, Role, StoredMessage};
+use crate::store::agent_state::SaveError;
 use crate::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
 use crate::store::{MessagesFrom, Store, StoreError};
 use futures::StreamExt;
@@ -55,38 +58,66 @@ pub enum SummarizeError {
     /// Every attempt's output failed validation; nothing was written.
     #[error("the summarizer's output was rejected {attempts} times; last: {reason}")]
     Rejected { attempts: u32, reason: String },
+    /// The agent state kept changing under every attempt to apply a summary's
+    /// deltas; they stay pending and the next delivery applies them.
+    #[error("the agent state kept changing; the summary's deltas stay pending")]
+    StateConflict,
 }
+
+/// How [`settle_state_deltas`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// Nothing was pending.
+    NothingPending,
+    /// Applied to the agent state, and settled in the same write.
+    Applied,
+    /// Another run settled them first; nothing written.
+    AlreadySettled,
+    /// They cannot apply (the state refuses them, or no agent-state store is
+    /// configured): settled without applying, logged.
+    Dropped,
+}
+
+/// Attempts to apply a summary's deltas when the agent state keeps changing.
+const SETTLE_ATTEMPTS: usize = 3;
 
 /// A pasted document this recent (in messages from the newest) is the
 /// conversation's focus (§5.3): it and what follows are not summarized.
 const PASTE_FOCUS_FACTOR: usize = 3;
 
-/// Runs the summarizer for the session `event` names (see the module contract).
+/// Runs the summarizer for the session `event` names (see the module
+/// contract): [`commit_summary`], then [`settle_state_deltas`] for the
+/// version it committed.
 pub async fn summarize_session(deps: &SummarizerDeps, event: &TurnCompleted) -> Result<Outcome, SummarizeError> {
+    let (outcome, committed) = commit_summary(deps, event).await?;
+    if let Some(summary) = &committed {
+        settle_state_deltas(deps, &event.user_id, &event.session_id, summary).await?;
+    }
+    Ok(outcome)
+}
+
+/// Phase one of a run: settles the deltas an earlier run left pending, then
+/// reads, asks the model and commits. With [`Outcome::Committed`] comes the
+/// committed version, its deltas still pending: stopping here is exactly
+/// what a crash between the two phases leaves behind.
+pub async fn commit_summary(
+    deps: &SummarizerDeps,
+    event: &TurnCompleted,
+) -> Result<(Outcome, Option<SessionSummary>), SummarizeError> {
     let (user, session) = (&event.user_id, &event.session_id);
     let current = deps.summaries.current(user, session).await?;
+    // Deltas a crashed run committed but did not apply: applied first, once.
+    if let Some(pending) = current.as_ref().filter(|s| s.deltas_pending) {
+        tracing::info!(version = pending.version, "applying a committed summary's pending agent-state deltas");
+        settle_state_deltas(deps, user, session, pending).await?;
+    }
     let (version, through) = current.as_ref().map_or((0, 0), |s| (s.version, s.through_seq));
     if current.as_ref().is_some_and(|s| s.source_last_seq >= event.last_message_seq) {
-        return Ok(Outcome::UpToDate);
+        return Ok((Outcome::UpToDate, None));
     }
 
     let cfg = &deps.config;
-    let mut messages: Vec<StoredMessage> = Vec::new();
-    let mut truncated = false;
-    loop {
-        let want = (cfg.max_input_messages - messages.len()).min(100);
-        let after = messages.last().map_or(through, |m| m.seq);
-        let page = deps.store.messages_page(user, session, MessagesFrom::After(after), want).await?;
-        let full = page.len() == want;
-        messages.extend(page);
-        if messages.len() >= cfg.max_input_messages {
-            truncated = full;
-            break;
-        }
-        if !full {
-            break;
-        }
-    }
+    let (messages, truncated) = read_backlog(deps, user, session, through).await?;
     let sendable: Vec<&StoredMessage> =
         messages.iter().filter(|m| m.include_in_context && m.role != Role::System).collect();
     let chars: usize = sendable.iter().map(|m| text_len(m)).sum();
@@ -94,13 +125,13 @@ pub async fn summarize_session(deps: &SummarizerDeps, event: &TurnCompleted) -> 
         || chars > cfg.trigger_chars
         || (cfg.trigger_tokens > 0 && tokens(&sendable, &deps.counter) > cfg.trigger_tokens);
     if !triggered {
-        return Ok(Outcome::NotNeeded);
+        return Ok((Outcome::NotNeeded, None));
     }
     // With a backlog longer than one run reads, everything read is old.
     let keep = if truncated { 0 } else { cfg.keep_recent };
     let cut = compress_boundary(&messages, keep, deps.large_paste_chars);
     if cut == 0 {
-        return Ok(Outcome::NotNeeded);
+        return Ok((Outcome::NotNeeded, None));
     }
     let (compress, recent) = messages.split_at(cut);
     let previous = current.as_ref().map(|s| s.text.as_str());
@@ -120,6 +151,8 @@ pub async fn summarize_session(deps: &SummarizerDeps, event: &TurnCompleted) -> 
         let raw = complete(deps.llm.as_ref(), request).await?;
         match validate_output(&raw, previous, compress, recent) {
             Ok((output, new_through)) => {
+                let has_deltas = !output.state.agent_state_item_updates.is_empty()
+                    || output.state.agent_state_updates.iter().any(|u| u != &StateUpdate::default());
                 let summary = SessionSummary {
                     version: version + 1,
                     text: output.summary.trim().to_string(),
@@ -136,21 +169,23 @@ pub async fn summarize_session(deps: &SummarizerDeps, event: &TurnCompleted) -> 
                         .filter_map(|u| serde_json::to_value(u).ok())
                         .collect(),
                     agent_state_updates: serde_json::to_value(&output.state.agent_state_updates).unwrap_or_default(),
+                    // Applied in a second write: pending until then, so a
+                    // crash in between loses nothing (the next delivery applies them).
+                    deltas_pending: has_deltas && deps.agent_state.is_some(),
                 };
                 return match deps.summaries.commit(user, session, &summary).await? {
                     CommitOutcome::Committed => {
-                        apply_state_deltas(deps, user, session, &summary).await;
                         tracing::info!(
                             version = summary.version,
                             through_seq = new_through,
                             attempt,
                             "summary committed"
                         );
-                        Ok(Outcome::Committed { version: summary.version, through_seq: new_through })
+                        Ok((Outcome::Committed { version: summary.version, through_seq: new_through }, Some(summary)))
                     }
                     CommitOutcome::Superseded => {
                         tracing::info!(version = summary.version, "another run committed first");
-                        Ok(Outcome::Superseded)
+                        Ok((Outcome::Superseded, None))
                     }
                 };
             }
@@ -170,6 +205,31 @@ pub async fn summarize_session(deps: &SummarizerDeps, event: &TurnCompleted) -> 
         }
     }
     Err(SummarizeError::Rejected { attempts: cfg.max_attempts, reason: last_reason })
+}
+
+/// The messages after the watermark `through`, oldest first, at most
+/// `SUMMARY_MAX_INPUT_MESSAGES`; `true` when more are left after them.
+async fn read_backlog(
+    deps: &SummarizerDeps,
+    user: &UserId,
+    session: &SessionId,
+    through: u64,
+) -> Result<(Vec<StoredMessage>, bool), StoreError> {
+    let max = deps.config.max_input_messages;
+    let mut messages: Vec<StoredMessage> = Vec::new();
+    loop {
+        let want = (max - messages.len()).min(100);
+        let after = messages.last().map_or(through, |m| m.seq);
+        let page = deps.store.messages_page(user, session, MessagesFrom::After(after), want).await?;
+        let full = page.len() == want;
+        messages.extend(page);
+        if messages.len() >= max {
+            return Ok((messages, full));
+        }
+        if !full {
+            return Ok((messages, false));
+        }
+    }
 }
 
 fn text_len(m: &StoredMessage) -> usize {
@@ -403,42 +463,59 @@ fn names(v: &serde_json::Value, out: &mut BTreeSet<String>) {
     }
 }
 
-/// Applies a committed summary's agent-state deltas (AGENT_STATE_SPEC §9: item
-/// updates first; assumptions never deleted) with compare-and-set, so a
-/// concurrent turn's change is never overwritten. The summary is already
-/// committed: a delta that does not apply is logged, and history is intact.
-async fn apply_state_deltas(
+/// The second phase of a commit: applies a committed summary's pending
+/// agent-state deltas (AGENT_STATE_SPEC §9: item updates first; assumptions
+/// never deleted) and settles them in the same transaction, with
+/// compare-and-set on the state, so a concurrent turn's change is never
+/// overwritten and the deltas apply exactly once however often this runs (a
+/// redelivery after a crash between the phases runs it again). Deltas that
+/// cannot apply are settled without applying and logged: the summary and
+/// the history are intact. An error leaves them pending for the next run.
+pub async fn settle_state_deltas(
     deps: &SummarizerDeps,
-    user: &crate::ids::UserId,
-    session: &crate::ids::SessionId,
+    user: &UserId,
+    session: &SessionId,
     summary: &SessionSummary,
-) {
-    let Some(states) = &deps.agent_state else { return };
-    if summary.agent_state_item_updates.is_empty()
-        && (summary.agent_state_updates.is_null()
-            || summary.agent_state_updates.as_object().is_some_and(|o| o.is_empty()))
-    {
-        return;
+) -> Result<Settled, SummarizeError> {
+    if !summary.deltas_pending {
+        return Ok(Settled::NothingPending);
     }
-    let delta = match crate::agent_state::AgentStateDelta::from_json(
-        &summary.agent_state_item_updates,
-        &summary.agent_state_updates,
-    ) {
-        Ok(d) => d,
-        Err(e) => {
-            tracing::warn!(error = ?e, "summary's agent-state delta rejected");
-            return;
-        }
+    let version = summary.version;
+    let parsed = AgentStateDelta::from_json(&summary.agent_state_item_updates, &summary.agent_state_updates);
+    let (states, delta) = match (&deps.agent_state, parsed) {
+        (Some(states), Ok(delta)) => (states, delta),
+        (None, _) => return drop_deltas(deps, user, session, version, "no agent-state store is configured").await,
+        (_, Err(e)) => return drop_deltas(deps, user, session, version, &e.to_string()).await,
     };
-    let now = crate::now_ms();
-    let applied = crate::store::agent_state::update(states.as_ref(), user, session, 3, |s| {
-        *s = crate::agent_state::apply_delta(s, &delta, now)?;
-        Ok(())
-    })
-    .await;
-    if let Err(e) = applied {
-        tracing::warn!(error = ?e, "agent state not updated from the summary");
+    for _ in 0..SETTLE_ATTEMPTS {
+        let (state, state_version) =
+            states.load(user, session).await?.unwrap_or_else(|| (AgentState::new(session.to_string()), 0));
+        let next = match crate::agent_state::apply_delta(&state, &delta, crate::now_ms()) {
+            Ok(next) => next,
+            Err(e) => return drop_deltas(deps, user, session, version, &e.to_string()).await,
+        };
+        match states.save_settling(user, session, &next, state_version, version).await {
+            Ok(Some(_)) => {
+                tracing::info!(version, "summary's agent-state deltas applied");
+                return Ok(Settled::Applied);
+            }
+            Ok(None) => return Ok(Settled::AlreadySettled),
+            Err(SaveError::Conflict) => continue,
+            Err(SaveError::Store(e)) => return Err(e.into()),
+        }
     }
+    Err(SummarizeError::StateConflict)
+}
+
+async fn drop_deltas(
+    deps: &SummarizerDeps,
+    user: &UserId,
+    session: &SessionId,
+    version: u64,
+    reason: &str,
+) -> Result<Settled, SummarizeError> {
+    tracing::warn!(version, reason, "summary's agent-state deltas not applied");
+    Ok(if deps.summaries.settle(user, session, version).await? { Settled::Dropped } else { Settled::AlreadySettled })
 }
 
 #[cfg(test)]
