@@ -236,6 +236,12 @@ impl ScriptedLlm {
         self.state.lock().unwrap().replies.push_back(reply);
     }
 
+    /// Drops the replies queued and not taken (e.g. the rounds of a turn that
+    /// failed before asking for them).
+    pub fn clear_replies(&self) {
+        self.state.lock().unwrap().replies.clear();
+    }
+
     pub fn set_default(&self, reply: Reply) {
         self.state.lock().unwrap().default = Some(reply);
     }
