@@ -6,6 +6,7 @@
 //! `AWS_ENDPOINT_URL_DYNAMODB`; each test creates its own table in it.
 
 pub mod entities;
+pub mod fault_proxy;
 pub mod runtime_api;
 pub mod scripted_llm;
 pub mod summary;
@@ -82,6 +83,19 @@ impl TestApp {
         let mut config = test_config(&table, &llm.base_url());
         tweak(&mut config);
         let app = StreamApp::with_dynamo(config, dynamo.clone());
+        TestApp { app, llm, dynamo, table }
+    }
+
+    /// A stream function whose DynamoDB client is `client` (e.g. one through
+    /// a [`fault_proxy::FaultProxy`]). The table is created, and `dynamo` and
+    /// [`Self::store`] read back, with a direct client, past any fault.
+    pub async fn with_dynamo_client(client: aws_sdk_dynamodb::Client, tweak: impl FnOnce(&mut Config)) -> TestApp {
+        let dynamo = dynamo_client().await;
+        let table = fresh_table(&dynamo).await;
+        let llm = ScriptedLlm::start().await;
+        let mut config = test_config(&table, &llm.base_url());
+        tweak(&mut config);
+        let app = StreamApp::with_dynamo(config, client);
         TestApp { app, llm, dynamo, table }
     }
 

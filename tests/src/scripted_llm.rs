@@ -6,6 +6,14 @@
 //! a hang. Every request body is recorded so tests can assert on exactly what
 //! the product sent to the model, and every chunk's send time is recorded so
 //! benchmarks can compare the client's arrival times with the model's.
+//!
+//! The server is as strict about the conversation as the strict real servers
+//! are (llama.cpp chat templates, vLLM, OpenAI): every request's `messages` go
+//! through [`validate_history`] first, and an invalid history is answered HTTP
+//! 400 with an OpenAI-style error body, without taking a scripted reply. Each
+//! rejection is recorded; one that a test has not taken with
+//! [`ScriptedLlm::take_rejections`] fails the test when the last handle to the
+//! server is dropped, so every test also checks the history the product sends.
 
 use bytes::Bytes;
 use http_body::{Body, Frame};
@@ -48,6 +56,8 @@ pub enum Step {
     ErrorFrame(String),
     /// `data: [DONE]`.
     Done,
+    /// These bytes as they are (a malformed chunk, a frame split oddly).
+    Raw(String),
     /// Cut the connection here, mid-body.
     Drop,
     /// Send nothing more, keep the connection open.
@@ -159,12 +169,42 @@ struct State {
     sent: Vec<(Instant, String)>,
     in_flight: usize,
     max_in_flight: usize,
+    /// Requests refused by the history validator, not yet taken by the test.
+    rejected: Vec<Rejection>,
+}
+
+/// A request the scripted model refused (HTTP 400) because its history was invalid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// Its position in [`ScriptedLlm::requests`].
+    pub request: usize,
+    pub error: InvalidHistory,
+}
+
+/// Fails the test when the server answered an invalid history with a 400 that
+/// the test never looked at.
+struct RejectionGuard(Arc<Mutex<State>>);
+
+impl Drop for RejectionGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let rejected = std::mem::take(&mut self.0.lock().unwrap().rejected);
+        if !rejected.is_empty() {
+            panic!(
+                "the scripted model refused {} request(s) whose history a strict server refuses: {rejected:#?}",
+                rejected.len()
+            );
+        }
+    }
 }
 
 #[derive(Clone)]
 pub struct ScriptedLlm {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
+    _guard: Arc<RejectionGuard>,
 }
 
 impl ScriptedLlm {
@@ -184,7 +224,8 @@ impl ScriptedLlm {
                 });
             }
         });
-        ScriptedLlm { addr, state }
+        let guard = Arc::new(RejectionGuard(state.clone()));
+        ScriptedLlm { addr, state, _guard: guard }
     }
 
     pub fn base_url(&self) -> String {
@@ -193,6 +234,12 @@ impl ScriptedLlm {
 
     pub fn push(&self, reply: Reply) {
         self.state.lock().unwrap().replies.push_back(reply);
+    }
+
+    /// Drops the replies queued and not taken (e.g. the rounds of a turn that
+    /// failed before asking for them).
+    pub fn clear_replies(&self) {
+        self.state.lock().unwrap().replies.clear();
     }
 
     pub fn set_default(&self, reply: Reply) {
@@ -216,6 +263,17 @@ impl ScriptedLlm {
     /// When each text chunk was written.
     pub fn sent(&self) -> Vec<(Instant, String)> {
         self.state.lock().unwrap().sent.clone()
+    }
+
+    /// The requests refused for an invalid history so far, without taking them.
+    pub fn rejections(&self) -> Vec<Rejection> {
+        self.state.lock().unwrap().rejected.clone()
+    }
+
+    /// Takes the rejections so far: a test that expects one says so this way
+    /// (an untaken rejection fails the test when the server is dropped).
+    pub fn take_rejections(&self) -> Vec<Rejection> {
+        std::mem::take(&mut self.state.lock().unwrap().rejected)
     }
 }
 
@@ -313,9 +371,17 @@ async fn handle(
     if !path.ends_with("/chat/completions") {
         return Ok(hyper::Response::builder().status(404).body(Either::Full(Some(Bytes::from_static(b"{}")))).unwrap());
     }
+    let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    let verdict = validate_history(&request);
     let reply = {
         let mut st = state.lock().unwrap();
-        st.requests.push(serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null));
+        st.requests.push(request);
+        if let Err(error) = verdict {
+            let request = st.requests.len() - 1;
+            st.rejected.push(Rejection { request, error: error.clone() });
+            drop(st);
+            return Ok(invalid_request(&error));
+        }
         st.replies.pop_front().or_else(|| st.default.clone()).unwrap_or_else(|| Reply::text(&["ok"]))
     };
     let reply = match reply {
@@ -404,6 +470,7 @@ async fn handle(
                     Bytes::from(format!("data: {}\n\n", json!({"error": {"message": m, "type": "server_error"}})))
                 }
                 Step::Done => Bytes::from_static(b"data: [DONE]\n\n"),
+                Step::Raw(raw) => Bytes::from(raw),
                 Step::Drop => {
                     // Let what came before reach the wire first: hyper drops
                     // buffered chunks when the body fails.
@@ -426,4 +493,238 @@ async fn handle(
         .header("content-type", "text/event-stream")
         .body(Either::Stream(ChunkBody(rx)))
         .unwrap())
+}
+
+/// Why a strict server refuses a request's history: what OpenAI calls the
+/// `param` (where) and the `message` (what).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvalidHistory {
+    pub param: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for InvalidHistory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.param, self.message)
+    }
+}
+
+/// The 400 a strict OpenAI-compatible server answers an invalid history with.
+fn invalid_request(error: &InvalidHistory) -> hyper::Response<Either> {
+    let body = json!({"error": {
+        "message": error.message, "type": "invalid_request_error", "param": error.param, "code": null
+    }});
+    hyper::Response::builder()
+        .status(400)
+        .header("content-type", "application/json")
+        .body(Either::Full(Some(Bytes::from(body.to_string()))))
+        .unwrap()
+}
+
+/// Checks a Chat Completions request the way strict servers do (llama.cpp's
+/// chat templates raise, vLLM and OpenAI answer 400):
+/// - `messages` is a non-empty array, each with a role of `system`, `user`,
+///   `assistant` or `tool`;
+/// - `system`, `user` and `tool` messages have string content; an `assistant`
+///   message has string content or `tool_calls`;
+/// - every assistant `tool_calls` entry has an id (unique in the request), type
+///   `function`, a function name, and `arguments` that are a JSON object;
+///   the calls of one message have distinct ids (later messages may reuse
+///   one: servers that number their calls do);
+/// - the calls of an assistant message are answered by exactly one `tool`
+///   message each, with its `tool_call_id`, before the next non-tool message;
+/// - no `tool` message answers a call that no preceding assistant message made
+///   (or one already answered);
+/// - the last message is `user` or `tool` (the model answers them).
+pub fn validate_history(request: &serde_json::Value) -> Result<(), InvalidHistory> {
+    let bad = |param: String, message: String| Err(InvalidHistory { param, message });
+    let Some(messages) = request["messages"].as_array().filter(|m| !m.is_empty()) else {
+        return bad("messages".into(), "`messages` must be a non-empty array".into());
+    };
+    // Calls of the last assistant message that still wait for their tool message.
+    let mut open: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let at = |field: &str| format!("messages.[{i}].{field}");
+        let role = m["role"].as_str().unwrap_or_default();
+        let content = &m["content"];
+        if role != "tool" && !open.is_empty() {
+            return bad(
+                at("role"),
+                format!("an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'; missing: {open:?}"),
+            );
+        }
+        match role {
+            "system" | "user" => {
+                if !content.is_string() {
+                    return bad(at("content"), format!("a {role} message needs string content"));
+                }
+            }
+            "assistant" => {
+                let calls = match &m["tool_calls"] {
+                    serde_json::Value::Null => &[][..],
+                    serde_json::Value::Array(calls) => calls.as_slice(),
+                    _ => return bad(at("tool_calls"), "`tool_calls` must be an array".into()),
+                };
+                if calls.is_empty() && !content.is_string() {
+                    return bad(at("content"), "an assistant message needs content or tool_calls".into());
+                }
+                for (j, call) in calls.iter().enumerate() {
+                    let at = |field: &str| format!("messages.[{i}].tool_calls.[{j}].{field}");
+                    let Some(id) = call["id"].as_str().filter(|id| !id.is_empty()) else {
+                        return bad(at("id"), "a tool call needs an id".into());
+                    };
+                    if open.iter().any(|o| o == id) {
+                        return bad(at("id"), format!("two calls of one message share the id {id:?}"));
+                    }
+                    if call["type"] != "function" {
+                        return bad(at("type"), "a tool call's type must be \"function\"".into());
+                    }
+                    if call["function"]["name"].as_str().is_none_or(str::is_empty) {
+                        return bad(at("function.name"), "a tool call needs a function name".into());
+                    }
+                    let args = call["function"]["arguments"].as_str().unwrap_or_default();
+                    match serde_json::from_str::<serde_json::Value>(args) {
+                        Ok(serde_json::Value::Object(_)) => {}
+                        _ => {
+                            return bad(
+                                at("function.arguments"),
+                                format!("the arguments of tool call {id:?} are not a JSON object: {args:?}"),
+                            )
+                        }
+                    }
+                    open.push(id.to_string());
+                }
+            }
+            "tool" => {
+                let id = m["tool_call_id"].as_str().unwrap_or_default();
+                let Some(pos) = open.iter().position(|o| o == id) else {
+                    return bad(
+                        at("tool_call_id"),
+                        format!("a tool message must respond to a preceding assistant tool call; {id:?} is not one (or is answered already)"),
+                    );
+                };
+                open.remove(pos);
+                if !content.is_string() {
+                    return bad(at("content"), "a tool message needs string content".into());
+                }
+            }
+            other => return bad(at("role"), format!("unknown role {other:?}")),
+        }
+    }
+    if !open.is_empty() {
+        return bad(format!("messages.[{}]", messages.len()), format!("tool calls without results: {open:?}"));
+    }
+    let last = messages.last().and_then(|m| m["role"].as_str()).unwrap_or_default();
+    if last != "user" && last != "tool" {
+        return bad(
+            format!("messages.[{}].role", messages.len() - 1),
+            format!("the last message must be from the user or a tool, not {last:?}"),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str, args: &str) -> serde_json::Value {
+        json!({"id": id, "type": "function", "function": {"name": "create_task", "arguments": args}})
+    }
+
+    fn with(messages: serde_json::Value) -> Result<(), InvalidHistory> {
+        validate_history(&json!({"model": "m", "messages": messages}))
+    }
+
+    fn refused_at(messages: serde_json::Value) -> String {
+        with(messages).expect_err("a strict server refuses this").param
+    }
+
+    #[test]
+    fn a_valid_tool_round_and_plain_turns_pass() {
+        let ok = json!([
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": null, "tool_calls": [call("a", "{}"), call("b", "{\"x\":1}")]},
+            {"role": "tool", "tool_call_id": "b", "content": "{}"},
+            {"role": "tool", "tool_call_id": "a", "content": "{}"},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "again"},
+        ]);
+        assert_eq!(with(ok), Ok(()));
+        let ends_with_tool = json!([
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": "", "tool_calls": [call("a", "{}")]},
+            {"role": "tool", "tool_call_id": "a", "content": "r"},
+        ]);
+        assert_eq!(with(ends_with_tool), Ok(()));
+    }
+
+    #[test]
+    fn an_unanswered_call_is_refused_at_the_next_message() {
+        let m = json!([
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": null, "tool_calls": [call("a", "{}"), call("b", "{}")]},
+            {"role": "tool", "tool_call_id": "a", "content": "r"},
+            {"role": "user", "content": "next"},
+        ]);
+        assert_eq!(refused_at(m), "messages.[3].role");
+        let at_end = json!([
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": null, "tool_calls": [call("a", "{}")]},
+        ]);
+        assert_eq!(refused_at(at_end), "messages.[2]");
+    }
+
+    #[test]
+    fn orphan_and_twice_answered_tool_messages_are_refused() {
+        let orphan = json!([
+            {"role": "user", "content": "u"},
+            {"role": "tool", "tool_call_id": "nobody", "content": "r"},
+        ]);
+        assert_eq!(refused_at(orphan), "messages.[1].tool_call_id");
+        let twice = json!([
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": null, "tool_calls": [call("a", "{}")]},
+            {"role": "tool", "tool_call_id": "a", "content": "r"},
+            {"role": "tool", "tool_call_id": "a", "content": "r"},
+        ]);
+        assert_eq!(refused_at(twice), "messages.[3].tool_call_id");
+        let after_a_text = json!([
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": null, "tool_calls": [call("a", "{}")]},
+            {"role": "tool", "tool_call_id": "a", "content": "r"},
+            {"role": "assistant", "content": "text"},
+            {"role": "tool", "tool_call_id": "a", "content": "r"},
+        ]);
+        assert_eq!(refused_at(after_a_text), "messages.[4].tool_call_id");
+    }
+
+    #[test]
+    fn arguments_must_be_a_json_object() {
+        for args in ["{\"title\": \"sec", "", "[1]", "\"s\"", "null"] {
+            let m = json!([
+                {"role": "user", "content": "u"},
+                {"role": "assistant", "content": null, "tool_calls": [call("a", args)]},
+                {"role": "tool", "tool_call_id": "a", "content": "r"},
+            ]);
+            assert_eq!(refused_at(m), "messages.[1].tool_calls.[0].function.arguments", "{args:?}");
+        }
+    }
+
+    #[test]
+    fn roles_shapes_and_the_last_message_are_checked() {
+        assert_eq!(refused_at(json!([])), "messages");
+        assert_eq!(refused_at(json!([{"role": "robot", "content": "x"}])), "messages.[0].role");
+        assert_eq!(refused_at(json!([{"role": "user", "content": null}])), "messages.[0].content");
+        let empty_assistant = json!([{"role": "user", "content": "u"}, {"role": "assistant", "content": null}, {"role": "user", "content": "u"}]);
+        assert_eq!(refused_at(empty_assistant), "messages.[1].content");
+        let ends_with_assistant = json!([{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]);
+        assert_eq!(refused_at(ends_with_assistant), "messages.[1].role");
+        let duplicate_ids = json!([
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": null, "tool_calls": [call("a", "{}"), call("a", "{}")]},
+        ]);
+        assert_eq!(refused_at(duplicate_ids), "messages.[1].tool_calls.[1].id");
+    }
 }
