@@ -89,14 +89,7 @@ pub async fn finish(
     };
     let (persisted, ()) = tokio::join!(deps.store.finish_turn(user, sid, &end), save_state);
 
-    let mut reason = match outcome {
-        Outcome::Complete => DoneReason::Complete,
-        Outcome::Stopped => DoneReason::Stopped,
-        Outcome::Failed { code, message, retryable } => {
-            let _ = sink.send(StreamEvent::error(code, message, retryable)).await;
-            DoneReason::Error
-        }
-    };
+    let mut reason = announce(outcome, sink).await;
     let completed = match persisted {
         Ok(()) => {
             lease.released_by_write();
@@ -120,6 +113,18 @@ pub async fn finish(
         }
     };
     (super::done(reason, Some(sid), turn_id, Some(usage)), completed)
+}
+
+/// The `done` reason of how the model part ended; `error` first when it failed.
+async fn announce(outcome: Outcome, sink: &mut EventSink) -> DoneReason {
+    match outcome {
+        Outcome::Complete => DoneReason::Complete,
+        Outcome::Stopped => DoneReason::Stopped,
+        Outcome::Failed { code, message, retryable } => {
+            let _ = sink.send(StreamEvent::error(code, message, retryable)).await;
+            DoneReason::Error
+        }
+    }
 }
 
 /// The last assistant message says how the turn ended and carries its usage;
