@@ -383,3 +383,27 @@ pub async fn drain_to_summarizer(
     }
     out
 }
+
+/// One summarizer test's real parts: a fresh table and a scripted model.
+pub struct SummaryParts {
+    pub dynamo: aws_sdk_dynamodb::Client,
+    pub table: String,
+    pub llm: crate::ScriptedLlm,
+}
+
+impl SummaryParts {
+    pub async fn new() -> SummaryParts {
+        let dynamo = crate::dynamo_client().await;
+        let table = crate::fresh_table(&dynamo).await;
+        SummaryParts { dynamo, table, llm: crate::ScriptedLlm::start().await }
+    }
+    pub fn store(&self) -> DynamoStore {
+        DynamoStore::new(self.dynamo.clone(), self.table.clone())
+    }
+    pub fn summaries(&self) -> DynamoSummaryStore {
+        DynamoSummaryStore::new(self.dynamo.clone(), self.table.clone())
+    }
+    pub fn states(&self) -> shared::store::agent_state::DynamoAgentStateStore {
+        shared::store::agent_state::DynamoAgentStateStore::new(self.dynamo.clone(), self.table.clone())
+    }
+}

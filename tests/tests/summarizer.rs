@@ -6,16 +6,15 @@
 use shared::context::{build_context, ContextBudget, ContextInput, SummaryRef, TokenCounter};
 use shared::ids::{SessionId, TurnId, UserId};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall};
-use shared::store::summary::{CommitOutcome, DynamoSummaryStore, SessionSummary, SummaryStore};
+use shared::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
 use shared::store::Store;
 use shared::summary::{
     handle_batch, publish_bounded, summarize_session, Outcome, SqsTurnEvents, SummarizeError, TurnCompleted,
 };
 use std::sync::Arc;
 use std::time::Duration;
-use tests::scripted_llm::{Reply as LlmReply, ScriptedLlm, Step};
+use tests::scripted_llm::{Reply as LlmReply, Step};
 use tests::summary::*;
-use tests::{dynamo_client, fresh_table};
 
 fn user(u: &str) -> UserId {
     UserId::parse(u).unwrap()
@@ -29,26 +28,6 @@ fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
     }
 }
 
-struct Parts {
-    dynamo: aws_sdk_dynamodb::Client,
-    table: String,
-    llm: ScriptedLlm,
-}
-
-impl Parts {
-    async fn new() -> Parts {
-        let dynamo = dynamo_client().await;
-        let table = fresh_table(&dynamo).await;
-        Parts { dynamo, table, llm: ScriptedLlm::start().await }
-    }
-    fn store(&self) -> shared::store::dynamo::DynamoStore {
-        shared::store::dynamo::DynamoStore::new(self.dynamo.clone(), self.table.clone())
-    }
-    fn summaries(&self) -> DynamoSummaryStore {
-        DynamoSummaryStore::new(self.dynamo.clone(), self.table.clone())
-    }
-}
-
 /// The split the summarizer makes with the default `SUMMARY_KEEP_RECENT` (8)
 /// for a log of plain turns.
 fn split(all: &[StoredMessage], keep: usize) -> (Vec<StoredMessage>, Vec<StoredMessage>) {
@@ -58,7 +37,7 @@ fn split(all: &[StoredMessage], keep: usize) -> (Vec<StoredMessage>, Vec<StoredM
 
 #[tokio::test]
 async fn context_over_a_stored_log_keeps_parallel_tool_groups_whole() {
-    let p = Parts::new().await;
+    let p = SummaryParts::new().await;
     let store = p.store();
     let alice = user("alice");
     let ev = write_turn(&store, &alice, None, "hello", vec![Reply::text("hi! how can I help?")]).await;
@@ -116,7 +95,7 @@ async fn context_over_a_stored_log_keeps_parallel_tool_groups_whole() {
 
 #[tokio::test]
 async fn context_keeps_a_pasted_document_over_newer_chatter() {
-    let p = Parts::new().await;
+    let p = SummaryParts::new().await;
     let store = p.store();
     let alice = user("alice");
     let doc = "Section 1. The launch window opens in May.\n".repeat(300);
@@ -140,7 +119,7 @@ async fn context_keeps_a_pasted_document_over_newer_chatter() {
 
 #[tokio::test]
 async fn summary_commits_once_and_redelivery_is_a_no_op() {
-    let p = Parts::new().await;
+    let p = SummaryParts::new().await;
     let store = p.store();
     let alice = user("alice");
     let ev = chatty_session(&store, &alice, 15).await;
@@ -193,7 +172,7 @@ async fn summary_commits_once_and_redelivery_is_a_no_op() {
 
 #[tokio::test]
 async fn concurrent_runs_for_one_session_commit_once() {
-    let p = Parts::new().await;
+    let p = SummaryParts::new().await;
     let store = p.store();
     let alice = user("alice");
     let ev = chatty_session(&store, &alice, 12).await;
@@ -219,7 +198,7 @@ async fn concurrent_runs_for_one_session_commit_once() {
 
 #[tokio::test]
 async fn invalid_json_or_a_lost_entity_is_rejected_and_history_stays() {
-    let p = Parts::new().await;
+    let p = SummaryParts::new().await;
     let store = p.store();
     let alice = user("alice");
     let project = "019b0000-1111-7222-8333-444455556666";
@@ -265,7 +244,7 @@ async fn invalid_json_or_a_lost_entity_is_rejected_and_history_stays() {
 
 #[tokio::test]
 async fn one_failing_session_fails_only_its_own_records() {
-    let p = Parts::new().await;
+    let p = SummaryParts::new().await;
     let store = p.store();
     // Users sort a < b < c, and with concurrency 1 the runs go in that order.
     let mut events = Vec::new();
@@ -303,7 +282,7 @@ async fn one_failing_session_fails_only_its_own_records() {
 
 #[tokio::test]
 async fn a_deleted_session_gets_no_summary() {
-    let p = Parts::new().await;
+    let p = SummaryParts::new().await;
     let store = p.store();
     let alice = user("alice");
     let ev = chatty_session(&store, &alice, 12).await;
@@ -335,7 +314,7 @@ async fn a_deleted_session_gets_no_summary() {
 
 #[tokio::test]
 async fn summary_versions_are_compare_and_set_and_kept_for_audit() {
-    let p = Parts::new().await;
+    let p = SummaryParts::new().await;
     let alice = user("alice");
     let ev = chatty_session(&p.store(), &alice, 2).await;
     let s = p.summaries();
@@ -430,7 +409,7 @@ async fn a_stuck_queue_never_holds_the_turn_up() {
 async fn summary_agent_state_deltas_are_validated_then_applied() {
     use shared::agent_state::ItemStatus;
     use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
-    let p = Parts::new().await;
+    let p = SummaryParts::new().await;
     let store = p.store();
     let alice = user("alice");
     let ev = chatty_session(&store, &alice, 15).await;

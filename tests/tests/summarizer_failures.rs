@@ -8,40 +8,32 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use serde_json::{json, Value};
 use shared::ids::{SessionId, TurnId, UserId};
-use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
-use shared::store::summary::{CommitOutcome, DynamoSummaryStore, SessionSummary, SummaryStore};
+use shared::store::agent_state::AgentStateStore;
+use shared::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
 use shared::summary::{
     commit_summary, handle_batch, settle_state_deltas, summarize_session, Outcome, Settled, TurnCompleted,
 };
 use std::collections::BTreeSet;
-use tests::scripted_llm::{Reply as LlmReply, ScriptedLlm};
+use tests::scripted_llm::Reply as LlmReply;
 use tests::summary::*;
-use tests::{dynamo_client, fresh_table};
 
 fn user(u: &str) -> UserId {
     UserId::parse(u).unwrap()
 }
 
-struct Parts {
-    dynamo: aws_sdk_dynamodb::Client,
-    table: String,
-    llm: ScriptedLlm,
+/// The shared summarizer parts, with a queued answer for a session.
+struct Parts(SummaryParts);
+
+impl std::ops::Deref for Parts {
+    type Target = SummaryParts;
+    fn deref(&self) -> &SummaryParts {
+        &self.0
+    }
 }
 
 impl Parts {
     async fn new() -> Parts {
-        let dynamo = dynamo_client().await;
-        let table = fresh_table(&dynamo).await;
-        Parts { dynamo, table, llm: ScriptedLlm::start().await }
-    }
-    fn store(&self) -> shared::store::dynamo::DynamoStore {
-        shared::store::dynamo::DynamoStore::new(self.dynamo.clone(), self.table.clone())
-    }
-    fn summaries(&self) -> DynamoSummaryStore {
-        DynamoSummaryStore::new(self.dynamo.clone(), self.table.clone())
-    }
-    fn states(&self) -> DynamoAgentStateStore {
-        DynamoAgentStateStore::new(self.dynamo.clone(), self.table.clone())
+        Parts(SummaryParts::new().await)
     }
     /// Queues the summarizer's faithful answer for `ev`'s session (8 recent kept).
     async fn answer_for(&self, ev: &TurnCompleted) {

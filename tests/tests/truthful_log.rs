@@ -81,6 +81,18 @@ async fn ended(t: &TestApp, sid: &SessionId, run: &str) -> TurnStatus {
     panic!("the turn did not end");
 }
 
+/// Alice's messages of a session, as the sessions API gives them.
+async fn history(t: &TestApp, sid: &str) -> Vec<Value> {
+    let req = http::Request::builder()
+        .method("GET")
+        .uri(format!("/sessions/{sid}/messages"))
+        .header("authorization", format!("Bearer {}", token("alice")))
+        .body(lambda_http::Body::Empty)
+        .unwrap();
+    let page = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    page.json.unwrap()["messages"].as_array().unwrap().clone()
+}
+
 /// The tool message stored for `call_id`, parsed.
 async fn stored_result(t: &TestApp, sid: &SessionId, call_id: &str) -> Value {
     let msgs = t.store().recent_messages(&user("alice"), sid, 50).await.unwrap();
@@ -246,15 +258,7 @@ async fn only_an_object_is_a_turn_and_a_bad_focus_is_refused_with_nothing_writte
 async fn a_voice_note_group_is_stored_with_the_message_and_returned_in_history() {
     let t = TestApp::new().await;
     let turn = t.turn("alice", json!({"message": "dictated", "voice_note_group_id": "vng-42"})).await;
-    let sid = turn.session_id();
-    let req = http::Request::builder()
-        .method("GET")
-        .uri(format!("/sessions/{sid}/messages"))
-        .header("authorization", format!("Bearer {}", token("alice")))
-        .body(lambda_http::Body::Empty)
-        .unwrap();
-    let page = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
-    let messages = page.json.unwrap()["messages"].as_array().unwrap().clone();
+    let messages = history(&t, &turn.session_id()).await;
     let user_msg = messages.iter().find(|m| m["role"] == "user").unwrap();
     assert_eq!(user_msg["voice_note_group_id"], json!("vng-42"), "{user_msg}");
     let assistant = messages.iter().find(|m| m["role"] == "assistant").unwrap();
@@ -317,14 +321,7 @@ async fn a_one_megabyte_answer_is_stored_whole_and_read_back() {
     let stored = msgs.iter().find(|m| m.role == Role::Assistant).expect("the answer is in the log");
     assert_eq!(stored.content.as_deref(), Some(answer.as_str()), "byte for byte");
     // The sessions API returns it whole, and the next turn's context reads it.
-    let req = http::Request::builder()
-        .method("GET")
-        .uri(format!("/sessions/{sid}/messages"))
-        .header("authorization", format!("Bearer {}", token("alice")))
-        .body(lambda_http::Body::Empty)
-        .unwrap();
-    let page = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
-    let messages = page.json.unwrap()["messages"].as_array().unwrap().clone();
+    let messages = history(&t, &sid.to_string()).await;
     let api = messages.iter().find(|m| m["role"] == "assistant").unwrap();
     assert_eq!(api["content"].as_str().map(str::len), Some(answer.len()));
     t.llm.push(Reply::text(&["ok"]));
