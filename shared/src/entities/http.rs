@@ -97,6 +97,11 @@ fn body<T: serde::de::DeserializeOwned>(req: &lambda_http::Request) -> Result<T,
     if b.is_empty() {
         return Err(EntityError::bad("invalid_json", "a JSON body is required"));
     }
+    // JSON is UTF-8 (RFC 8259 §8.1): say so before any field is read, so the
+    // answer does not depend on where the first bad byte sits.
+    if let Err(e) = std::str::from_utf8(b) {
+        return Err(EntityError::bad("invalid_json", format!("the body is not UTF-8: {e}")));
+    }
     serde_json::from_slice(b).map_err(|e| EntityError::from_json(&e))
 }
 
@@ -110,7 +115,10 @@ fn object(req: &lambda_http::Request) -> Result<serde_json::Map<String, serde_js
 fn limit(q: &HashMap<String, String>) -> Result<Option<usize>, EntityError> {
     let Some(l) = q.get("limit") else { return Ok(None) };
     let n = PAGE_LIMIT.from_text(l).ok_or_else(|| {
-        EntityError::bad("invalid_value", format!("limit: expected an integer from {} to {}", PAGE_LIMIT.min, PAGE_LIMIT.max))
+        EntityError::bad(
+            "invalid_value",
+            format!("limit: expected an integer from {} to {}", PAGE_LIMIT.min, PAGE_LIMIT.max),
+        )
     })?;
     Ok(Some(n as usize))
 }
@@ -137,9 +145,9 @@ fn if_match(req: &lambda_http::Request) -> Result<Option<u64>, EntityError> {
     if s == "*" {
         return Ok(None);
     }
-    version_tag(s).map(Some).ok_or_else(|| {
-        EntityError::bad("invalid_value", "If-Match: expected `*` or a version, as 7, \"7\" or W/\"7\"")
-    })
+    version_tag(s)
+        .map(Some)
+        .ok_or_else(|| EntityError::bad("invalid_value", "If-Match: expected `*` or a version, as 7, \"7\" or W/\"7\""))
 }
 
 /// The version a caller expects.
@@ -404,7 +412,20 @@ mod tests {
         for (v, n) in [("7", 7), ("\"7\"", 7), ("W/\"7\"", 7), ("0000000000000000007", 7)] {
             assert_eq!(version_tag(v), Some(n), "{v}");
         }
-        for v in ["", "\"", "\"\"", "W/7", "w/\"7\"", "\"7", "7\"", " 7", "-7", "7.0", "12345678901234567890", "\"1\", \"2\""] {
+        for v in [
+            "",
+            "\"",
+            "\"\"",
+            "W/7",
+            "w/\"7\"",
+            "\"7",
+            "7\"",
+            " 7",
+            "-7",
+            "7.0",
+            "12345678901234567890",
+            "\"1\", \"2\"",
+        ] {
             assert_eq!(version_tag(v), None, "{v}");
         }
     }

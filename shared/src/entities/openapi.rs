@@ -226,7 +226,14 @@ fn patch_schema(kind: EntityKind) -> String {
     fields_schema(kind).replace("Fields", "Patch")
 }
 
-fn route(method: Method, path: &str, summary: &str, body: Option<&str>, status: u16, response: RefOr<Schema>) -> RouteDoc {
+fn route(
+    method: Method,
+    path: &str,
+    summary: &str,
+    body: Option<&str>,
+    status: u16,
+    response: RefOr<Schema>,
+) -> RouteDoc {
     RouteDoc {
         method,
         path: path.to_string(),
@@ -520,10 +527,12 @@ pub fn openapi_json() -> String {
 }
 
 fn operation(rt: &RouteDoc) -> OperationBuilder {
-    let ok = ResponseBuilder::new().description("OK").content("application/json", Content::new(Some(rt.response.clone())));
+    let ok =
+        ResponseBuilder::new().description("OK").content("application/json", Content::new(Some(rt.response.clone())));
     let mut op = OperationBuilder::new().summary(Some(rt.summary.clone())).response(rt.status.to_string(), ok);
     for (status, description) in error_responses(rt) {
-        let resp = ResponseBuilder::new().description(description).content("application/json", Content::new(Some(r("Error"))));
+        let resp =
+            ResponseBuilder::new().description(description).content("application/json", Content::new(Some(r("Error"))));
         op = op.response(status.to_string(), resp);
     }
     if !rt.public() {
@@ -532,21 +541,31 @@ fn operation(rt: &RouteDoc) -> OperationBuilder {
     for (p, id) in [("project_id", "ProjectId"), ("entity_id", "EntityId")] {
         if rt.path.contains(&format!("{{{p}}}")) {
             op = op.parameter(
-                ParameterBuilder::new().name(p).parameter_in(ParameterIn::Path).required(Required::True).schema(Some(r(id))),
+                ParameterBuilder::new()
+                    .name(p)
+                    .parameter_in(ParameterIn::Path)
+                    .required(Required::True)
+                    .schema(Some(r(id))),
             );
         }
     }
     for q in rt.query {
         let required = if *q == Param::Q { Required::True } else { Required::False };
         op = op.parameter(
-            ParameterBuilder::new().name(q.name()).parameter_in(ParameterIn::Query).required(required).schema(Some(q.schema())),
+            ParameterBuilder::new()
+                .name(q.name())
+                .parameter_in(ParameterIn::Query)
+                .required(required)
+                .schema(Some(q.schema())),
         );
     }
     if rt.takes_if_match() {
         op = op.parameter(if_match_parameter());
     }
     if let Some(b) = &rt.body {
-        let body = RequestBodyBuilder::new().required(Some(Required::True)).content("application/json", Content::new(Some(r(b))));
+        let body = RequestBodyBuilder::new()
+            .required(Some(Required::True))
+            .content("application/json", Content::new(Some(r(b))));
         op = op.request_body(Some(body.build()));
     }
     op

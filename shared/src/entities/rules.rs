@@ -160,11 +160,8 @@ impl IntRule {
     }
 
     pub fn schema(&self, nullable: bool) -> ObjectBuilder {
-        let t: SchemaType = if nullable {
-            [Type::Integer, Type::Null].into_iter().collect()
-        } else {
-            Type::Integer.into()
-        };
+        let t: SchemaType =
+            if nullable { [Type::Integer, Type::Null].into_iter().collect() } else { Type::Integer.into() };
         ObjectBuilder::new().schema_type(t).minimum(Some(number(self.min))).maximum(Some(number(self.max)))
     }
 
@@ -305,11 +302,11 @@ pub fn description_schema() -> RefOr<Schema> {
 /// can only bound it from above, the description states the byte limit.
 fn content(nullable: bool) -> ObjectBuilder {
     let max = super::service::MAX_CONTENT_BYTES;
-    let t: SchemaType =
-        if nullable { [Type::String, Type::Null].into_iter().collect() } else { Type::String.into() };
-    ObjectBuilder::new().schema_type(t).max_length(Some(max)).description(Some(format!(
-        "At most {max} bytes of UTF-8 (larger is 413 too_large)."
-    )))
+    let t: SchemaType = if nullable { [Type::String, Type::Null].into_iter().collect() } else { Type::String.into() };
+    ObjectBuilder::new()
+        .schema_type(t)
+        .max_length(Some(max))
+        .description(Some(format!("At most {max} bytes of UTF-8 (larger is 413 too_large).")))
 }
 
 pub fn content_schema() -> RefOr<Schema> {
@@ -400,6 +397,43 @@ mod tests {
         };
         assert!(ts("-9223372036854775809").is_err(), "below i64::MIN, rounded to it as a float: refused");
         assert_eq!(ts("-9007199254740991.0"), Ok(Some(-(MAX_SAFE_INTEGER as i64))));
+    }
+
+    fn pattern_of(schema: RefOr<Schema>) -> String {
+        match schema {
+            RefOr::T(Schema::Object(o)) => o.pattern.expect("a pattern"),
+            _ => panic!("an inline object schema"),
+        }
+    }
+
+    /// What the document says of a string: its pattern (a search, as JSON
+    /// Schema has it) and its length bounds in characters.
+    fn document_accepts(pattern: &str, min: usize, max: usize, s: &str) -> bool {
+        regex::Regex::new(pattern).expect("the pattern compiles").is_match(s)
+            && (min..=max).contains(&s.chars().count())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_name_is_accepted_exactly_when_the_document_says(s in "[ \\t\\n\u{85}\u{a0}\u{3000}\u{feff}\u{1c}a\u{e9}]{0,503}") {
+            let schema = pattern_of(NAME.schema().into());
+            proptest::prop_assert_eq!(NAME.check("name", &s).is_ok(), document_accepts(&schema, 1, NAME.max_chars, &s));
+        }
+
+        #[test]
+        fn a_relation_is_accepted_exactly_when_the_document_says(s in "[a-zA-Z0-9_ -]{0,66}") {
+            let ok = document_accepts(&relation_pattern(), 1, MAX_RELATION_LEN, &s);
+            proptest::prop_assert_eq!(check_relation(&s).is_ok(), ok);
+        }
+
+        #[test]
+        fn an_id_is_accepted_exactly_when_the_document_says(s in "[a-zA-Z0-9._:|@#/ %-]{0,66}") {
+            use utoipa::PartialSchema;
+            let pattern = pattern_of(crate::ids::EntityId::schema());
+            let ok = regex::Regex::new(&pattern).unwrap().is_match(&s);
+            proptest::prop_assert_eq!(crate::ids::EntityId::parse(s.clone()).is_ok(), ok);
+            proptest::prop_assert_eq!(crate::ids::ProjectId::parse(s).is_ok(), ok);
+        }
     }
 
     #[test]
