@@ -24,22 +24,12 @@ LOG_PREFIX="schemathesis"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 
-SCHEMATHESIS_VERSION="${SCHEMATHESIS_VERSION:-4.32.5}"
 ST_SEED="${ST_SEED:-20}"
 ST_EXAMPLES="${ST_EXAMPLES:-25}"
 ST_WORKERS="${ST_WORKERS:-1}"
 
 trap 'stop_started_services' EXIT
 install_signal_traps
-
-ensure_schemathesis() {
-  python_scripts_on_path
-  if have st && [[ "$(st --version 2>/dev/null)" == *" $SCHEMATHESIS_VERSION" ]]; then
-    return 0
-  fi
-  pip_install "schemathesis==$SCHEMATHESIS_VERSION"
-  have st || die "st still not on PATH after pip install schemathesis"
-}
 
 t0=$SECONDS
 ensure_dynamodb_local

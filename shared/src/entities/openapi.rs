@@ -596,3 +596,66 @@ fn error_responses(rt: &RouteDoc) -> BTreeMap<u16, String> {
     }
     by_status.into_iter().map(|(s, codes)| (s, format!("Error: {}", codes.join(", ")))).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::AuthError;
+    use crate::entities::{EntityError, Missing};
+    use crate::store::StoreError;
+
+    /// Every error the server can answer is in [`ERROR_CODES`] with the
+    /// status it is answered with, so the document's lists are the truth.
+    #[test]
+    fn every_error_code_the_server_answers_is_listed_with_its_status() {
+        let mut errors = vec![
+            EntityError::NotFound(Missing::Project),
+            EntityError::NotFound(Missing::Entity),
+            EntityError::NotFound(Missing::Edge),
+            EntityError::NotFound(Missing::Cursor),
+            EntityError::UnknownKind("x".into()),
+            EntityError::InvalidId("x".into()),
+            EntityError::TooLarge { what: "x", limit: 1 },
+            EntityError::EdgeEndpointMissing("from"),
+            EntityError::SelfEdge,
+            EntityError::EdgeExists,
+            EntityError::ParentNotFound,
+            EntityError::Cycle,
+            EntityError::Conflict { expected: 1, current_version: 2 },
+            EntityError::ContextDocumentProtected,
+            EntityError::Busy,
+            EntityError::Store(StoreError::Corrupt("x".into())),
+            EntityError::Store(StoreError::Backend("x".into())),
+        ];
+        for code in BODY {
+            errors.push(EntityError::bad(code, "x"));
+        }
+        for e in &errors {
+            assert_eq!(code_status(e.code()), Some(e.status()), "{e:?}");
+        }
+        let auth = [
+            AuthError::MissingToken,
+            AuthError::Malformed("x"),
+            AuthError::AlgorithmNotAllowed,
+            AuthError::UnknownKey,
+            AuthError::InvalidSignature,
+            AuthError::Expired,
+            AuthError::NotYetValid,
+            AuthError::WrongIssuer,
+            AuthError::WrongAudience,
+            AuthError::InvalidSubject,
+            AuthError::NotConfigured,
+            AuthError::JwksUnavailable,
+        ];
+        for e in &auth {
+            assert_eq!(code_status(e.code()), Some(e.status()), "{e:?}");
+            assert!(AUTH.contains(&e.code()), "{e:?} is listed on every authenticated route");
+        }
+        // And every listed code is one some route can answer, or the edge's own.
+        let routes = routes();
+        for (code, ..) in ERROR_CODES {
+            let edge_own = ["route_not_found", "method_not_allowed", "unknown_kind"].contains(code);
+            assert!(edge_own || routes.iter().any(|r| r.error_codes().contains(code)), "{code} is answered somewhere");
+        }
+    }
+}
