@@ -234,9 +234,14 @@ pub fn opt_position<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::E
     opt_int(&POSITION, d)
 }
 
-/// `deserialize_with` for an optional [`TASK_PRIORITY`].
+/// A `u8` read by value; the field's own rule is checked by the service.
+const U8: IntRule = IntRule { min: 0, max: u8::MAX as i128 };
+
+/// `deserialize_with` for an optional task priority: any `u8`, read by value.
+/// [`TASK_PRIORITY`] is checked by the service's validation (which chat tools
+/// reach with fields they build), answering `invalid_value` on either path.
 pub fn opt_task_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
-    opt_int(&TASK_PRIORITY, d)
+    opt_int(&U8, d)
 }
 
 /// `deserialize_with` for an optional [`TIMESTAMP`].

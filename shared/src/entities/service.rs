@@ -82,7 +82,8 @@ fn validate_fields(f: &EntityFields) -> Result<(), EntityError> {
     };
     NAME.check(name_field, f.name())?;
     DESCRIPTION.check("description", f.description().unwrap_or_default())?;
-    // Parsing already enforces it; fields built in process (tools) are checked here.
+    // The one check of the range: parsing reads any u8, so HTTP and chat tools
+    // both get `invalid_value` from here.
     if let EntityFields::Task(TaskFields { priority: Some(p), .. }) = f {
         TASK_PRIORITY.check("priority", (*p).into())?;
     }
