@@ -88,6 +88,9 @@ mkdir -p "$report_dir"
 # (see the file); they count what they resend here.
 export SCHEMATHESIS_HOOKS="$REPO_ROOT/scripts/schemathesis_hooks.py"
 export ST_HOOK_LOG="$report_dir/emulator-resends.tsv"
+# Hypothesis keeps examples and caches here: a fresh place each run, so no
+# run depends on an earlier one (and nothing lands in the repo).
+export HYPOTHESIS_STORAGE_DIRECTORY="$report_dir/hypothesis"
 : >"$ST_HOOK_LOG"
 t1=$SECONDS
 status=0
