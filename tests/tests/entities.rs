@@ -487,8 +487,8 @@ async fn bad_input_is_refused_with_a_code_and_nothing_written() {
                 json!({"from": {"kind": "goal", "id": task}, "relation": "blocks", "to": {"kind": "task", "id": task}}),
             )
             .await,
-            400,
-            "invalid_value",
+            422,
+            "edge_self_loop",
         ),
         (
             post(
@@ -604,4 +604,256 @@ async fn the_openapi_document_parses_lists_every_route_and_matches_the_docs_copy
         served,
         "docs/openapi.json is stale: regenerate it with UPDATE_OPENAPI=1 bash scripts/test.sh -E 'binary(entities)'"
     );
+}
+
+/// A request through the real handler, with the answer's headers: (status,
+/// `Allow`, error code).
+async fn with_headers(t: &EntitiesTest, method: &str, uri: &str) -> (u16, Option<String>, String) {
+    use http_body_util::BodyExt;
+    let req = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("authorization", format!("Bearer {}", tests::token("alice")))
+        .body(lambda_http::Body::Empty)
+        .unwrap();
+    let resp = shared::entities::http::handle_entities(&t.app, lambda_http::Request::from(req)).await;
+    let status = resp.status().as_u16();
+    let allow = resp.headers().get("allow").map(|v| v.to_str().unwrap().to_string());
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, allow, json["error"]["code"].as_str().unwrap_or("").to_string())
+}
+
+/// RFC 9110 §15.5.6: a 405 names the methods the path takes in `Allow`. Every
+/// documented path, every method it does not take, including a POST to
+/// `/doc-structure` (was read as a kind: 400 unknown_kind) and a GET of
+/// `/documents/metadata` (was read as a document id).
+#[tokio::test]
+async fn undeclared_methods_get_405_with_allow_naming_the_paths_methods() {
+    let t = EntitiesTest::new().await;
+    let (p, doc) = t.project("alice", "P").await;
+    let mut by_path: Vec<(String, Vec<String>)> = vec![];
+    for rt in routes() {
+        match by_path.iter_mut().find(|(path, _)| *path == rt.path) {
+            Some((_, methods)) => methods.push(rt.method.to_string()),
+            None => by_path.push((rt.path.clone(), vec![rt.method.to_string()])),
+        }
+    }
+    let mut checked = 0;
+    for (template, methods) in &by_path {
+        let uri = template.replace("{project_id}", &p).replace("{entity_id}", &doc);
+        let expected = if template.ends_with("/documents/metadata") { "POST".to_string() } else { methods.join(", ") };
+        for m in ["GET", "POST", "PUT", "PATCH", "DELETE", "TRACE"] {
+            if methods.iter().any(|x| x == m) {
+                continue;
+            }
+            let (status, allow, code) = with_headers(&t, m, &uri).await;
+            assert_eq!((status, code.as_str()), (405, "method_not_allowed"), "{m} {template}");
+            assert_eq!(allow.as_deref(), Some(expected.as_str()), "{m} {template}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3 * by_path.len(), "every path takes at most 3 of the 6 methods: {checked}");
+    let (status, allow, _) = with_headers(&t, "GET", &format!("/projects/{p}/documents/metadata")).await;
+    assert_eq!((status, allow.as_deref()), (405, Some("POST")));
+}
+
+/// Clients percent-encode the `:`, `|` and `@` ids may hold; the server reads
+/// the decoded id (it answered 400 invalid_id to every escaped id).
+#[tokio::test]
+async fn ids_in_the_path_are_percent_decoded() {
+    let t = EntitiesTest::new().await;
+    let (p, _) = t.project("alice", "P").await;
+    let escaped = p.replace('-', "%2D");
+    let a = t.get("alice", &format!("/projects/{escaped}")).await;
+    assert_eq!((a.status, a.json["id"].as_str()), (200, Some(p.as_str())), "{a:?}");
+    let a = t.get("alice", &format!("/projects/{p}/tasks/a%3Ab%7Cc%40d")).await;
+    assert_eq!((a.status, a.code()), (404, "entity_not_found"), "a well-formed id that is not there");
+    let a = t.get("alice", &format!("/projects/{p}/tasks/a%23b")).await;
+    assert_eq!((a.status, a.code()), (400, "invalid_id"), "`#` is still refused once decoded");
+}
+
+/// JSON Schema's integers are values: `2.0` and `-5.0` are the integers 2 and
+/// -5, as the document's `type: integer` says (they were 400 wrong_type).
+/// Every integer field has the range the document states, enforced exactly.
+#[tokio::test]
+async fn integers_are_read_by_value_within_the_documented_range() {
+    let t = EntitiesTest::new().await;
+    let (p, _) = t.project("alice", "P").await;
+    let tasks = format!("/projects/{p}/tasks");
+    let a = t.call("alice", "POST", &tasks, Some(json!({"title": "t", "priority": 2.0, "due_at": -5.0}))).await;
+    assert_eq!(a.status, 201, "{a:?}");
+    assert_eq!((&a.json["data"]["fields"]["priority"], &a.json["data"]["fields"]["due_at"]), (&json!(2), &json!(-5)));
+    let id = a.json["data"]["id"].as_str().unwrap().to_string();
+    let refused = [
+        json!({"title": "t", "priority": 2.5}),
+        json!({"title": "t", "priority": 0}),
+        json!({"title": "t", "priority": 6.0}),
+        json!({"title": "t", "due_at": 9_007_199_254_740_992_i64}),
+        json!({"title": "t", "due_at": -9_007_199_254_740_992_i64}),
+    ];
+    for body in refused {
+        let a = t.call("alice", "POST", &tasks, Some(body.clone())).await;
+        assert_eq!((a.status, a.code()), (400, "invalid_value"), "{body}: {a:?}");
+    }
+    let ok = t.call("alice", "POST", &tasks, Some(json!({"title": "t", "due_at": 9_007_199_254_740_991_i64}))).await;
+    assert_eq!(ok.status, 201, "2^53 - 1 is the largest");
+
+    // Positions: 0 to u32::MAX, past the last sibling means last.
+    let docs = format!("/projects/{p}/documents");
+    for position in [json!(0.0), json!(4_294_967_295_u64)] {
+        let a = t.call("alice", "POST", &docs, Some(json!({"title": "d", "position": position}))).await;
+        assert_eq!(a.status, 201, "{position}: {a:?}");
+    }
+    for position in [json!(4_294_967_296_u64), json!(-1), json!(0.5)] {
+        let a = t.call("alice", "POST", &docs, Some(json!({"title": "d", "position": position}))).await;
+        assert_eq!((a.status, a.code()), (400, "invalid_value"), "{position}: {a:?}");
+    }
+
+    // expected_version and ?limit= too.
+    let url = format!("{tasks}/{id}");
+    let a = t.call("alice", "PATCH", &url, Some(json!({"title": "u", "expected_version": 1.0}))).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    let a = t.get("alice", &format!("{tasks}?limit=2.0")).await;
+    assert_eq!((a.status, a.json["items"].as_array().map(Vec::len)), (200, Some(2)), "{a:?}");
+    for bad in ["", "0", "101", "2.5", "x"] {
+        let a = t.get("alice", &format!("{tasks}?limit={bad}")).await;
+        assert_eq!((a.status, a.code()), (400, "invalid_value"), "limit={bad}");
+    }
+}
+
+/// `If-Match` is read as the document states it: `*` asks for no check (it
+/// was 400); two expected versions that disagree cannot both be current: a
+/// 409 naming the current one (it was 400), and nothing is written.
+#[tokio::test]
+async fn if_match_reads_the_documented_grammar_and_a_disagreement_is_a_conflict() {
+    let t = EntitiesTest::new().await;
+    let (p, _) = t.project("alice", "P").await;
+    let id = t.create("alice", &p, "tasks", json!({"title": "v1"})).await;
+    let url = format!("/projects/{p}/tasks/{id}");
+    let patch = |body: Value, if_match: &'static str| {
+        let (t, url) = (&t, url.clone());
+        async move {
+            t.raw(Some("alice"), "PATCH", &url, serde_json::to_vec(&body).unwrap(), &[("if-match", if_match)]).await
+        }
+    };
+    let a = patch(json!({"title": "v2"}), "*").await;
+    assert_eq!(a.status, 200, "{a:?}");
+    for bad in ["", "W/2", "\"2", "2.0", "-2"] {
+        let a = patch(json!({"title": "x"}), bad).await;
+        assert_eq!((a.status, a.code()), (400, "invalid_value"), "If-Match: {bad:?}");
+    }
+    let before = t.version("alice", &p).await;
+    for (header, body) in [("2", 1), ("1", 2)] {
+        let a = patch(json!({"title": "x", "expected_version": body}), header).await;
+        assert_eq!((a.status, a.code()), (409, "version_conflict"), "If-Match {header}, expected_version {body}");
+        assert_eq!(a.json["error"]["current_version"], 2);
+    }
+    let a = t
+        .raw(
+            Some("alice"),
+            "PATCH",
+            &format!("/projects/{p}"),
+            br#"{"expected_version":1}"#.to_vec(),
+            &[("if-match", "2")],
+        )
+        .await;
+    assert_eq!((a.status, a.json["error"]["current_version"].as_u64()), (409, Some(before)));
+    assert_eq!(t.version("alice", &p).await, before, "nothing written");
+    assert_eq!(t.get("alice", &url).await.json["fields"]["title"], "v2");
+}
+
+/// `q` is 1 to 200 characters as sent, not blank (the server counted it after
+/// trimming and lowercasing: 200 `İ` were refused, 201 characters with
+/// padding accepted).
+#[tokio::test]
+async fn the_search_query_is_counted_as_sent() {
+    let t = EntitiesTest::new().await;
+    t.project("alice", "P").await;
+    let q = |s: &str| format!("/search?q={}", s.replace(' ', "%20"));
+    assert_eq!(t.get("alice", &q(&"İ".repeat(200))).await.status, 200);
+    for bad in [format!("a{}", " ".repeat(200)), "   ".to_string(), "x".repeat(201)] {
+        let a = t.get("alice", &q(&bad)).await;
+        assert_eq!((a.status, a.code()), (400, "invalid_value"), "{} chars", bad.chars().count());
+    }
+}
+
+/// A well-formed cursor whose project is gone cannot be continued from: 404
+/// cursor_not_found (it was 400 invalid_id, for a request the document allows).
+#[tokio::test]
+async fn a_projects_cursor_whose_project_is_gone_is_404() {
+    let t = EntitiesTest::new().await;
+    let (first, _) = t.project("alice", "A").await;
+    t.project("alice", "B").await;
+    let page = t.get("alice", "/projects?limit=1").await;
+    assert_eq!(page.json["next_cursor"], first.as_str());
+    assert_eq!(t.call("alice", "DELETE", &format!("/projects/{first}"), None).await.status, 200);
+    let a = t.get("alice", &format!("/projects?cursor={first}")).await;
+    assert_eq!((a.status, a.code()), (404, "cursor_not_found"), "{a:?}");
+    let a = t.get("alice", "/projects?cursor=bad*id").await;
+    assert_eq!((a.status, a.code()), (400, "invalid_id"));
+}
+
+/// A body that is not UTF-8 is not JSON: 400 invalid_json from the handler,
+/// whatever the content type (a function URL hands it over base64-encoded;
+/// `cargo lambda watch` refuses it itself with a 500, see docs/entities.md).
+#[tokio::test]
+async fn a_body_that_is_not_utf8_is_400_invalid_json() {
+    let t = EntitiesTest::new().await;
+    let (p, _) = t.project("alice", "P").await;
+    let before = t.version("alice", &p).await;
+    for body in [vec![0xff, 0xfe, 0x17], b"{\"title\": \"\xff\"}".to_vec(), b"\"\xc3".to_vec()] {
+        for path in [format!("/projects/{p}/tasks"), format!("/projects/{p}"), "/projects".to_string()] {
+            let method = if path.ends_with(&p) { "PATCH" } else { "POST" };
+            let a = t.raw(Some("alice"), method, &path, body.clone(), &[]).await;
+            assert_eq!((a.status, a.code()), (400, "invalid_json"), "{method} {path} {body:?}");
+        }
+    }
+    assert_eq!(t.version("alice", &p).await, before);
+}
+
+/// The document states the rules: no catch-all `default` answer (each
+/// operation lists its statuses), bearer security on every route but this
+/// document, ids in paths with the id schema, and the integer ranges and
+/// text rules of `shared::entities::rules`.
+#[tokio::test]
+async fn the_document_states_each_rule_the_server_enforces() {
+    use shared::entities::rules;
+    let doc: Value = serde_json::from_str(&openapi_json()).unwrap();
+    for rt in routes() {
+        let op = &doc["paths"][&rt.path][rt.method.as_str().to_lowercase()];
+        let responses = op["responses"].as_object().unwrap();
+        assert!(!responses.contains_key("default"), "{} {}", rt.method, rt.path);
+        assert!(responses.contains_key(&rt.status.to_string()));
+        if rt.path == "/openapi.json" {
+            assert!(op.get("security").is_none());
+            continue;
+        }
+        assert_eq!(op["security"], json!([{"bearer": []}]), "{} {}", rt.method, rt.path);
+        for status in ["401", "413", "503"] {
+            assert!(responses.contains_key(status), "{} {} lists {status}", rt.method, rt.path);
+        }
+        for p in op["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "path") {
+            let id = if p["name"] == "project_id" { "ProjectId" } else { "EntityId" };
+            assert_eq!(p["schema"]["$ref"], format!("#/components/schemas/{id}"));
+        }
+        if rt.takes_if_match() {
+            assert!(responses.contains_key("409"), "{} {} lists 409", rt.method, rt.path);
+        }
+    }
+    let s = &doc["components"]["schemas"];
+    let range = |v: &Value| (v["minimum"].as_i64().unwrap() as i128, v["maximum"].as_u64().unwrap() as i128);
+    for schema in ["NewDocument", "MoveDocument"] {
+        assert_eq!(range(&s[schema]["properties"]["position"]), (rules::POSITION.min, rules::POSITION.max));
+    }
+    assert_eq!(range(&s["TaskFields"]["properties"]["priority"]), (1, 5));
+    assert_eq!(range(&s["TaskPatch"]["properties"]["expected_version"]), (0, rules::MAX_SAFE_INTEGER));
+    assert_eq!(s["Name"]["pattern"], rules::not_blank_pattern());
+    assert_eq!(s["Name"]["maxLength"], rules::NAME.max_chars);
+    assert_eq!(s["Edge"]["properties"]["relation"]["pattern"], rules::relation_pattern());
+    assert!(s["TaskPatch"]["required"].is_null(), "a partial update requires nothing");
+    assert_eq!(s["TaskPatch"]["additionalProperties"], false);
+    let search = &doc["paths"]["/search"]["get"]["parameters"];
+    let q = search.as_array().unwrap().iter().find(|p| p["name"] == "q").unwrap();
+    assert_eq!(q["schema"]["maxLength"], rules::SEARCH_QUERY.max_chars);
 }

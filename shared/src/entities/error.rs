@@ -22,6 +22,9 @@ pub enum EntityError {
     TooLarge { what: &'static str, limit: usize },
     #[error("the edge's {0} end is not an entity of this project")]
     EdgeEndpointMissing(&'static str),
+    /// Well-formed, but an edge needs two different entities.
+    #[error("an edge needs two different entities")]
+    SelfEdge,
     #[error("this edge already exists")]
     EdgeExists,
     #[error("the parent document is not in this project's tree")]
@@ -46,6 +49,8 @@ pub enum Missing {
     Project,
     Entity,
     Edge,
+    /// A page cursor whose record is gone (or was never the caller's).
+    Cursor,
 }
 
 impl std::fmt::Display for Missing {
@@ -54,6 +59,7 @@ impl std::fmt::Display for Missing {
             Missing::Project => "project",
             Missing::Entity => "entity",
             Missing::Edge => "edge",
+            Missing::Cursor => "cursor",
         })
     }
 }
@@ -85,11 +91,13 @@ impl EntityError {
             EntityError::NotFound(Missing::Project) => "project_not_found",
             EntityError::NotFound(Missing::Entity) => "entity_not_found",
             EntityError::NotFound(Missing::Edge) => "edge_not_found",
+            EntityError::NotFound(Missing::Cursor) => "cursor_not_found",
             EntityError::UnknownKind(_) => "unknown_kind",
             EntityError::InvalidId(_) => "invalid_id",
             EntityError::BadInput { code, .. } => code,
             EntityError::TooLarge { .. } => "too_large",
             EntityError::EdgeEndpointMissing(_) => "edge_endpoint_not_found",
+            EntityError::SelfEdge => "edge_self_loop",
             EntityError::EdgeExists => "edge_exists",
             EntityError::ParentNotFound => "parent_not_found",
             EntityError::Cycle => "tree_cycle",
@@ -106,7 +114,10 @@ impl EntityError {
             EntityError::NotFound(_) => 404,
             EntityError::UnknownKind(_) | EntityError::InvalidId(_) | EntityError::BadInput { .. } => 400,
             EntityError::TooLarge { .. } => 413,
-            EntityError::EdgeEndpointMissing(_) | EntityError::ParentNotFound | EntityError::Cycle => 422,
+            EntityError::EdgeEndpointMissing(_)
+            | EntityError::SelfEdge
+            | EntityError::ParentNotFound
+            | EntityError::Cycle => 422,
             EntityError::EdgeExists | EntityError::Conflict { .. } | EntityError::ContextDocumentProtected => 409,
             EntityError::Busy => 503,
             EntityError::Store(StoreError::Corrupt(_)) => 500,

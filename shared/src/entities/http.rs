@@ -4,11 +4,14 @@
 //!
 //! Errors are `{"error": {"code", "message"}}` (409s add `current_version`).
 //! `GET /openapi.json` is public; every other route needs a bearer token.
-//! Routes are listed once, in [`routes`], which both the OpenAPI document and
-//! the tests read.
+//! Routes are listed once, in [`routes`] ([`super::openapi`]), which the
+//! OpenAPI document, the 405 answers' `Allow` header and the tests read.
+//! Query strings and headers are read with the grammar the document states
+//! (integers by [`super::rules`], `If-Match` by [`IF_MATCH_PATTERN`]).
 
 use super::error::EntityError;
 use super::model::*;
+use super::rules::{PAGE_LIMIT, VERSION};
 use super::service::{EntityService, PageRequest};
 use crate::auth::Authenticator;
 use crate::config::Config;
@@ -19,12 +22,8 @@ use http::{Method, Response, StatusCode};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
-use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn};
-use utoipa::openapi::request_body::RequestBodyBuilder;
-use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Ref, Schema, Type};
-use utoipa::openapi::{Content, Required, ResponseBuilder};
-use utoipa::openapi::{OpenApi as OpenApiDoc, RefOr};
-use utoipa::OpenApi;
+
+pub use super::openapi::{openapi, openapi_json, routes, RouteDoc, IF_MATCH_PATTERN};
 
 /// The largest request body accepted (a document of up to
 /// [`super::service::MAX_CONTENT_BYTES`] fits, JSON-escaped).
@@ -51,339 +50,6 @@ impl EntitiesApp {
             openapi: Arc::new(openapi_json()),
         }
     }
-}
-
-/// One route of the API.
-#[derive(Clone)]
-pub struct RouteDoc {
-    pub method: Method,
-    /// OpenAPI path template, e.g. `/projects/{project_id}/tasks/{entity_id}`.
-    pub path: String,
-    pub summary: String,
-    /// Component name of the request body, if any.
-    pub body: Option<String>,
-    /// The success status and the response's schema.
-    pub status: u16,
-    pub response: RefOr<Schema>,
-    pub query: &'static [&'static str],
-}
-
-fn r(name: &str) -> RefOr<Schema> {
-    RefOr::Ref(Ref::from_schema_name(name))
-}
-
-fn write_of(data: RefOr<Schema>) -> RefOr<Schema> {
-    ObjectBuilder::new()
-        .property("data", data)
-        .property("patch", r("EntityPatch"))
-        .required("data")
-        .required("patch")
-        .into()
-}
-
-fn page_of(name: &str) -> RefOr<Schema> {
-    ObjectBuilder::new()
-        .property("items", ArrayBuilder::new().items(r(name)))
-        .property("next_cursor", ObjectBuilder::new().schema_type(Type::String))
-        .required("items")
-        .into()
-}
-
-fn fields_schema(kind: EntityKind) -> &'static str {
-    match kind {
-        EntityKind::Document => "DocumentFields",
-        EntityKind::Task => "TaskFields",
-        EntityKind::Goal => "GoalFields",
-        EntityKind::Plan => "PlanFields",
-        EntityKind::Milestone => "MilestoneFields",
-        EntityKind::Risk => "RiskFields",
-        EntityKind::Requirement => "RequirementFields",
-    }
-}
-
-/// Every route, in the order the OpenAPI document lists them.
-pub fn routes() -> Vec<RouteDoc> {
-    let route = |method: Method, path: &str, summary: &str, body: Option<&str>, status: u16, response| RouteDoc {
-        method,
-        path: path.to_string(),
-        summary: summary.to_string(),
-        body: body.map(str::to_string),
-        status,
-        response,
-        query: &[],
-    };
-    let page = &["limit", "cursor"];
-    let mut v = vec![
-        route(Method::GET, "/openapi.json", "This document", None, 200, ObjectBuilder::new().into()),
-        RouteDoc {
-            query: page,
-            ..route(Method::GET, "/projects", "The user's projects", None, 200, page_of("Project"))
-        },
-        route(
-            Method::POST,
-            "/projects",
-            "Create a project with its context document",
-            Some("NewProject"),
-            201,
-            write_of(r("CreatedProject")),
-        ),
-        route(Method::GET, "/projects/{project_id}", "A project", None, 200, r("Project")),
-        route(
-            Method::PATCH,
-            "/projects/{project_id}",
-            "Update a project's fields (partial; If-Match or expected_version)",
-            Some("ProjectFields"),
-            200,
-            write_of(r("Project")),
-        ),
-        route(
-            Method::DELETE,
-            "/projects/{project_id}",
-            "Delete a project and everything in it",
-            None,
-            200,
-            write_of(r("Deleted")),
-        ),
-        RouteDoc {
-            query: &["entity_id"],
-            ..route(
-                Method::GET,
-                "/projects/{project_id}/edges",
-                "Edges of the project, or of one entity",
-                None,
-                200,
-                r("EdgeList"),
-            )
-        },
-        route(
-            Method::POST,
-            "/projects/{project_id}/edges",
-            "Link two entities",
-            Some("Edge"),
-            201,
-            write_of(r("Edge")),
-        ),
-        route(
-            Method::DELETE,
-            "/projects/{project_id}/edges",
-            "Unlink two entities",
-            Some("Edge"),
-            200,
-            write_of(r("Edge")),
-        ),
-        route(Method::GET, "/projects/{project_id}/doc-structure", "The document tree", None, 200, r("DocStructure")),
-        route(
-            Method::POST,
-            "/projects/{project_id}/doc-structure/move",
-            "Move or reorder a document in the tree",
-            Some("MoveDocument"),
-            200,
-            write_of(r("DocStructure")),
-        ),
-        route(
-            Method::POST,
-            "/projects/{project_id}/documents/metadata",
-            "Title, description, length and update time of documents (never content)",
-            Some("MetadataRequest"),
-            200,
-            r("MetadataResponse"),
-        ),
-        RouteDoc {
-            query: &["q", "project_id", "limit"],
-            ..route(
-                Method::GET,
-                "/search",
-                "Search names, descriptions and content (case-insensitive)",
-                None,
-                200,
-                r("SearchResults"),
-            )
-        },
-    ];
-    for kind in EntityKind::ALL {
-        let list = format!("/projects/{{project_id}}/{}", kind.plural());
-        let one = format!("{list}/{{entity_id}}");
-        let create_body = if kind == EntityKind::Document { "NewDocument" } else { fields_schema(kind) };
-        v.push(RouteDoc {
-            query: page,
-            ..route(Method::GET, &list, &format!("List {}", kind.plural()), None, 200, page_of("Entity"))
-        });
-        v.push(route(
-            Method::POST,
-            &list,
-            &format!("Create a {}", kind.as_str()),
-            Some(create_body),
-            201,
-            write_of(r("Entity")),
-        ));
-        v.push(route(
-            Method::GET,
-            &one,
-            &format!("A {} (documents with content)", kind.as_str()),
-            None,
-            200,
-            r("Entity"),
-        ));
-        v.push(route(
-            Method::PATCH,
-            &one,
-            &format!("Update a {} (partial; If-Match or expected_version)", kind.as_str()),
-            Some(fields_schema(kind)),
-            200,
-            write_of(r("Entity")),
-        ));
-        v.push(route(
-            Method::DELETE,
-            &one,
-            &format!("Delete a {} and its edges", kind.as_str()),
-            None,
-            200,
-            write_of(r("Deleted")),
-        ));
-    }
-    v
-}
-
-#[derive(OpenApi)]
-#[openapi(
-    info(
-        title = "agentic-chat entities",
-        description = "The ontology over HTTP: projects, their entities, edges and document tree."
-    ),
-    components(schemas(
-        Project,
-        ProjectFields,
-        NewProject,
-        ProjectState,
-        CreatedProject,
-        Entity,
-        EntityFields,
-        EntityKind,
-        RecordKind,
-        NewDocument,
-        DocumentFields,
-        TaskFields,
-        GoalFields,
-        PlanFields,
-        MilestoneFields,
-        RiskFields,
-        RequirementFields,
-        TaskState,
-        GoalState,
-        PlanState,
-        MilestoneState,
-        RiskState,
-        RequirementState,
-        Impact,
-        Priority,
-        Edge,
-        EdgeEnd,
-        EdgeList,
-        DocNode,
-        DocStructure,
-        MoveDocument,
-        MetadataRequest,
-        MetadataResponse,
-        DocumentMetadata,
-        EntityPatch,
-        Change,
-        Record,
-        Deleted,
-        SearchResults,
-        SearchHit,
-        MatchedIn,
-    ))
-)]
-struct ApiDoc;
-
-fn method(m: &Method) -> HttpMethod {
-    match *m {
-        Method::POST => HttpMethod::Post,
-        Method::PATCH => HttpMethod::Patch,
-        Method::DELETE => HttpMethod::Delete,
-        _ => HttpMethod::Get,
-    }
-}
-
-/// The OpenAPI document, generated from the Rust types and [`routes`].
-pub fn openapi() -> OpenApiDoc {
-    let mut doc = ApiDoc::openapi();
-    let error = ObjectBuilder::new()
-        .property(
-            "error",
-            ObjectBuilder::new()
-                .property("code", ObjectBuilder::new().schema_type(Type::String))
-                .property("message", ObjectBuilder::new().schema_type(Type::String))
-                .property(
-                    "current_version",
-                    ObjectBuilder::new().schema_type(Type::Integer).description(Some("409 only")),
-                )
-                .required("code")
-                .required("message"),
-        )
-        .required("error");
-    if let Some(c) = doc.components.as_mut() {
-        c.schemas.insert("Error".into(), error.into());
-    }
-    for rt in routes() {
-        let mut op = OperationBuilder::new()
-            .summary(Some(rt.summary.clone()))
-            .response(
-                rt.status.to_string(),
-                ResponseBuilder::new().description("OK").content("application/json", Content::new(Some(rt.response))),
-            )
-            .response(
-                "default",
-                ResponseBuilder::new()
-                    .description("An error: see docs/entities.md for the codes")
-                    .content("application/json", Content::new(Some(r("Error")))),
-            );
-        for p in ["project_id", "entity_id"] {
-            if rt.path.contains(&format!("{{{p}}}")) {
-                op = op.parameter(
-                    ParameterBuilder::new()
-                        .name(p)
-                        .parameter_in(ParameterIn::Path)
-                        .required(Required::True)
-                        .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
-                );
-            }
-        }
-        for q in rt.query {
-            op = op.parameter(
-                ParameterBuilder::new()
-                    .name(*q)
-                    .parameter_in(ParameterIn::Query)
-                    .required(if *q == "q" { Required::True } else { Required::False })
-                    .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
-            );
-        }
-        if rt.method == Method::PATCH || rt.method == Method::DELETE && rt.body.is_none() {
-            op = op.parameter(
-                ParameterBuilder::new()
-                    .name("If-Match")
-                    .parameter_in(ParameterIn::Header)
-                    .required(Required::False)
-                    .description(Some("The version last seen; a stale one gets 409"))
-                    .schema(Some(ObjectBuilder::new().schema_type(Type::String))),
-            );
-        }
-        if let Some(b) = &rt.body {
-            op = op.request_body(Some(
-                RequestBodyBuilder::new()
-                    .required(Some(Required::True))
-                    .content("application/json", Content::new(Some(r(b))))
-                    .build(),
-            ));
-        }
-        doc.paths.add_path_operation(&rt.path, vec![method(&rt.method)], op);
-    }
-    doc
-}
-
-/// The OpenAPI document as served (pretty JSON, stable order).
-pub fn openapi_json() -> String {
-    openapi().to_pretty_json().expect("the OpenAPI document serializes")
 }
 
 #[derive(Serialize)]
@@ -431,6 +97,11 @@ fn body<T: serde::de::DeserializeOwned>(req: &lambda_http::Request) -> Result<T,
     if b.is_empty() {
         return Err(EntityError::bad("invalid_json", "a JSON body is required"));
     }
+    // JSON is UTF-8 (RFC 8259 §8.1): say so before any field is read, so the
+    // answer does not depend on where the first bad byte sits.
+    if let Err(e) = std::str::from_utf8(b) {
+        return Err(EntityError::bad("invalid_json", format!("the body is not UTF-8: {e}")));
+    }
     serde_json::from_slice(b).map_err(|e| EntityError::from_json(&e))
 }
 
@@ -442,58 +113,114 @@ fn object(req: &lambda_http::Request) -> Result<serde_json::Map<String, serde_js
 }
 
 fn limit(q: &HashMap<String, String>) -> Result<Option<usize>, EntityError> {
-    q.get("limit")
-        .map(|l| l.parse().map_err(|_| EntityError::bad("invalid_value", "limit: expected a number")))
-        .transpose()
+    let Some(l) = q.get("limit") else { return Ok(None) };
+    let n = PAGE_LIMIT.from_text(l).ok_or_else(|| {
+        EntityError::bad(
+            "invalid_value",
+            format!("limit: expected an integer from {} to {}", PAGE_LIMIT.min, PAGE_LIMIT.max),
+        )
+    })?;
+    Ok(Some(n as usize))
 }
 
 fn page(q: &HashMap<String, String>) -> Result<PageRequest, EntityError> {
     Ok(PageRequest { limit: limit(q)?, cursor: q.get("cursor").cloned() })
 }
 
-/// `If-Match: 7`, `"7"` or `W/"7"`.
-fn if_match(req: &lambda_http::Request) -> Result<Option<u64>, EntityError> {
-    let Some(v) = req.headers().get(http::header::IF_MATCH) else { return Ok(None) };
-    let s = v.to_str().unwrap_or("").trim().trim_start_matches("W/").trim_matches('"');
-    s.parse()
-        .map(Some)
-        .map_err(|_| EntityError::bad("invalid_value", "If-Match: expected a version number, e.g. \"7\""))
+/// A version as [`IF_MATCH_PATTERN`] writes it: `7`, `"7"` or `W/"7"`.
+fn version_tag(s: &str) -> Option<u64> {
+    let quoted = |t: &'_ str| t.strip_prefix('"')?.strip_suffix('"').map(str::to_owned);
+    let digits = match s.strip_prefix("W/") {
+        Some(weak) => quoted(weak)?,
+        None => quoted(s).unwrap_or_else(|| s.to_owned()),
+    };
+    let ok = (1..=19).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit());
+    ok.then(|| digits.parse().ok()).flatten()
 }
 
-/// The expected version from `If-Match` or the body's `expected_version`
-/// (removed from the patch); both present and different is refused.
+/// `If-Match`: `*` (no check) or one version ([`version_tag`]).
+fn if_match(req: &lambda_http::Request) -> Result<Option<u64>, EntityError> {
+    let Some(v) = req.headers().get(http::header::IF_MATCH) else { return Ok(None) };
+    let s = v.to_str().unwrap_or("");
+    if s == "*" {
+        return Ok(None);
+    }
+    version_tag(s)
+        .map(Some)
+        .ok_or_else(|| EntityError::bad("invalid_value", "If-Match: expected `*` or a version, as 7, \"7\" or W/\"7\""))
+}
+
+/// The version a caller expects.
+enum Expected {
+    /// From `If-Match` or `expected_version` (or both, agreeing), or none.
+    One(Option<u64>),
+    /// `If-Match` and `expected_version` disagree: at least one is stale.
+    Both(u64, u64),
+}
+
+/// Reads `If-Match` and the body's `expected_version` (removed from the patch).
 fn expected_version(
     req: &lambda_http::Request,
     patch: &mut serde_json::Map<String, serde_json::Value>,
-) -> Result<Option<u64>, EntityError> {
+) -> Result<Expected, EntityError> {
     let header = if_match(req)?;
     let field = match patch.remove("expected_version") {
         None | Some(serde_json::Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64().ok_or_else(|| EntityError::bad("wrong_type", "expected_version: expected a version number"))?,
-        ),
+        Some(v) => Some(VERSION.from_json(&v).ok_or_else(|| {
+            let code = if v.is_number() { "invalid_value" } else { "wrong_type" };
+            EntityError::bad(code, format!("expected_version: expected an integer from 0 to {}", VERSION.max))
+        })? as u64),
     };
-    match (header, field) {
-        (Some(h), Some(f)) if h != f => {
-            Err(EntityError::bad("invalid_value", "If-Match and expected_version disagree"))
-        }
-        (h, f) => Ok(h.or(f)),
-    }
+    Ok(match (header, field) {
+        (Some(h), Some(f)) if h != f => Expected::Both(h, f),
+        (h, f) => Expected::One(h.or(f)),
+    })
+}
+
+/// Two different expected versions cannot both be current: a conflict, named
+/// by the one that is stale.
+fn conflict((header, body): (u64, u64), current_version: u64) -> EntityError {
+    let expected = if header != current_version { header } else { body };
+    EntityError::Conflict { expected, current_version }
 }
 
 fn ok<T: Serialize>(status: StatusCode, v: &T) -> Result<Response<ResponseBody>, EntityError> {
     Ok(json(status, v))
 }
 
-/// The path below the function URL: `cargo lambda watch` serves functions
-/// under `/lambda-url/<name>`, a function URL at `/`.
-fn segments(path: &str) -> Vec<&str> {
-    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    if segs.first() == Some(&"lambda-url") {
+/// The path below the function URL, one percent-decoded segment each:
+/// `cargo lambda watch` serves functions under `/lambda-url/<name>`, a
+/// function URL at `/`.
+fn segments(path: &str) -> Vec<String> {
+    let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode_segment).collect();
+    if segs.first().map(String::as_str) == Some("lambda-url") {
         segs.into_iter().skip(2).collect()
     } else {
         segs
     }
+}
+
+/// A path segment with its `%XX` escapes decoded (RFC 3986: ids may hold
+/// `:`, `|` and `@`, which clients escape). Bytes that are not UTF-8 become
+/// U+FFFD, which no id accepts.
+fn decode_segment(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b.get(i + 1..i + 3).filter(|h| h.iter().all(u8::is_ascii_hexdigit));
+        match (b[i], hex) {
+            (b'%', Some(h)) => {
+                out.push(u8::from_str_radix(std::str::from_utf8(h).expect("hex digits are ASCII"), 16).expect("hex"));
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 async fn route(
@@ -512,7 +239,10 @@ async fn route(
         ["projects", p] if m == patch => {
             let p = project_id(p)?;
             let mut changes = object(req)?;
-            let expected = expected_version(req, &mut changes)?;
+            let expected = match expected_version(req, &mut changes)? {
+                Expected::One(v) => v,
+                Expected::Both(h, b) => return Err(conflict((h, b), svc.get_project(user, &p).await?.version)),
+            };
             ok(StatusCode::OK, &svc.update_project(user, &p, changes, expected).await?)
         }
         ["projects", p] if m == delete => {
@@ -564,7 +294,10 @@ async fn route(
         ["projects", p, k, e] if m == patch => {
             let (p, k, e) = (project_id(p)?, kind(k)?, entity_id(e)?);
             let mut changes = object(req)?;
-            let expected = expected_version(req, &mut changes)?;
+            let expected = match expected_version(req, &mut changes)? {
+                Expected::One(v) => v,
+                Expected::Both(h, b) => return Err(conflict((h, b), svc.get(user, &p, k, &e).await?.version)),
+            };
             let update = UpdateEntity { patch: changes, expected_version: expected };
             ok(StatusCode::OK, &svc.update(user, &p, k, &e, update).await?)
         }
@@ -577,27 +310,45 @@ async fn route(
             let p = q.get("project_id").map(|p| project_id(p)).transpose()?;
             ok(StatusCode::OK, &svc.search(user, text, p.as_ref(), limit(&q)?).await?)
         }
-        _ => Ok(not_routed(segs)),
+        _ => Ok(json_error(StatusCode::NOT_FOUND, "route_not_found", "no such route: see GET /openapi.json")),
     }
 }
 
-/// 405 for a known path with another method, 404 otherwise.
-fn not_routed(segs: &[&str]) -> Response<ResponseBody> {
-    let known = matches!(
-        segs,
-        ["projects"]
-            | ["projects", _]
-            | ["projects", _, "edges" | "doc-structure"]
-            | ["projects", _, "doc-structure", "move"]
-            | ["projects", _, "documents", "metadata"]
-            | ["search"]
-            | ["openapi.json"]
-    ) || matches!(segs, ["projects", _, k] | ["projects", _, k, _] if EntityKind::from_plural(k).is_some());
-    if known {
-        json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
-    } else {
-        json_error(StatusCode::NOT_FOUND, "route_not_found", "no such route: see GET /openapi.json")
+/// Each route of [`routes`] as (method, path template segments), built once.
+fn route_table() -> &'static [(Method, Vec<String>)] {
+    static TABLE: std::sync::OnceLock<Vec<(Method, Vec<String>)>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let split = |p: &str| p.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
+        routes().into_iter().map(|rt| (rt.method, split(&rt.path))).collect()
+    })
+}
+
+/// The methods [`routes`] lists for the path the segments name (none when
+/// no route has it), in the document's order. As OpenAPI matches paths, a
+/// template with more literal segments wins: `/projects/{id}/documents/metadata`
+/// is not a document named `metadata`.
+pub fn allowed_methods(segs: &[&str]) -> Vec<Method> {
+    let matches = |t: &[String]| t.len() == segs.len() && t.iter().zip(segs).all(|(t, s)| t.starts_with('{') || t == s);
+    let literals = |t: &[String]| t.iter().filter(|s| !s.starts_with('{')).count();
+    let found: Vec<&(Method, Vec<String>)> = route_table().iter().filter(|(_, t)| matches(t)).collect();
+    let most = found.iter().map(|(_, t)| literals(t)).max().unwrap_or(0);
+    let mut methods: Vec<Method> = vec![];
+    for (m, _) in found.into_iter().filter(|(_, t)| literals(t) == most) {
+        if !methods.contains(m) {
+            methods.push(m.clone());
+        }
     }
+    methods
+}
+
+/// 405 with `Allow` (RFC 9110 §15.5.6) naming the methods the path takes.
+fn method_not_allowed(allowed: &[Method]) -> Response<ResponseBody> {
+    let allow = allowed.iter().map(Method::as_str).collect::<Vec<_>>().join(", ");
+    let mut resp =
+        json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("this route takes {allow}"));
+    let value = http::HeaderValue::from_str(&allow).expect("method names are header text");
+    resp.headers_mut().insert(http::header::ALLOW, value);
+    resp
 }
 
 /// The entities function's handler.
@@ -607,7 +358,8 @@ pub async fn handle_entities(app: &EntitiesApp, req: lambda_http::Request) -> Re
         return Response::builder().status(StatusCode::NO_CONTENT).body(ResponseBody::Full(None)).expect("valid");
     }
     let path = req.uri().path().to_string();
-    let segs = segments(&path);
+    let owned = segments(&path);
+    let segs: Vec<&str> = owned.iter().map(String::as_str).collect();
     if segs == ["openapi.json"] && req.method() == Method::GET {
         return Response::builder()
             .status(StatusCode::OK)
@@ -625,6 +377,12 @@ pub async fn handle_entities(app: &EntitiesApp, req: lambda_http::Request) -> Re
     if req.body().len() > MAX_BODY_BYTES {
         return error_response(&EntityError::TooLarge { what: "the request body", limit: MAX_BODY_BYTES });
     }
+    // A documented path answers an undocumented method with 405 before any
+    // route reads it (`/projects/{id}/doc-structure` is not a kind to POST to).
+    let allowed = allowed_methods(&segs);
+    if !allowed.is_empty() && !allowed.contains(req.method()) {
+        return method_not_allowed(&allowed);
+    }
     match route(&app.service, &user, &req, &segs).await {
         Ok(resp) => resp,
         Err(e) => error_response(&e),
@@ -639,5 +397,51 @@ mod tests {
     fn lambda_url_prefix_is_ignored() {
         assert_eq!(segments("/lambda-url/entities/projects/x"), vec!["projects", "x"]);
         assert_eq!(segments("/projects/"), vec!["projects"]);
+    }
+
+    #[test]
+    fn path_segments_are_percent_decoded() {
+        assert_eq!(segments("/projects/a%3Ab%7Cc%40d"), vec!["projects", "a:b|c@d"]);
+        assert_eq!(segments("/projects/a%2Fb+c"), vec!["projects", "a/b+c"], "an escaped / stays in its segment");
+        assert_eq!(segments("/projects/%zz%4%+1"), vec!["projects", "%zz%4%+1"], "broken escapes are kept");
+        assert_eq!(segments("/projects/%FF"), vec!["projects", "\u{fffd}"]);
+    }
+
+    #[test]
+    fn if_match_reads_exactly_the_documented_grammar() {
+        for (v, n) in [("7", 7), ("\"7\"", 7), ("W/\"7\"", 7), ("0000000000000000007", 7)] {
+            assert_eq!(version_tag(v), Some(n), "{v}");
+        }
+        for v in [
+            "",
+            "\"",
+            "\"\"",
+            "W/7",
+            "w/\"7\"",
+            "\"7",
+            "7\"",
+            " 7",
+            "-7",
+            "7.0",
+            "12345678901234567890",
+            "\"1\", \"2\"",
+        ] {
+            assert_eq!(version_tag(v), None, "{v}");
+        }
+    }
+
+    #[test]
+    fn allow_lists_the_methods_of_the_path() {
+        let allow = |p: &str| {
+            let segs: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
+            allowed_methods(&segs).iter().map(|m| m.to_string()).collect::<Vec<_>>().join(", ")
+        };
+        assert_eq!(allow("/projects/p/tasks/t"), "GET, PATCH, DELETE");
+        assert_eq!(allow("/projects/p/edges"), "GET, POST, DELETE");
+        assert_eq!(allow("/projects"), "GET, POST");
+        assert_eq!(allow("/openapi.json"), "GET");
+        assert_eq!(allow("/projects/p/documents/metadata"), "POST", "the literal path wins");
+        assert_eq!(allow("/projects/p/documents/d"), "GET, PATCH, DELETE");
+        assert_eq!(allow("/projects/p/widgets"), "");
     }
 }

@@ -20,11 +20,16 @@
 //!   document cannot be deleted.
 //! - Refused input ([`EntityError`]) writes nothing.
 //!
+//! - Input rules (lengths, patterns, ranges) are stated once, in [`rules`]:
+//!   the validators and the OpenAPI document are both built from them.
+//!
 //! Storage is [`crate::store::entities`].
 
 pub mod error;
 pub mod http;
 pub mod model;
+pub mod openapi;
+pub mod rules;
 pub mod service;
 pub mod tree;
 

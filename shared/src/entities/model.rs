@@ -6,6 +6,7 @@
 //! update is a JSON object merged over the stored fields and parsed again, so
 //! it is validated by the same struct.
 
+use super::rules;
 use crate::ids::{EntityId, ProjectId};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -134,8 +135,10 @@ state_enum!(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectFields {
+    #[schema(schema_with = rules::name_schema)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     #[serde(default)]
     pub state: ProjectState,
@@ -151,14 +154,17 @@ impl Project {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewProject {
+    #[schema(schema_with = rules::name_schema)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     #[serde(default)]
     pub state: ProjectState,
     /// Content of the project's context document (spec §9.6): purpose, vision
     /// and scope in the user's words. Empty when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::context_schema)]
     pub context: Option<String>,
 }
 
@@ -167,6 +173,7 @@ pub struct Project {
     pub id: ProjectId,
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     pub state: ProjectState,
     /// The project's "where we left off" document, created with it.
@@ -182,8 +189,10 @@ pub struct Project {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DocumentFields {
+    #[schema(schema_with = rules::name_schema)]
     pub title: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
 }
 
@@ -191,52 +200,65 @@ pub struct DocumentFields {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewDocument {
+    #[schema(schema_with = rules::name_schema)]
     pub title: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = rules::content_schema)]
     pub content: String,
     /// The parent document; the tree's root when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<EntityId>,
     /// Position among the parent's children; last when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "rules::opt_position")]
+    #[schema(schema_with = rules::position_schema)]
     pub position: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskFields {
+    #[schema(schema_with = rules::name_schema)]
     pub title: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     #[serde(default)]
     pub state: TaskState,
     /// 1 (highest) to 5.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "rules::opt_task_priority")]
+    #[schema(schema_with = rules::task_priority_schema)]
     pub priority: Option<u8>,
     /// Milliseconds since the Unix epoch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "rules::opt_timestamp")]
+    #[schema(schema_with = rules::opt_timestamp_schema)]
     pub due_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GoalFields {
+    #[schema(schema_with = rules::name_schema)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     #[serde(default)]
     pub state: GoalState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "rules::opt_timestamp")]
+    #[schema(schema_with = rules::opt_timestamp_schema)]
     pub target_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanFields {
+    #[schema(schema_with = rules::name_schema)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     #[serde(default)]
     pub state: PlanState,
@@ -245,20 +267,25 @@ pub struct PlanFields {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MilestoneFields {
+    #[schema(schema_with = rules::name_schema)]
     pub title: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     #[serde(default)]
     pub state: MilestoneState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "rules::opt_timestamp")]
+    #[schema(schema_with = rules::opt_timestamp_schema)]
     pub due_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RiskFields {
+    #[schema(schema_with = rules::name_schema)]
     pub title: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     #[serde(default)]
     pub state: RiskState,
@@ -269,8 +296,10 @@ pub struct RiskFields {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequirementFields {
+    #[schema(schema_with = rules::name_schema)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     #[serde(default)]
     pub state: RequirementState,
@@ -437,7 +466,9 @@ pub struct EdgeEnd {
 #[serde(deny_unknown_fields)]
 pub struct Edge {
     pub from: EdgeEnd,
-    /// Lowercase letters, digits and `_`, 1 to 64 of them (e.g. `supports`, `blocks`).
+    /// Lowercase letters, digits and `_`, starting with a letter, 1 to
+    /// [`rules::MAX_RELATION_LEN`] of them (e.g. `supports`, `blocks`).
+    #[schema(schema_with = rules::relation_schema)]
     pub relation: String,
     pub to: EdgeEnd,
 }
@@ -471,7 +502,8 @@ pub struct MoveDocument {
     #[serde(default)]
     pub new_parent_id: Option<EntityId>,
     /// Position among the new siblings; last when absent.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "rules::opt_position")]
+    #[schema(schema_with = rules::position_schema)]
     pub position: Option<u32>,
 }
 
@@ -479,6 +511,7 @@ pub struct MoveDocument {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetadataRequest {
+    #[schema(schema_with = rules::metadata_ids_schema)]
     pub document_ids: Vec<EntityId>,
 }
 
@@ -488,6 +521,7 @@ pub struct DocumentMetadata {
     pub id: EntityId,
     pub title: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     pub content_length: u64,
     pub updated_at: i64,
@@ -583,6 +617,7 @@ pub struct SearchHit {
     pub id: String,
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = rules::description_schema)]
     pub description: Option<String>,
     pub matched_in: MatchedIn,
     pub updated_at: i64,

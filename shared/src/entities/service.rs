@@ -12,6 +12,7 @@
 
 use super::error::{EntityError, Missing};
 use super::model::*;
+use super::rules::{self, DESCRIPTION, NAME, SEARCH_QUERY, TASK_PRIORITY};
 use super::tree::{self, TreeError};
 use crate::ids::{EntityId, ProjectId, UserId};
 use crate::store::entities::{Commit, CommitError, ContentRef, EntityRow, EntityStore, Op, ProjectRow};
@@ -21,8 +22,6 @@ use std::time::Duration;
 pub const MAX_ATTEMPTS: usize = 8;
 /// The largest document content accepted, in bytes.
 pub const MAX_CONTENT_BYTES: usize = 2 * 1024 * 1024;
-pub const MAX_NAME_CHARS: usize = 500;
-pub const MAX_DESCRIPTION_CHARS: usize = 20_000;
 /// Edges removed in one transaction: two items each, plus the meta item and
 /// the entity delete, within DynamoDB's (Local) 10-item cap.
 pub const EDGES_PER_COMMIT: usize = 4;
@@ -45,8 +44,7 @@ impl PageRequest {
     fn limit(&self) -> Result<usize, EntityError> {
         match self.limit {
             None => Ok(50),
-            Some(l) if (1..=MAX_PAGE).contains(&l) => Ok(l),
-            Some(_) => Err(EntityError::bad("invalid_value", format!("limit must be 1..={MAX_PAGE}"))),
+            Some(l) => rules::PAGE_LIMIT.check("limit", l as i128).map(|()| l),
         }
     }
 }
@@ -77,34 +75,24 @@ fn bumped(row: &ProjectRow, now: i64) -> ProjectRow {
     next
 }
 
-fn check_text(what: &str, s: &str, max: usize, required: bool) -> Result<(), EntityError> {
-    if required && s.trim().is_empty() {
-        return Err(EntityError::bad("invalid_value", format!("{what} must not be empty")));
-    }
-    if s.chars().count() > max {
-        return Err(EntityError::bad("invalid_value", format!("{what} is longer than {max} characters")));
-    }
-    Ok(())
-}
-
 fn validate_fields(f: &EntityFields) -> Result<(), EntityError> {
     let name_field = match f.kind() {
         EntityKind::Document | EntityKind::Task | EntityKind::Milestone | EntityKind::Risk => "title",
         _ => "name",
     };
-    check_text(name_field, f.name(), MAX_NAME_CHARS, true)?;
-    check_text("description", f.description().unwrap_or_default(), MAX_DESCRIPTION_CHARS, false)?;
-    if let EntityFields::Task(t) = f {
-        if t.priority.is_some_and(|p| !(1..=5).contains(&p)) {
-            return Err(EntityError::bad("invalid_value", "priority must be 1..=5"));
-        }
+    NAME.check(name_field, f.name())?;
+    DESCRIPTION.check("description", f.description().unwrap_or_default())?;
+    // The one check of the range: parsing reads any u8, so HTTP and chat tools
+    // both get `invalid_value` from here.
+    if let EntityFields::Task(TaskFields { priority: Some(p), .. }) = f {
+        TASK_PRIORITY.check("priority", (*p).into())?;
     }
     Ok(())
 }
 
 fn validate_project(f: &ProjectFields) -> Result<(), EntityError> {
-    check_text("name", &f.name, MAX_NAME_CHARS, true)?;
-    check_text("description", f.description.as_deref().unwrap_or_default(), MAX_DESCRIPTION_CHARS, false)
+    NAME.check("name", &f.name)?;
+    DESCRIPTION.check("description", f.description.as_deref().unwrap_or_default())
 }
 
 fn check_content(c: &str) -> Result<(), EntityError> {
@@ -112,19 +100,6 @@ fn check_content(c: &str) -> Result<(), EntityError> {
         return Err(EntityError::TooLarge { what: "content", limit: MAX_CONTENT_BYTES });
     }
     Ok(())
-}
-
-/// Relations are identifiers: they end up in keys.
-fn validate_relation(r: &str) -> Result<(), EntityError> {
-    let ok = !r.is_empty()
-        && r.len() <= 64
-        && r.as_bytes()[0].is_ascii_lowercase()
-        && r.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(EntityError::bad("invalid_value", "relation: 1 to 64 of a-z, 0-9 and _, starting with a letter"))
-    }
 }
 
 /// A partial update: `null` removes a field, anything else replaces it.
@@ -287,11 +262,9 @@ impl EntityService {
             None => None,
             Some(c) => {
                 let id = ProjectId::parse(c.as_str()).map_err(|e| EntityError::InvalidId(format!("cursor: {e}")))?;
-                Some(
-                    self.store.get_project(user, &id).await?.ok_or_else(|| {
-                        EntityError::InvalidId("cursor: not a project of yours (was it deleted?)".into())
-                    })?,
-                )
+                // Well-formed but gone (deleted, or never the caller's): the
+                // listing cannot continue from it.
+                Some(self.store.get_project(user, &id).await?.ok_or(EntityError::NotFound(Missing::Cursor))?)
             }
         };
         let (rows, more) = self.store.list_projects(user, limit, after.as_ref()).await?;
@@ -673,9 +646,9 @@ impl EntityService {
     /// Links two entities of the project. Both must exist (checked in the
     /// transaction that writes the edge).
     pub async fn link(&self, user: &UserId, project: &ProjectId, edge: Edge) -> Result<Write<Edge>, EntityError> {
-        validate_relation(&edge.relation)?;
+        rules::check_relation(&edge.relation)?;
         if edge.from.id == edge.to.id {
-            return Err(EntityError::bad("invalid_value", "an edge needs two different entities"));
+            return Err(EntityError::SelfEdge);
         }
         for attempt in 0..MAX_ATTEMPTS {
             let row = self.project(user, project).await?;
@@ -700,7 +673,7 @@ impl EntityService {
     }
 
     pub async fn unlink(&self, user: &UserId, project: &ProjectId, edge: Edge) -> Result<Write<Edge>, EntityError> {
-        validate_relation(&edge.relation)?;
+        rules::check_relation(&edge.relation)?;
         for attempt in 0..MAX_ATTEMPTS {
             let row = self.project(user, project).await?;
             if !self.store.edge_exists(user, project, &edge).await? {
@@ -819,10 +792,8 @@ impl EntityService {
         project: Option<&ProjectId>,
         limit: Option<usize>,
     ) -> Result<SearchResults, EntityError> {
+        SEARCH_QUERY.check("q", query)?;
         let q = query.trim().to_lowercase();
-        if q.is_empty() || q.chars().count() > 200 {
-            return Err(EntityError::bad("invalid_value", "q: 1 to 200 characters"));
-        }
         let limit = PageRequest { limit, cursor: None }.limit()?;
         let projects = match project {
             Some(p) => vec![self.project(user, p).await?],
