@@ -129,10 +129,12 @@ fn page(q: &HashMap<String, String>) -> Result<PageRequest, EntityError> {
 
 /// A version as [`IF_MATCH_PATTERN`] writes it: `7`, `"7"` or `W/"7"`.
 fn version_tag(s: &str) -> Option<u64> {
-    let quoted = |t: &'_ str| t.strip_prefix('"')?.strip_suffix('"').map(str::to_owned);
+    fn unquote(t: &str) -> Option<&str> {
+        t.strip_prefix('"')?.strip_suffix('"')
+    }
     let digits = match s.strip_prefix("W/") {
-        Some(weak) => quoted(weak)?,
-        None => quoted(s).unwrap_or_else(|| s.to_owned()),
+        Some(weak) => unquote(weak)?,
+        None => unquote(s).unwrap_or(s),
     };
     let ok = (1..=19).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit());
     ok.then(|| digits.parse().ok()).flatten()
