@@ -88,8 +88,11 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        let hex =
-            b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
+        // Two hex digits exactly (`from_str_radix` alone would take `+1`).
+        let hex = b
+            .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
         match (b[i], hex) {
             (b'%', Some(v)) => {
                 out.push(v);
@@ -129,5 +132,6 @@ mod tests {
         assert_eq!(q["e[]"], "1", "keys are decoded too");
         assert!(query_params(None).is_empty());
         assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        assert_eq!(percent_decode("%-1%+1"), "%-1% 1", "a sign is not a hex digit");
     }
 }
