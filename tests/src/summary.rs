@@ -8,7 +8,7 @@ use shared::context::TokenCounter;
 use shared::ids::{RunId, SessionId, TurnId, UserId};
 use shared::llm::{OpenAiClient, OpenAiConfig};
 use shared::message::{Role, StoredMessage, ToolCall, Usage};
-use shared::session::{ContextType, SessionStatus, SessionView, TurnRecord, TurnStatus};
+use shared::session::{ContextType, SessionView, TurnRecord, TurnStatus};
 use shared::store::dynamo::DynamoStore;
 use shared::store::summary::DynamoSummaryStore;
 use shared::store::{Lease, MessagesFrom, Store, TurnEnd, TurnStart};
@@ -85,18 +85,7 @@ pub async fn write_turn(
     let run_id = RunId::parse(turn_id.as_str()).unwrap();
     let s = match session {
         None => {
-            let now = shared::now_ms();
-            let view = SessionView {
-                id: SessionId::new(),
-                title: None,
-                context_type: ContextType::default(),
-                entity_id: None,
-                focus: None,
-                status: SessionStatus::Active,
-                message_count: 0,
-                created_at: now,
-                last_activity_at: now,
-            };
+            let view = SessionView::new(ContextType::default(), None, None);
             store.create_session(user, &view, &lease, &run_id).await.expect("create session")
         }
         Some(sid) => store.acquire_lease(user, sid, &lease).await.expect("lease"),

@@ -20,18 +20,7 @@ async fn store() -> (DynamoAgentStateStore, DynamoStore) {
 async fn new_session(sessions: &DynamoStore, u: &UserId) -> SessionId {
     let turn = shared::ids::TurnId::new();
     let run = shared::ids::RunId::parse(turn.as_str()).unwrap();
-    let now = shared::now_ms();
-    let view = shared::session::SessionView {
-        id: SessionId::new(),
-        title: None,
-        context_type: Default::default(),
-        entity_id: None,
-        focus: None,
-        status: shared::session::SessionStatus::Active,
-        message_count: 0,
-        created_at: now,
-        last_activity_at: now,
-    };
+    let view = shared::session::SessionView::new(Default::default(), None, None);
     let lease = shared::store::Lease { turn_id: turn, until_ms: 0 };
     sessions.create_session(u, &view, &lease, &run).await.unwrap().view.id
 }

@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use shared::agent_state::AgentState;
 use shared::ids::{RunId, SessionId, TurnId, UserId};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall, Usage};
-use shared::session::{ContextType, SessionStatus, SessionView, TurnRecord, TurnStatus};
+use shared::session::{ContextType, SessionView, TurnRecord, TurnStatus};
 use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
 use shared::store::dynamo::DynamoStore;
 use shared::store::{DeleteProgress, Lease, MessagesFrom, RunClaim, Store, StoreError, TurnEnd, TurnStart};
@@ -66,18 +66,7 @@ fn user(u: &str) -> UserId {
 }
 
 fn new_view() -> SessionView {
-    let now = shared::now_ms();
-    SessionView {
-        id: SessionId::new(),
-        title: None,
-        context_type: ContextType::default(),
-        entity_id: None,
-        focus: None,
-        status: SessionStatus::Active,
-        message_count: 0,
-        created_at: now,
-        last_activity_at: now,
-    }
+    SessionView::new(ContextType::default(), None, None)
 }
 
 fn lease() -> Lease {

@@ -287,18 +287,7 @@ async fn resolve_session(app: &PrewarmApp, user: &UserId, focus: &Focus) -> Resu
             Ok(s.view)
         }
         None => {
-            let now = crate::now_ms();
-            let view = SessionView {
-                id: SessionId::new(),
-                title: None,
-                context_type: focus.context_type,
-                entity_id: focus.entity_id.clone(),
-                focus: focus.focus.clone(),
-                status: SessionStatus::Active,
-                message_count: 0,
-                created_at: now,
-                last_activity_at: now,
-            };
+            let view = SessionView::new(focus.context_type, focus.entity_id.clone(), focus.focus.clone());
             // `create_session` always leases; an expired lease blocks no turn,
             // and releasing it leaves the session as if never leased.
             let lease = Lease { turn_id: TurnId::new(), until_ms: 0 };

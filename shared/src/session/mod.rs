@@ -78,6 +78,24 @@ pub struct SessionView {
     pub last_activity_at: i64,
 }
 
+impl SessionView {
+    /// A new session, active and empty, created now: the one way to make one.
+    pub fn new(context_type: ContextType, entity_id: Option<String>, focus: Option<serde_json::Value>) -> Self {
+        let now = crate::now_ms();
+        SessionView {
+            id: SessionId::new(),
+            title: None,
+            context_type,
+            entity_id,
+            focus,
+            status: SessionStatus::Active,
+            message_count: 0,
+            created_at: now,
+            last_activity_at: now,
+        }
+    }
+}
+
 /// The stored session item: the view plus bookkeeping that never leaves the backend.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Session {

@@ -12,7 +12,7 @@ use super::lease::{Exit, LeaseGuard};
 use super::{TurnDeps, ValidTurn};
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{Role, StoredMessage};
-use crate::session::{title_from_message, Session, SessionStatus, SessionView, TurnRecord, TurnStatus};
+use crate::session::{title_from_message, Session, SessionView, TurnRecord, TurnStatus};
 use crate::sse::{EventSink, Focus, StreamEvent};
 use crate::store::summary::SessionSummary;
 use crate::store::{Lease, StoreError, TurnStart};
@@ -82,18 +82,7 @@ async fn create(
     lease: &Lease,
     run: &RunId,
 ) -> Result<Session, Refused> {
-    let now = crate::now_ms();
-    let view = SessionView {
-        id: SessionId::new(),
-        title: None,
-        context_type: turn.context_type.unwrap_or_default(),
-        entity_id: turn.entity_id.clone(),
-        focus: turn.focus.clone(),
-        status: SessionStatus::Active,
-        message_count: 0,
-        created_at: now,
-        last_activity_at: now,
-    };
+    let view = SessionView::new(turn.context_type.unwrap_or_default(), turn.entity_id.clone(), turn.focus.clone());
     match deps.store.create_session(user, &view, lease, run).await {
         Ok(session) => Ok(session),
         Err(StoreError::DuplicateRun) => match deps.store.run_claim(user, run).await {
