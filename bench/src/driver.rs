@@ -45,6 +45,15 @@ pub struct TurnTiming {
     /// When the model wrote its last token and the client had `done`.
     pub last_token_at: Instant,
     pub done_at: Instant,
+    /// When the request was sent (or the invocation queued).
+    pub sent_at: Instant,
+    /// When the handler was entered (adapter only).
+    pub handler_entry: Option<Instant>,
+    /// When the scripted model had the turn's first request.
+    pub model_received: Option<Instant>,
+    /// When the model wrote its first token, and the client had the first `text_delta`.
+    pub first_token_at: Instant,
+    pub first_delta_at: Instant,
     /// |client gap − model gap| for each pair of consecutive text frames.
     pub spacing_errors: Vec<Duration>,
     /// For each text frame, (model wrote its last piece, client received it),
@@ -65,8 +74,11 @@ pub struct Driver {
     pub llm: ScriptedLlm,
     /// The pieces the scripted model answers with, in order.
     pub pieces: Vec<String>,
-    /// Set by the first turn; every later turn continues the same session.
+    /// Set by the first turn; every later turn continues the same session
+    /// (unless `new_sessions`).
     pub session_id: Option<String>,
+    /// Every turn opens a new session.
+    pub new_sessions: bool,
     pub turns_done: u64,
 }
 
@@ -95,7 +107,15 @@ impl Driver {
     }
 
     fn new(transport: Transport, user: &str, llm: ScriptedLlm, pieces: Vec<String>) -> Driver {
-        Driver { transport, token: tests::token(user), llm, pieces, session_id: None, turns_done: 0 }
+        Driver {
+            transport,
+            token: tests::token(user),
+            llm,
+            pieces,
+            session_id: None,
+            new_sessions: false,
+            turns_done: 0,
+        }
     }
 
     /// Runs one turn to its `done`. `timeout` bounds the whole turn (the first
@@ -110,10 +130,11 @@ impl Driver {
         self.turns_done += 1;
         let turn_no = self.turns_done;
         let mut body = serde_json::json!({"message": format!("benchmark turn {turn_no}"), "context_type": "global"});
-        if let Some(s) = &self.session_id {
+        if let Some(s) = self.session_id.as_ref().filter(|_| !self.new_sessions) {
             body["session_id"] = serde_json::Value::String(s.clone());
         }
         let sent_before = self.llm.sent().len();
+        let arrived_before = self.llm.arrivals().len();
         let seen = match &mut self.transport {
             Transport::Http { client, url, .. } => http_turn(client, url, &self.token, turn_no, &body).await?,
             Transport::Runtime { api } => runtime_turn(api, &self.token, turn_no, &body).await?,
@@ -130,7 +151,9 @@ impl Driver {
             });
         }
         let mut t = analyze(&seen, &sent, &self.pieces)?;
+        t.model_received = self.llm.arrivals().get(arrived_before).copied();
         if let Some(p) = probe {
+            t.handler_entry = Some(p.handler_entry);
             t.entry_to_first_byte = Some(seen.first_byte.saturating_duration_since(p.handler_entry));
             t.entry_to_return = Some(p.handler_return.saturating_duration_since(p.handler_entry));
             t.entry_to_first_frame = p.first_frame.map(|f| f.saturating_duration_since(p.handler_entry));
@@ -268,6 +291,11 @@ fn analyze(seen: &Seen, sent: &[(Instant, String)], pieces: &[String]) -> Result
         done_after_last_delta: done_at.saturating_duration_since(*last_delta),
         last_token_at: sent[sent.len() - 1].0,
         done_at: *done_at,
+        sent_at: seen.t0,
+        handler_entry: None,
+        model_received: None,
+        first_token_at: origin,
+        first_delta_at: texts[0].0,
         spacing_errors,
         arrivals,
         text_frames: texts.len(),

@@ -36,6 +36,7 @@ mod adapter;
 mod driver;
 mod dynamo;
 mod lambda;
+mod premodel;
 mod spans;
 mod startup;
 mod stats;
@@ -179,11 +180,14 @@ async fn main() {
     let mut baseline = Vec::new();
     let mut failed = false;
     if matches!(args.mode, Mode::All | Mode::Adapter) {
-        match adapter_run(&args).await {
-            Ok(r) => runs.push(r),
-            Err(e) => {
-                eprintln!("adapter run failed: {e}");
-                failed = true;
+        let spans = spans::SpanTimes::install();
+        for new_sessions in [false, true] {
+            match adapter_run(&args, &spans, new_sessions).await {
+                Ok(r) => runs.push(r),
+                Err(e) => {
+                    eprintln!("adapter run (new sessions: {new_sessions}) failed: {e}");
+                    failed = true;
+                }
             }
         }
     }
@@ -313,9 +317,11 @@ async fn scripted_model(args: &Args) -> ScriptedLlm {
     llm
 }
 
-/// The handler in this process, behind the local HTTP adapter.
-async fn adapter_run(args: &Args) -> Result<Run, String> {
-    eprintln!("adapter: the handler in-process behind a local hyper adapter");
+/// The handler in this process, behind the local HTTP adapter: one session
+/// for every turn, or (`new_sessions`) a new session per turn.
+async fn adapter_run(args: &Args, spans: &spans::SpanTimes, new_sessions: bool) -> Result<Run, String> {
+    let mode = if new_sessions { "adapter, new session per turn" } else { "adapter" };
+    eprintln!("{mode}: the handler in-process behind a local hyper adapter");
     let dynamo = tests::dynamo_client().await;
     let table = tests::fresh_table(&dynamo).await;
     let llm = scripted_model(args).await;
@@ -324,7 +330,8 @@ async fn adapter_run(args: &Args) -> Result<Run, String> {
     let (addr, probes) = adapter::serve(adapter::Handler::Stream(app)).await;
     let mut d =
         Driver::http(format!("http://{addr}/"), "bench-adapter", llm, driver::pieces(args.tokens), Some(probes));
-    let spans = spans::SpanTimes::install();
+    d.new_sessions = new_sessions;
+    let spans = spans.clone();
     let (warmup, n) = (args.warmup, args.turns);
     let (floor_addr, floor_probes) = adapter::serve(adapter::Handler::Floor).await;
     let (turns, spans, floor) = on(&sides().client, async move {
@@ -336,7 +343,7 @@ async fn adapter_run(args: &Args) -> Result<Run, String> {
         Ok::<_, String>((turns, spans, floor))
     })
     .await?;
-    Ok(Run { mode: "adapter".into(), turns, rss: None, spans, floor })
+    Ok(Run { mode: mode.into(), turns, rss: None, spans, floor })
 }
 
 /// The release `stream` binary with the real runtime client, against a
@@ -489,7 +496,7 @@ fn render_report(
         let col = |f: &dyn Fn(&TurnTiming) -> Option<Duration>| -> Option<Summary> {
             Summary::of(&r.turns.iter().filter_map(f).collect::<Vec<_>>())
         };
-        let adapter = r.mode == "adapter";
+        let adapter = r.mode.starts_with("adapter");
         rows.push(Row {
             metric: "response head (HTTP headers / runtime prelude), from request sent".into(),
             mode: r.mode.clone(),
@@ -532,6 +539,30 @@ fn render_report(
                 targets: vec![],
             });
         }
+        if adapter {
+            rows.push(Row {
+                metric: "pre-model: request received (handler entry) → model request sent".into(),
+                mode: r.mode.clone(),
+                summary: col(&|t| premodel::to_model_sent(t, &r.spans)),
+                targets: vec![],
+            });
+        }
+        rows.push(Row {
+            metric: if adapter {
+                "pre-model: request received (handler entry) → model has the request".into()
+            } else {
+                "pre-model: request sent → model has the request".into()
+            },
+            mode: r.mode.clone(),
+            summary: col(&|t| premodel::to_model_received(t)),
+            targets: vec![],
+        });
+        rows.push(Row {
+            metric: "TTFT as the user sees it minus the model's own TTFT".into(),
+            mode: r.mode.clone(),
+            summary: col(&|t| premodel::user_ttft_minus_model(t)),
+            targets: vec![],
+        });
         rows.push(Row {
             metric: "server-added TTFT".into(),
             mode: r.mode.clone(),
@@ -601,6 +632,7 @@ fn render_report(
     }
     let _ = writeln!(out, "### Per turn\n");
     let _ = writeln!(out, "{}", stats::latency_table(&rows));
+    let _ = writeln!(out, "{}", calls_table(runs));
 
     let mut figures = Vec::new();
     for r in runs {
@@ -696,6 +728,36 @@ fn render_report(
         }
     }
     let _ = writeln!(out);
+    out
+}
+
+/// DynamoDB calls per turn (adapter runs, from the product's spans; see
+/// `premodel`): min / median / max over the measured turns.
+fn calls_table(runs: &[Run]) -> String {
+    let mut out = String::from(
+        "### DynamoDB calls per turn (Stop polls aside), min / median / max\n\n\
+         | mode | requests before the model | round trips in series before the model | requests per turn |\n\
+         |---|---|---|---|\n",
+    );
+    for r in runs.iter().filter(|r| !r.spans.is_empty()) {
+        let calls: Vec<premodel::Calls> = r.turns.iter().filter_map(|t| premodel::calls(t, &r.spans)).collect();
+        let spread = |f: fn(&premodel::Calls) -> usize| {
+            let mut v: Vec<usize> = calls.iter().map(f).collect();
+            v.sort_unstable();
+            match (v.first(), v.get(v.len() / 2), v.last()) {
+                (Some(a), Some(m), Some(b)) => format!("{a} / {m} / {b}"),
+                _ => "–".into(),
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            r.mode,
+            spread(|c| c.before_model),
+            spread(|c| c.in_series_before_model),
+            spread(|c| c.per_turn)
+        );
+    }
     out
 }
 

@@ -1,6 +1,7 @@
 //! How long the product's own DynamoDB calls take inside a turn, from its
 //! `ddb.*` tracing spans (`shared::store::dynamo` wraps every call in one,
-//! named by operation, with a `what` field). A tracing layer in the bench
+//! named by operation, with a `what` field), and when its model requests
+//! leave (`llm.request`). A tracing layer in the bench
 //! process times each such span from creation to close; it sees the adapter
 //! mode, where the handler runs in this process. Nothing else is enabled, so
 //! the layer adds no logging work to the turn.
@@ -26,8 +27,9 @@ impl SpanTimes {
     /// Installs the timing layer as this process's subscriber.
     pub fn install() -> SpanTimes {
         let times = SpanTimes::default();
-        let layer = Timer(times.clone())
-            .with_filter(tracing_subscriber::filter::filter_fn(|m| m.is_span() && m.name().starts_with("ddb.")));
+        let layer = Timer(times.clone()).with_filter(tracing_subscriber::filter::filter_fn(|m| {
+            m.is_span() && (m.name().starts_with("ddb.") || m.name().starts_with("llm."))
+        }));
         let _ = tracing_subscriber::registry().with(layer).try_init();
         times
     }

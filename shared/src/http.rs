@@ -16,7 +16,6 @@ use crate::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
 use crate::store::cache::DynamoContextCache;
 use crate::store::dynamo::DynamoStore;
 use crate::store::entities::EntityStore;
-use crate::store::summary::DynamoSummaryStore;
 use crate::summary::{NoTurnEvents, SqsTurnEvents, SummaryConfig, TurnEvents};
 use crate::tools::ToolRegistry;
 use crate::turn::{self, TurnDeps, ValidTurn};
@@ -69,7 +68,6 @@ impl StreamApp {
         let (dynamo_for_cache, table_for_cache) = (dynamo.clone(), config.table_name.clone());
         let agent_state: Arc<dyn AgentStateStore> =
             Arc::new(DynamoAgentStateStore::new(dynamo.clone(), config.table_name.clone()));
-        let summaries = Arc::new(DynamoSummaryStore::new(dynamo, config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let auth = crate::edge::authenticator(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
@@ -83,7 +81,6 @@ impl StreamApp {
             agent_state: Some(agent_state),
             context: Arc::new(context),
             counter,
-            summaries,
             events,
             event_wait,
         };

@@ -204,6 +204,8 @@ pub struct Seen {
     pub fault: Option<Action>,
     /// When it came in.
     pub at: tokio::time::Instant,
+    /// When its answer went out (`None`: not yet, or dropped).
+    pub answered: Option<tokio::time::Instant>,
 }
 
 impl Seen {
@@ -234,8 +236,8 @@ struct State {
 }
 
 impl State {
-    /// Records the request and decides its fault.
-    fn admit(&mut self, op: Op, body: &str) -> Option<Action> {
+    /// Records the request and decides its fault; the index of its record.
+    fn admit(&mut self, op: Op, body: &str) -> (usize, Option<Action>) {
         let mut action = None;
         for rule in &mut self.rules {
             let f = &rule.fault;
@@ -248,8 +250,9 @@ impl State {
                 action = Some(f.action);
             }
         }
-        self.seen.push(Seen { op, body: body.to_string(), fault: action, at: tokio::time::Instant::now() });
-        action
+        let at = tokio::time::Instant::now();
+        self.seen.push(Seen { op, body: body.to_string(), fault: action, at, answered: None });
+        (self.seen.len() - 1, action)
     }
 }
 
@@ -394,7 +397,22 @@ async fn handle(
     let (parts, body) = req.into_parts();
     let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let target = parts.headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let action = state.lock().unwrap().admit(Op::from_target(target), &String::from_utf8_lossy(&body));
+    let (seen, action) = state.lock().unwrap().admit(Op::from_target(target), &String::from_utf8_lossy(&body));
+    let answer = answer(action, &http, &upstream, &parts, body).await;
+    if answer.is_ok() {
+        state.lock().unwrap().seen[seen].answered = Some(tokio::time::Instant::now());
+    }
+    answer
+}
+
+/// What the client gets for a request under `action`.
+async fn answer(
+    action: Option<Action>,
+    http: &reqwest::Client,
+    upstream: &str,
+    parts: &http::request::Parts,
+    body: Bytes,
+) -> Result<Answer, Dropped> {
     match action {
         Some(Action::Throttle(Throttle::ThrottlingException)) => {
             return Ok(dynamo_error(400, "ThrottlingException", "Rate of requests exceeds the allowed throughput."))
@@ -411,7 +429,7 @@ async fn handle(
         Some(Action::Delay(d)) => tokio::time::sleep(d).await,
         Some(Action::LostResponse(_)) | None => {}
     }
-    let answer = forward(&http, &upstream, &parts, body).await;
+    let answer = forward(http, upstream, parts, body).await;
     match action {
         Some(Action::LostResponse(Lost::Answer500)) => Ok(server_error()),
         Some(Action::LostResponse(Lost::DropConnection)) => Err(Dropped),

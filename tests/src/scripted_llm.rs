@@ -167,6 +167,8 @@ struct State {
     requests: Vec<serde_json::Value>,
     /// (when, text) for every text chunk written.
     sent: Vec<(Instant, String)>,
+    /// When each request's head arrived (for the bench's pre-model time).
+    arrived: Vec<Instant>,
     in_flight: usize,
     max_in_flight: usize,
     /// Requests refused by the history validator, not yet taken by the test.
@@ -261,6 +263,11 @@ impl ScriptedLlm {
     }
 
     /// When each text chunk was written.
+    /// When each request's head arrived, in order.
+    pub fn arrivals(&self) -> Vec<Instant> {
+        self.state.lock().unwrap().arrived.clone()
+    }
+
     pub fn sent(&self) -> Vec<(Instant, String)> {
         self.state.lock().unwrap().sent.clone()
     }
@@ -366,6 +373,7 @@ async fn handle(
     req: hyper::Request<hyper::body::Incoming>,
 ) -> Result<hyper::Response<Either>, Infallible> {
     use http_body_util::BodyExt;
+    state.lock().unwrap().arrived.push(Instant::now());
     let path = req.uri().path().to_string();
     let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     if !path.ends_with("/chat/completions") {

@@ -112,3 +112,39 @@ async fn prewarm_then_the_first_turn_hits() {
     let after = cache.cached_entry(&user("alice"), &scope).await.unwrap().unwrap();
     assert_eq!(after.built_at, warmed.built_at, "not rebuilt");
 }
+
+/// A hit renews the cache's use mark (what keeps it on the prewarm schedule)
+/// once it is a minute old, beside the model call; a fresher mark is left as
+/// it is, so a turn on a warm cache costs no extra write.
+#[tokio::test]
+async fn a_hit_renews_the_use_mark_only_once_it_is_a_minute_old() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let t = TestApp::new().await;
+    let p = project(&t, "alice").await;
+    let cache = DynamoContextCache::new(t.dynamo.clone(), t.table.clone());
+    let scope = ToolScope::Project { project: p.clone() };
+    let body = json!({"message": "status?", "context_type": "project", "projectFocus": {"projectId": p.to_string()}});
+    let first = t.turn("alice", body.clone()).await;
+    let mut again = body;
+    again["session_id"] = json!(first.session_id());
+    let marked = cache.cached_entry(&user("alice"), &scope).await.unwrap().unwrap().last_used;
+
+    assert_eq!(cache_of(&t.turn("alice", again.clone()).await), Some(CacheStatus::Hit));
+    assert_eq!(cache.cached_entry(&user("alice"), &scope).await.unwrap().unwrap().last_used, marked, "fresh: kept");
+
+    let (pk, sk) = (shared::store::cache::cache_pk(&user("alice")), shared::store::cache::cache_sk(&scope));
+    let old = shared::now_ms() - 5 * 60_000;
+    t.dynamo
+        .update_item()
+        .table_name(&t.table)
+        .key("pk", AttributeValue::S(pk))
+        .key("sk", AttributeValue::S(sk))
+        .update_expression("SET last_used = :u")
+        .expression_attribute_values(":u", AttributeValue::N(old.to_string()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cache_of(&t.turn("alice", again).await), Some(CacheStatus::Hit));
+    let renewed = cache.cached_entry(&user("alice"), &scope).await.unwrap().unwrap().last_used;
+    assert!(renewed > old + 60_000, "renewed by the turn, before its done: {renewed} vs {old}");
+}

@@ -43,10 +43,10 @@ impl ContextConfig {
         TokenCounter::from_setting(&self.tokenizer, model)
     }
 
-    /// How many stored messages to load for one request: the message budget
-    /// plus room for the tool results that ride along with their calls and
-    /// for messages the builder will drop.
+    /// How many stored messages to load for one request: no more than the
+    /// budget can send. It counts every message sent, tool calls and results
+    /// included, the current one too, so this leaves one to spare.
     pub fn load_limit(&self) -> usize {
-        (self.budget.max_messages * 2).clamp(1, 1000)
+        self.budget.max_messages.clamp(1, 1000)
     }
 }

@@ -169,7 +169,9 @@ impl OpenAiClient {
         if let Some(key) = &self.cfg.api_key {
             rb = rb.bearer_auth(key);
         }
-        let resp = match timeout_at(deadline, rb.send()).await {
+        // The span marks when the request leaves (the bench's pre-model time).
+        let sent = rb.send().instrument(tracing::debug_span!("llm.request"));
+        let resp = match timeout_at(deadline, sent).await {
             Err(_) => return Err(LlmError::Timeout(FIRST_TOKEN).into()),
             Ok(Err(e)) if e.is_timeout() => return Err(LlmError::Timeout("connect").into()),
             Ok(Err(e)) => return Err(LlmError::Connect(error_chain(&e)).into()),

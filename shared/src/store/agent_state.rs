@@ -152,7 +152,7 @@ fn put(
     put.build().map_err(|e| StoreError::Backend(e.to_string()))
 }
 
-fn from_item(item: &HashMap<String, AttributeValue>) -> Result<(AgentState, u64), StoreError> {
+pub(crate) fn from_item(item: &HashMap<String, AttributeValue>) -> Result<(AgentState, u64), StoreError> {
     let data =
         item.get("data").and_then(|v| v.as_s().ok()).ok_or_else(|| StoreError::Corrupt("agent state data".into()))?;
     let version = item

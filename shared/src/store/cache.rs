@@ -111,7 +111,7 @@ pub trait ContextCache: Send + Sync {
     /// The cached pack for this user and scope and the project version it was
     /// built from: one `GetItem` (eventually consistent). Serve it only if the
     /// version equals the project's current one (see the module docs).
-    async fn cached_pack(&self, user: &UserId, scope: &ToolScope) -> Result<Option<(ContextPack, u64)>, StoreError>;
+    async fn cached_pack(&self, user: &UserId, scope: &ToolScope) -> Result<Option<CachedPack>, StoreError>;
 
     /// Stores a pack built just now (`build_ms`: how long it took), stamped
     /// with `pack.version`, and marks the cache used now. Never replaces a
@@ -356,8 +356,8 @@ impl DynamoContextCache {
 
 #[async_trait::async_trait]
 impl ContextCache for DynamoContextCache {
-    async fn cached_pack(&self, user: &UserId, scope: &ToolScope) -> Result<Option<(ContextPack, u64)>, StoreError> {
-        Ok(self.cached_entry(user, scope).await?.map(|c| (c.pack, c.version)))
+    async fn cached_pack(&self, user: &UserId, scope: &ToolScope) -> Result<Option<CachedPack>, StoreError> {
+        self.cached_entry(user, scope).await
     }
 
     async fn put_pack(

@@ -17,8 +17,10 @@
 //!   was lost succeeds when retried by the same turn.
 
 use super::attr::{backend, get_n, get_s, is_conditional, n, s, session_alive, DELETING};
-use super::keys::{self, GSI1, MSG_END, MSG_PREFIX, RUN_CLAIM_SK, SESSION_SK};
-use super::{DeleteProgress, Lease, MessagesFrom, RunClaim, SessionsPage, Store, StoreError, TurnEnd, TurnStart};
+use super::keys::{self, AGENT_STATE_SK, GSI1, MSG_END, MSG_PREFIX, RUN_CLAIM_SK, SESSION_SK, SUMMARY_SK};
+use super::{
+    DeleteProgress, Lease, MessagesFrom, RecentLog, RunClaim, SessionsPage, Store, StoreError, TurnEnd, TurnStart,
+};
 use crate::ids::{MessageId, RunId, SessionId, TurnId, UserId};
 use crate::message::StoredMessage;
 use crate::session::{ContextType, Session, SessionStatus, SessionView, TurnRecord};
@@ -365,7 +367,7 @@ fn new_session_item(user: &UserId, view: &SessionView, lease: &Lease) -> Item {
         item.insert("focus".into(), s(f.to_string()));
     }
     item.insert("status".into(), s("active"));
-    item.insert("message_count".into(), n(0));
+    item.insert("message_count".into(), n(view.message_count));
     item.insert("created_at".into(), n(view.created_at));
     item.insert("last_activity_at".into(), n(view.last_activity_at));
     item.insert("prompt_tokens".into(), n(0));
@@ -373,6 +375,16 @@ fn new_session_item(user: &UserId, view: &SessionView, lease: &Lease) -> Item {
     item.insert("lease_turn".into(), s(lease.turn_id.as_str()));
     item.insert("lease_until".into(), n(lease.until_ms));
     item
+}
+
+/// A turn's record as written at its start (its end is recorded beside `data`).
+fn turn_item(user: &UserId, session: &SessionId, start: &TurnStart) -> Result<Item, StoreError> {
+    let mut item = DynamoStore::key(keys::session_pk(user, session), keys::turn_sk(&start.turn.run_id));
+    item.insert("kind".into(), s("turn"));
+    item.insert("turn_id".into(), s(start.turn.turn_id.as_str()));
+    let data = serde_json::to_string(&start.turn).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    item.insert("data".into(), s(data));
+    Ok(item)
 }
 
 /// The user's claim on `run` for `turn` in `session`, expiring after
@@ -532,6 +544,36 @@ impl Store for DynamoStore {
         }
     }
 
+    async fn open_session(
+        &self,
+        user: &UserId,
+        view: &SessionView,
+        lease: &Lease,
+        start: &TurnStart,
+    ) -> Result<(), StoreError> {
+        let (run, seq) = (&start.turn.run_id, start.user_message.seq);
+        let stored = SessionView {
+            message_count: seq,
+            last_activity_at: start.user_message.created_at,
+            title: view.title.clone().or_else(|| start.title.clone()),
+            ..view.clone()
+        };
+        let writes = MessageWrites::of(user, [&start.user_message])?;
+        // Item order matters below: the session, the claim.
+        let mut items = vec![
+            put(&self.table, new_session_item(user, &stored, lease), "attribute_not_exists(pk)")?,
+            put(&self.table, run_claim_item(user, run, &view.id, &lease.turn_id), "attribute_not_exists(pk)")?,
+            put(&self.table, turn_item(user, &view.id, start)?, "attribute_not_exists(pk)")?,
+        ];
+        let first = items.len();
+        items.extend(writes.puts(&self.table)?);
+        match self.commit_messages(&writes, items, first, "open_session").await? {
+            Commit::Done => Ok(()),
+            c if c.any_failed() => self.why_not_created(user, view, lease, run).await.map(|_| ()),
+            Commit::Cancelled(codes) => Err(StoreError::Backend(format!("open_session cancelled: {codes:?}"))),
+        }
+    }
+
     async fn run_claim(&self, user: &UserId, run: &RunId) -> Result<Option<RunClaim>, StoreError> {
         let out = self
             .client
@@ -639,6 +681,39 @@ impl Store for DynamoStore {
         .await
     }
 
+    async fn recent_log(&self, user: &UserId, session: &SessionId, limit: usize) -> Result<RecentLog, StoreError> {
+        let limit = limit.clamp(1, 1000);
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
+            .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
+            .expression_attribute_values(":a", s(MSG_PREFIX))
+            .expression_attribute_values(":b", s(keys::LOG_END))
+            .scan_index_forward(false)
+            // The summary and the agent state come first, when they exist.
+            .limit(limit as i32 + 2)
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.query", what = "recent_log"))
+            .await
+            .map_err(backend)?;
+        let mut log = RecentLog { messages: Vec::new(), summary: Ok(None), agent_state: Ok(None) };
+        let mut messages = Vec::new();
+        for item in out.items() {
+            match get_s(item, "sk") {
+                Some(SUMMARY_SK) => log.summary = super::summary::from_item(item).map(Some),
+                Some(AGENT_STATE_SK) => log.agent_state = super::agent_state::from_item(item).map(Some),
+                _ if messages.len() < limit => messages.push(item),
+                _ => {}
+            }
+        }
+        log.messages = futures::future::try_join_all(messages.into_iter().map(|i| self.message_from_item(i))).await?;
+        log.messages.reverse();
+        Ok(log)
+    }
+
     async fn turn_by_run(
         &self,
         user: &UserId,
@@ -674,15 +749,8 @@ impl Store for DynamoStore {
     }
 
     async fn start_turn(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<(), StoreError> {
-        let pk = keys::session_pk(user, session);
         let turn_id = &start.turn.turn_id;
-        let mut turn_item = Self::key(pk.clone(), keys::turn_sk(&start.turn.run_id));
-        turn_item.insert("kind".into(), s("turn"));
-        turn_item.insert("turn_id".into(), s(turn_id.as_str()));
-        turn_item.insert(
-            "data".into(),
-            s(serde_json::to_string(&start.turn).map_err(|e| StoreError::Corrupt(e.to_string()))?),
-        );
+        let turn_item = turn_item(user, session, start)?;
         let claim = Put::builder()
             .table_name(&self.table)
             .set_item(Some(run_claim_item(user, &start.turn.run_id, session, turn_id)))

@@ -55,15 +55,26 @@ pub fn sessions_gsi_sk(last_activity_ms: i64, session: &SessionId) -> String {
     format!("{:013}#{session}", last_activity_ms.max(0))
 }
 
-/// The session's current rolling summary (the compare-and-set target).
-pub const SUMMARY_SK: &str = "SUMMARY";
+/// The upper bound of a turn's read of the log: the newest messages and,
+/// sorting right after them, the items the next prompt needs (the current
+/// summary and the agent state). One descending `Query` from here returns
+/// them all, so a turn reads its log in one request.
+pub const LOG_END: &str = "MSG~~";
 
-/// The session's agent state (one versioned item, compare-and-set on `version`).
-pub const AGENT_STATE_SK: &str = "AGENT_STATE";
+/// The session's current rolling summary (the compare-and-set target). It
+/// sorts after every message and before [`LOG_END`].
+pub const SUMMARY_SK: &str = "MSG~SUMMARY";
+
+/// The session's agent state (one versioned item, compare-and-set on
+/// `version`). It sorts after every message and before [`LOG_END`].
+pub const AGENT_STATE_SK: &str = "MSG~AGENT_STATE";
+
+/// The prefix of the audit copies of committed summaries.
+pub const SUMMARY_VERSION_PREFIX: &str = "SUMMARY#";
 
 /// One committed summary version, kept for audit (never overwritten).
 pub fn summary_version_sk(version: u64) -> String {
-    format!("{SUMMARY_SK}#{version:010}")
+    format!("{SUMMARY_VERSION_PREFIX}{version:010}")
 }
 
 #[cfg(test)]
@@ -79,5 +90,16 @@ mod tests {
         assert!(SESSION_SK > MSG_END);
         let body = message_body_sk(9, &MessageId::new(), 3);
         assert!(body.as_str() < MSG_PREFIX, "body chunks are outside the message range");
+    }
+
+    #[test]
+    fn the_log_read_ends_with_the_summary_and_the_agent_state_and_nothing_else() {
+        for sk in [SUMMARY_SK, AGENT_STATE_SK] {
+            assert!(sk > message_sk(9_999_999_999).as_str() && sk > MSG_END && sk < LOG_END, "{sk}");
+        }
+        for other in [SESSION_SK.to_string(), summary_version_sk(1), turn_sk(&RunId::parse("r1").unwrap())] {
+            assert!(other.as_str() > LOG_END || other.as_str() < MSG_PREFIX, "{other}");
+        }
+        assert!(tool_output_prefix("c").as_str() > LOG_END);
     }
 }

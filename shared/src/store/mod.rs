@@ -15,19 +15,21 @@
 //! | tool output chunk (≤ 300 000 bytes each) | `U#<user>#S#<session>` | `OUT#<base64url call id>#<chunk, 4 digits>` | — |
 //! | turn record | `U#<user>#S#<session>` | `TURN#<stream_run_id>` | — |
 //! | run claim: which session and turn used a `stream_run_id` (TTL `ttl`, 7 days) | `U#<user>#RUN#<stream_run_id>` | `RUN` | — |
-//! | rolling summary (current) | `U#<user>#S#<session>` | `SUMMARY` | — |
+//! | rolling summary (current) | `U#<user>#S#<session>` | `MSG~SUMMARY` | — |
 //! | rolling summary version (audit) | `U#<user>#S#<session>` | `SUMMARY#<version, 10 digits>` | — |
-//! | agent state (one versioned item) | `U#<user>#S#<session>` | `AGENT_STATE` | — |
+//! | agent state (one versioned item) | `U#<user>#S#<session>` | `MSG~AGENT_STATE` | — |
 //! | context-pack cache (prewarm; TTL `ttl`) | `U#<user>#CACHE` | `<scope>#<project or ->#<entity or ->#<entity kind or ->` | `CACHE#ACTIVE` / `<last_used_ms, 13 digits>#<user>#<sk>` (sparse: cache items only) |
 //! | prewarm refresh checkpoint | `PREWARM#SWEEP` | `CHECKPOINT` | — |
 //!
 //! | access pattern | operation and key condition |
 //! |---|---|
 //! | a session by id | `GetItem pk, sk=SESSION` (consistent) |
+//! | open a session with its first turn (leased) | `TransactWriteItems`: put session (must not exist; `message_count` 1) + put run claim (must not exist) + put turn record + put user message; a failed condition is read as for "create a session" |
 //! | create a session (leased) and claim its first turn's run | `TransactWriteItems`: put session (must not exist) + put run claim (must not exist); on a failed condition one read of each tells our own lost-answer retry (success) from another turn's claim (`DuplicateRun`) |
 //! | take the turn lease (and read the session) | `UpdateItem pk, sk=SESSION`, condition: exists, active, lease free, expired or already ours; `ReturnValues=ALL_NEW` |
 //! | renew the lease | `UpdateItem sk=SESSION SET lease_until`, condition: ours, not deleting |
 //! | last N messages, newest first | `Query pk=:pk AND sk BETWEEN "MSG#" AND "MSG$"`, `ScanIndexForward=false`, `Limit=N`; then, per chunked message only, `Query pk AND sk BETWEEN BODY#<seq>#<id>#0000 AND …#<n-1>` |
+//! | a turn's read of its log: the current summary, the agent state and the last N messages | `Query pk=:pk AND sk BETWEEN "MSG#" AND "MSG~~"`, `ScanIndexForward=false`, `Limit=N+2` (the summary and the agent state sort right after the messages); chunked bodies as above |
 //! | has this `stream_run_id` been seen in this session | `GetItem pk, sk=TURN#<run>` (consistent) |
 //! | who used this `stream_run_id`, in any session of the user | `GetItem pk=U#<user>#RUN#<run>, sk=RUN` (consistent) |
 //! | a user's sessions, most recently active first (one page) | `Query GSI1 gsi1pk=U#<user>#SESSIONS`, `ScanIndexForward=false`, `Limit`, `ExclusiveStartKey` from the cursor |
@@ -39,13 +41,13 @@
 //! | a tool output too large for the log | `PutItem`s of its chunks, then `GetItem sk=SESSION` (alive? else the chunks are deleted again and the write fails); read back by `Query begins_with(sk, OUT#<call>#)` |
 //! | store a tool round | the body chunks of large messages (`PutItem`s), then `TransactWriteItems`: put ≤ 9 messages + update session `message_count` (we must hold the lease; not deleting); a cancelled transaction deletes its chunks again |
 //! | finish a turn | the body chunks of large messages, then `TransactWriteItems`: put assistant message(s) + update turn record + update session stats and release the lease (we must hold it; not deleting) |
-//! | the current rolling summary | `GetItem pk, sk=SUMMARY` (consistent) |
-//! | commit a summary (compare-and-set) | `TransactWriteItems`: put `SUMMARY` (condition `version = n-1 AND attribute_not_exists(deltas_pending)`, or not exists for 1; `deltas_pending = true` when its agent-state deltas are still to apply) + put `SUMMARY#<n, 10 digits>` (must not exist; audit copy) + condition check `SESSION` (exists, not deleting) |
-//! | apply a summary's pending agent-state deltas | `TransactWriteItems`: put `AGENT_STATE` (compare-and-set as below) + update `SUMMARY` `REMOVE deltas_pending` (condition `version = n AND attribute_exists(deltas_pending)`); without the put when they cannot apply |
+//! | the current rolling summary | `GetItem pk, sk=MSG~SUMMARY` (consistent) |
+//! | commit a summary (compare-and-set) | `TransactWriteItems`: put `MSG~SUMMARY` (condition `version = n-1 AND attribute_not_exists(deltas_pending)`, or not exists for 1; `deltas_pending = true` when its agent-state deltas are still to apply) + put `SUMMARY#<n, 10 digits>` (must not exist; audit copy) + condition check `SESSION` (exists, not deleting) |
+//! | apply a summary's pending agent-state deltas | `TransactWriteItems`: put `MSG~AGENT_STATE` (compare-and-set as below) + update `MSG~SUMMARY` `REMOVE deltas_pending` (condition `version = n AND attribute_exists(deltas_pending)`); without the put when they cannot apply |
 //! | a session's summary versions (audit) | `Query pk AND begins_with(sk, "SUMMARY#")` |
-//! | the agent state and its version | `GetItem pk, sk=AGENT_STATE` (consistent) |
-//! | save the agent state (compare-and-set) | `PutItem pk, sk=AGENT_STATE`, `version = n+1`, condition `version = n` (or not exists for 0); then `GetItem sk=SESSION` (alive? else deleted again, `NotFound`) |
-//! | clear the agent state (session closed) | `DeleteItem pk, sk=AGENT_STATE` |
+//! | the agent state and its version | `GetItem pk, sk=MSG~AGENT_STATE` (consistent) |
+//! | save the agent state (compare-and-set) | `PutItem pk, sk=MSG~AGENT_STATE`, `version = n+1`, condition `version = n` (or not exists for 0); then `GetItem sk=SESSION` (alive? else deleted again, `NotFound`) |
+//! | clear the agent state (session closed) | `DeleteItem pk, sk=MSG~AGENT_STATE` |
 //! | a cached context pack and its project version | `GetItem pk=U#<user>#CACHE, sk=<scope key>` (see [`cache`]) |
 //! | store a context pack | `PutItem`, condition: missing or `version <= :built_from` |
 //! | caches used in the last N minutes, oldest first (scheduled refresh) | `Query GSI1 gsi1pk=CACHE#ACTIVE AND gsi1sk BETWEEN <checkpoint or now-N> AND <now>`, pages of `Limit` |
@@ -150,6 +152,19 @@ pub struct TurnStart {
     pub title: Option<String>,
 }
 
+/// A turn's read of its session's log (one request, [`Store::recent_log`]):
+/// the newest messages and the items that sort right after them. A summary
+/// or agent state that cannot be parsed is an `Err` of its own: the turn goes
+/// on without it.
+#[derive(Debug)]
+pub struct RecentLog {
+    /// Oldest first.
+    pub messages: Vec<StoredMessage>,
+    pub summary: Result<Option<summary::SessionSummary>, StoreError>,
+    /// The stored agent state and its version.
+    pub agent_state: Result<Option<(crate::agent_state::AgentState, u64)>, StoreError>,
+}
+
 /// What a turn writes when it ends.
 #[derive(Debug, Clone)]
 pub struct TurnEnd {
@@ -199,6 +214,19 @@ pub trait Store: Send + Sync {
         run: &RunId,
     ) -> Result<Session, StoreError>;
 
+    /// Creates a new session with its first turn started, in one
+    /// transaction: the session (leased to `lease.turn_id`, counting the user
+    /// message), the user's claim on the run id, the turn record and the user
+    /// message. `DuplicateRun` when another turn already claimed the run id; a
+    /// retry of our own write (claim and session already ours) is Ok.
+    async fn open_session(
+        &self,
+        user: &UserId,
+        view: &SessionView,
+        lease: &Lease,
+        start: &TurnStart,
+    ) -> Result<(), StoreError>;
+
     /// The claim on `run` for this user, if any (consistent read).
     async fn run_claim(&self, user: &UserId, run: &RunId) -> Result<Option<RunClaim>, StoreError>;
 
@@ -222,6 +250,10 @@ pub trait Store: Send + Sync {
         session: &SessionId,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, StoreError>;
+
+    /// The last `limit` messages with the session's current summary and
+    /// agent state, in one request (they sort right after the messages).
+    async fn recent_log(&self, user: &UserId, session: &SessionId, limit: usize) -> Result<RecentLog, StoreError>;
 
     async fn turn_by_run(
         &self,

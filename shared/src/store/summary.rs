@@ -133,7 +133,7 @@ pub struct DynamoSummaryStore {
 
 type Item = HashMap<String, AttributeValue>;
 
-fn from_item(item: &Item) -> Result<SessionSummary, StoreError> {
+pub(crate) fn from_item(item: &Item) -> Result<SessionSummary, StoreError> {
     let data =
         item.get("data").and_then(|v| v.as_s().ok()).ok_or_else(|| StoreError::Corrupt("summary data".into()))?;
     let mut summary: SessionSummary =
@@ -263,7 +263,7 @@ impl SummaryStore for DynamoSummaryStore {
                 .table_name(&self.table)
                 .key_condition_expression("pk = :pk AND begins_with(sk, :v)")
                 .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
-                .expression_attribute_values(":v", s(format!("{SUMMARY_SK}#")))
+                .expression_attribute_values(":v", s(keys::SUMMARY_VERSION_PREFIX))
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
                 .send()

@@ -1,24 +1,29 @@
-//! Phase 2 of a turn: what the model is asked. The scope's context pack (from
-//! the prewarm cache when still current), the session's agent state, the
-//! system prompt, the tools offered, and the history cut to the token budget;
-//! `context_usage` tells the client what was kept.
+//! Phase 2 of a turn: what the model is asked. The system prompt (with the
+//! scope's context pack and the agent state, both read by [`super::start`] in
+//! its round trip), the tools offered, and the history cut to the token
+//! budget; `context_usage` tells the client what was kept. Nothing here
+//! waits on I/O.
 //!
-//! Nothing here fails the turn: a pack or agent state that cannot be loaded
-//! leaves the prompt without it.
+//! Also here: which pack a turn reads ([`pack_scope`]) and how
+//! ([`load_pack`]: from the prewarm cache when still current). Nothing here
+//! fails the turn: a pack that cannot be loaded leaves the prompt without it.
 
+use super::lease::Exit;
 use super::start::Started;
 use super::tools::{read_tool_output_definition, TurnScope};
 use super::TurnDeps;
-use crate::agent_state::{render, AgentState};
+use crate::agent_state::render;
 use crate::context::pack::{build_pack, ContextPack};
 use crate::context::{build_context, CalibrationLine, ContextBudget, ContextInput, SummaryRef, TokenCounter};
 use crate::entities::EntityService;
-use crate::ids::{SessionId, UserId};
+use crate::ids::{ProjectId, UserId};
 use crate::message::ChatMessage;
 use crate::prompt::{PromptBuilder, PromptInputs};
+use crate::session::SessionView;
 use crate::sse::{CacheStatus, EventSink, StreamEvent};
 use crate::store::cache::ContextCache;
 use crate::tools::ToolScope;
+use std::sync::Arc;
 
 /// The model's first request, and what counting it needs later.
 pub struct Prepared {
@@ -32,30 +37,41 @@ pub struct Prepared {
     pub counted: u64,
     /// Our counts to the model's tokens, as learnt so far.
     pub line: CalibrationLine,
-    /// The agent state and its stored version; `None`: not kept this turn.
-    pub agent_state: Option<(AgentState, u64)>,
 }
 
-pub async fn prepare(deps: &TurnDeps, user: &UserId, started: &Started, sink: &mut EventSink) -> Prepared {
+/// How often a cache hit renews the cache's use mark (the prewarm refresh
+/// keeps caches used in the last `PREWARM_ACTIVE_WINDOW_MINUTES` warm).
+const TOUCH_EVERY_MS: i64 = 60_000;
+
+/// A context pack read for a turn, and the scope it was read for.
+pub struct LoadedPack {
+    pub scope: ToolScope,
+    pub pack: ContextPack,
+    pub cache: Option<CacheStatus>,
+}
+
+/// The scope whose pack the turn's prompt gets; `None`: no pack to read (no
+/// ontology; or a new session in global scope, whose first turn reads
+/// nothing before the model: the global pack is only the list of projects,
+/// which `list_projects` gives the model when it needs them).
+pub fn pack_scope(deps: &TurnDeps, view: &SessionView, new_session: bool) -> Option<ToolScope> {
+    deps.entities.as_ref()?;
+    let scope = ToolScope::from_focus(view.context_type, view.entity_id.as_deref(), view.focus.as_ref());
+    (!new_session || scope != ToolScope::Global).then_some(scope)
+}
+
+pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -> Prepared {
     let view = &started.view;
     let scope =
         TurnScope { context_type: view.context_type, entity_id: view.entity_id.clone(), focus: view.focus.clone() };
-    let pack_scope = ToolScope::from_focus(view.context_type, view.entity_id.as_deref(), view.focus.as_ref());
-    let pack = async {
-        match &deps.entities {
-            Some(service) => Some(load_pack(service, deps.cache.as_deref(), user, &pack_scope).await),
-            None => None,
-        }
-    };
-    let (pack, agent_state) = tokio::join!(pack, load_agent_state(deps, user, &view.id));
-    let (pack, cache_status) = pack.map_or((None, None), |(p, c)| (Some(p), c));
-    let state_block = agent_state.as_ref().map(|(s, _)| render(s)).filter(|r| !r.is_empty());
+    let pack = started.pack.as_ref();
+    let state_block = started.agent_state.as_ref().map(|(s, _)| render(s)).filter(|r| !r.is_empty());
     let prompt = PromptBuilder::build(&PromptInputs {
         context_type: view.context_type,
         entity_id: view.entity_id.as_deref(),
         project_name: None,
         tools: deps.tools.is_some() && deps.config.tool_max_rounds > 0,
-        pack: pack.as_ref(),
+        pack: pack.map(|p| &p.pack),
         agent_state: state_block.as_deref(),
     });
     let offered = offered_tools(deps, &scope);
@@ -84,9 +100,9 @@ pub async fn prepare(deps: &TurnDeps, user: &UserId, started: &Started, sink: &m
     let mut usage = built.usage();
     usage.tokens_used = line.model_tokens(counted);
     usage.token_budget = deps.context.budget.max_tokens;
-    usage.cache = cache_status;
+    usage.cache = pack.and_then(|p| p.cache);
     let _ = sink.send(StreamEvent::ContextUsage(usage)).await;
-    Prepared { scope, messages: built.messages, offered, counter, tools_tokens, counted, line, agent_state }
+    Prepared { scope, messages: built.messages, offered, counter, tools_tokens, counted, line }
 }
 
 /// The tools offered in every round but the last: the same definitions each
@@ -102,41 +118,47 @@ fn offered_tools(deps: &TurnDeps, scope: &TurnScope) -> Vec<serde_json::Value> {
     }
 }
 
-async fn load_agent_state(deps: &TurnDeps, user: &UserId, sid: &SessionId) -> Option<(AgentState, u64)> {
-    let store = deps.agent_state.as_ref()?;
-    match store.load(user, sid).await {
-        Ok(Some(found)) => Some(found),
-        Ok(None) => Some((AgentState::new(sid.to_string()), 0)),
-        Err(e) => {
-            tracing::warn!(error = %e, "agent state not loaded");
-            None
-        }
-    }
-}
-
 /// The turn's context pack: from the prewarm cache when it was built from the
 /// project's current version (the cache read and the version read go out
 /// together), else built now and written back. Global packs carry no version,
-/// so they are always built (one query).
-async fn load_pack(
+/// so they are always built (one query). The cache's use mark is written
+/// beside the model call, not before it ([`Exit::defer`]), at most once a minute.
+pub async fn load_pack(deps: &TurnDeps, user: &UserId, scope: ToolScope, exit: &Exit) -> LoadedPack {
+    let Some(service) = &deps.entities else {
+        return LoadedPack { scope, pack: ContextPack::default(), cache: None };
+    };
+    let (pack, cache) = match (&deps.cache, scope.project()) {
+        (Some(cache), Some(project)) => cached_pack(service, cache, user, &scope, project, exit).await,
+        _ => (build_pack(service, user, &scope).await, None),
+    };
+    LoadedPack { scope, pack, cache }
+}
+
+async fn cached_pack(
     service: &EntityService,
-    cache: Option<&dyn ContextCache>,
+    cache: &Arc<dyn ContextCache>,
     user: &UserId,
     scope: &ToolScope,
+    project: &ProjectId,
+    exit: &Exit,
 ) -> (ContextPack, Option<CacheStatus>) {
-    let (Some(cache), Some(project)) = (cache, scope.project()) else {
-        return (build_pack(service, user, scope).await, None);
-    };
     let (cached, current) = tokio::join!(cache.cached_pack(user, scope), service.get_project(user, project));
     let current = match current {
         Ok(p) => p.version,
         // Not the user's (any more), or gone: never serve a cache for it.
         Err(_) => return (build_pack(service, user, scope).await, None),
     };
-    if let Ok(Some((pack, version))) = cached {
-        if version == current {
-            let _ = cache.touch(user, scope).await;
-            return (pack, Some(CacheStatus::Hit));
+    if let Ok(Some(hit)) = cached {
+        if hit.version == current {
+            // The prewarm schedule reads the use mark in minutes: marking
+            // every turn would only add a write per turn.
+            if crate::now_ms() - hit.last_used >= TOUCH_EVERY_MS {
+                let (cache, user, scope) = (cache.clone(), user.clone(), scope.clone());
+                exit.defer(tokio::spawn(async move {
+                    let _ = cache.touch(&user, &scope).await;
+                }));
+            }
+            return (hit.pack, Some(CacheStatus::Hit));
         }
     }
     let started = std::time::Instant::now();

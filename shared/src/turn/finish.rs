@@ -77,14 +77,11 @@ pub async fn finish(
     // transaction rather than after it, so `done` waits for one round trip
     // (docs/performance.md, finding 2). It records tool results that are
     // already committed, so it holds whether or not the answer is stored. A
-    // stored state that no tool result touched is left as it is (a new
-    // session's first turn stores its initial state).
+    // state that no tool result touched is not written (a session without
+    // one reads as a new state).
     let save_state = async {
-        let observed = state.observed;
-        if let (Some(states), Some((state, version))) = (&deps.agent_state, state.state) {
-            if observed || version == 0 {
-                save_agent_state(states.as_ref(), user, sid, state, version).await;
-            }
+        if let (Some(states), Some((state, version)), true) = (&deps.agent_state, state.state, state.observed) {
+            save_agent_state(states.as_ref(), user, sid, state, version).await;
         }
     };
     let (persisted, ()) = tokio::join!(deps.store.finish_turn(user, sid, &end), save_state);

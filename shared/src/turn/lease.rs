@@ -16,14 +16,15 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// What a turn leaves for its last step: lease releases still in flight, and
-/// the session it resolved (so even a panicking turn's `done` names it).
+/// What a turn leaves for its last step: writes still in flight (lease
+/// releases, bookkeeping kept off the model's path), and the session it
+/// resolved (so even a panicking turn's `done` names it).
 #[derive(Clone, Default)]
 pub struct Exit(Arc<Mutex<ExitInner>>);
 
 #[derive(Default)]
 struct ExitInner {
-    releases: Vec<JoinHandle<()>>,
+    pending: Vec<JoinHandle<()>>,
     session: Option<SessionId>,
 }
 
@@ -36,9 +37,14 @@ impl Exit {
         self.lock().session.clone()
     }
 
-    /// Waits for every release the turn's guards started.
+    /// A write that must land before `done` but not before the model call.
+    pub fn defer(&self, write: JoinHandle<()>) {
+        self.lock().pending.push(write);
+    }
+
+    /// Waits for every deferred write and every release the turn's guards started.
     pub async fn settled(&self) {
-        let pending = std::mem::take(&mut self.lock().releases);
+        let pending = std::mem::take(&mut self.lock().pending);
         for h in pending {
             let _ = h.await;
         }
@@ -58,6 +64,9 @@ pub struct LeaseGuard {
     turn_id: TurnId,
     exit: Exit,
     held: bool,
+    /// Held by the write that creates the session while it runs: a release
+    /// waits for it, so that it cannot land before the lease it gives back.
+    first_write: Option<Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl LeaseGuard {
@@ -71,7 +80,23 @@ impl LeaseGuard {
             turn_id: turn_id.clone(),
             exit: exit.clone(),
             held: true,
+            first_write: None,
         }
+    }
+
+    /// Spawns the write that creates the leased session (a new session's
+    /// lease is granted by that very write, which runs beside the model).
+    pub fn first_write<F>(&mut self, write: F) -> JoinHandle<Result<(), StoreError>>
+    where
+        F: std::future::Future<Output = Result<(), StoreError>> + Send + 'static,
+    {
+        let gate = Arc::new(tokio::sync::Mutex::new(()));
+        let held = gate.clone().try_lock_owned().expect("a new lock is free");
+        self.first_write = Some(gate);
+        tokio::spawn(async move {
+            let _held = held;
+            write.await
+        })
     }
 
     /// The turn's closing write released the lease in its own transaction.
@@ -99,12 +124,16 @@ impl Drop for LeaseGuard {
             return;
         }
         let (store, user, sid, turn) = (self.store.clone(), self.user.clone(), self.sid.clone(), self.turn_id.clone());
+        let first_write = self.first_write.take();
         let release = tokio::spawn(async move {
+            if let Some(gate) = first_write {
+                let _landed = gate.lock().await;
+            }
             if let Err(e) = store.release_lease(&user, &sid, &turn).await {
                 tracing::warn!(error = %e, "lease not released; it expires on its own");
             }
         });
-        self.exit.lock().releases.push(release);
+        self.exit.defer(release);
     }
 }
 

@@ -8,7 +8,9 @@
 //!
 //! Contract:
 //! - `agent_state: thinking` is on the wire before any I/O (the edge sends it);
-//! - the session is resolved (leased) while the last N messages load, in parallel;
+//! - one DynamoDB round trip before the model call for an existing session
+//!   (lease, log, run check and pack in parallel), none for a new one unless
+//!   its `stream_run_id` must be checked (docs/performance.md);
 //! - the user message is persisted concurrently with the model call;
 //! - every stream ends with `done`, `error` first when something failed — a
 //!   panic anywhere in the turn included — and all persistence finishes before
@@ -44,7 +46,6 @@ use crate::metrics::{Record, Unit};
 use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent};
 use crate::store::agent_state::AgentStateStore;
 use crate::store::cache::ContextCache;
-use crate::store::summary::SummaryStore;
 use crate::store::{Store, StoreError};
 use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
 use futures::FutureExt;
@@ -73,7 +74,6 @@ pub struct TurnDeps {
     /// Budgets of the context window.
     pub context: Arc<ContextConfig>,
     pub counter: TokenCounterCell,
-    pub summaries: Arc<dyn SummaryStore>,
     /// Where turn-end events go (the summarizer's queue), and the longest a
     /// turn waits for the send before leaving it in the background.
     pub events: Arc<dyn TurnEvents>,
@@ -185,9 +185,9 @@ async fn run(
         Err(refused) => return (refused_done(deps, user, turn, turn_id, refused, sink).await, None),
     };
     let sid = started.view.id.clone();
-    let prepared = context::prepare(deps, user, &started, sink).await;
+    let prepared = context::prepare(deps, &started, sink).await;
     let watch = started.lease.watch(&deps.config);
-    let mut agent_state = prepared.agent_state;
+    let mut agent_state = started.agent_state;
     let mut model_loop = ModelLoop {
         llm: deps.llm.as_ref(),
         tools: deps.tools.as_deref(),

@@ -1,21 +1,27 @@
-//! Phase 1 of a turn: resolve the session and take its lease, load what the
-//! prompt needs from the log (history, summary) in the same round trip, check
-//! the run id, announce the session, and start storing the user message while
-//! the model works.
+//! Phase 1 of a turn: resolve the session and take its lease, and read what
+//! the prompt needs in that same round trip: the log (history, summary and
+//! agent state in one query), the run check, and the context pack when the
+//! request names its scope. A new session reads nothing: its one write (the
+//! session, the run claim, the turn record and the user message) goes out
+//! beside the model call — before it only when a `stream_run_id` must be
+//! checked, so that a retried first turn never calls the model again.
 //!
 //! Contract: either the turn may go on ([`Started`], holding the lease in a
 //! guard), or it is [`Refused`] with nothing written by this turn; a retried
 //! `stream_run_id` is recognised per user, across sessions, and answered from
 //! what the first request stored ([`super::retry`]).
 
+use super::context::{self, LoadedPack};
 use super::lease::{Exit, LeaseGuard};
 use super::{TurnDeps, ValidTurn};
+use crate::agent_state::AgentState;
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{Role, StoredMessage};
 use crate::session::{title_from_message, Session, SessionView, TurnRecord, TurnStatus};
 use crate::sse::{EventSink, Focus, StreamEvent};
 use crate::store::summary::SessionSummary;
-use crate::store::{Lease, StoreError, TurnStart};
+use crate::store::{Lease, RecentLog, StoreError, TurnStart};
+use futures::future::OptionFuture;
 use tokio::task::JoinHandle;
 
 /// A turn that holds its session and may call the model.
@@ -26,10 +32,16 @@ pub struct Started {
     pub view: SessionView,
     pub history: Vec<StoredMessage>,
     pub summary: Option<SessionSummary>,
+    /// The agent state and its stored version (0: none stored); `None`: not
+    /// kept this turn.
+    pub agent_state: Option<(AgentState, u64)>,
+    /// The context pack, when it was read in this phase.
+    pub pack: Option<LoadedPack>,
     pub lease: LeaseGuard,
     pub run_id: RunId,
     pub user_message: StoredMessage,
-    /// The start record's write, running beside the model call.
+    /// The start record's write, running beside the model call (done already
+    /// when it had to be awaited).
     pub persist_user: JoinHandle<Result<(), StoreError>>,
 }
 
@@ -55,89 +67,172 @@ pub async fn start(
         turn.run_id.clone().unwrap_or_else(|| RunId::parse(turn_id.as_str()).expect("turn ids are valid run ids"));
     let lease =
         Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + deps.config.session_lease.as_millis() as i64 };
-    let (session, lease, history, summary) = match &turn.session_id {
-        None => {
-            let session = create(deps, user, turn, &lease, &run_id).await?;
-            let guard = LeaseGuard::new(deps.store.clone(), user, &session.view.id, turn_id, exit);
-            (session, guard, Vec::new(), None)
-        }
-        Some(sid) => resume(deps, user, sid, turn.run_id.as_ref(), &lease, exit).await?,
+    let ids = Ids { user, turn_id, run_id: &run_id, lease: &lease };
+    let started = match &turn.session_id {
+        None => open(deps, &ids, turn, sink, exit).await?,
+        Some(sid) => resume(deps, &ids, sid, turn, sink, exit).await?,
     };
-    let sid = session.view.id.clone();
-    tracing::Span::current().record("session_id", tracing::field::display(&sid));
-    tracing::info!(history = history.len(), "session resolved");
-
-    let view = scoped_view(&session.view, turn);
-    announce(sink, &session.view, &view).await.map_err(|()| Refused::Gone(sid.clone()))?;
-    let (user_message, persist_user) = persist_user_message(deps, user, turn, turn_id, &run_id, &session, &view);
-    Ok(Started { session, view, history, summary, lease, run_id, user_message, persist_user })
+    tracing::info!(history = started.history.len(), "session resolved");
+    Ok(started)
 }
 
-/// A new session, already leased to this turn, and the run id claimed for
-/// the user: one write, nothing to read. A run id already claimed is a retry.
-async fn create(
+/// Who and what the turn is, for the two ways in.
+struct Ids<'a> {
+    user: &'a UserId,
+    turn_id: &'a TurnId,
+    run_id: &'a RunId,
+    lease: &'a Lease,
+}
+
+/// A new session: nothing to read. Its one write goes out beside the model
+/// call; it is awaited first only when the client gave a `stream_run_id`, which
+/// may be a retry of a first turn that already opened a session.
+async fn open(
     deps: &TurnDeps,
-    user: &UserId,
+    ids: &Ids<'_>,
     turn: &ValidTurn,
-    lease: &Lease,
-    run: &RunId,
-) -> Result<Session, Refused> {
+    sink: &mut EventSink,
+    exit: &Exit,
+) -> Result<Started, Refused> {
     let view = SessionView::new(turn.context_type.unwrap_or_default(), turn.entity_id.clone(), turn.focus.clone());
-    match deps.store.create_session(user, &view, lease, run).await {
-        Ok(session) => Ok(session),
-        Err(StoreError::DuplicateRun) => match deps.store.run_claim(user, run).await {
-            Ok(Some(claim)) => Err(Refused::Retry { session: claim.session_id }),
-            Ok(None) => Err(Refused::Store(None, StoreError::DuplicateRun)),
-            Err(e) => Err(Refused::Store(None, e)),
+    let session =
+        Session { user_id: ids.user.clone(), view: view.clone(), prompt_tokens: 0, completion_tokens: 0, lease: None };
+    record_session(&view.id);
+    let (user_message, start) = turn_start(turn, ids, &session, &view);
+    let pack =
+        OptionFuture::from(context::pack_scope(deps, &view, true).map(|s| context::load_pack(deps, ids.user, s, exit)));
+    let mut lease = LeaseGuard::new(deps.store.clone(), ids.user, &view.id, ids.turn_id, exit);
+    let (store, user, leased, opened) = (deps.store.clone(), ids.user.clone(), ids.lease.clone(), view.clone());
+    let write = async move { store.open_session(&user, &opened, &leased, &start).await };
+    let (persist_user, pack) = if let Some(run) = &turn.run_id {
+        let (written, pack) = tokio::join!(write, pack);
+        if let Err(e) = written {
+            return Err(refuse_open(deps, ids.user, run, e).await);
+        }
+        // Stored already: the turn runs to its end even if the client is
+        // gone, so that the user message gets its answer.
+        let _ = announce(sink, &view, &view).await;
+        (tokio::spawn(async { Ok(()) }), pack)
+    } else {
+        announce(sink, &view, &view).await.map_err(|()| Refused::Gone(view.id.clone()))?;
+        (lease.first_write(write), pack.await)
+    };
+    let agent_state = deps.agent_state.as_ref().map(|_| (AgentState::new(view.id.to_string()), 0));
+    Ok(Started {
+        session,
+        view,
+        history: Vec::new(),
+        summary: None,
+        agent_state,
+        pack,
+        lease,
+        run_id: ids.run_id.clone(),
+        user_message,
+        persist_user,
+    })
+}
+
+/// A first turn's write refused: a run id claimed before is a retry (of
+/// this session's first turn, or of a turn elsewhere: `duplicate_run`).
+async fn refuse_open(deps: &TurnDeps, user: &UserId, run: &RunId, e: StoreError) -> Refused {
+    match e {
+        StoreError::DuplicateRun => match deps.store.run_claim(user, run).await {
+            Ok(Some(claim)) => Refused::Retry { session: claim.session_id },
+            Ok(None) => Refused::Store(None, StoreError::DuplicateRun),
+            Err(e) => Refused::Store(None, e),
         },
-        Err(e) => Err(Refused::Store(None, e)),
+        e => Refused::Store(None, e),
     }
 }
 
-/// An existing session: the lease, the last N messages, the run check (the
-/// user's claim on the run id) and the summary go out together. A seen run id wins over a busy lease: the retry of
-/// a running turn is told so, not "busy".
+/// An existing session: the lease, the log (last N messages, summary, agent
+/// state), the run check (the user's claim on the run id) and the context
+/// pack of the scope the request names go out together. A seen run id wins
+/// over a busy lease: the retry of a running turn is told so, not "busy".
 async fn resume(
     deps: &TurnDeps,
-    user: &UserId,
+    ids: &Ids<'_>,
     sid: &SessionId,
-    run: Option<&RunId>,
-    lease: &Lease,
+    turn: &ValidTurn,
+    sink: &mut EventSink,
     exit: &Exit,
-) -> Result<(Session, LeaseGuard, Vec<StoredMessage>, Option<SessionSummary>), Refused> {
-    let store = &deps.store;
+) -> Result<Started, Refused> {
+    let (store, user) = (&deps.store, ids.user);
     let limit = deps.config.history_limit.unwrap_or_else(|| deps.context.load_limit());
-    let seen = async {
-        match run {
-            Some(run) => store.run_claim(user, run).await,
-            None => Ok(None),
-        }
-    };
-    let (leased, history, seen, summary) = tokio::join!(
-        store.acquire_lease(user, sid, lease),
-        store.recent_messages(user, sid, limit),
+    let seen = OptionFuture::from(turn.run_id.as_ref().map(|run| store.run_claim(user, run)));
+    // The scope as the request names it; the session's stored focus may
+    // still narrow it (checked once the lease answers).
+    let named = turn.context_type.map(|ct| SessionView::new(ct, turn.entity_id.clone(), turn.focus.clone()));
+    let early =
+        named.and_then(|v| context::pack_scope(deps, &v, false)).map(|s| context::load_pack(deps, user, s, exit));
+    let (leased, log, seen, pack) = tokio::join!(
+        store.acquire_lease(user, sid, ids.lease),
+        store.recent_log(user, sid, limit),
         seen,
-        deps.summaries.current(user, sid)
+        OptionFuture::from(early)
     );
     // Taken at once, so that every refusal below gives the lease back.
-    let guard = leased.as_ref().ok().map(|_| LeaseGuard::new(store.clone(), user, sid, &lease.turn_id, exit));
+    let lease = leased.as_ref().ok().map(|_| LeaseGuard::new(store.clone(), user, sid, ids.turn_id, exit));
     let refuse = |e| Refused::Store(Some(sid.clone()), e);
-    match seen {
-        Ok(Some(claim)) if claim.session_id == *sid => return Err(Refused::Retry { session: sid.clone() }),
+    match seen.transpose() {
+        Ok(Some(Some(claim))) if claim.session_id == *sid => return Err(Refused::Retry { session: sid.clone() }),
         // The same run id for another session is not a retry of this request.
-        Ok(Some(_)) => return Err(refuse(StoreError::DuplicateRun)),
-        Ok(None) => {}
+        Ok(Some(Some(_))) => return Err(refuse(StoreError::DuplicateRun)),
+        Ok(_) => {}
         Err(e) => return Err(refuse(e)),
     }
     let session = leased.map_err(refuse)?;
-    let guard = guard.expect("a granted lease has its guard");
-    let history = history.map_err(refuse)?;
-    // Without its summary the turn still works, with a shorter memory.
-    let summary = summary.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "summary not loaded");
-        None
-    });
-    Ok((session, guard, history, summary))
+    let lease = lease.expect("a granted lease has its guard");
+    let RecentLog { messages: history, summary, agent_state } = log.map_err(refuse)?;
+    record_session(sid);
+    let view = scoped_view(&session.view, turn);
+    let pack = match (pack, context::pack_scope(deps, &view, false)) {
+        (Some(p), Some(wanted)) if p.scope == wanted => Some(p),
+        // The request did not name its scope: a second round trip.
+        (_, Some(wanted)) => Some(context::load_pack(deps, user, wanted, exit).await),
+        (_, None) => None,
+    };
+    announce(sink, &session.view, &view).await.map_err(|()| Refused::Gone(sid.clone()))?;
+    let (user_message, start) = turn_start(turn, ids, &session, &view);
+    let (store, user, sid) = (deps.store.clone(), user.clone(), sid.clone());
+    let persist_user = tokio::spawn(async move { store.start_turn(&user, &sid, &start).await });
+    Ok(Started {
+        summary: summary.unwrap_or_else(|e| {
+            // Without its summary the turn still works, with a shorter memory.
+            tracing::warn!(error = %e, "summary not loaded");
+            None
+        }),
+        agent_state: kept_state(deps, &view.id, agent_state),
+        session,
+        view,
+        history,
+        pack,
+        lease,
+        run_id: ids.run_id.clone(),
+        user_message,
+        persist_user,
+    })
+}
+
+/// The agent state the turn keeps: the stored one, a new one when none is
+/// stored, none when it is not kept or could not be read.
+fn kept_state(
+    deps: &TurnDeps,
+    sid: &SessionId,
+    stored: Result<Option<(AgentState, u64)>, StoreError>,
+) -> Option<(AgentState, u64)> {
+    deps.agent_state.as_ref()?;
+    match stored {
+        Ok(found) => Some(found.unwrap_or_else(|| (AgentState::new(sid.to_string()), 0))),
+        Err(e) => {
+            tracing::warn!(error = %e, "agent state not loaded");
+            None
+        }
+    }
+}
+
+fn record_session(sid: &SessionId) {
+    tracing::Span::current().record("session_id", tracing::field::display(sid));
 }
 
 /// The request's scope wins over the stored one; focus only when given.
@@ -167,27 +262,19 @@ async fn announce(sink: &mut EventSink, stored: &SessionView, view: &SessionView
     Ok(())
 }
 
-/// The user message and the turn's start record, written while the model works.
-fn persist_user_message(
-    deps: &TurnDeps,
-    user: &UserId,
-    turn: &ValidTurn,
-    turn_id: &TurnId,
-    run_id: &RunId,
-    session: &Session,
-    view: &SessionView,
-) -> (StoredMessage, JoinHandle<Result<(), StoreError>>) {
+/// The user message and the turn's start record.
+fn turn_start(turn: &ValidTurn, ids: &Ids<'_>, session: &Session, view: &SessionView) -> (StoredMessage, TurnStart) {
     let now = crate::now_ms();
     let seq = session.view.message_count + 1;
     let user_message = StoredMessage {
         created_at: now,
         voice_note_group_id: turn.voice_note_group_id.clone(),
-        ..StoredMessage::new(view.id.clone(), seq, turn_id.clone(), Role::User, Some(turn.message.clone()))
+        ..StoredMessage::new(view.id.clone(), seq, ids.turn_id.clone(), Role::User, Some(turn.message.clone()))
     };
     let start = TurnStart {
         turn: TurnRecord {
-            turn_id: turn_id.clone(),
-            run_id: run_id.clone(),
+            turn_id: ids.turn_id.clone(),
+            run_id: ids.run_id.clone(),
             status: TurnStatus::Running,
             user_message_seq: seq,
             assistant_message_seq: None,
@@ -200,6 +287,5 @@ fn persist_user_message(
         focus: turn.focus.clone(),
         title: session.view.title.is_none().then(|| title_from_message(&turn.message)).flatten(),
     };
-    let (store, user, sid) = (deps.store.clone(), user.clone(), view.id.clone());
-    (user_message, tokio::spawn(async move { store.start_turn(&user, &sid, &start).await }))
+    (user_message, start)
 }

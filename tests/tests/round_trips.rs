@@ -1,0 +1,159 @@
+//! What a turn waits for before the model is called (issue 17), counted at a
+//! proxy in front of DynamoDB Local that holds every request for [`DELAY`]:
+//! a call answered before the model request arrived was waited for, and calls
+//! that went out together overlap, so they count as one round trip.
+//!
+//! - an existing session: one round trip (lease, log, run check, pack), at
+//!   most 5 requests for a talk-only turn (Stop polls aside);
+//! - a new session: no round trip, at most 4 requests — one round trip when
+//!   its `stream_run_id` must be checked (a retried first turn must never
+//!   call the model again).
+
+use serde_json::{json, Value};
+use shared::entities::{EntityService, NewProject};
+use shared::ids::{ProjectId, UserId};
+use shared::store::entities::EntityStore;
+use shared::store::Store;
+use std::time::Duration;
+use tests::fault_proxy::{Action, Fault, FaultProxy, Op, Seen};
+use tests::{Reply, TestApp};
+use tokio::time::Instant;
+
+const DELAY: Duration = Duration::from_millis(120);
+
+struct Rig {
+    t: TestApp,
+    proxy: FaultProxy,
+}
+
+/// One turn's DynamoDB calls, against its first model request.
+#[derive(Debug)]
+struct Calls {
+    /// Calls answered before the model request arrived.
+    waited_for: Vec<Op>,
+    /// How many of those ran one after another.
+    rounds: usize,
+    /// Every call of the turn, Stop polls and lease renewals aside.
+    total: Vec<Op>,
+}
+
+impl Rig {
+    async fn new() -> Rig {
+        let proxy = FaultProxy::start().await;
+        let t = TestApp::with_dynamo_client(proxy.client().await, |_| {}).await;
+        Rig { t, proxy }
+    }
+
+    async fn project(&self, user: &str) -> ProjectId {
+        let svc = EntityService::new(EntityStore::new(self.t.dynamo.clone(), self.t.table.clone()));
+        let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
+        svc.create_project(&UserId::parse(user).unwrap(), p).await.unwrap().data.project.id
+    }
+
+    /// A turn run with every DynamoDB call held for [`DELAY`], and its calls.
+    async fn measured_turn(&self, body: Value) -> Calls {
+        for op in [Op::GetItem, Op::PutItem, Op::UpdateItem, Op::Query, Op::TransactWriteItems, Op::BatchGetItem] {
+            self.proxy.inject(Fault::on(op).then(Action::Delay(DELAY)));
+        }
+        let (mark, asked) = (self.proxy.mark(), self.t.llm.arrivals().len());
+        self.t.llm.push(Reply::text(&["an answer"]));
+        let turn = self.t.turn("alice", body).await;
+        self.proxy.clear();
+        assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+        let model_at = self.t.llm.arrivals()[asked];
+        calls(&self.proxy.since(mark), model_at)
+    }
+}
+
+fn calls(seen: &[Seen], model_at: Instant) -> Calls {
+    // The lease keeper's Stop poll (a projected read) and renewals come per
+    // second of turn, not per turn.
+    let periodic = |s: &Seen| match s.op {
+        Op::GetItem => s.body.contains("\"ProjectionExpression\"") && s.body.contains("stop_turn"),
+        Op::UpdateItem => s.body.contains("\"UpdateExpression\":\"SET lease_until = :u\""),
+        _ => false,
+    };
+    let turn: Vec<&Seen> = seen.iter().filter(|s| !periodic(s)).collect();
+    let mut before: Vec<(Instant, Instant, Op)> =
+        turn.iter().filter_map(|s| s.answered.filter(|a| *a <= model_at).map(|a| (s.at, a, s.op.clone()))).collect();
+    before.sort_by_key(|(_, answered, _)| *answered);
+    let mut rounds = 0;
+    let mut last: Option<Instant> = None;
+    for (at, answered, _) in &before {
+        if last.is_none_or(|l| *at >= l) {
+            rounds += 1;
+            last = Some(*answered);
+        }
+    }
+    Calls {
+        waited_for: before.into_iter().map(|(_, _, op)| op).collect(),
+        rounds,
+        total: turn.iter().map(|s| s.op.clone()).collect(),
+    }
+}
+
+fn global(message: &str) -> Value {
+    json!({"message": message, "context_type": "global"})
+}
+
+#[tokio::test]
+async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes_five_requests() {
+    let r = Rig::new().await;
+    let first = r.t.turn("alice", global("hello")).await;
+    let mut next = global("and then?");
+    next["session_id"] = json!(first.session_id());
+    let c = r.measured_turn(next).await;
+    assert_eq!(c.rounds, 1, "{c:?}");
+    // The lease, the log (history, summary, agent state) and the pack.
+    assert!(c.waited_for.len() <= 3, "{c:?}");
+    assert!(c.total.len() <= 5, "{c:?}");
+}
+
+#[tokio::test]
+async fn a_stream_run_id_is_checked_in_the_same_round_trip() {
+    let r = Rig::new().await;
+    let first = r.t.turn("alice", global("hello")).await;
+    let mut next = global("and then?");
+    next["session_id"] = json!(first.session_id());
+    next["stream_run_id"] = json!("run-2");
+    let c = r.measured_turn(next).await;
+    assert_eq!(c.rounds, 1, "{c:?}");
+    assert!(c.total.len() <= 6, "the run claim is one read more: {c:?}");
+}
+
+#[tokio::test]
+async fn a_new_session_waits_for_nothing_before_the_model() {
+    let r = Rig::new().await;
+    let c = r.measured_turn(global("hello")).await;
+    assert_eq!(c.rounds, 0, "{c:?}");
+    assert!(c.total.len() <= 4, "{c:?}");
+    // And it was stored whole: the next turn sees the first one.
+    let sessions = r.t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap().sessions;
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].message_count, 2, "the user message and the answer");
+}
+
+#[tokio::test]
+async fn a_new_session_with_a_stream_run_id_waits_for_its_one_write() {
+    let r = Rig::new().await;
+    let mut body = global("hello");
+    body["stream_run_id"] = json!("run-1");
+    let c = r.measured_turn(body).await;
+    assert_eq!((c.rounds, c.waited_for.as_slice()), (1, &[Op::TransactWriteItems][..]), "{c:?}");
+    assert!(c.total.len() <= 4, "{c:?}");
+}
+
+#[tokio::test]
+async fn a_project_session_with_its_pack_cached_waits_for_one_round_trip() {
+    let r = Rig::new().await;
+    let p = r.project("alice").await;
+    let in_project =
+        |m: &str| json!({"message": m, "context_type": "project", "projectFocus": {"projectId": p.to_string()}});
+    let first = r.t.turn("alice", in_project("hello")).await;
+    let mut next = in_project("and then?");
+    next["session_id"] = json!(first.session_id());
+    let c = r.measured_turn(next).await;
+    assert_eq!(c.rounds, 1, "{c:?}");
+    assert!(c.waited_for.len() <= 4, "lease, log, cached pack, project version: {c:?}");
+    assert!(c.total.len() <= 6, "the cache's use mark is fresh: not written again: {c:?}");
+}
