@@ -4,7 +4,8 @@
 //! mode, where the handler runs in this process and its spans are seen).
 //!
 //! - requests before the model: `ddb.*` spans that start after the handler's
-//!   entry and before the first `llm.request` span starts;
+//!   entry and end before the first `llm.request` span starts (waited for;
+//!   a write that goes out beside the model call is not);
 //! - round trips in series: the most of those that do not overlap (calls
 //!   that go out together overlap, so they count once);
 //! - requests per turn: every `ddb.*` span of the turn, from the handler's
@@ -49,7 +50,7 @@ pub fn calls(t: &TurnTiming, spans: &Intervals) -> Option<Calls> {
         .flat_map(|(_, v)| v.iter().copied())
         .filter(|(a, _)| *a >= from && *a <= t.done_at)
         .collect();
-    let before: Vec<(Instant, Instant)> = ddb.iter().copied().filter(|(a, _)| *a < model).collect();
+    let before: Vec<(Instant, Instant)> = ddb.iter().copied().filter(|(_, b)| *b <= model).collect();
     Some(Calls { before_model: before.len(), in_series_before_model: in_series(before), per_turn: ddb.len() })
 }
 
@@ -65,6 +66,15 @@ fn in_series(mut spans: Vec<(Instant, Instant)>) -> usize {
         }
     }
     n
+}
+
+/// Pre-model time minus the time DynamoDB calls were in flight in it (the
+/// union of their spans): what our own code took (adapter only).
+pub fn ours_before_model(t: &TurnTiming, spans: &Intervals) -> Option<Duration> {
+    let (from, model) = (t.handler_entry?, model_sent(t, spans)?);
+    let ddb: Vec<(Instant, Instant)> =
+        spans.iter().filter(|(k, _)| k.starts_with("ddb.")).flat_map(|(_, v)| v.iter().copied()).collect();
+    Some(model.saturating_duration_since(from).saturating_sub(crate::spans::covered(&ddb, from, model)))
 }
 
 /// Request received → model request sent (adapter only).
