@@ -16,8 +16,11 @@ use std::collections::HashMap;
 const ARGS_CHARS: usize = 100;
 /// Longest string value inside that summary.
 const VALUE_CHARS: usize = 40;
-/// Longest `tool_result` preview shown.
+/// Longest failed `tool_result` preview shown.
 const PREVIEW_CHARS: usize = 100;
+
+/// The progress label between tool calls.
+const RUNNING_TOOLS: &str = "running tools";
 
 /// What the progress indicator should say, if anything, after an event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +77,7 @@ impl Renderer {
             StreamEvent::AgentState { state, details } => {
                 let label = match state {
                     AgentActivity::Thinking => "thinking",
-                    AgentActivity::Executing => "running tools",
+                    AgentActivity::Executing => RUNNING_TOOLS,
                     AgentActivity::WaitingOnUser => return (String::new(), Waiting::Off),
                 };
                 let label = details.as_deref().map_or(label.to_string(), |d| d.trim_end_matches('…').to_lowercase());
@@ -123,17 +126,19 @@ impl Renderer {
                             (Some(p), t) if t != "project" => format!(" in {}", self.project_name(p)),
                             _ => String::new(),
                         };
-                        (Some(format!("✓ {}{place}", past(*action, &what))), Waiting::Same)
+                        (Some(format!("✓ {}{place}", past(*action, &what))), Waiting::On(RUNNING_TOOLS.into()))
                     }
                     OperationStatus::Error => {
-                        (Some(format!("✗ could not {}", infinitive(*action, &what))), Waiting::Same)
+                        (Some(format!("✗ could not {}", infinitive(*action, &what))), Waiting::On(RUNNING_TOOLS.into()))
                     }
                 }
             }
             StreamEvent::EntityPatch { patch } => (Some(self.patch_line(patch)), Waiting::Same),
-            StreamEvent::ToolResult { name, ok, preview, .. } => {
-                let mark = if *ok { "←" } else { "✗" };
-                (Some(format!("{mark} {name}: {}", shorten(&one_line(preview), PREVIEW_CHARS))), Waiting::Same)
+            // A result that went well is already told by its operation and
+            // patch lines; a failure is what the model reads next, so show it.
+            StreamEvent::ToolResult { ok: true, .. } => (None, Waiting::Same),
+            StreamEvent::ToolResult { name, preview, .. } => {
+                (Some(format!("✗ {name}: {}", shorten(&one_line(preview), PREVIEW_CHARS))), Waiting::Same)
             }
             StreamEvent::Error { code, message, retryable } => {
                 let again = if *retryable { " (retryable)" } else { "" };
@@ -364,7 +369,11 @@ mod tests {
         let start = r#"{"type":"operation","action":"create","entity_type":"task","entity_name":"Write the blog post","status":"start"}"#;
         assert_eq!(render(&mut r, start), (String::new(), Waiting::On("creating task “Write the blog post”…".into())));
         let ok = r#"{"type":"operation","action":"create","entity_type":"task","entity_name":"Write the blog post","status":"success","entity_id":"t1"}"#;
-        assert_eq!(render(&mut r, ok).0, "✓ created task “Write the blog post” in Launch\n");
+        // Done with this one: the progress line no longer says "creating".
+        assert_eq!(
+            render(&mut r, ok),
+            ("✓ created task “Write the blog post” in Launch\n".into(), Waiting::On("running tools".into()))
+        );
         let err =
             r#"{"type":"operation","action":"update","entity_type":"goal","entity_name":"Beta","status":"error"}"#;
         assert_eq!(render(&mut r, err).0, "✗ could not update goal “Beta”\n");
@@ -412,8 +421,11 @@ mod tests {
     #[test]
     fn results_and_context_usage_are_one_short_line() {
         let mut r = Renderer::new();
-        let res = r#"{"type":"tool_result","tool_call_id":"c","name":"list_projects","ok":true,"preview":"{\"items\":\n[]}"}"#;
-        assert_eq!(render(&mut r, res).0, "← list_projects: {\"items\": []}\n");
+        let ok =
+            r#"{"type":"tool_result","tool_call_id":"c","name":"list_projects","ok":true,"preview":"{\"items\":[]}"}"#;
+        assert_eq!(render(&mut r, ok).0, "");
+        let failed = r#"{"type":"tool_result","tool_call_id":"c","name":"create_task","ok":false,"preview":"{\"error\":\n{\"code\":\"invalid_arguments\"}}"}"#;
+        assert_eq!(render(&mut r, failed).0, "✗ create_task: {\"error\": {\"code\":\"invalid_arguments\"}}\n");
         let usage = r#"{"type":"context_usage","tokens_used":1834,"token_budget":12000,"messages_kept":1,"messages_dropped":0,"summary_used":false,"cache":"hit"}"#;
         assert_eq!(render(&mut r, usage).0, "· context 1834 of 12000 tokens, 1 message, cache hit\n");
     }
