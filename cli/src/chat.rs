@@ -481,7 +481,7 @@ pub async fn prewarm(conn: &Conn, scope: &ScopeArgs, session: Option<&str>) -> u
             return 1;
         }
     };
-    match entities::prewarm(&http, &url, conn.token.as_deref(), &scope.prewarm_body(session)).await {
+    match entities::prewarm(&http, &url, conn.token.as_deref(), &scope.prewarm_body(session), &scope.flags()).await {
         Ok(report) => {
             println!("{report}");
             0

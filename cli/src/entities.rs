@@ -161,11 +161,14 @@ pub async fn read_back(api: &Entities, touched: &Touched) -> Result<String, Stri
 
 /// `POST` to the prewarm function: `{context_type, project_id?, entity_id?,
 /// entity_type?, session_id?}` (docs/prewarm.md). Returns a one-line report.
+/// `scope_flags` are the `chat` flags of the same scope, for the hint (a turn
+/// sends its scope, so continuing the session without them would leave it).
 pub async fn prewarm(
     http: &reqwest::Client,
     url: &str,
     token: Option<&str>,
     body: &serde_json::Value,
+    scope_flags: &str,
 ) -> Result<String, String> {
     let mut req = http.post(url).json(body);
     if let Some(t) = token {
@@ -181,7 +184,7 @@ pub async fn prewarm(
         serde_json::from_str(&text).map_err(|e| format!("prewarm: unexpected answer: {e}: {text}"))?;
     let c = &a.cached;
     Ok(format!(
-        "session {} ({}) is warm: context pack {} bytes at version {}, built in {} ms{}\n  chat in it: agentic-chat chat --session {} …",
+        "session {} ({}) is warm: context pack {} bytes at version {}, built in {} ms{}\n  chat in it: agentic-chat chat --session {}{scope_flags} …",
         a.session.id,
         c.scope,
         c.bytes,

@@ -105,6 +105,31 @@ impl Scope {
         }
     }
 
+    /// The `chat` flags that name this scope (` --project … --entity …`), empty for the workspace.
+    pub fn flags(&self) -> String {
+        let mut f = String::new();
+        if let Some((id, _)) = &self.project {
+            f.push_str(&format!(" --project {id}"));
+        }
+        if let Some(e) = &self.entity {
+            f.push_str(&format!(" --entity {e}"));
+        }
+        if let Some(t) = &self.entity_type {
+            f.push_str(&format!(" --entity-type {t}"));
+        }
+        let default = if self.entity.is_some() {
+            "entity"
+        } else if self.project.is_some() {
+            "project"
+        } else {
+            "global"
+        };
+        if self.context_type != default {
+            f.push_str(&format!(" --context {}", self.context_type));
+        }
+        f
+    }
+
     /// The prewarm function's body for this scope (docs/prewarm.md).
     pub fn prewarm_body(&self, session: Option<&str>) -> serde_json::Value {
         let mut b = serde_json::json!({ "context_type": self.context_type });
@@ -154,7 +179,7 @@ mod tests {
             on_the_wire(&s),
             serde_json::json!({"message":"hi","session_id":"019aa000-0000-7000-8000-000000000001","context_type":"global","stream_run_id":"r1"})
         );
-        assert_eq!(s.label(), "global");
+        assert_eq!((s.label().as_str(), s.flags().as_str()), ("global", ""));
     }
 
     #[test]
@@ -176,6 +201,7 @@ mod tests {
         assert_eq!(body["entity_id"], "t-9");
         assert_eq!(body["projectFocus"], serde_json::json!({"projectId": "p-1", "entityType": "task"}));
         assert_eq!(s.label(), "Launch/task t-9");
+        assert_eq!(s.flags(), " --project p-1 --entity t-9 --entity-type task");
         assert_eq!(
             s.prewarm_body(Some("s-1")),
             serde_json::json!({"context_type":"entity","project_id":"p-1","entity_id":"t-9","entity_type":"task","session_id":"s-1"})
@@ -186,6 +212,7 @@ mod tests {
     fn an_explicit_context_wins() {
         let s = Scope::with(&args(Some("p-1"), None, None, Some("project_audit")), Some(("p-1".into(), "L".into())));
         assert_eq!(on_the_wire(&s)["context_type"], "project_audit");
+        assert_eq!(s.flags(), " --project p-1 --context project_audit");
         let s = Scope::with(&args(None, None, None, Some("calendar")), None);
         assert_eq!(on_the_wire(&s)["context_type"], "calendar");
     }
