@@ -101,7 +101,7 @@ fn observe(
         StreamEvent::Done { session_id, usage, .. } => {
             out.saw_done = true;
             out.timing.done = Some(elapsed);
-            out.usage = usage.clone();
+            out.usage = *usage;
             if let Some(id) = session_id {
                 out.session_id = Some(id.to_string());
             }
