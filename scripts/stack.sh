@@ -197,27 +197,36 @@ if [[ "$code" == 000 ]]; then
 fi
 log "stream function answered (HTTP $code without a token) after $((SECONDS - t0))s"
 
-TOKEN="$("$CLI" token --sub alice)"
-cat >&2 <<EOF
+# What to reach the stack with, only when it stays up (the REPL, or --keep):
+# a one-shot run stops it right after its turn. The token is for the CLI's
+# default user, so curl and the CLI see the same sessions and projects.
+if ((${#message[@]} == 0 || keep)); then
+  ENTITIES_URL="http://127.0.0.1:$LAMBDA_PORT/lambda-url/entities/"
+  TOKEN="$("$CLI" token)"
+  cat >&2 <<EOF
 
   Stack is up:
-    stream function  $STREAM_URL
-    DynamoDB Local   $AWS_ENDPOINT_URL_DYNAMODB   (table $TABLE_NAME, data in .local/ddb-data)
-    SQS (moto)       $AWS_ENDPOINT_URL_SQS   (summarizer queue $SUMMARY_QUEUE_URL)
-    model            $LLM_BASE_URL   (model ${LLM_MODEL:-<app default>})
-    logs             .local/stack-*.log
+    stream function    $STREAM_URL
+    entities function  $ENTITIES_URL
+    DynamoDB Local     $AWS_ENDPOINT_URL_DYNAMODB   (table $TABLE_NAME, data in .local/ddb-data)
+    SQS (moto)         $AWS_ENDPOINT_URL_SQS   (summarizer queue $SUMMARY_QUEUE_URL)
+    model              $LLM_BASE_URL   (model ${LLM_MODEL:-<app default>})
+    logs               .local/stack-*.log
 
-  Token for user "alice":
+  You are user "dev-user": the CLI's default, and this token's (24 h):
     export TOKEN=$TOKEN
 
-  curl -N -X POST "$STREAM_URL" \\
-    -H "authorization: Bearer \$TOKEN" -H 'content-type: application/json' \\
-    -d '{"message":"hello"}'
+  curl -N "$STREAM_URL" -H "authorization: Bearer \$TOKEN" \\
+    -H 'content-type: application/json' -d '{"message":"hello"}'
+  curl -s "${ENTITIES_URL}projects" -H "authorization: Bearer \$TOKEN"
+  AUTH_JWT_SECRET=\$(cat .local/dev-secret) ${CLI#"$REPO_ROOT"/} projects   # the same, through the CLI
 
 EOF
+fi
 
 status=0
 if ((${#message[@]})); then
+  # One turn; the CLI then reads back, through the entities API, what it changed.
   run_child "$CLI" chat --url "$STREAM_URL" "${message[*]}" || status=$?
 else
   # Interactive: in the foreground, on this terminal.

@@ -1,11 +1,18 @@
-//! One turn against the stream URL: POST a `TurnRequest`, decode the SSE body as it
-//! arrives, print each event with its arrival time, then a timing summary.
+//! One turn against the stream URL: POST a `TurnRequest`, decode the SSE body
+//! as it arrives and print it (`render`; `--raw`: the bytes as received),
+//! then a short footer. A one-shot turn that changed the ontology ends with
+//! what the user now has, read back through the entities API. The REPL keeps
+//! the session across turns and takes a few `/` commands (scope, projects).
 
-use crate::ChatArgs;
+use crate::entities::{self, Entities, Touched};
+use crate::progress::{Progress, TICK};
+use crate::render::{Renderer, Waiting};
+use crate::scope::{Scope, ScopeArgs};
+use crate::{ChatArgs, Conn};
 use futures::StreamExt;
-use shared::sse::{SseDecoder, SseFrame};
-use shared::turn::TurnRequest;
-use std::io::{BufRead, Write};
+use shared::message::Usage;
+use shared::sse::{SseDecoder, SseFrame, StreamEvent};
+use std::io::{BufRead, IsTerminal, Write};
 use std::time::Instant;
 
 /// Milliseconds since the request was sent, for the moments the summary reports.
@@ -30,6 +37,23 @@ impl Timing {
             ms(self.done)
         )
     }
+
+    /// The footer under a rendered turn: `· done in 2.31 s (first text 1.10 s, 260 tokens)`.
+    pub fn footer(&self, usage: Option<&Usage>) -> String {
+        let secs = |ms: u128| format!("{:.2} s", ms as f64 / 1000.0);
+        let mut details = Vec::new();
+        if let Some(t) = self.first_text {
+            details.push(format!("first text {}", secs(t)));
+        }
+        if let Some(u) = usage {
+            details.push(format!("{} tokens", u.total_tokens));
+        }
+        let details = if details.is_empty() { String::new() } else { format!(" ({})", details.join(", ")) };
+        match self.done {
+            Some(d) => format!("· done in {}{details}", secs(d)),
+            None => format!("· no done event{details}"),
+        }
+    }
 }
 
 /// What one turn left behind.
@@ -40,34 +64,20 @@ pub struct Outcome {
     pub saw_error: bool,
     pub saw_done: bool,
     pub text: String,
+    pub usage: Option<Usage>,
+    /// What the turn's `entity_patch`es touched.
+    pub touched: Touched,
 }
 
-/// One printed line for a frame: `[  12 ms] #1 agent_state {"state":"thinking"}`.
-/// The JSON's `type` is dropped (it is the event name); a text_delta shows its
-/// content as a quoted string so whitespace and newlines stay visible.
-pub fn format_frame(elapsed_ms: u128, frame: &SseFrame) -> String {
-    let id = frame.id.as_deref().map(|i| format!("#{i} ")).unwrap_or_default();
-    let parsed: Option<serde_json::Value> = serde_json::from_str(&frame.data).ok();
-    let kind = frame
-        .event
-        .clone()
-        .or_else(|| parsed.as_ref().and_then(|v| v["type"].as_str().map(str::to_string)))
-        .unwrap_or_else(|| "message".into());
-    let body = match parsed {
-        Some(serde_json::Value::Object(mut map)) => {
-            map.remove("type");
-            match (kind.as_str(), map.get("content")) {
-                ("text_delta", Some(serde_json::Value::String(s))) if map.len() == 1 => format!("{s:?}"),
-                _ => serde_json::Value::Object(map).to_string(),
-            }
-        }
-        _ => frame.data.clone(),
-    };
-    format!("[{elapsed_ms:>5} ms] {id}{kind} {body}")
-}
-
-/// Folds one frame into the outcome; returns a warning when the frame breaks the contract.
-fn observe(out: &mut Outcome, elapsed: u128, frame: &SseFrame, last_id: &mut Option<u64>) -> Option<String> {
+/// Folds one frame into the outcome: the event it carries (`None` when the
+/// frame breaks the contract) and a warning when it does, or when its id
+/// skips one.
+fn observe(
+    out: &mut Outcome,
+    elapsed: u128,
+    frame: &SseFrame,
+    last_id: &mut Option<u64>,
+) -> (Option<StreamEvent>, Option<String>) {
     let mut warning = None;
     if let Some(id) = frame.id.as_deref().and_then(|i| i.parse::<u64>().ok()) {
         let expected = last_id.map_or(1, |l| l + 1);
@@ -76,152 +86,203 @@ fn observe(out: &mut Outcome, elapsed: u128, frame: &SseFrame, last_id: &mut Opt
         }
         *last_id = Some(id);
     }
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&frame.data) else {
-        return Some("data is not JSON".into());
+    let event = match serde_json::from_str::<StreamEvent>(&frame.data) {
+        Ok(e) => e,
+        Err(e) => return (None, Some(format!("does not match the event contract: {e}: {}", frame.data))),
     };
-    if let Err(e) = serde_json::from_value::<shared::sse::StreamEvent>(v.clone()) {
-        warning.get_or_insert(format!("does not match the event contract: {e}"));
-    }
-    match v["type"].as_str() {
-        Some("text_delta") => {
+    match &event {
+        StreamEvent::TextDelta { content } => {
             out.timing.first_text.get_or_insert(elapsed);
-            out.text.push_str(v["content"].as_str().unwrap_or_default());
+            out.text.push_str(content);
         }
-        Some("session") => {
-            if let Some(id) = v["session"]["id"].as_str() {
-                out.session_id = Some(id.to_string());
-            }
-        }
-        Some("error") => out.saw_error = true,
-        Some("done") => {
+        StreamEvent::Session { session } => out.session_id = Some(session.id.to_string()),
+        StreamEvent::EntityPatch { patch } => out.touched.observe(patch),
+        StreamEvent::Error { .. } => out.saw_error = true,
+        StreamEvent::Done { session_id, usage, .. } => {
             out.saw_done = true;
             out.timing.done = Some(elapsed);
-            if let Some(id) = v["session_id"].as_str() {
+            out.usage = *usage;
+            if let Some(id) = session_id {
                 out.session_id = Some(id.to_string());
             }
         }
         _ => {}
     }
-    warning
+    (Some(event), warning)
 }
 
-pub fn request_body(args: &ChatArgs, message: &str, session: Option<&str>) -> TurnRequest {
-    TurnRequest {
-        message: message.to_string(),
-        session_id: session.map(str::to_string),
-        context_type: Some(args.context_type.clone()),
-        entity_id: args.entity_id.clone(),
-        stream_run_id: args.run_id.clone().map(serde_json::Value::String),
-        ..Default::default()
-    }
+/// The conversation's state: who and where, and how it prints.
+struct Chat {
+    http: reqwest::Client,
+    conn: Conn,
+    raw: bool,
+    run_id: Option<String>,
+    scope: Scope,
+    renderer: Renderer,
+    /// Whether the progress line may draw (stderr is a terminal, not `--raw`).
+    progress: bool,
 }
 
-/// Sends one turn and prints it. `Err` when no stream started (transport failure,
-/// non-2xx answer); a stream that breaks later is reported and shows as no `done`.
-async fn turn(
-    http: &reqwest::Client,
-    args: &ChatArgs,
-    message: &str,
-    session: Option<&str>,
-) -> Result<Outcome, String> {
-    let body = request_body(args, message, session);
-    let mut req = http.post(&args.url).header("accept", "text/event-stream").json(&body);
-    if let Some(t) = &args.token {
-        req = req.bearer_auth(t);
-    }
-    let started = Instant::now();
-    let resp = req.send().await.map_err(|e| format!("request failed: {e}"))?;
-    let mut out = Outcome::default();
-    out.timing.headers = Some(started.elapsed().as_millis());
-    let status = resp.status();
-    if !status.is_success() {
-        let text = resp.text().await.unwrap_or_default();
-        return Err(format!("HTTP {status}\n{text}"));
-    }
-
-    let mut decoder = SseDecoder::new();
-    let mut last_id = None;
-    let mut stream = resp.bytes_stream();
-    let mut stop_sent = false;
-    loop {
-        // Ctrl-C during a turn asks the server to stop it, then keeps reading
-        // so the final events (the partial answer's `done`) are still printed.
-        let next = tokio::select! {
-            c = stream.next() => c,
-            _ = tokio::signal::ctrl_c(), if !stop_sent => {
-                stop_sent = true;
-                match out.session_id.as_deref() {
-                    Some(sid) => eprintln!("  (^C) {}", crate::sessions::stop(http, &args.url, args.token.as_deref(), sid).await),
-                    None => eprintln!("  (^C) no session yet; nothing to stop"),
-                }
-                continue;
-            }
-        };
-        let Some(chunk) = next else { break };
-        let elapsed = started.elapsed().as_millis();
-        let chunk = match chunk {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: stream broken after {elapsed} ms: {e}");
-                break;
-            }
-        };
-        out.timing.first_byte.get_or_insert(elapsed);
-        if args.raw {
-            let mut w = std::io::stdout().lock();
-            let _ = w.write_all(&chunk);
-            let _ = w.flush();
-        }
-        let mut frames = Vec::new();
-        let decoded = decoder.feed_into(&chunk, &mut frames);
-        for frame in &frames {
-            show(args, &mut out, elapsed, frame, &mut last_id);
-        }
-        if let Err(e) = decoded {
-            eprintln!("error: undecodable stream after {elapsed} ms: {e}");
-            break;
-        }
-    }
-    if let Some(frame) = decoder.finish() {
-        eprintln!("  (!) the last frame lacks its closing blank line");
-        show(args, &mut out, started.elapsed().as_millis(), &frame, &mut last_id);
-    }
-    Ok(out)
-}
-
-/// Folds one frame into the outcome and prints it (unless `--raw`), with any warning on stderr.
-fn show(args: &ChatArgs, out: &mut Outcome, elapsed: u128, frame: &SseFrame, last_id: &mut Option<u64>) {
-    let warning = observe(out, elapsed, frame, last_id);
-    if !args.raw {
+fn print(text: &str) {
+    if !text.is_empty() {
         let mut w = std::io::stdout().lock();
-        let _ = writeln!(w, "{}", format_frame(elapsed, frame));
+        let _ = w.write_all(text.as_bytes());
         let _ = w.flush();
     }
-    if let Some(w) = warning {
-        eprintln!("  (!) {w}");
-    }
 }
 
-/// Prints what follows a turn: the answer, the summary, and a warning when the
-/// stream ended without `done`. Returns the turn's exit code.
-fn finish(args: &ChatArgs, out: &Outcome) -> u8 {
-    let summary = out.timing.summary();
-    if args.raw {
-        eprintln!("{summary}");
-    } else {
-        if !out.text.is_empty() {
-            println!("answer: {}", out.text);
+impl Chat {
+    /// Sends one turn and prints it. `Err` when no stream started (transport
+    /// failure, non-2xx answer); a stream that breaks later is reported and
+    /// shows as no `done`.
+    async fn turn(&mut self, message: &str, session: Option<&str>) -> Result<Outcome, String> {
+        let body = self.scope.request(message, session, self.run_id.as_deref());
+        let mut req = self.http.post(&self.conn.url).header("accept", "text/event-stream").json(&body);
+        if let Some(t) = &self.conn.token {
+            req = req.bearer_auth(t);
         }
-        println!("{summary}");
+        let started = Instant::now();
+        let mut progress = Progress::new(self.progress, started);
+        progress.set(Some("sending".into()));
+        progress.tick();
+        let resp = req.send().await;
+        progress.set(None);
+        let resp = resp.map_err(|e| format!("request failed: {e}"))?;
+        let mut out = Outcome::default();
+        out.timing.headers = Some(started.elapsed().as_millis());
+        let status = resp.status();
+        if !status.is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            return Err(format!("HTTP {status}\n{text}"));
+        }
+
+        let mut decoder = SseDecoder::new();
+        let mut last_id = None;
+        let mut stream = resp.bytes_stream();
+        let mut stop_sent = false;
+        let mut ticker = tokio::time::interval(TICK);
+        loop {
+            // Ctrl-C during a turn asks the server to stop it, then keeps reading
+            // so the final events (the partial answer's `done`) are still printed.
+            let next = tokio::select! {
+                c = stream.next() => c,
+                _ = ticker.tick(), if progress.active() => {
+                    if self.renderer.at_line_start() {
+                        progress.tick();
+                    }
+                    continue;
+                }
+                _ = tokio::signal::ctrl_c(), if !stop_sent => {
+                    stop_sent = true;
+                    progress.clear();
+                    match out.session_id.as_deref() {
+                        Some(sid) => eprintln!("  (^C) {}", crate::sessions::stop(&self.http, &self.conn.url, self.conn.token.as_deref(), sid).await),
+                        None => eprintln!("  (^C) no session yet; nothing to stop"),
+                    }
+                    continue;
+                }
+            };
+            let Some(chunk) = next else { break };
+            let elapsed = started.elapsed().as_millis();
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => {
+                    progress.clear();
+                    eprintln!("error: stream broken after {elapsed} ms: {e}");
+                    break;
+                }
+            };
+            out.timing.first_byte.get_or_insert(elapsed);
+            if self.raw {
+                let mut w = std::io::stdout().lock();
+                let _ = w.write_all(&chunk);
+                let _ = w.flush();
+            }
+            let mut frames = Vec::new();
+            let decoded = decoder.feed_into(&chunk, &mut frames);
+            for frame in &frames {
+                self.show(&mut out, &mut progress, elapsed, frame, &mut last_id);
+            }
+            if let Err(e) = decoded {
+                progress.clear();
+                eprintln!("error: undecodable stream after {elapsed} ms: {e}");
+                break;
+            }
+        }
+        if let Some(frame) = decoder.finish() {
+            progress.clear();
+            eprintln!("  (!) the last frame lacks its closing blank line");
+            self.show(&mut out, &mut progress, started.elapsed().as_millis(), &frame, &mut last_id);
+        }
+        progress.set(None);
+        Ok(out)
     }
-    if !out.saw_done {
-        eprintln!("error: the stream ended without a done event");
-        return 1;
+
+    /// Folds one frame into the outcome and prints it (unless `--raw`), with any warning on stderr.
+    fn show(
+        &mut self,
+        out: &mut Outcome,
+        progress: &mut Progress,
+        elapsed: u128,
+        frame: &SseFrame,
+        last_id: &mut Option<u64>,
+    ) {
+        let (event, warning) = observe(out, elapsed, frame, last_id);
+        if !self.raw {
+            if let Some(event) = &event {
+                let (text, waiting) = self.renderer.event(event);
+                if !text.is_empty() {
+                    progress.clear();
+                    print(&text);
+                }
+                match waiting {
+                    Waiting::On(label) => progress.set(Some(label)),
+                    Waiting::Off => progress.set(None),
+                    Waiting::Same => {}
+                }
+            }
+        }
+        if let Some(w) = warning {
+            progress.clear();
+            print(&self.renderer.end_line());
+            eprintln!("  (!) {w}");
+        }
     }
-    if out.saw_error {
-        2
-    } else {
-        0
+
+    /// Prints what follows a turn: the footer (`--raw`: the timing summary on
+    /// stderr) and a warning when the stream ended without `done`. Returns the
+    /// turn's exit code.
+    fn finish(&mut self, out: &Outcome) -> u8 {
+        if self.raw {
+            eprintln!("{}", out.timing.summary());
+        } else {
+            print(&self.renderer.end_line());
+            println!("{}", out.timing.footer(out.usage.as_ref()));
+        }
+        if !out.saw_done {
+            eprintln!("error: the stream ended without a done event");
+            return 1;
+        }
+        if out.saw_error {
+            2
+        } else {
+            0
+        }
+    }
+
+    /// After a one-shot turn that changed the ontology: what the user now has.
+    async fn read_back(&self, touched: &Touched) {
+        if self.raw || touched.is_empty() {
+            return;
+        }
+        let Some(api) = self.conn.entities(&self.http) else {
+            eprintln!("note: set --entities-url or ENTITIES_URL to read back what this turn changed");
+            return;
+        };
+        match entities::read_back(&api, touched).await {
+            Ok(text) => print(&format!("\n{text}")),
+            Err(e) => eprintln!("error: reading back what the turn changed: {e}"),
+        }
     }
 }
 
@@ -234,23 +295,87 @@ pub async fn run(args: ChatArgs) -> u8 {
             return 1;
         }
     };
+    let api = args.conn.entities(&http);
+    let scope = match Scope::resolve(&args.scope, api.as_ref()).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let mut renderer = Renderer::new();
+    renderer.set_scope(scope.project.as_ref().map(|(id, name)| (id.as_str(), name.as_str())));
+    let mut chat = Chat {
+        progress: !args.raw && std::io::stderr().is_terminal(),
+        http,
+        conn: args.conn.clone(),
+        raw: args.raw,
+        run_id: args.run_id.clone(),
+        scope,
+        renderer,
+    };
     if !args.repl {
         let message = args.message.clone().unwrap_or_default();
-        return match turn(&http, &args, &message, args.session.as_deref()).await {
-            Ok(out) => finish(&args, &out),
+        return match chat.turn(&message, args.session.as_deref()).await {
+            Ok(out) => {
+                let code = chat.finish(&out);
+                chat.read_back(&out.touched).await;
+                code
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 1
             }
         };
     }
+    repl(&mut chat, args.session.clone()).await
+}
 
-    let mut session = args.session.clone();
+const REPL_HELP: &str = "one message per line; end with Ctrl-D (Ctrl-C during a turn stops it)
+  /project <id|name>   continue in a project      /global   back to the workspace
+  /projects            list your projects         /new      start a new session
+  /session             show the session id        /help     this text";
+
+/// What a REPL line asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Line<'a> {
+    Empty,
+    Message(&'a str),
+    Project(&'a str),
+    Global,
+    Projects,
+    New,
+    Session,
+    Help,
+    Quit,
+    Unknown(&'a str),
+}
+
+fn parse_line(line: &str) -> Line<'_> {
+    let line = line.trim();
+    let Some(cmd) = line.strip_prefix('/') else {
+        return if line.is_empty() { Line::Empty } else { Line::Message(line) };
+    };
+    let (name, rest) = cmd.split_once(char::is_whitespace).map_or((cmd, ""), |(n, r)| (n, r.trim()));
+    match (name, rest) {
+        ("project", "") => Line::Unknown(line),
+        ("project", p) => Line::Project(p),
+        ("global", "") => Line::Global,
+        ("projects", "") => Line::Projects,
+        ("new", "") => Line::New,
+        ("session", "") => Line::Session,
+        ("help", "") => Line::Help,
+        ("quit" | "exit", "") => Line::Quit,
+        _ => Line::Unknown(line),
+    }
+}
+
+async fn repl(chat: &mut Chat, mut session: Option<String>) -> u8 {
     let mut code = 0;
     let stdin = std::io::stdin();
-    eprintln!("one message per line; end with Ctrl-D");
+    eprintln!("{REPL_HELP}");
     loop {
-        eprint!("{}> ", session.as_deref().unwrap_or("new"));
+        eprint!("{}> ", chat.scope.label());
         let mut line = String::new();
         match stdin.lock().read_line(&mut line) {
             Ok(0) => break,
@@ -260,24 +385,112 @@ pub async fn run(args: ChatArgs) -> u8 {
                 return 1;
             }
         }
-        let message = line.trim();
-        if message.is_empty() {
-            continue;
-        }
-        match turn(&http, &args, message, session.as_deref()).await {
-            Ok(out) => {
-                code = finish(&args, &out);
-                if out.session_id.is_some() {
-                    session = out.session_id;
+        match parse_line(&line) {
+            Line::Empty => {}
+            Line::Message(message) => match chat.turn(message, session.as_deref()).await {
+                Ok(out) => {
+                    code = chat.finish(&out);
+                    if out.session_id.is_some() {
+                        session = out.session_id;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    code = 1;
+                }
+            },
+            Line::Project(p) => {
+                let Some(api) = chat.conn.entities(&chat.http) else {
+                    eprintln!("error: --project needs the entities API: set --entities-url or ENTITIES_URL");
+                    continue;
+                };
+                match api.find_project(p).await {
+                    Ok(found) => {
+                        let args = ScopeArgs::default();
+                        chat.scope = Scope::with(&args, Some((found.id.to_string(), found.name.clone())));
+                        chat.renderer.set_scope(Some((&found.id.to_string(), &found.name)));
+                        eprintln!("· now in project {} ({})", found.name, found.id);
+                    }
+                    Err(e) => eprintln!("error: {e}"),
                 }
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                code = 1;
+            Line::Global => {
+                chat.scope = Scope::global();
+                chat.renderer.set_scope(None);
             }
+            Line::Projects => {
+                if let Some(api) = chat.conn.entities(&chat.http) {
+                    print_projects(&api).await;
+                }
+            }
+            Line::New => {
+                session = None;
+                eprintln!("· the next message starts a new session");
+            }
+            Line::Session => eprintln!("{}", session.as_deref().unwrap_or("(no session yet)")),
+            Line::Help => eprintln!("{REPL_HELP}"),
+            Line::Quit => break,
+            Line::Unknown(l) => eprintln!("unknown command {l:?}; /help lists them"),
         }
     }
     code
+}
+
+async fn print_projects(api: &Entities) -> u8 {
+    match api.projects().await {
+        Ok(ps) if ps.is_empty() => {
+            println!("(no projects yet)");
+            0
+        }
+        Ok(ps) => {
+            for p in &ps {
+                println!("{}", entities::project_line(p));
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}
+
+/// `agentic-chat projects`.
+pub async fn list_projects(conn: &Conn) -> u8 {
+    let http = reqwest::Client::new();
+    match conn.entities(&http) {
+        Some(api) => print_projects(&api).await,
+        None => {
+            eprintln!("error: set --entities-url or ENTITIES_URL (the stream URL is not a `cargo lambda watch` one)");
+            1
+        }
+    }
+}
+
+/// `agentic-chat prewarm`.
+pub async fn prewarm(conn: &Conn, scope: &ScopeArgs, session: Option<&str>) -> u8 {
+    let http = reqwest::Client::new();
+    let Some(url) = conn.function_url("prewarm") else {
+        eprintln!("error: set --prewarm-url or PREWARM_URL (the stream URL is not a `cargo lambda watch` one)");
+        return 1;
+    };
+    let scope = match Scope::resolve(scope, conn.entities(&http).as_ref()).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    match entities::prewarm(&http, &url, conn.token.as_deref(), &scope.prewarm_body(session), &scope.flags()).await {
+        Ok(report) => {
+            println!("{report}");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
 }
 
 #[cfg(test)]
@@ -289,42 +502,53 @@ mod tests {
     }
 
     #[test]
-    fn summary_line() {
+    fn summary_and_footer() {
         let t = Timing { headers: Some(3), first_byte: Some(12), first_text: Some(340), done: Some(1200) };
         assert_eq!(t.summary(), "timing: headers 3 ms, first byte 12 ms, first text_delta 340 ms, done 1200 ms");
         assert_eq!(Timing::default().summary(), "timing: headers -, first byte -, first text_delta -, done -");
+        let usage = Usage { prompt_tokens: 200, completion_tokens: 60, total_tokens: 260 };
+        assert_eq!(t.footer(Some(&usage)), "· done in 1.20 s (first text 0.34 s, 260 tokens)");
+        assert_eq!(Timing::default().footer(None), "· no done event");
     }
 
     #[test]
-    fn frames_print_readably() {
-        let f = frame("1", "agent_state", r#"{"type":"agent_state","state":"thinking"}"#);
-        assert_eq!(format_frame(12, &f), r#"[   12 ms] #1 agent_state {"state":"thinking"}"#);
-        let f = frame("4", "text_delta", r#"{"type":"text_delta","content":"Hi\nthere"}"#);
-        assert_eq!(format_frame(340, &f), r#"[  340 ms] #4 text_delta "Hi\nthere""#);
-        let f = SseFrame { id: None, event: None, data: "not json".into() };
-        assert_eq!(format_frame(1, &f), "[    1 ms] message not json");
-    }
-
-    #[test]
-    fn outcome_tracks_session_text_error_and_gaps() {
+    fn outcome_tracks_session_text_error_patches_and_gaps() {
         let mut out = Outcome::default();
         let mut last = None;
-        let session = r#"{"type":"session","session":{"id":"s-1"}}"#;
-        observe(&mut out, 5, &frame("1", "session", session), &mut last);
-        assert_eq!(out.session_id.as_deref(), Some("s-1"));
-        assert!(observe(&mut out, 7, &frame("2", "text_delta", r#"{"type":"text_delta","content":"a"}"#), &mut last)
-            .is_none());
+        let session = r#"{"type":"session","session":{"id":"019aa000-0000-7000-8000-000000000001","context_type":"global","status":"active","message_count":0,"created_at":1,"last_activity_at":1}}"#;
+        let (ev, w) = observe(&mut out, 5, &frame("1", "session", session), &mut last);
+        assert!(matches!(ev, Some(StreamEvent::Session { .. })) && w.is_none());
+        assert_eq!(out.session_id.as_deref(), Some("019aa000-0000-7000-8000-000000000001"));
+        observe(&mut out, 7, &frame("2", "text_delta", r#"{"type":"text_delta","content":"a"}"#), &mut last);
         observe(&mut out, 9, &frame("3", "text_delta", r#"{"type":"text_delta","content":"b"}"#), &mut last);
-        let gap = observe(
+        let (_, gap) = observe(
             &mut out,
             10,
             &frame("5", "error", r#"{"type":"error","code":"x","message":"m","retryable":false}"#),
             &mut last,
         );
         assert_eq!(gap.as_deref(), Some("frame id 5, expected 4"));
+        let patch = r#"{"type":"entity_patch","patch":{"project_id":"p1","version":2,"changes":[{"op":"deleted","kind":"task","id":"t1"}]}}"#;
+        observe(&mut out, 11, &frame("6", "entity_patch", patch), &mut last);
+        assert!(!out.touched.is_empty());
         assert_eq!(
             (out.text.as_str(), out.timing.first_text, out.saw_error, out.saw_done),
             ("ab", Some(7), true, false)
         );
+        let (ev, bad) = observe(&mut out, 12, &frame("7", "done", r#"{"type":"done"}"#), &mut last);
+        assert!(ev.is_none() && bad.unwrap().starts_with("does not match the event contract"));
+    }
+
+    #[test]
+    fn repl_lines() {
+        assert_eq!(parse_line("  hello there \n"), Line::Message("hello there"));
+        assert_eq!(parse_line("\n"), Line::Empty);
+        assert_eq!(parse_line("/project  My Launch \n"), Line::Project("My Launch"));
+        assert_eq!(parse_line("/project"), Line::Unknown("/project"));
+        assert_eq!(parse_line("/global"), Line::Global);
+        assert_eq!(parse_line("/projects"), Line::Projects);
+        assert_eq!(parse_line("/new"), Line::New);
+        assert_eq!(parse_line("/exit"), Line::Quit);
+        assert_eq!(parse_line("/nope"), Line::Unknown("/nope"));
     }
 }

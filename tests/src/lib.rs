@@ -7,6 +7,7 @@
 
 pub mod entities;
 pub mod fault_proxy;
+pub mod function_urls;
 pub mod runtime_api;
 pub mod scripted_llm;
 pub mod summary;
