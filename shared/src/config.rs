@@ -100,9 +100,9 @@ pub struct Config {
     pub llm: LlmConfig,
     pub auth: AuthConfig,
     /// `HISTORY_LIMIT`: stored messages loaded for a turn, newest first; the
-    /// context builder's budgets decide what of them is sent. Unset: twice
+    /// context builder's budgets decide what of them is sent. Unset:
     /// `CONTEXT_MAX_MESSAGES` ([`crate::context::ContextConfig::load_limit`]),
-    /// room for tool results and for what the builder drops.
+    /// no more than the budget can send.
     pub history_limit: Option<usize>,
     /// `MAX_MESSAGE_BYTES` (default 32768, at most [`MAX_MESSAGE_BYTES_LIMIT`]):
     /// the longest user message accepted.
