@@ -528,7 +528,8 @@ async fn one_global_turn_creates_a_project_with_its_task_goal_and_document() {
         json!({"name": "Launch", "tasks": ["Write the blog post"], "goals": ["Public beta"], "documents": ["Plan"]}),
     )]));
     t.llm.push(Reply::text(&["Created."]));
-    let turn = t.turn("alice", json!({"message": "Create a project called Launch with a task Write the blog post"})).await;
+    let turn =
+        t.turn("alice", json!({"message": "Create a project called Launch with a task Write the blog post"})).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
     let result = tool_messages(&t.llm.requests()[1]).pop().unwrap().1;
     assert!(result.get("error").is_none(), "{result}");
