@@ -230,7 +230,8 @@ class Answer:
             os.makedirs(self.model.dump_dir, exist_ok=True)
             name = os.path.join(self.model.dump_dir, f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json")
             with open(name, "w") as f:
-                json.dump({"tools": self.p.tool_names(), "messages": self.p.messages, "raw": "".join(self.raw)},
+                json.dump({"tools": self.p.tools, "messages": self.p.messages, "prompt_tokens": len(self.tokens),
+                           "raw": "".join(self.raw)},
                           f, ensure_ascii=False, indent=1)
 
 
