@@ -73,10 +73,10 @@ class User:
         return self.stack.call(self.token, method, "/lambda-url/entities" + path, body)
 
     def project(self, name: str) -> Dict[str, Any]:
-        return self.api("POST", "/projects", {"name": name})["project"]
+        return self.api("POST", "/projects", {"name": name})["data"]["project"]
 
     def create(self, pid: str, kind: str, body: Dict[str, Any]) -> str:
-        return self.api("POST", f"/projects/{pid}/{kind}s", body)["id"]
+        return self.api("POST", f"/projects/{pid}/{kind}s", body)["data"]["id"]
 
     def items(self, path: str) -> List[Dict[str, Any]]:
         return self.api("GET", path + ("&" if "?" in path else "?") + "limit=100")["items"]

@@ -7,14 +7,15 @@ at once unless it may be the start of a tool call; only that part is held.
 Models whose chat template renders ``tools`` (Qwen2.5: ``<tool_call>`` tags)
 still answer in free text, and small ones drift between forms. Seen in real
 outputs (fixtures/): ``<tool_call>{json}</tool_call>`` (the template's own
-form), the same JSON in a fenced block (```json / ```tool_call, or none), a
+form), ``<tools><function name="..." arguments='{json}'/></tools>`` (the
+model echoing the template's ``<tools>`` list), the same JSON in a fenced block (```json / ```tool_call, or none), a
 bare JSON object as the whole answer, and a JSON array of such objects. The
 JSON is ``{"name": ..., "arguments": {...}}``; ``parameters`` for
 ``arguments``, arguments given as a JSON string, and OpenAI's
 ``{"function": {"name", "arguments"}}`` nesting are accepted too.
 
 Which text becomes a call:
-- inside ``<tool_call>`` tags: any object of the call shape (the model said
+- inside ``<tool_call>`` or ``<tools>`` tags: any object of the call shape (the model said
   it is a call; an unknown name is the app's to refuse, with an error the
   model can read);
 - in a fence or bare: only when every object names an offered tool, so a
@@ -28,12 +29,20 @@ No third-party imports: tested without llama_cpp or the model.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Union
 
-TAG_OPEN = "<tool_call>"
-TAG_CLOSE = "</tool_call>"
+# Tags around calls, and how each closes.
+TAGS = {"<tool_call>": "</tool_call>", "<tools>": "</tools>"}
 FENCE = "```"
+# Inside a tag, besides JSON: <function name="N" arguments='{...}'/> or
+# <function name="N">{...}</function>.
+FUNCTION_ELEMENT = re.compile(
+    r"""<function\s+name\s*=\s*["']([^"']+)["']\s*"""
+    r"""(?:arguments\s*=\s*(?:'(.*?)'|"((?:[^"\\]|\\.)*)")\s*/>|>(.*?)</function>)""",
+    re.S,
+)
 # Fence info strings under which a call may be written.
 CALL_FENCES = {"", "json", "tool_call", "tool_code", "javascript", "js"}
 
@@ -94,6 +103,23 @@ def parse_calls(text: str) -> Optional[List[Call]]:
     return calls  # type: ignore[return-value]
 
 
+def parse_tag_body(text: str) -> Optional[List[Call]]:
+    """The calls inside a tag: JSON (``parse_calls``) or ``<function>``
+    elements and nothing else but whitespace."""
+    calls = parse_calls(text)
+    if calls or "<function" not in text:
+        return calls
+    out, rest = [], text
+    for m in FUNCTION_ELEMENT.finditer(text):
+        raw = m.group(2) if m.group(2) is not None else m.group(3) if m.group(3) is not None else m.group(4)
+        call = _as_call({"name": m.group(1), "arguments": (raw or "").strip() or "{}"})
+        if call is None:
+            return None
+        out.append(call)
+        rest = rest.replace(m.group(0), "", 1)
+    return out if out and not rest.strip() else None
+
+
 def _held_suffix(buf: str, markers: Iterable[str]) -> int:
     """Length of the longest end of ``buf`` that is a proper prefix of a marker."""
     best = 0
@@ -130,7 +156,7 @@ def _json_end(buf: str) -> Optional[int]:
 
 class ToolCallStream:
     """The incremental parser. States: ``text`` (streaming, holding only a
-    possible marker start), ``tag`` (inside ``<tool_call>``), ``fence_info``
+    possible marker start), ``tag`` (inside ``self.tag``), ``fence_info``
     (reading a fence's info string), ``fence`` (a fence that may hold a
     call), ``code`` (an ordinary code block, streamed), ``bare`` (a JSON value
     at the start of the answer)."""
@@ -140,6 +166,7 @@ class ToolCallStream:
         self.state = "text"
         self.buf = ""
         self.info = ""
+        self.tag = ""
         # Nothing but whitespace has been given out yet (a bare JSON call
         # is only recognised as the whole answer's start).
         self.at_start = True
@@ -157,7 +184,7 @@ class ToolCallStream:
         out: List[Event] = []
         buf, self.buf = self.buf, ""
         if self.state == "tag":
-            out += self._calls_or_text(buf, TAG_OPEN + buf, any_name=True)
+            out += self._calls_or_text(buf, self.tag + buf, any_name=True)
         elif self.state in ("fence", "bare"):
             prefix = FENCE + self.info + "\n" if self.state == "fence" else ""
             out += self._calls_or_text(buf, prefix + buf, any_name=False)
@@ -187,32 +214,33 @@ class ToolCallStream:
                 self._emit(out, self.buf[: len(self.buf) - len(stripped)])
                 self.buf, self.state = stripped, "bare"
                 return True
-        hits = [(self.buf.find(m), m) for m in (TAG_OPEN, FENCE)]
+        hits = [(self.buf.find(m), m) for m in (*TAGS, FENCE)]
         hits = [(i, m) for i, m in hits if i >= 0]
         if hits:
             i, m = min(hits)
             self._emit(out, self.buf[:i])
             self.buf = self.buf[i + len(m) :]
-            self.state = "tag" if m == TAG_OPEN else "fence_info"
-            self.info = ""
+            self.state = "fence_info" if m == FENCE else "tag"
+            self.tag, self.info = m, ""
             return True
-        keep = _held_suffix(self.buf, (TAG_OPEN, FENCE))
+        keep = _held_suffix(self.buf, (*TAGS, FENCE))
         self._emit(out, self.buf[: len(self.buf) - keep])
         self.buf = self.buf[len(self.buf) - keep :]
         return False
 
     def _step_tag(self, out: List[Event]) -> bool:
-        close = self.buf.find(TAG_CLOSE)
-        reopen = self.buf.find(TAG_OPEN)
+        closing = TAGS[self.tag]
+        close = self.buf.find(closing)
+        reopen = self.buf.find(self.tag)
         if close < 0 and reopen < 0:
             return False
         # A second opening tag before any close ends the first call.
         if close < 0 or 0 <= reopen < close:
             end, rest, raw_close = reopen, self.buf[reopen:], ""
         else:
-            end, rest, raw_close = close, self.buf[close + len(TAG_CLOSE) :], TAG_CLOSE
+            end, rest, raw_close = close, self.buf[close + len(closing) :], closing
         body = self.buf[:end]
-        out += self._calls_or_text(body, TAG_OPEN + body + raw_close, any_name=True)
+        out += self._calls_or_text(body, self.tag + body + raw_close, any_name=True)
         self.buf, self.state = rest, "text"
         return True
 
@@ -264,7 +292,7 @@ class ToolCallStream:
         return True
 
     def _calls_or_text(self, body: str, raw: str, any_name: bool) -> List[Event]:
-        calls = parse_calls(body)
+        calls = parse_tag_body(body) if any_name else parse_calls(body)
         if calls and (any_name or all(c.name in self.tools for c in calls)):
             self.calls += len(calls)
             self.at_start = False

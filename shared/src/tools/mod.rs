@@ -132,7 +132,8 @@ impl ToolName {
     }
 }
 
-/// Inlined (no `$ref`s) and without `$schema`/`title`: what model APIs take.
+/// Inlined (no `$ref`s) and without `$schema`/`title`: what model APIs take;
+/// then [`compact`]ed, since every definition is sent on every request.
 fn schema<T: schemars::JsonSchema>() -> Value {
     let gen = schemars::generate::SchemaSettings::draft2020_12()
         .with(|s| {
@@ -144,7 +145,35 @@ fn schema<T: schemars::JsonSchema>() -> Value {
     if let Some(o) = v.as_object_mut() {
         o.remove("title");
     }
+    compact(&mut v);
     v
+}
+
+/// Drops what tells the model nothing it needs, to keep the prompt small for
+/// small local windows (docs/local-stack.md, "Prompt size"): an optional
+/// field's `"default": null` and the `"null"` in its type (not `required`
+/// already says it may be left out, and absent and null read the same), and
+/// integer `format`s (`uint`, `int64`: Rust's widths, not the model's
+/// concern; ranges that matter are in `minimum`/`maximum` or the description).
+fn compact(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if o.get("default") == Some(&Value::Null) {
+                o.remove("default");
+            }
+            o.remove("format");
+            if let Some(Value::Array(types)) = o.get_mut("type") {
+                types.retain(|t| t != "null");
+                if types.len() == 1 {
+                    let only = types.remove(0);
+                    o.insert("type".into(), only);
+                }
+            }
+            o.values_mut().for_each(compact);
+        }
+        Value::Array(items) => items.iter_mut().for_each(compact),
+        _ => {}
+    }
 }
 
 /// Who calls, and where.
