@@ -141,6 +141,12 @@ class Turn:
         return sum(1 for ev in self.events if ev.get("type") == "tool_result" and ev.get("ok"))
 
 
+def title(e: Dict[str, Any]) -> str:
+    """An entity's title or name, as the entities API lists it."""
+    f = e.get("fields", e)
+    return f.get("title") or f.get("name") or ""
+
+
 def norm(s: str) -> str:
     return " ".join(s.lower().replace("\u201c", "").replace("\u201d", "").replace('"', "").split())
 
@@ -156,7 +162,7 @@ def create_project_with_task(u: User, run: Run):
     projects = [p for p in u.items("/projects") if "launch" in norm(p["name"])]
     if not projects:
         return False, "no project named Launch"
-    tasks = [t["title"] for p in projects for t in u.items(f"/projects/{p['id']}/tasks")]
+    tasks = [title(t) for p in projects for t in u.items(f"/projects/{p['id']}/tasks")]
     ok = any("blog post" in norm(t) for t in tasks)
     return ok, f"tasks {tasks}"
 
@@ -176,7 +182,7 @@ def add_document_under_parent(u: User, run: Run):
                 return found
         return None
 
-    titles = {d["id"]: d["title"] for d in u.items(f"/projects/{pid}/documents")}
+    titles = {d["id"]: title(d) for d in u.items(f"/projects/{pid}/documents")}
     tree = u.api("GET", f"/projects/{pid}/doc-structure")["root"]
     parent = parent_of(tree, "(root)", lambda i: titles.get(i, ""))
     return parent == research, f"new document's parent: {titles.get(parent, parent)}"
