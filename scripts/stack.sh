@@ -12,7 +12,8 @@
 #
 # Services (ports overridable by env): DynamoDB Local with data in
 # .local/ddb-data (DDB_PORT=8000), moto_server for SQS (MOTO_PORT=5000),
-# the local model server (LLM_PORT=8080; skipped when LLM_BASE_URL is set),
+# the local model server (LLM_PORT=8080; LOCAL_MODEL=qwen2.5-coder-1.5b, or
+# smollm2 for a small chat-only model; skipped when LLM_BASE_URL is set),
 # `cargo lambda watch` serving the functions (LAMBDA_PORT=9000), and the local
 # SQS event source feeding the summarizer from the turns FIFO queue on moto.
 # Logs: .local/stack-*.log. See docs/local-stack.md.
@@ -110,14 +111,20 @@ export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$MOTO_PORT"
 
 if [[ -z "${LLM_BASE_URL:-}" ]]; then
   use_local_model=1
+  local_model_spec
   export LLM_BASE_URL="http://127.0.0.1:$LLM_PORT/v1"
   export LLM_MODEL="$LOCAL_MODEL_ALIAS"
   export LLM_API_KEY="${LLM_API_KEY:-local}"
-  # SmolLM2 is served with a 4096-token window (--n_ctx in lib.sh): what is
-  # sent (messages and tool definitions, CONTEXT_MAX_TOKENS, in the model's
-  # tokens) plus the answer (LLM_MAX_TOKENS) must fit in it.
-  export CONTEXT_MAX_TOKENS="${CONTEXT_MAX_TOKENS:-3072}"
-  export LLM_MAX_TOKENS="${LLM_MAX_TOKENS:-768}"
+  # The model's window (LOCAL_MODEL_CTX, lib.sh) holds what is sent
+  # (messages and tool definitions: CONTEXT_MAX_TOKENS, in the model's
+  # tokens) plus the answer (LLM_MAX_TOKENS).
+  export LLM_MAX_TOKENS="${LLM_MAX_TOKENS:-1024}"
+  export CONTEXT_MAX_TOKENS="${CONTEXT_MAX_TOKENS:-$((LOCAL_MODEL_CTX - LLM_MAX_TOKENS))}"
+  # On 2 cores a cold prompt of several thousand tokens takes minutes to its
+  # first token (the model computes one prompt at a time); the app's 30 s
+  # default would abandon it. A late first token is not retried (the server
+  # is still computing), so this bounds one attempt, not three.
+  export LLM_FIRST_TOKEN_TIMEOUT_MS="${LLM_FIRST_TOKEN_TIMEOUT_MS:-600000}"
 else
   use_local_model=0
   export LLM_BASE_URL

@@ -8,7 +8,8 @@
 # on exit. Exits with the test runner's status.
 #
 # The tests need no real model: they run a scripted OpenAI-compatible server
-# inside the Rust test code.
+# inside the Rust test code. First, the local model server's Python tests
+# (scripts/local_llm, stdlib unittest; no llama_cpp, no model).
 set -euo pipefail
 
 # Unique pid-file names per run; logs are .local/test-*.log (last run).
@@ -71,12 +72,16 @@ log "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB"
 log "AWS_ENDPOINT_URL_SQS=$AWS_ENDPOINT_URL_SQS"
 
 status=0
+# The local model server's parser and wire format (pure Python, no model):
+# fixtures of real model outputs (scripts/local_llm/fixtures/).
+log "python -m unittest discover -s scripts/local_llm"
+run_child "$PYTHON" -m unittest discover -s scripts/local_llm || status=$?
 if ((use_nextest)); then
   log "cargo nextest run --workspace --no-fail-fast $*"
-  run_child cargo nextest run --workspace --no-fail-fast "$@" || status=$?
+  run_child cargo nextest run --workspace --no-fail-fast "$@" || status=$((status ? status : $?))
 else
   log "cargo test --workspace --no-fail-fast $*"
-  run_child cargo test --workspace --no-fail-fast "$@" || status=$?
+  run_child cargo test --workspace --no-fail-fast "$@" || status=$((status ? status : $?))
 fi
 log "tests finished with status $status ($((SECONDS - t0))s)"
 exit "$status"

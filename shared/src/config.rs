@@ -87,7 +87,8 @@ pub struct LlmConfig {
     pub first_token_timeout: Duration,
     /// `LLM_IDLE_TIMEOUT_MS` (default 60000): longest silence between two chunks.
     pub idle_timeout: Duration,
-    /// `LLM_MAX_RETRIES` (default 2): retries before the first token only.
+    /// `LLM_MAX_RETRIES` (default 2): retries before the first token only, and
+    /// not after a 200 whose first event is late (see [`crate::llm`]).
     pub max_retries: u32,
     /// `LLM_MAX_TOKENS` (default unset: the server decides).
     pub max_tokens: Option<u32>,

@@ -519,3 +519,73 @@ async fn a_three_turn_conversation_builds_exactly_the_expected_ontology() {
     let projects = svc.list_projects(&alice, Default::default()).await.unwrap().items;
     assert_eq!(projects.len(), 1);
 }
+
+/// Global scope offers no project writers (there is no project yet), so "a
+/// project with a task" has to finish in the one call it offers:
+/// `create_project` takes the initial tasks, goals and documents.
+#[tokio::test]
+async fn one_global_turn_creates_a_project_with_its_task_goal_and_document() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::tool_calls(&[(
+        "create_project",
+        json!({"name": "Launch", "tasks": ["Write the blog post"], "goals": ["Public beta"], "documents": ["Plan"]}),
+    )]));
+    t.llm.push(Reply::text(&["Created."]));
+    let turn =
+        t.turn("alice", json!({"message": "Create a project called Launch with a task Write the blog post"})).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let result = tool_messages(&t.llm.requests()[1]).pop().unwrap().1;
+    assert!(result.get("error").is_none(), "{result}");
+
+    // Through the service the entities API uses.
+    let svc = service(&t);
+    let alice = user("alice");
+    let projects = svc.list_projects(&alice, Default::default()).await.unwrap().items;
+    assert_eq!(projects.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["Launch"]);
+    let p = &projects[0].id;
+    let names = |kind| {
+        let svc = svc.clone();
+        let (alice, p) = (alice.clone(), p.clone());
+        async move {
+            let items = svc.list(&alice, &p, kind, Default::default()).await.unwrap().items;
+            items.iter().map(|e| e.fields.name().to_string()).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(names(EntityKind::Task).await, ["Write the blog post"]);
+    assert_eq!(names(EntityKind::Goal).await, ["Public beta"]);
+    let mut docs = names(EntityKind::Document).await;
+    docs.sort();
+    assert_eq!(docs, ["Plan", "Project context"]);
+
+    // Each creation is an operation with its patch, in order.
+    let ops: Vec<_> = turn
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Operation { entity_type, entity_name, status: OperationStatus::Success, .. } => {
+                Some(format!("{entity_type}:{entity_name}"))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ops, ["project:Launch", "task:Write the blog post", "goal:Public beta", "document:Plan"]);
+    let patches = turn.events.iter().filter(|e| matches!(e, StreamEvent::EntityPatch { .. })).count();
+    assert_eq!(patches, 4);
+    let created = result["entities_created"].as_array().unwrap();
+    assert_eq!(created.len(), 4, "the context document and the three: {result}");
+}
+
+/// An initial entity that breaks a rule refuses the whole call: no project
+/// is left behind half made.
+#[tokio::test]
+async fn a_refused_initial_task_writes_no_project() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::tool_calls(&[("create_project", json!({"name": "Launch", "tasks": ["ok", "   "]}))]));
+    t.llm.push(Reply::text(&["Sorry."]));
+    let turn = t.turn("alice", json!({"message": "Create a project called Launch"})).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let result = tool_messages(&t.llm.requests()[1]).pop().unwrap().1;
+    assert!(result["error"]["code"].is_string(), "{result}");
+    let projects = service(&t).list_projects(&user("alice"), Default::default()).await.unwrap().items;
+    assert!(projects.is_empty(), "{projects:?}");
+}

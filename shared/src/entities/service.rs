@@ -75,7 +75,10 @@ fn bumped(row: &ProjectRow, now: i64) -> ProjectRow {
     next
 }
 
-fn validate_fields(f: &EntityFields) -> Result<(), EntityError> {
+/// The rules every create and update of an entity's fields meets (names,
+/// descriptions, task priority); public so a compound create can check all
+/// of its parts before it writes any.
+pub fn validate_fields(f: &EntityFields) -> Result<(), EntityError> {
     let name_field = match f.kind() {
         EntityKind::Document | EntityKind::Task | EntityKind::Milestone | EntityKind::Risk => "title",
         _ => "name",

@@ -4,8 +4,9 @@
 //! One attempt is: POST, status, then body chunks until the first
 //! [`LlmEvent`], all under one `first_token_timeout` deadline (keep-alive
 //! comments and role-only chunks do not count). Transient failures of an
-//! attempt ([`LlmError::is_transient`]: connect errors and timeouts, 429, 5xx,
-//! and a connection that breaks before the first event) are retried up to
+//! attempt ([`LlmError::is_transient`]: connect errors, no status line in
+//! time, 429, 5xx, and a connection that breaks before the first event; not
+//! a server that answered 200 and is still computing) are retried up to
 //! `max_retries` times with exponential backoff and jitter, or after the
 //! server's `Retry-After` (capped). Once an event has arrived nothing is
 //! retried: the stream yields that event and the rest, each chunk under
@@ -13,7 +14,7 @@
 //! `finish_reason`, or with one error.
 
 use super::parse::{error_message_from_text, snippet, ChunkParser};
-use super::{ChatRequest, Llm, LlmError, LlmEvent, LlmStream};
+use super::{ChatRequest, Llm, LlmError, LlmEvent, LlmStream, TIMEOUT_FIRST_TOKEN, TIMEOUT_RESPONSE};
 use crate::config::LlmConfig;
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
@@ -172,7 +173,7 @@ impl OpenAiClient {
         // The span marks when the request leaves (the bench's pre-model time).
         let sent = rb.send().instrument(tracing::debug_span!("llm.request"));
         let resp = match timeout_at(deadline, sent).await {
-            Err(_) => return Err(LlmError::Timeout(FIRST_TOKEN).into()),
+            Err(_) => return Err(LlmError::Timeout(TIMEOUT_RESPONSE).into()),
             Ok(Err(e)) if e.is_timeout() => return Err(LlmError::Timeout("connect").into()),
             Ok(Err(e)) => return Err(LlmError::Connect(error_chain(&e)).into()),
             Ok(Ok(resp)) => resp,
@@ -245,8 +246,6 @@ impl Llm for OpenAiClient {
     }
 }
 
-const FIRST_TOKEN: &str = "first token";
-
 /// The request as sent: the [`ChatRequest`] plus the streaming switches.
 #[derive(Serialize)]
 struct WireRequest<'a> {
@@ -308,7 +307,7 @@ impl BodyReader {
     /// Reads one body chunk (waiting until `deadline` at most) and queues what it completes.
     async fn pull(&mut self, deadline: Instant) {
         match timeout_at(deadline, self.resp.chunk()).await {
-            Err(_) => self.fail(LlmError::Timeout(if self.seen_event { "idle" } else { FIRST_TOKEN })),
+            Err(_) => self.fail(LlmError::Timeout(if self.seen_event { "idle" } else { TIMEOUT_FIRST_TOKEN })),
             Ok(Err(e)) => self.fail(if self.seen_event {
                 LlmError::Stream(error_chain(&e))
             } else {
@@ -832,8 +831,10 @@ mod tests {
         assert_eq!(server.count(), 2);
     }
 
+    /// The server answered 200 and is computing: a retry would compute the
+    /// same prompt again (a local model: after finishing the abandoned one).
     #[tokio::test]
-    async fn no_first_token_times_out_and_keep_alives_do_not_count() {
+    async fn no_first_token_times_out_is_not_retried_and_keep_alives_do_not_count() {
         let server = serve(|_| {
             let mut steps = vec![role()];
             for _ in 0..20 {
@@ -848,17 +849,17 @@ mod tests {
         cfg.max_retries = 1;
         let err = chat(cfg).await.unwrap_err();
         assert_eq!(err, LlmError::Timeout("first token"));
-        assert_eq!(server.count(), 2);
+        assert_eq!(server.count(), 1, "not retried");
     }
 
     #[tokio::test]
-    async fn no_response_headers_times_out_too() {
+    async fn no_response_headers_times_out_and_is_retried() {
         let server = serve(|_| Reply::Silent).await;
         let mut cfg = cfg(&server);
         cfg.first_token_timeout = Duration::from_millis(200);
-        cfg.max_retries = 0;
-        assert_eq!(chat(cfg).await.unwrap_err(), LlmError::Timeout("first token"));
-        assert_eq!(server.count(), 1);
+        cfg.max_retries = 1;
+        assert_eq!(chat(cfg).await.unwrap_err(), LlmError::Timeout("response"));
+        assert_eq!(server.count(), 2);
     }
 
     #[tokio::test]

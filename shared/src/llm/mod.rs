@@ -3,8 +3,12 @@
 //! Contract: [`Llm::stream_chat`] resolves once the model has produced its first
 //! event (text, tool-call delta or usage). Everything before that point — connect,
 //! HTTP status, first token — is bounded by timeouts and retried with backoff on
-//! transient failures (connect errors, 429, 5xx); nothing after it is retried,
-//! because tokens have already reached the user. The returned stream then yields
+//! transient failures (connect errors, no response in time, 429, 5xx); nothing
+//! after it is retried, because tokens have already reached the user. A server
+//! that answered 200 but sent no event in time is not retried either: it took
+//! the request and was still computing it, and a retry would compute the same
+//! prompt again from the start (a local model, one prompt at a time, would
+//! first finish the abandoned one). The returned stream then yields
 //! [`LlmEvent`]s until the model's `[DONE]` (or the end of the body), or one
 //! [`LlmError`] and nothing after it. Dropping the stream cancels the HTTP request.
 
@@ -52,6 +56,12 @@ pub enum LlmEvent {
     },
 }
 
+/// [`LlmError::Timeout`]: no response (status line) in time; retried.
+pub const TIMEOUT_RESPONSE: &str = "response";
+/// [`LlmError::Timeout`]: the server answered 200 but sent no event in time;
+/// not retried (see the module contract).
+pub const TIMEOUT_FIRST_TOKEN: &str = "first token";
+
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum LlmError {
     #[error("could not reach the model: {0}")]
@@ -85,7 +95,8 @@ impl LlmError {
     /// Worth another try before the first token.
     pub fn is_transient(&self) -> bool {
         match self {
-            LlmError::Connect(_) | LlmError::Timeout(_) => true,
+            LlmError::Connect(_) => true,
+            LlmError::Timeout(what) => *what != TIMEOUT_FIRST_TOKEN,
             LlmError::Http { status, .. } => *status == 429 || *status >= 500,
             _ => false,
         }

@@ -79,6 +79,15 @@ pub struct CreateProjectArgs {
     /// The project's context document: purpose, vision and scope in the user's words.
     #[serde(default)]
     pub context: Option<String>,
+    /// Titles of tasks to create in the new project.
+    #[serde(default)]
+    pub tasks: Option<Vec<String>>,
+    /// Names of goals to create in the new project.
+    #[serde(default)]
+    pub goals: Option<Vec<String>>,
+    /// Titles of documents to create in the new project.
+    #[serde(default)]
+    pub documents: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -29,6 +29,7 @@ mod turn;
 
 pub use scope::ToolScope;
 
+use crate::entities::service::validate_fields;
 use crate::entities::{
     CreateEntity, DocumentFields, Edge, EdgeEnd, EntityError, EntityFields, EntityKind, EntityPatch, EntityService,
     MoveDocument, NewProject, PageRequest, UpdateEntity,
@@ -131,7 +132,8 @@ impl ToolName {
     }
 }
 
-/// Inlined (no `$ref`s) and without `$schema`/`title`: what model APIs take.
+/// Inlined (no `$ref`s) and without `$schema`/`title`: what model APIs take;
+/// then [`compact`]ed, since every definition is sent on every request.
 fn schema<T: schemars::JsonSchema>() -> Value {
     let gen = schemars::generate::SchemaSettings::draft2020_12()
         .with(|s| {
@@ -143,7 +145,35 @@ fn schema<T: schemars::JsonSchema>() -> Value {
     if let Some(o) = v.as_object_mut() {
         o.remove("title");
     }
+    compact(&mut v);
     v
+}
+
+/// Drops what tells the model nothing it needs, to keep the prompt small for
+/// small local windows (docs/local-stack.md, "Prompt size"): an optional
+/// field's `"default": null` and the `"null"` in its type (not `required`
+/// already says it may be left out, and absent and null read the same), and
+/// integer `format`s (`uint`, `int64`: Rust's widths, not the model's
+/// concern; ranges that matter are in `minimum`/`maximum` or the description).
+fn compact(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if o.get("default") == Some(&Value::Null) {
+                o.remove("default");
+            }
+            o.remove("format");
+            if let Some(Value::Array(types)) = o.get_mut("type") {
+                types.retain(|t| t != "null");
+                if types.len() == 1 {
+                    let only = types.remove(0);
+                    o.insert("type".into(), only);
+                }
+            }
+            o.values_mut().for_each(compact);
+        }
+        Value::Array(items) => items.iter_mut().for_each(compact),
+        _ => {}
+    }
 }
 
 /// Who calls, and where.
@@ -213,16 +243,18 @@ impl From<EntityError> for Refusal {
     }
 }
 
-/// What a handler did: its result, the step it was, and the patches.
+/// What a handler did: its result, the steps it took (each with whether it
+/// succeeded; a compound create takes several), and the patches.
 struct Done {
     result: Result<Value, EntityError>,
-    op: Option<Op>,
+    ops: Vec<(Op, bool)>,
     patches: Vec<EntityPatch>,
 }
 
 impl Done {
     fn read(result: Result<Value, EntityError>, op: Op) -> Self {
-        Done { result, op: Some(op), patches: vec![] }
+        let ok = result.is_ok();
+        Done { result, ops: vec![(op, ok)], patches: vec![] }
     }
 }
 
@@ -277,6 +309,41 @@ fn entity_failure(e: &EntityError) -> (String, String) {
         e => e.to_string(),
     };
     (e.code().to_string(), message)
+}
+
+/// The `create_project` arguments that are entities to create in the new
+/// project, not fields of the project.
+const INITIAL_ENTITY_KEYS: [&str; 3] = ["tasks", "goals", "documents"];
+
+/// The entities `create_project` makes in the new project, validated: tasks
+/// and goals by the same rules as their own create tools, documents (titles,
+/// empty content) at the tree's root.
+fn initial_entities(a: &CreateProjectArgs) -> Result<Vec<CreateEntity>, Refusal> {
+    let mut out = vec![];
+    for (kind, key, titles) in [(EntityKind::Task, "title", &a.tasks), (EntityKind::Goal, "name", &a.goals)] {
+        for t in titles.iter().flatten() {
+            let mut m = Map::new();
+            m.insert(key.into(), Value::String(t.clone()));
+            let fields =
+                EntityFields::from_object(kind, m).map_err(|e| Refusal::Args(format!("{}: {e}", kind.plural())))?;
+            validate_fields(&fields)?;
+            out.push(CreateEntity::new(fields));
+        }
+    }
+    for t in a.documents.iter().flatten() {
+        let fields = EntityFields::Document(DocumentFields { title: t.clone(), description: None });
+        validate_fields(&fields)?;
+        out.push(CreateEntity { content: Some(String::new()), ..CreateEntity::new(fields) });
+    }
+    Ok(out)
+}
+
+/// Appends `v` to the array `key` of `obj` (made when missing).
+fn push_json(obj: &mut Map<String, Value>, key: &str, v: Value) {
+    match obj.entry(key).or_insert_with(|| Value::Array(vec![])) {
+        Value::Array(items) => items.push(v),
+        other => *other = Value::Array(vec![v]),
+    }
 }
 
 /// The chat's tools, over one [`EntityService`].
@@ -344,10 +411,14 @@ impl ToolRegistry {
                 failure(&code, &message)
             }
         };
-        if let Some(op) = &done.op {
-            let end = if done.result.is_ok() { OperationStatus::Success } else { OperationStatus::Error };
-            outcome.operations = vec![op.event(OperationStatus::Start), op.event(end)];
-        }
+        outcome.operations = done
+            .ops
+            .iter()
+            .flat_map(|(op, ok)| {
+                let end = if *ok { OperationStatus::Success } else { OperationStatus::Error };
+                [op.event(OperationStatus::Start), op.event(end)]
+            })
+            .collect();
         outcome.patches = done.patches;
         outcome
     }
@@ -396,15 +467,7 @@ impl ToolRegistry {
                 let op = Op { action: A::Read, entity_type: "project", name, id: Some(id.to_string()) };
                 Done::read(r.map(|p| to_json(&p)), op)
             }
-            ToolName::CreateProject => {
-                let a: CreateProjectArgs = parse(raw)?;
-                let new: NewProject = serde_json::from_value(Value::Object(without_nulls(raw)))
-                    .map_err(|e| Refusal::Args(e.to_string()))?;
-                let r = svc.create_project(user, new).await;
-                let id = r.as_ref().ok().map(|w| w.data.project.id.to_string());
-                let op = Op { action: A::Create, entity_type: "project", name: a.name, id };
-                self.write(r, op)
-            }
+            ToolName::CreateProject => self.create_project(user, raw).await?,
             ToolName::UpdateProject => {
                 let a: UpdateProjectArgs = parse(raw)?;
                 let id = project_id(&a.project_id)?;
@@ -504,12 +567,12 @@ impl ToolRegistry {
                 let a: ListEdgesArgs = parse(raw)?;
                 let id = a.entity_id.as_deref().map(|e| entity_id("entity_id", e)).transpose()?;
                 let r = svc.edges(user, project()?, id.as_ref()).await;
-                Done { result: r.map(|items| json!({ "items": items })), op: None, patches: vec![] }
+                Done { result: r.map(|items| json!({ "items": items })), ops: vec![], patches: vec![] }
             }
             ToolName::GetDocStructure => {
                 let _: NoArgs = parse(raw)?;
                 let r = svc.doc_structure(user, project()?).await;
-                Done { result: r.map(|d| to_json(&d)), op: None, patches: vec![] }
+                Done { result: r.map(|d| to_json(&d)), ops: vec![], patches: vec![] }
             }
             ToolName::GetDocumentMetadata => {
                 let a: DocumentMetadataArgs = parse(raw)?;
@@ -542,8 +605,8 @@ impl ToolRegistry {
 
     fn write<T: serde::Serialize>(&self, r: Result<crate::entities::Write<T>, EntityError>, op: Op) -> Done {
         match r {
-            Ok(w) => Done { result: Ok(to_json(&w.data)), op: Some(op), patches: vec![w.patch] },
-            Err(e) => Done { result: Err(e), op: Some(op), patches: vec![] },
+            Ok(w) => Done { result: Ok(to_json(&w.data)), ops: vec![(op, true)], patches: vec![w.patch] },
+            Err(e) => Done { result: Err(e), ops: vec![(op, false)], patches: vec![] },
         }
     }
 
@@ -561,6 +624,52 @@ impl ToolRegistry {
         let r = self.service.create(user, project, new).await;
         let id = r.as_ref().ok().map(|w| w.data.id.to_string());
         self.write(r, Op { action: OperationAction::Create, entity_type: kind.as_str(), name, id })
+    }
+
+    /// Creates a project and, in it, the tasks, goals and documents the call
+    /// names, so "a project with a task" finishes in one call from global
+    /// scope (which offers no project writers, having no project). Every
+    /// initial entity is validated before anything is written: refused
+    /// arguments write nothing. The project is then one commit and each
+    /// entity one more; a failure among those is reported in the result
+    /// (`errors`) and as that step's error operation, after the project.
+    async fn create_project(&self, user: &UserId, raw: &Map<String, Value>) -> Result<Done, Refusal> {
+        let a: CreateProjectArgs = parse(raw)?;
+        let initial = initial_entities(&a)?;
+        let mut fields = without_nulls(raw);
+        for k in INITIAL_ENTITY_KEYS {
+            fields.remove(k);
+        }
+        let new: NewProject =
+            serde_json::from_value(Value::Object(fields)).map_err(|e| Refusal::Args(e.to_string()))?;
+        let r = self.service.create_project(user, new).await;
+        let id = r.as_ref().ok().map(|w| w.data.project.id.clone());
+        let op = Op {
+            action: OperationAction::Create,
+            entity_type: "project",
+            name: a.name,
+            id: id.as_ref().map(|p| p.to_string()),
+        };
+        let mut done = self.write(r, op);
+        let (Some(project), Ok(Value::Object(result))) = (id, &mut done.result) else { return Ok(done) };
+        let mut errors = vec![];
+        for new in initial {
+            let title = new.fields.name().to_string();
+            let child = self.create(user, &project, new).await;
+            match child.result {
+                Ok(entity) => push_json(result, "entities_created", entity),
+                Err(e) => {
+                    let (code, message) = entity_failure(&e);
+                    errors.push(json!({ "title": title, "error": { "code": code, "message": message } }));
+                }
+            }
+            done.ops.extend(child.ops);
+            done.patches.extend(child.patches);
+        }
+        if !errors.is_empty() {
+            result.insert("errors".into(), Value::Array(errors));
+        }
+        Ok(done)
     }
 
     /// Creates a non-document entity: the typed arguments check the shape the

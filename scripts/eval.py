@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""The agent eval: scenarios against the running stack, judged through the
+entities API, never from the model's words. Run through scripts/eval.sh.
+
+Each run of a scenario uses a new user (so runs share no data), sets up what
+it needs through the entities API, sends one chat turn to the stream
+function, then checks the user's ontology (or, for reads, the stream's own
+tool events against ids the API gave). Per run it records: success, turns
+(chat turns sent), tool calls, and latency from sending the turn: first event
+from the model (text or tool call), first tool call, and ``done``.
+
+Output: one line per run, then a Markdown table per scenario (runs, passed,
+median latencies) on stdout; ``--json FILE`` keeps every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+
+@dataclass
+class Run:
+    scenario: str
+    ok: bool = False
+    why: str = ""
+    turns: int = 0
+    tool_calls: List[str] = field(default_factory=list)
+    first_event_s: Optional[float] = None
+    first_tool_s: Optional[float] = None
+    done_s: Optional[float] = None
+    done_reason: str = ""
+    error: str = ""
+
+
+class Stack:
+    def __init__(self, base: str, cli: str):
+        self.base, self.cli = base.rstrip("/"), cli
+
+    def token(self, user: str) -> str:
+        return subprocess.run([self.cli, "token", "--sub", user, "--ttl-secs", "7200"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    def call(self, token: str, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"authorization": f"Bearer {token}", "content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                text = r.read().decode()
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(f"{method} {path}: HTTP {e.code} {e.read().decode()[:300]}") from None
+        return json.loads(text) if text else None
+
+
+class User:
+    """One eval user: a token, the entities API and the stream."""
+
+    def __init__(self, stack: Stack, name: str):
+        self.stack, self.token = stack, stack.token(name)
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        return self.stack.call(self.token, method, "/lambda-url/entities" + path, body)
+
+    def project(self, name: str) -> Dict[str, Any]:
+        return self.api("POST", "/projects", {"name": name})["data"]["project"]
+
+    def create(self, pid: str, kind: str, body: Dict[str, Any]) -> str:
+        return self.api("POST", f"/projects/{pid}/{kind}s", body)["data"]["id"]
+
+    def items(self, path: str) -> List[Dict[str, Any]]:
+        return self.api("GET", path + ("&" if "?" in path else "?") + "limit=100")["items"]
+
+    def turn(self, run: Run, body: Dict[str, Any], on_event: Optional[Callable[[str, Dict], None]] = None) -> "Turn":
+        run.turns += 1
+        req = urllib.request.Request(self.stack.base + "/lambda-url/stream/", data=json.dumps(body).encode(),
+                                     method="POST", headers={"authorization": f"Bearer {self.token}",
+                                                             "content-type": "application/json"})
+        t0 = time.monotonic()
+        turn = Turn()
+        with urllib.request.urlopen(req, timeout=1800) as r:
+            name = ""
+            for raw in r:
+                line = raw.decode().rstrip("\r\n")
+                if line.startswith("event:"):
+                    name = line[6:].strip()
+                elif line.startswith("data:"):
+                    ev = json.loads(line[5:])
+                    turn.add(name or ev.get("type", ""), ev, time.monotonic() - t0, run)
+                    if on_event:
+                        on_event(name, ev)
+        return turn
+
+
+class Turn:
+    def __init__(self) -> None:
+        self.events: List[Dict[str, Any]] = []
+        self.text = ""
+        self.session_id = ""
+
+    def add(self, name: str, ev: Dict[str, Any], t: float, run: Run) -> None:
+        self.events.append(ev)
+        if name in ("text_delta", "tool_call") and run.first_event_s is None:
+            run.first_event_s = round(t, 1)
+        if name == "text_delta":
+            self.text += ev.get("content", "")
+        elif name == "tool_call":
+            fn = ev["tool_call"]["function"]
+            run.tool_calls.append(fn["name"])
+            if run.first_tool_s is None:
+                run.first_tool_s = round(t, 1)
+        elif name == "session":
+            self.session_id = ev["session"]["id"]
+        elif name == "error":
+            run.error = ev.get("code", "") or json.dumps(ev)[:120]
+        elif name == "done":
+            run.done_s, run.done_reason = round(t, 1), ev.get("reason", "")
+
+    def calls(self, name: str) -> List[Dict[str, Any]]:
+        out = []
+        for ev in self.events:
+            fn = ev.get("tool_call", {}).get("function", {}) if ev.get("type") == "tool_call" else {}
+            if fn.get("name") == name:
+                try:
+                    out.append(json.loads(fn.get("arguments") or "{}"))
+                except json.JSONDecodeError:
+                    out.append({})
+        return out
+
+    def ok_results(self) -> int:
+        return sum(1 for ev in self.events if ev.get("type") == "tool_result" and ev.get("ok"))
+
+
+def title(e: Dict[str, Any]) -> str:
+    """An entity's title or name, as the entities API lists it."""
+    f = e.get("fields", e)
+    return f.get("title") or f.get("name") or ""
+
+
+def norm(s: str) -> str:
+    return " ".join(s.lower().replace("\u201c", "").replace("\u201d", "").replace('"', "").split())
+
+
+def in_project(pid: str, message: str) -> Dict[str, Any]:
+    return {"message": message, "context_type": "project", "projectFocus": {"projectId": pid}}
+
+
+# ---- scenarios: each returns (ok, why) ----
+
+def create_project_with_task(u: User, run: Run):
+    u.turn(run, {"message": "Create a project called Launch with a task Write the blog post"})
+    projects = [p for p in u.items("/projects") if "launch" in norm(p["name"])]
+    if not projects:
+        return False, "no project named Launch"
+    tasks = [title(t) for p in projects for t in u.items(f"/projects/{p['id']}/tasks")]
+    ok = any("blog post" in norm(t) for t in tasks)
+    return ok, f"tasks {tasks}"
+
+
+def add_document_under_parent(u: User, run: Run):
+    pid = u.project("Atlas")["id"]
+    research = u.create(pid, "document", {"title": "Research", "content": "What we learned."})
+    u.create(pid, "document", {"title": "Roadmap", "content": "Q3 plans."})
+    u.turn(run, in_project(pid, "Add a document titled Competitor notes under the Research document."))
+
+    def parent_of(nodes, parent, title_of):
+        for n in nodes:
+            if "competitor" in norm(title_of(n["id"])):
+                return parent
+            found = parent_of(n.get("children", []), n["id"], title_of)
+            if found is not None:
+                return found
+        return None
+
+    titles = {d["id"]: title(d) for d in u.items(f"/projects/{pid}/documents")}
+    tree = u.api("GET", f"/projects/{pid}/doc-structure")["root"]
+    parent = parent_of(tree, "(root)", lambda i: titles.get(i, ""))
+    return parent == research, f"new document's parent: {titles.get(parent, parent)}"
+
+
+def link_task_to_goal(u: User, run: Run):
+    pid = u.project("Beta")["id"]
+    goal = u.create(pid, "goal", {"name": "Public beta"})
+    task = u.create(pid, "task", {"title": "Write the launch post"})
+    u.turn(run, in_project(pid, "Link the task Write the launch post to the goal Public beta: the task supports the goal."))
+    edges = u.api("GET", f"/projects/{pid}/edges?entity_id={task}")["items"]
+    ends = [{e["from"]["id"], e["to"]["id"]} for e in edges]
+    return {task, goal} in ends, f"edges {[(e['from']['kind'], e['relation'], e['to']['kind']) for e in edges]}"
+
+
+def read_deep_document(u: User, run: Run):
+    pid = u.project("Platform")["id"]
+    specs = u.create(pid, "document", {"title": "Specs", "content": "All specifications."})
+    api = u.create(pid, "document", {"title": "API", "content": "The public API.", "parent_id": specs})
+    auth = u.create(pid, "document", {"title": "Auth", "parent_id": api,
+                                      "content": "Access tokens expire after 17 minutes; refresh tokens after 30 days."})
+    turn = u.turn(run, in_project(pid, "Read the document Specs / API / Auth and tell me when access tokens expire."))
+    read = [a for n in ("read_document", "get_entity") for a in turn.calls(n)
+            if auth in (a.get("document_id"), a.get("id"))]
+    ok = bool(read) and "17" in turn.text
+    return ok, f"read Auth: {bool(read)}; answer mentions 17: {'17' in turn.text}"
+
+
+def plain_question(u: User, run: Run):
+    turn = u.turn(run, {"message": "What is the capital of France? Answer in one word."})
+    projects = u.items("/projects")
+    ok = not run.tool_calls and not projects and "paris" in turn.text.lower()
+    return ok, f"tools {run.tool_calls}, projects {len(projects)}, answer {turn.text[:60]!r}"
+
+
+def stop_mid_turn(u: User, run: Run):
+    stopped: Dict[str, Any] = {}
+
+    def on_event(name: str, ev: Dict[str, Any]) -> None:
+        if name == "session":
+            stopped["sid"] = ev["session"]["id"]
+        if name == "text_delta" and "sent" not in stopped:
+            stopped["sent"] = time.monotonic()
+            sid = stopped["sid"]
+            # From another thread: this one keeps reading the stream.
+            threading.Thread(target=lambda: stopped.update(
+                answer=u.stack.call(u.token, "POST", f"/lambda-url/stream/sessions/{sid}/stop", {}))).start()
+
+    turn = u.turn(run, {"message": "Write a 400-word essay on why small teams ship faster."}, on_event)
+    if "sent" not in stopped:
+        return False, "no text arrived to stop"
+    after = time.monotonic() - stopped["sent"]
+    msgs = u.stack.call(u.token, "GET", f"/lambda-url/stream/sessions/{turn.session_id}/messages")["messages"]
+    last = msgs[-1] if msgs else {}
+    ok = run.done_reason == "stopped" and last.get("role") == "assistant" and after < 10
+    return ok, f"done {run.done_reason!r} {after:.1f}s after stop; stored {last.get('role')} {str(last.get('status', ''))}"
+
+
+SCENARIOS = {f.__name__: f for f in (create_project_with_task, add_document_under_parent, link_task_to_goal,
+                                     read_deep_document, plain_question, stop_mid_turn)}
+
+
+def run_one(stack: Stack, name: str, i: int, tag: str) -> Run:
+    run = Run(name)
+    try:
+        u = User(stack, f"eval-{tag}-{name[:12]}-{i}")
+        run.ok, run.why = SCENARIOS[name](u, run)
+    except Exception as e:  # noqa: BLE001 - a broken run is a failed run, with its reason
+        run.ok, run.why = False, f"{type(e).__name__}: {e}"
+    return run
+
+
+def med(xs: List[Optional[float]]) -> str:
+    xs = [x for x in xs if x is not None]
+    return f"{statistics.median(xs):.1f}" if xs else "–"
+
+
+def table(runs: List[Run]) -> str:
+    lines = ["| scenario | passed | turns | tool calls (median) | first event s (median) | first tool call s (median) "
+             "| done s (median) |", "|---|---|---|---|---|---|---|"]
+    for name in SCENARIOS:
+        rs = [r for r in runs if r.scenario == name]
+        if not rs:
+            continue
+        passed = sum(r.ok for r in rs)
+        lines.append(f"| {name} | {passed}/{len(rs)} | {sum(r.turns for r in rs) / len(rs):.0f} "
+                     f"| {med([len(r.tool_calls) for r in rs])} | {med([r.first_event_s for r in rs])} "
+                     f"| {med([r.first_tool_s for r in rs])} | {med([r.done_s for r in rs])} |")
+    total = sum(r.ok for r in runs)
+    lines.append(f"| **all** | **{total}/{len(runs)} ({100 * total // max(len(runs), 1)}%)** | | | | | |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", required=True, help="the cargo lambda watch base URL")
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--json", default="")
+    ap.add_argument("scenarios", nargs="*", help=f"default: all of {list(SCENARIOS)}")
+    a = ap.parse_args()
+    names = a.scenarios or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        print(f"unknown scenario(s) {unknown}; known: {list(SCENARIOS)}", file=sys.stderr)
+        return 2
+    stack, tag, runs = Stack(a.url, a.cli), uuid.uuid4().hex[:6], []
+    for i in range(a.reps):
+        for name in names:
+            r = run_one(stack, name, i, tag)
+            runs.append(r)
+            print(f"{'PASS' if r.ok else 'FAIL'} {name} #{i + 1}: {len(r.tool_calls)} call(s) {r.tool_calls} "
+                  f"first {r.first_event_s}s tool {r.first_tool_s}s done {r.done_s}s "
+                  f"{r.done_reason}{' error ' + r.error if r.error else ''} — {r.why}", flush=True)
+            if a.json:
+                with open(a.json, "w") as f:
+                    json.dump([asdict(x) for x in runs], f, indent=1)
+    print()
+    print(table(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
