@@ -589,3 +589,21 @@ async fn a_refused_initial_task_writes_no_project() {
     let projects = service(&t).list_projects(&user("alice"), Default::default()).await.unwrap().items;
     assert!(projects.is_empty(), "{projects:?}");
 }
+
+/// "Link the task X to the goal Y" needs both ids: a project pack names the
+/// project's tasks and goals with their ids, so the model can link them
+/// without listing first (issue 16's eval: the link scenario failed 5 of 5
+/// for want of them).
+#[tokio::test]
+async fn a_project_pack_names_its_tasks_and_goals_with_their_ids() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice", "Launch").await;
+    let task = create(&t, "alice", &p, "create_task", json!({"title": "Write the launch post"})).await;
+    let goal = create(&t, "alice", &p, "create_goal", json!({"name": "Public beta"})).await;
+    t.turn("alice", in_project(&p, "link the task to the goal")).await;
+    let system = t.llm.requests()[0]["messages"][0]["content"].as_str().unwrap().to_string();
+    for (kind, id, name) in [("task", &task, "Write the launch post"), ("goal", &goal, "Public beta")] {
+        let named = json!({"kind": kind, "id": id, "name": name}).to_string();
+        assert!(system.contains(&named), "{named} not in {system}");
+    }
+}

@@ -23,6 +23,8 @@ use std::collections::HashMap;
 pub const GLOBAL_PROJECTS: usize = 20;
 /// Linked entities described in an entity pack.
 pub const LINKED_ENTITIES: usize = 12;
+/// Entities of each kind (other than documents) named in a project pack.
+pub const PROJECT_ENTITIES_PER_KIND: usize = 10;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ContextPack {
@@ -39,6 +41,11 @@ pub struct ContextPack {
     pub linked: Vec<Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub projects: Vec<Value>,
+    /// A project pack's tasks, goals, plans, milestones, risks and
+    /// requirements (kind, id, name; the first few of each kind): the ids a
+    /// link or an update needs, without a listing round first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub entities: Vec<Value>,
     /// The project version the pack was built from (caches compare against it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<u64>,
@@ -46,7 +53,7 @@ pub struct ContextPack {
 
 impl ContextPack {
     pub fn is_empty(&self) -> bool {
-        self.project.is_none() && self.projects.is_empty() && self.entity.is_none()
+        self.project.is_none() && self.projects.is_empty() && self.entity.is_none() && self.entities.is_empty()
     }
 }
 
@@ -81,7 +88,7 @@ async fn project_pack(service: &EntityService, user: &UserId, project: &ProjectI
         }
     };
     let ids: Vec<EntityId> = flatten(&tree.root);
-    let meta = metadata(service, user, project, &ids).await;
+    let (meta, entities) = tokio::join!(metadata(service, user, project, &ids), named_entities(service, user, project));
     ContextPack {
         scope: "project",
         project: Some(json!({"id": p.id, "name": p.name, "description": p.description, "state": p.state,
@@ -89,9 +96,26 @@ async fn project_pack(service: &EntityService, user: &UserId, project: &ProjectI
         doc_structure: Some(
             json!({"version": tree.version, "root": tree.root.iter().map(|n| node(n, &meta)).collect::<Vec<_>>()}),
         ),
+        entities,
         version: Some(p.version),
         ..Default::default()
     }
+}
+
+/// The first few entities of each kind but documents (those are the tree),
+/// read in parallel; a kind that cannot be read is left out.
+async fn named_entities(service: &EntityService, user: &UserId, project: &ProjectId) -> Vec<Value> {
+    let kinds = EntityKind::ALL.into_iter().filter(|k| *k != EntityKind::Document);
+    let pages = futures::future::join_all(kinds.map(|kind| async move {
+        let page = PageRequest { limit: Some(PROJECT_ENTITIES_PER_KIND), cursor: None };
+        (kind, service.list(user, project, kind, page).await)
+    }))
+    .await;
+    pages
+        .into_iter()
+        .flat_map(|(kind, page)| page.map(|p| p.items).unwrap_or_default().into_iter().map(move |e| (kind, e)))
+        .map(|(kind, e)| json!({"kind": kind, "id": e.id, "name": e.fields.name()}))
+        .collect()
 }
 
 async fn entity_pack(

@@ -416,6 +416,7 @@ pub fn pack_from_json(data: &str) -> Result<ContextPack, StoreError> {
         entity: v.remove("entity"),
         linked: list(v.remove("linked")),
         projects: list(v.remove("projects")),
+        entities: list(v.remove("entities")),
         version: v.get("version").and_then(Value::as_u64),
     })
 }
