@@ -603,7 +603,7 @@ async fn a_project_pack_names_its_tasks_and_goals_with_their_ids() {
     t.turn("alice", in_project(&p, "link the task to the goal")).await;
     let system = t.llm.requests()[0]["messages"][0]["content"].as_str().unwrap().to_string();
     for (kind, id, name) in [("task", &task, "Write the launch post"), ("goal", &goal, "Public beta")] {
-        let named = json!({"kind": kind, "id": id, "name": name}).to_string();
+        let named = format!("{kind} “{name}”: id {id}");
         assert!(system.contains(&named), "{named} not in {system}");
     }
 }

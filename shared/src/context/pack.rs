@@ -42,8 +42,8 @@ pub struct ContextPack {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub projects: Vec<Value>,
     /// A project pack's tasks, goals, plans, milestones, risks and
-    /// requirements (kind, id, name; the first few of each kind): the ids a
-    /// link or an update needs, without a listing round first.
+    /// requirements (`task “Write the post”: id …`; the first few of each
+    /// kind): the ids a link or an update needs, without a listing round first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub entities: Vec<Value>,
     /// The project version the pack was built from (caches compare against it).
@@ -114,7 +114,10 @@ async fn named_entities(service: &EntityService, user: &UserId, project: &Projec
     pages
         .into_iter()
         .flat_map(|(kind, page)| page.map(|p| p.items).unwrap_or_default().into_iter().map(move |e| (kind, e)))
-        .map(|(kind, e)| json!({"kind": kind, "id": e.id, "name": e.fields.name()}))
+        // One string per entity, kind and name before the id: as JSON objects
+        // (keys sorted: id, kind, name) a small model paired an id with the
+        // name of the entity before it (issue 16's eval).
+        .map(|(kind, e)| Value::String(format!("{} “{}”: id {}", kind.as_str(), e.fields.name(), e.id)))
         .collect()
 }
 
