@@ -2,13 +2,14 @@
 //! says about where the user is.
 //!
 //! - global: a light list of the user's projects (name, id);
-//! - project: the project (name, description, version) and its `doc_structure`
-//!   with titles, descriptions and content lengths — never content;
+//! - project: the project (name, description, version), its `doc_structure`
+//!   with titles, descriptions and content lengths — never content — and the
+//!   first few entities of each other kind, named with their ids;
 //! - entity: the project, the entity itself and the entities linked to it.
 //!
 //! Built with as few DynamoDB round trips as possible, in parallel: project
-//! scope is the project item (project + tree) and one batch of document
-//! metadata. A pack that cannot be built (a project the user cannot see, a
+//! scope is the project item (project + tree), one batch of document
+//! metadata and one page per entity kind. A pack that cannot be built (a project the user cannot see, a
 //! store error) is empty: the turn goes on without it.
 
 use crate::entities::service::MAX_METADATA_IDS;
