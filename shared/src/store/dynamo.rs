@@ -44,9 +44,9 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
-    /// One page of a session's messages with `sk` in `range`, in log order
-    /// whichever way it was read (`forward: false` reads the newest first).
-    async fn query_messages(
+    /// One page of a session's items with `sk` in `range`, as read
+    /// (`forward: false` reads the newest first).
+    async fn query_range(
         &self,
         user: &UserId,
         session: &SessionId,
@@ -54,7 +54,7 @@ impl DynamoStore {
         forward: bool,
         limit: usize,
         what: &'static str,
-    ) -> Result<Vec<StoredMessage>, StoreError> {
+    ) -> Result<Vec<Item>, StoreError> {
         let out = self
             .client
             .query()
@@ -70,7 +70,21 @@ impl DynamoStore {
             .instrument(tracing::debug_span!("ddb.query", what))
             .await
             .map_err(backend)?;
-        let items = out.items.unwrap_or_default();
+        Ok(out.items.unwrap_or_default())
+    }
+
+    /// One page of a session's messages with `sk` in `range`, in log order
+    /// whichever way it was read (`forward: false` reads the newest first).
+    async fn query_messages(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        range: (String, String),
+        forward: bool,
+        limit: usize,
+        what: &'static str,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let items = self.query_range(user, session, range, forward, limit, what).await?;
         let mut msgs = futures::future::try_join_all(items.iter().map(|i| self.message_from_item(i))).await?;
         if !forward {
             msgs.reverse();
@@ -683,25 +697,12 @@ impl Store for DynamoStore {
 
     async fn recent_log(&self, user: &UserId, session: &SessionId, limit: usize) -> Result<RecentLog, StoreError> {
         let limit = limit.clamp(1, 1000);
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
-            .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
-            .expression_attribute_values(":a", s(MSG_PREFIX))
-            .expression_attribute_values(":b", s(keys::LOG_END))
-            .scan_index_forward(false)
-            // The summary and the agent state come first, when they exist.
-            .limit(limit as i32 + 2)
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::debug_span!("ddb.query", what = "recent_log"))
-            .await
-            .map_err(backend)?;
+        let range = (MSG_PREFIX.to_string(), keys::LOG_END.to_string());
+        // The summary and the agent state come first, when they exist.
+        let items = self.query_range(user, session, range, false, limit + 2, "recent_log").await?;
         let mut log = RecentLog { messages: Vec::new(), summary: Ok(None), agent_state: Ok(None) };
         let mut messages = Vec::new();
-        for item in out.items() {
+        for item in &items {
             match get_s(item, "sk") {
                 Some(SUMMARY_SK) => log.summary = super::summary::from_item(item).map(Some),
                 Some(AGENT_STATE_SK) => log.agent_state = super::agent_state::from_item(item).map(Some),
