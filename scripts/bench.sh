@@ -51,13 +51,7 @@ log "builds ready ($((SECONDS - t0))s)"
 
 ddb_port="$(free_port)"
 start_dynamodb_local "$ddb_port"
-export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
-export AWS_REGION="${AWS_REGION:-us-east-1}"
-export AWS_DEFAULT_REGION="$AWS_REGION"
-export AWS_ACCESS_KEY_ID=local
-export AWS_SECRET_ACCESS_KEY=local
-export AWS_EC2_METADATA_DISABLED=true
-unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL || true
+use_local_aws "http://127.0.0.1:$ddb_port"
 
 results="$LOCAL_DIR/bench-results.md"
 status=0

@@ -482,6 +482,22 @@ ensure_arm64_target() {
     || rustup target add aarch64-unknown-linux-gnu
 }
 
+# use_local_aws DYNAMODB_URL [SQS_URL]: the environment every local run gives
+# the SDKs: these endpoints, dummy credentials, no instance metadata, and no
+# profile or session token from the caller's shell that could point elsewhere.
+use_local_aws() {
+  export AWS_ENDPOINT_URL_DYNAMODB="$1"
+  if [[ -n "${2:-}" ]]; then
+    export AWS_ENDPOINT_URL_SQS="$2"
+  fi
+  export AWS_REGION="${AWS_REGION:-us-east-1}"
+  export AWS_DEFAULT_REGION="$AWS_REGION"
+  export AWS_ACCESS_KEY_ID=local
+  export AWS_SECRET_ACCESS_KEY=local
+  export AWS_EC2_METADATA_DISABLED=true
+  unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL || true
+}
+
 # -------------------------------------------------------------- services ---
 
 # start_dynamodb_local PORT [DB_PATH]: in-memory without DB_PATH, persistent

@@ -47,13 +47,8 @@ CLI="$REPO_ROOT/target/debug/agentic-chat"
 ddb_port="$(free_port)"
 start_dynamodb_local "$ddb_port"
 
-export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
-export AWS_REGION="${AWS_REGION:-us-east-1}"
-export AWS_DEFAULT_REGION="$AWS_REGION"
-export AWS_ACCESS_KEY_ID=local
-export AWS_SECRET_ACCESS_KEY=local
-export AWS_EC2_METADATA_DISABLED=true
-unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL AUTH_JWKS_URL AUTH_ISSUER AUTH_AUDIENCE || true
+use_local_aws "http://127.0.0.1:$ddb_port"
+unset AUTH_JWKS_URL AUTH_ISSUER AUTH_AUDIENCE || true
 export TABLE_NAME="schemathesis"
 # A throwaway HS256 secret: the token minted below is only good for this run.
 AUTH_JWT_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"

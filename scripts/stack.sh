@@ -100,14 +100,7 @@ log "dependencies ready ($((SECONDS - t0))s)"
 
 # ------------------------------------------------------------- env ---
 export TABLE_NAME="${TABLE_NAME:-agentic-chat}"
-export AWS_REGION="${AWS_REGION:-us-east-1}"
-export AWS_DEFAULT_REGION="$AWS_REGION"
-export AWS_ACCESS_KEY_ID=local
-export AWS_SECRET_ACCESS_KEY=local
-export AWS_EC2_METADATA_DISABLED=true
-unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL || true
-export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$DDB_PORT"
-export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$MOTO_PORT"
+use_local_aws "http://127.0.0.1:$DDB_PORT" "http://127.0.0.1:$MOTO_PORT"
 
 if [[ -z "${LLM_BASE_URL:-}" ]]; then
   use_local_model=1

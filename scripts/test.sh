@@ -59,14 +59,7 @@ start_dynamodb_local "$ddb_port"
 moto_port="$(free_port)"
 start_moto "$moto_port"
 
-export AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:$ddb_port"
-export AWS_ENDPOINT_URL_SQS="http://127.0.0.1:$moto_port"
-export AWS_REGION="${AWS_REGION:-us-east-1}"
-export AWS_DEFAULT_REGION="$AWS_REGION"
-export AWS_ACCESS_KEY_ID=local
-export AWS_SECRET_ACCESS_KEY=local
-export AWS_EC2_METADATA_DISABLED=true
-unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL || true
+use_local_aws "http://127.0.0.1:$ddb_port" "http://127.0.0.1:$moto_port"
 
 log "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB"
 log "AWS_ENDPOINT_URL_SQS=$AWS_ENDPOINT_URL_SQS"
