@@ -488,11 +488,13 @@ async fn read_then_disconnect(
     (sid.unwrap(), text)
 }
 
-/// Waits until the turn that lost its client has released the session.
+/// Waits until the turn that lost its client has released the session. A
+/// new session's first write runs beside the model call, so right after its
+/// first text the session may not be stored yet: that is waited for too.
 async fn released(r: &Rig, user: &str, sid: &SessionId) {
     for _ in 0..100 {
-        let s = r.t.store().session(&uid(user), sid).await.unwrap().unwrap();
-        if s.lease.is_none() {
+        let s = r.t.store().session(&uid(user), sid).await.unwrap();
+        if s.is_some_and(|s| s.lease.is_none()) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
