@@ -228,6 +228,20 @@ impl Chat {
         last_id: &mut Option<u64>,
     ) {
         let (event, warning) = observe(out, elapsed, frame, last_id);
+        // The server moved the conversation (a project was created): the
+        // next turns name the new scope, since an explicit one always wins.
+        if let Some(StreamEvent::ContextShift { current, entity_name, .. }) = &event {
+            let project = current.focus.as_ref().and_then(|f| f.get("projectId")).and_then(|p| p.as_str());
+            if let Some(id) = project {
+                self.scope = Scope {
+                    context_type: current.context_type.as_str().to_string(),
+                    project: Some((id.to_string(), entity_name.clone())),
+                    entity: None,
+                    entity_type: None,
+                };
+                self.renderer.set_scope(Some((id, entity_name)));
+            }
+        }
         if !self.raw {
             if let Some(event) = &event {
                 let (text, waiting) = self.renderer.event(event);

@@ -144,6 +144,16 @@ impl Renderer {
                 let again = if *retryable { " (retryable)" } else { "" };
                 (Some(format!("error {code}: {message}{again}")), Waiting::Same)
             }
+            StreamEvent::ContextShift { current, entity_name, .. } => {
+                let project = current.focus.as_ref().and_then(|f| f.get("projectId")).and_then(|p| p.as_str());
+                if let Some(p) = project {
+                    self.projects.insert(p.to_string(), entity_name.clone());
+                }
+                (Some(format!("· moved into {} {entity_name}", current.context_type.as_str())), Waiting::Same)
+            }
+            // The questions are also the answer's text.
+            StreamEvent::ClarifyingQuestions { .. } => (None, Waiting::Same),
+            StreamEvent::Telemetry(_) | StreamEvent::DebugContext(_) => (None, Waiting::Same),
             StreamEvent::Done { reason, replayed, .. } => {
                 let line = match (reason, replayed) {
                     (_, true) => Some("· (a replay of a turn that had already ended)".to_string()),

@@ -128,6 +128,11 @@ pub struct Config {
     /// `TURN_TIMEOUT_MS` (default 900000): the turn's deadline when the runtime
     /// gives none (local adapters, tests).
     pub turn_timeout: Duration,
+    /// `DEV_EVENTS` (`1`/`true` or `0`/`false`, default off): send the dev-only
+    /// `telemetry` and `debug_context` events (docs/events.md). They show the
+    /// prompt's make-up and timings, so production never sets it
+    /// (infra/template.yaml does not).
+    pub dev_events: bool,
 }
 
 /// `name`'s value, if set and not blank. Every module's settings are read
@@ -205,7 +210,17 @@ impl Config {
             stop_poll: ms("STOP_POLL_MS", 500)?,
             deadline_margin: ms("DEADLINE_MARGIN_MS", 3_000)?,
             turn_timeout: ms("TURN_TIMEOUT_MS", 900_000)?,
+            dev_events: switch("DEV_EVENTS")?,
         })
+    }
+}
+
+/// An on/off setting: `1`/`true` or `0`/`false` (any case), off when unset.
+fn switch(name: &'static str) -> Result<bool, ConfigError> {
+    match env_or(name).map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("0") | Some("false") => Ok(false),
+        Some("1") | Some("true") => Ok(true),
+        Some(v) => Err(ConfigError { var: name, reason: format!("{v:?}: expected 1, true, 0 or false") }),
     }
 }
 
@@ -217,7 +232,8 @@ mod tests {
     /// The environment is process-wide: these tests take turns with it.
     static ENV: Mutex<()> = Mutex::new(());
 
-    const VARS: [&str; 6] = [
+    const VARS: [&str; 7] = [
+        "DEV_EVENTS",
         "AUTH_JWT_SECRET",
         "AUTH_JWKS_URL",
         "AUTH_ISSUER",
@@ -240,6 +256,15 @@ mod tests {
             std::env::remove_var(v);
         }
         out
+    }
+
+    #[test]
+    fn dev_events_are_off_unless_switched_on() {
+        assert!(!load(&[]).unwrap().dev_events);
+        assert!(load(&[("DEV_EVENTS", "1")]).unwrap().dev_events);
+        assert!(load(&[("DEV_EVENTS", "TRUE")]).unwrap().dev_events);
+        assert!(!load(&[("DEV_EVENTS", "false")]).unwrap().dev_events);
+        assert_eq!(load(&[("DEV_EVENTS", "yes please")]).unwrap_err().var, "DEV_EVENTS");
     }
 
     const JWKS: (&str, &str) = ("AUTH_JWKS_URL", "https://idp.example/.well-known/jwks.json");

@@ -123,8 +123,14 @@ pub async fn write_turn(
         })
         .collect();
     let last = base + 1 + messages.len() as u64;
-    let end =
-        TurnEnd { turn_id: turn_id.clone(), run_id, status: TurnStatus::Completed, messages, usage: Usage::default() };
+    let end = TurnEnd {
+        turn_id: turn_id.clone(),
+        run_id,
+        status: TurnStatus::Completed,
+        messages,
+        usage: Usage::default(),
+        scope: None,
+    };
     store.finish_turn(user, &sid, &end).await.expect("finish turn");
     TurnCompleted { user_id: user.clone(), session_id: sid, turn_id, last_message_seq: last }
 }

@@ -114,6 +114,7 @@ fn end(l: &Lease, messages: Vec<StoredMessage>) -> TurnEnd {
         status: TurnStatus::Completed,
         messages,
         usage: Usage::default(),
+        scope: None,
     }
 }
 

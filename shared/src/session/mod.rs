@@ -47,6 +47,19 @@ impl ContextType {
         }
     }
 
+    /// The modes that work inside one project: moving between them keeps
+    /// the session's project focus (`project_create` has no project yet).
+    pub fn in_project(&self) -> bool {
+        matches!(
+            self,
+            ContextType::Project
+                | ContextType::Entity
+                | ContextType::Ontology
+                | ContextType::ProjectAudit
+                | ContextType::ProjectForecast
+        )
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
     }

@@ -175,6 +175,89 @@ pub enum StreamEvent {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replayed: bool,
     },
+    /// `project_create`: the request was too vague to create anything; the
+    /// model asked these (`ask_clarifying_questions`). Nothing was written;
+    /// the questions are also the turn's answer text, and the turn ends.
+    ClarifyingQuestions {
+        questions: Vec<String>,
+    },
+    /// A tool moved the conversation to another scope (`create_onto_project`:
+    /// to the project it created). The session stores `current` when the
+    /// turn ends; later turns that name no `context_type` run there.
+    ContextShift {
+        current: Focus,
+        reason: ShiftReason,
+        /// The human name of what the conversation moved to.
+        entity_name: String,
+    },
+    /// Dev only (`DEV_EVENTS=1`): a measurement of this turn.
+    Telemetry(Telemetry),
+    /// Dev only (`DEV_EVENTS=1`): what the context builder kept and dropped.
+    DebugContext(DebugContext),
+}
+
+/// Why the scope moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShiftReason {
+    ProjectCreated,
+}
+
+/// One measurement of a turn (dev only), tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Telemetry {
+    /// The tools offered to the model this turn, by scope.
+    ToolSelection { context_type: crate::session::ContextType, scope: String, offered: Vec<String> },
+    /// The model called a tool its scope did not offer.
+    ToolSelectionMiss { tool: String },
+    /// One tool call, from its start to its result.
+    ToolExecution { tool: String, tool_call_id: String, duration_ms: u64, ok: bool },
+    /// One step of a plan, from its start to its end.
+    PlanStep { plan_id: String, step_id: String, duration_ms: u64, ok: bool },
+}
+
+/// What the context builder made of this turn's log (dev only). Seqs are the
+/// log's message numbers; token counts are ours (`CONTEXT_TOKENIZER`) except
+/// `model_total`, the calibrated estimate `context_usage` reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DebugContext {
+    /// Log messages sent, in order, the current one last.
+    pub kept: Vec<u64>,
+    /// Left out for the budgets or the tool-call protocol.
+    pub dropped: Vec<u64>,
+    /// Not sent because the summary covers them.
+    pub summarized: Vec<u64>,
+    pub summary_used: bool,
+    /// False when the system prompt, summary and current message alone are over a budget.
+    pub within_budget: bool,
+    pub chars_used: usize,
+    pub tokens: DebugTokens,
+    /// The context pack's scope (`global`, `project`, `entity`); absent without a pack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack_scope: Option<String>,
+}
+
+/// Where the request's tokens go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DebugTokens {
+    /// The whole system prompt, pack and agent state included.
+    pub system_prompt: u64,
+    /// Of which the context pack's JSON and the agent state block.
+    pub pack: u64,
+    pub agent_state: u64,
+    pub summary: u64,
+    /// The kept history before the current message.
+    pub history: u64,
+    pub current: u64,
+    /// The tool definitions offered.
+    pub tools: u64,
+    /// Messages and tools, as we count them.
+    pub counted_total: u64,
+    /// The same in the model's tokens, as calibrated (`context_usage.tokens_used`).
+    pub model_total: u64,
+    /// `CONTEXT_MAX_TOKENS`.
+    pub budget: u64,
 }
 
 impl StreamEvent {
@@ -192,11 +275,20 @@ impl StreamEvent {
             StreamEvent::ContextUsage(_) => "context_usage",
             StreamEvent::Error { .. } => "error",
             StreamEvent::Done { .. } => "done",
+            StreamEvent::ClarifyingQuestions { .. } => "clarifying_questions",
+            StreamEvent::ContextShift { .. } => "context_shift",
+            StreamEvent::Telemetry(_) => "telemetry",
+            StreamEvent::DebugContext(_) => "debug_context",
         }
     }
 
     pub fn error(code: impl Into<String>, message: impl Into<String>, retryable: bool) -> Self {
         StreamEvent::Error { code: code.into(), message: message.into(), retryable }
+    }
+
+    /// Whether only a development build's client gets it (`DEV_EVENTS`).
+    pub fn dev_only(&self) -> bool {
+        matches!(self, StreamEvent::Telemetry(_) | StreamEvent::DebugContext(_))
     }
 }
 
@@ -263,6 +355,34 @@ mod tests {
             assert_eq!(f.event.as_deref(), Some(e.kind()));
             let back: StreamEvent = serde_json::from_str(&f.data).unwrap();
             assert_eq!(&back, e);
+        }
+    }
+
+    #[test]
+    fn wire_shape_of_the_project_and_dev_events() {
+        let shift = StreamEvent::ContextShift {
+            current: Focus {
+                context_type: crate::session::ContextType::Project,
+                entity_id: None,
+                focus: Some(serde_json::json!({"projectId": "p1"})),
+            },
+            reason: ShiftReason::ProjectCreated,
+            entity_name: "Launch".into(),
+        };
+        let timing = StreamEvent::Telemetry(Telemetry::ToolExecution {
+            tool: "create_task".into(),
+            tool_call_id: "c1".into(),
+            duration_ms: 12,
+            ok: true,
+        });
+        let json = serde_json::to_value(&timing).unwrap();
+        assert_eq!(json["type"], "telemetry");
+        assert_eq!(json["kind"], "tool_execution");
+        let json = serde_json::to_value(&shift).unwrap();
+        assert_eq!(json["current"]["focus"]["projectId"], "p1");
+        for e in [shift, timing, StreamEvent::ClarifyingQuestions { questions: vec!["Who is it for?".into()] }] {
+            let back: StreamEvent = serde_json::from_value(serde_json::to_value(&e).unwrap()).unwrap();
+            assert_eq!(back, e);
         }
     }
 

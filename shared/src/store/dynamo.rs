@@ -231,9 +231,12 @@ impl DynamoStore {
             }
             None => remove.push("entity_id"),
         }
-        if let Some(f) = &start.focus {
-            set.push("focus = :f");
-            update = update.expression_attribute_values(":f", s(f.to_string()));
+        match &start.focus {
+            Some(f) => {
+                set.push("focus = :f");
+                update = update.expression_attribute_values(":f", s(f.to_string()));
+            }
+            None => remove.push("focus"),
         }
         if let Some(t) = &start.title {
             set.push("title = if_not_exists(title, :title)");
@@ -919,14 +922,30 @@ impl Store for DynamoStore {
             .map_err(|e| StoreError::Backend(e.to_string()))?;
         items.push(TransactWriteItem::builder().update(turn_update).build());
         let added = closing.len() as u64;
-        let session_update = Update::builder()
+        let (mut set, mut remove) = (
+            "SET message_count = message_count + :added, last_activity_at = :now, gsi1sk = :g, \
+             prompt_tokens = prompt_tokens + :pt, completion_tokens = completion_tokens + :ct"
+                .to_string(),
+            "REMOVE lease_turn, lease_until, stop_turn".to_string(),
+        );
+        let mut session_update = Update::builder();
+        if let Some(scope) = &end.scope {
+            set.push_str(", context_type = :sct");
+            session_update = session_update.expression_attribute_values(":sct", s(scope.context_type.as_str()));
+            for (name, value) in [("entity_id", scope.entity_id.clone()), ("focus", scope.focus.as_ref().map(|f| f.to_string()))] {
+                match value {
+                    Some(v) => {
+                        set.push_str(&format!(", {name} = :s_{name}"));
+                        session_update = session_update.expression_attribute_values(format!(":s_{name}"), s(v));
+                    }
+                    None => remove.push_str(&format!(", {name}")),
+                }
+            }
+        }
+        let session_update = session_update
             .table_name(&self.table)
             .set_key(Some(Self::session_key(user, session)))
-            .update_expression(
-                "SET message_count = message_count + :added, last_activity_at = :now, gsi1sk = :g, \
-                 prompt_tokens = prompt_tokens + :pt, completion_tokens = completion_tokens + :ct \
-                 REMOVE lease_turn, lease_until, stop_turn",
-            )
+            .update_expression(format!("{set} {remove}"))
             .condition_expression("lease_turn = :t AND #st <> :deleting")
             .expression_attribute_names("#st", "status")
             .expression_attribute_values(":deleting", s(DELETING))

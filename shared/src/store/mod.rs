@@ -144,7 +144,9 @@ pub struct Lease {
 pub struct TurnStart {
     pub turn: TurnRecord,
     pub user_message: StoredMessage,
-    /// The request's scope wins over the stored one (a gap of the old flow).
+    /// The turn's scope (`turn::start::scoped_view`: the request's wins over
+    /// the stored one, a gap of the old flow); all three replace the stored
+    /// ones, an absent `entity_id` or focus removing it.
     pub context_type: ContextType,
     pub entity_id: Option<String>,
     pub focus: Option<serde_json::Value>,
@@ -174,6 +176,9 @@ pub struct TurnEnd {
     /// Assistant (and later tool) messages, in order, seqs continuing the log.
     pub messages: Vec<StoredMessage>,
     pub usage: Usage,
+    /// A scope the turn moved to (`context_shift`): the session stores it in
+    /// the same write, replacing its `context_type`, `entity_id` and focus.
+    pub scope: Option<crate::sse::Focus>,
 }
 
 /// Where a page of messages starts.

@@ -274,3 +274,37 @@ pub struct MoveDocumentArgs {
     #[serde(default)]
     pub position: Option<u32>,
 }
+
+/// The most questions one `ask_clarifying_questions` call asks.
+pub const MAX_CLARIFYING_QUESTIONS: usize = 5;
+/// The longest question, in characters.
+pub const MAX_QUESTION_CHARS: usize = 300;
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClarifyingQuestionsArgs {
+    /// 1 to 5 short questions, each answerable in a sentence: what the project is for, its scope, what done looks like.
+    pub questions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOntoProjectArgs {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// One of active, planning, paused, completed, archived (default active).
+    #[serde(default)]
+    pub state: Option<String>,
+    /// The project's context document: purpose, vision and scope in the user's words.
+    pub context: String,
+    /// Titles of tasks to create in the new project.
+    #[serde(default)]
+    pub tasks: Option<Vec<String>>,
+    /// Names of goals to create in the new project.
+    #[serde(default)]
+    pub goals: Option<Vec<String>>,
+    /// Titles of documents to create in the new project.
+    #[serde(default)]
+    pub documents: Option<Vec<String>>,
+}

@@ -120,6 +120,12 @@ tools! {
     ReadDocument = "read_document", ReadDocumentArgs, project: true, "Read one document with its content.";
     MoveDocument = "move_document", MoveDocumentArgs, project: true,
         "Move a document (with its subtree) under another parent, or reorder it among its siblings.";
+    AskClarifyingQuestions = "ask_clarifying_questions", ClarifyingQuestionsArgs, project: false,
+        "Ask the user what you need to know before creating anything, when the request is too vague to act on \
+         (no clear purpose or scope). The questions are sent to the user and this turn ends; nothing is created.";
+    CreateOntoProject = "create_onto_project", CreateOntoProjectArgs, project: false,
+        "Create the project the user described, with its context document (purpose, vision and scope in their \
+         words) and any first tasks, goals and documents; the conversation then moves into the new project.";
 }
 
 impl ToolName {
@@ -199,15 +205,18 @@ pub struct ToolOutcome {
     pub operations: Vec<StreamEvent>,
     /// What the service's writes returned, in order, unchanged.
     pub patches: Vec<EntityPatch>,
+    /// Events about the turn itself, after the patches: `clarifying_questions`
+    /// (`ask_clarifying_questions`), `context_shift` (`create_onto_project`).
+    pub turn_events: Vec<StreamEvent>,
 }
 
 impl ToolOutcome {
     /// The stream events of this call, in order: the operation's start and
-    /// end, then each `entity_patch` (`tool_call` before and `tool_result`
-    /// after are the caller's).
+    /// end, then each `entity_patch`, then the turn events (`tool_call`
+    /// before and `tool_result` after are the caller's).
     pub fn events(&self) -> Vec<StreamEvent> {
         let patches = self.patches.iter().map(|p| StreamEvent::EntityPatch { patch: p.clone() });
-        self.operations.iter().cloned().chain(patches).collect()
+        self.operations.iter().cloned().chain(patches).chain(self.turn_events.iter().cloned()).collect()
     }
 }
 
@@ -298,6 +307,7 @@ fn failure(code: &str, message: &str) -> ToolOutcome {
         error_code: Some(code.to_string()),
         operations: vec![],
         patches: vec![],
+        turn_events: vec![],
     }
 }
 
@@ -338,6 +348,50 @@ fn initial_entities(a: &CreateProjectArgs) -> Result<Vec<CreateEntity>, Refusal>
     Ok(out)
 }
 
+/// The questions, trimmed; refused unless there are 1 to
+/// [`MAX_CLARIFYING_QUESTIONS`], none blank or over [`MAX_QUESTION_CHARS`].
+fn clarifying_questions(a: ClarifyingQuestionsArgs) -> Result<Vec<String>, Refusal> {
+    let questions: Vec<String> = a.questions.iter().map(|q| q.trim().to_string()).collect();
+    if questions.is_empty() || questions.len() > MAX_CLARIFYING_QUESTIONS {
+        return Err(Refusal::Args(format!("ask 1 to {MAX_CLARIFYING_QUESTIONS} questions, not {}", questions.len())));
+    }
+    if questions.iter().any(|q| q.is_empty() || q.chars().count() > MAX_QUESTION_CHARS) {
+        return Err(Refusal::Args(format!("each question must be 1 to {MAX_QUESTION_CHARS} characters")));
+    }
+    Ok(questions)
+}
+
+/// The turn events of a call that succeeded with `result`: the questions
+/// asked, or the move into the project `create_onto_project` made
+/// (its `projectFocus` as a client sends it: id and name).
+fn turn_events(tool: ToolName, result: &Value) -> Vec<StreamEvent> {
+    match tool {
+        ToolName::AskClarifyingQuestions => {
+            let questions = result["questions"].as_array().into_iter().flatten();
+            vec![StreamEvent::ClarifyingQuestions {
+                questions: questions.filter_map(|q| q.as_str().map(String::from)).collect(),
+            }]
+        }
+        ToolName::CreateOntoProject => {
+            let (Some(id), Some(name)) =
+                (result["project"]["id"].as_str(), result["project"]["name"].as_str())
+            else {
+                return vec![];
+            };
+            vec![StreamEvent::ContextShift {
+                current: crate::sse::Focus {
+                    context_type: crate::session::ContextType::Project,
+                    entity_id: None,
+                    focus: Some(json!({ "projectId": id, "projectName": name })),
+                },
+                reason: crate::sse::ShiftReason::ProjectCreated,
+                entity_name: name.to_string(),
+            }]
+        }
+        _ => vec![],
+    }
+}
+
 /// Appends `v` to the array `key` of `obj` (made when missing).
 fn push_json(obj: &mut Map<String, Value>, key: &str, v: Value) {
     match obj.entry(key).or_insert_with(|| Value::Array(vec![])) {
@@ -371,7 +425,9 @@ impl ToolRegistry {
         if !ctx.scope.allows(tool) {
             return failure("out_of_scope", &format!("{name} works inside a project; this conversation has none"));
         }
-        if !ctx.scope.offered().contains(&tool) {
+        // `project_create`'s tools are offered by context type, which the
+        // tool context does not carry (`ToolScope::offered_in`).
+        if !ctx.scope.offered().contains(&tool) && !scope::PROJECT_CREATE_TOOLS.contains(&tool) {
             tracing::warn!(tool = name, call_id = %call.id, scope = ?ctx.scope, "tool called outside the offered set");
         }
         let raw = match call.function.arguments.trim() {
@@ -401,6 +457,7 @@ impl ToolRegistry {
                     error_code: None,
                     operations: vec![],
                     patches: vec![],
+                    turn_events: turn_events(tool, v),
                 }
             }
             Err(e) => {
@@ -468,6 +525,15 @@ impl ToolRegistry {
                 Done::read(r.map(|p| to_json(&p)), op)
             }
             ToolName::CreateProject => self.create_project(user, raw).await?,
+            ToolName::CreateOntoProject => {
+                let _: CreateOntoProjectArgs = parse(raw)?;
+                self.create_project(user, raw).await?
+            }
+            ToolName::AskClarifyingQuestions => {
+                let a: ClarifyingQuestionsArgs = parse(raw)?;
+                let questions = clarifying_questions(a)?;
+                Done { result: Ok(json!({ "questions": questions, "sent_to_user": true })), ops: vec![], patches: vec![] }
+            }
             ToolName::UpdateProject => {
                 let a: UpdateProjectArgs = parse(raw)?;
                 let id = project_id(&a.project_id)?;

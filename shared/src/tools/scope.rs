@@ -7,6 +7,10 @@ use crate::entities::EntityKind;
 use crate::ids::{EntityId, ProjectId};
 use crate::session::ContextType;
 
+/// What `project_create` offers before its project exists (CURRENT_FLOW §6.4).
+pub const PROJECT_CREATE_TOOLS: &[ToolName] =
+    &[ToolName::AskClarifyingQuestions, ToolName::CreateOntoProject, ToolName::ListProjects, ToolName::SearchWorkspace];
+
 /// The scope of a turn, as tools see it. A project-bound tool runs against
 /// the scope's project, never one the model names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +58,15 @@ impl ToolScope {
         ToolScope::from_context(context, project, entity)
     }
 
+    /// `global`, `project` or `entity`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolScope::Global => "global",
+            ToolScope::Project { .. } => "project",
+            ToolScope::Entity { .. } => "entity",
+        }
+    }
+
     pub fn project(&self) -> Option<&ProjectId> {
         match self {
             ToolScope::Global => None,
@@ -97,6 +110,16 @@ impl ToolScope {
                 }
                 v
             }
+        }
+    }
+
+    /// The tools a turn offers: [`Self::offered`], except in `project_create`
+    /// with no project yet, which offers [`PROJECT_CREATE_TOOLS`]: the model
+    /// either asks (the request is too vague) or creates the project.
+    pub fn offered_in(&self, context: ContextType) -> Vec<ToolName> {
+        match (context, self) {
+            (ContextType::ProjectCreate, ToolScope::Global) => PROJECT_CREATE_TOOLS.to_vec(),
+            _ => self.offered(),
         }
     }
 

@@ -14,13 +14,18 @@ use super::tools::{read_tool_output_definition, TurnScope};
 use super::TurnDeps;
 use crate::agent_state::render;
 use crate::context::pack::{build_pack, ContextPack};
-use crate::context::{build_context, CalibrationLine, ContextBudget, ContextInput, SummaryRef, TokenCounter};
+use super::signals::tool_names;
+use super::telemetry::Telemetry;
+use crate::context::{
+    build_context, message_tokens, BuiltContext, CalibrationLine, ContextBudget, ContextInput, SummaryRef,
+    TokenCounter,
+};
 use crate::entities::EntityService;
 use crate::ids::{ProjectId, UserId};
 use crate::message::ChatMessage;
 use crate::prompt::{PromptBuilder, PromptInputs};
 use crate::session::SessionView;
-use crate::sse::{CacheStatus, EventSink, StreamEvent};
+use crate::sse::{CacheStatus, DebugContext, DebugTokens, EventSink, StreamEvent, Telemetry as Measure};
 use crate::store::cache::ContextCache;
 use crate::tools::ToolScope;
 use std::sync::Arc;
@@ -101,8 +106,73 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
     usage.tokens_used = line.model_tokens(counted);
     usage.token_budget = deps.context.budget.max_tokens;
     usage.cache = pack.and_then(|p| p.cache);
+    let model_total = usage.tokens_used;
     let _ = sink.send(StreamEvent::ContextUsage(usage)).await;
+    let telemetry = Telemetry::current();
+    if telemetry.is_on() {
+        let made_of = Parts {
+            pack: pack.map(|p| &p.pack),
+            agent_state: state_block.as_deref(),
+            tools_tokens,
+            model_total,
+            budget: deps.context.budget.max_tokens,
+        };
+        let _ = sink.send(StreamEvent::DebugContext(debug_context(&built, &counter, &made_of))).await;
+        telemetry.record(Measure::ToolSelection {
+            context_type: view.context_type,
+            scope: ToolScope::from_focus(view.context_type, view.entity_id.as_deref(), view.focus.as_ref())
+                .kind()
+                .to_string(),
+            offered: tool_names(&offered),
+        });
+        for measured in telemetry.drain() {
+            let _ = sink.send(measured).await;
+        }
+    }
     Prepared { scope, messages: built.messages, offered, counter, tools_tokens, counted, line }
+}
+
+/// What the system prompt and request were made of, beside the messages.
+struct Parts<'a> {
+    pack: Option<&'a ContextPack>,
+    agent_state: Option<&'a str>,
+    tools_tokens: u64,
+    model_total: u64,
+    budget: u64,
+}
+
+/// The dev-only account of the context (`debug_context`): the builder's
+/// kept, dropped and summarized seqs, and where the tokens went. The built
+/// messages are: the system prompt, the summary when used, the kept history,
+/// the current message last.
+fn debug_context(built: &BuiltContext, counter: &TokenCounter, parts: &Parts<'_>) -> DebugContext {
+    let tokens: Vec<u64> = built.messages.iter().map(|m| message_tokens(m, counter)).collect();
+    let at = |i: usize| tokens.get(i).copied().unwrap_or(0);
+    let summary = if built.summary_used { at(1) } else { 0 };
+    let fixed = 1 + usize::from(built.summary_used);
+    let history = tokens.iter().skip(fixed).take(tokens.len().saturating_sub(fixed + 1)).sum();
+    let pack_json = parts.pack.filter(|p| !p.is_empty()).map(|p| serde_json::to_string(p).unwrap_or_default());
+    DebugContext {
+        kept: built.kept.clone(),
+        dropped: built.dropped.clone(),
+        summarized: built.summarized.clone(),
+        summary_used: built.summary_used,
+        within_budget: built.within_budget,
+        chars_used: built.chars_used,
+        tokens: DebugTokens {
+            system_prompt: at(0),
+            pack: pack_json.as_deref().map_or(0, |j| counter.count(j)),
+            agent_state: parts.agent_state.map_or(0, |a| counter.count(a)),
+            summary,
+            history,
+            current: tokens.last().copied().unwrap_or(0),
+            tools: parts.tools_tokens,
+            counted_total: built.tokens_used + parts.tools_tokens,
+            model_total: parts.model_total,
+            budget: parts.budget,
+        },
+        pack_scope: parts.pack.map(|p| p.scope.to_string()),
+    }
 }
 
 /// The tools offered in every round but the last: the same definitions each

@@ -48,11 +48,13 @@ impl RoundLog for TurnLog {
     }
 }
 
-/// What the turn learnt about the session's agent state.
+/// What the turn changed about the session: its agent state, its scope.
 pub struct StateChange {
     pub state: Option<(AgentState, u64)>,
     /// A tool result touched it.
     pub observed: bool,
+    /// A tool moved the conversation here (`context_shift`).
+    pub scope: Option<crate::sse::Focus>,
 }
 
 /// Stores the end of the turn; returns its `done` and, when stored, the
@@ -72,7 +74,8 @@ pub async fn finish(
     let LoopEnd { mut unsaved, outcome, usage } = end;
     let status = mark_last_answer(&mut unsaved, &outcome, usage);
     let last_message_seq = unsaved.last().map_or(0, |m| m.seq);
-    let end = TurnEnd { turn_id: turn_id.clone(), run_id, status, messages: unsaved, usage };
+    let StateChange { state, observed, scope } = state;
+    let end = TurnEnd { turn_id: turn_id.clone(), run_id, status, messages: unsaved, usage, scope };
     // The agent state is its own item: its write goes out beside the turn's
     // transaction rather than after it, so `done` waits for one round trip
     // (docs/performance.md, finding 2). It records tool results that are
@@ -80,7 +83,7 @@ pub async fn finish(
     // state that no tool result touched is not written (a session without
     // one reads as a new state).
     let save_state = async {
-        if let (Some(states), Some((state, version)), true) = (&deps.agent_state, state.state, state.observed) {
+        if let (Some(states), Some((state, version)), true) = (&deps.agent_state, state, observed) {
             save_agent_state(states.as_ref(), user, sid, state, version).await;
         }
     };

@@ -30,7 +30,9 @@ pub mod lease;
 pub mod model_loop;
 pub mod request;
 pub mod retry;
+pub mod signals;
 pub mod start;
+pub mod telemetry;
 pub mod tools;
 
 pub use request::{BadTurn, TurnRequest, ValidTurn};
@@ -51,9 +53,11 @@ use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
 use futures::FutureExt;
 use lease::Exit;
 use model_loop::{Counting, Limits, LoopAbort, ModelLoop};
+use signals::Watched;
 use start::Refused;
 use std::sync::Arc;
 use std::time::Duration;
+use telemetry::Telemetry;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -138,9 +142,9 @@ pub async fn run_turn(
     let span = tracing::info_span!("turn", user_id = %user, turn_id = %turn_id, session_id = tracing::field::Empty);
     async move {
         let exit = Exit::default();
-        let ran = std::panic::AssertUnwindSafe(run(&deps, &user, &turn, &turn_id, deadline, &mut sink, &exit))
-            .catch_unwind()
-            .await;
+        let telemetry = Telemetry::new(deps.config.dev_events);
+        let turn_run = telemetry.clone().scope(run(&deps, &user, &turn, &turn_id, deadline, &mut sink, &exit));
+        let ran = std::panic::AssertUnwindSafe(turn_run).catch_unwind().await;
         let (done, completed) = match ran {
             Ok(ended) => ended,
             Err(_) => {
@@ -152,6 +156,9 @@ pub async fn run_turn(
         // Leases given back by guards (early exits, panics) are released before
         // `done`: Lambda freezes the process once the body ends.
         exit.settled().await;
+        for measured in telemetry.drain() {
+            let _ = sink.send(measured).await;
+        }
         let usage = match &done {
             StreamEvent::Done { usage, .. } => *usage,
             _ => None,
@@ -188,9 +195,10 @@ async fn run(
     let prepared = context::prepare(deps, &started, sink).await;
     let watch = started.lease.watch(&deps.config);
     let mut agent_state = started.agent_state;
+    let watched = deps.tools.as_deref().map(|t| Watched::new(t, Telemetry::current(), &prepared.offered));
     let mut model_loop = ModelLoop {
         llm: deps.llm.as_ref(),
-        tools: deps.tools.as_deref(),
+        tools: watched.as_ref().map(|w| w as &dyn TurnTools),
         store: deps.store.as_ref(),
         cfg: &deps.config,
         user,
@@ -223,7 +231,8 @@ async fn run(
     drop(watch);
     match ended {
         Ok(end) => {
-            let state = finish::StateChange { state: agent_state, observed };
+            let scope = watched.as_ref().and_then(Watched::shift);
+            let state = finish::StateChange { state: agent_state, observed, scope };
             finish::finish(deps, user, &sid, turn_id, started.run_id, end, state, started.lease, sink).await
         }
         Err(LoopAbort(e)) => {

@@ -178,6 +178,9 @@ impl ModelLoop<'_> {
             if let Some(outcome) = interrupted {
                 return Ok(self.end(round_messages, outcome));
             }
+            if let Some(answer) = self.tools.and_then(|t| t.asked_user()) {
+                return Ok(self.asked_user(round_messages, answer, sink).await);
+            }
             if let Err(e) = log.store_round(&round_messages).await {
                 tracing::error!(code = e.code(), error = %e, "tool round not stored");
                 let message = format!("the tool round could not be saved: {e}");
@@ -465,4 +468,18 @@ async fn stream_model(
     };
     let outcome = if !sink.is_closed() && sink.flush().await.is_err() { Outcome::Stopped } else { outcome };
     (Answer { text, calls: calls.finish(), outcome }, usage)
+}
+
+impl ModelLoop<'_> {
+    /// A call asked the user something (`ask_clarifying_questions`): its
+    /// questions are the turn's answer, streamed and stored as the last
+    /// assistant message, and the model is not asked again this turn.
+    async fn asked_user(&mut self, mut round: Vec<StoredMessage>, answer: String, sink: &mut EventSink) -> LoopEnd {
+        let _ = sink.send(StreamEvent::AgentState { state: AgentActivity::WaitingOnUser, details: None }).await;
+        if sink.text(&answer).is_ok() {
+            let _ = sink.flush().await;
+        }
+        round.push(self.message(Role::Assistant, answer));
+        self.end(round, Outcome::Complete)
+    }
 }

@@ -235,7 +235,13 @@ fn record_session(sid: &SessionId) {
     tracing::Span::current().record("session_id", tracing::field::display(sid));
 }
 
-/// The request's scope wins over the stored one; focus only when given.
+/// The request's scope wins over the stored one (gap 1 of the old flow): a
+/// named `context_type` replaces the stored one, with the request's own
+/// `entity_id`. The stored focus (its project) is kept only while the
+/// conversation stays where it was — the same context type, or between the
+/// modes of one project ([`crate::session::ContextType::in_project`]) — so naming `global`
+/// or `project_create` never runs in the stored project. A given focus
+/// always applies.
 fn scoped_view(stored: &SessionView, turn: &ValidTurn) -> SessionView {
     let mut view = stored.clone();
     view.context_type = turn.context_type.unwrap_or(stored.context_type);
@@ -244,9 +250,13 @@ fn scoped_view(stored: &SessionView, turn: &ValidTurn) -> SessionView {
     } else {
         turn.entity_id.clone().or(stored.entity_id.clone())
     };
-    if turn.focus.is_some() {
-        view.focus = turn.focus.clone();
-    }
+    let stays = view.context_type == stored.context_type
+        || (view.context_type.in_project() && stored.context_type.in_project());
+    view.focus = match &turn.focus {
+        Some(focus) => Some(focus.clone()),
+        None if stays => stored.focus.clone(),
+        None => None,
+    };
     view
 }
 
@@ -284,7 +294,7 @@ fn turn_start(turn: &ValidTurn, ids: &Ids<'_>, session: &Session, view: &Session
         user_message: user_message.clone(),
         context_type: view.context_type,
         entity_id: view.entity_id.clone(),
-        focus: turn.focus.clone(),
+        focus: view.focus.clone(),
         title: session.view.title.is_none().then(|| title_from_message(&turn.message)).flatten(),
     };
     (user_message, start)

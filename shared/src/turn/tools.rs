@@ -63,6 +63,14 @@ pub trait TurnTools: Send + Sync {
     /// OpenAI `tools` entries for this scope.
     fn offered(&self, scope: &TurnScope) -> Vec<serde_json::Value>;
     async fn run(&self, user: &UserId, scope: &TurnScope, call: &ToolCall) -> ToolRun;
+
+    /// Asked after each tool round: `Some(answer)` when a call of this turn
+    /// asked the user something (`ask_clarifying_questions`); the loop then
+    /// ends the turn with that answer instead of asking the model again.
+    /// Only a turn's watch ([`super::signals::Watched`]) knows; default never.
+    fn asked_user(&self) -> Option<String> {
+        None
+    }
 }
 
 /// How one call of a round ended.
