@@ -143,7 +143,10 @@ pub async fn run_turn(
     async move {
         let exit = Exit::default();
         let telemetry = Telemetry::new(deps.config.dev_events);
-        let turn_run = telemetry.clone().scope(run(&deps, &user, &turn, &turn_id, deadline, &mut sink, &exit));
+        // Boxed: the turn's future is large, and debug builds copy a future
+        // on the stack each time a wrapper takes it (the task-local scope
+        // here): unboxed, a turn overflowed a 2 MiB test thread's stack.
+        let turn_run = telemetry.clone().scope(Box::pin(run(&deps, &user, &turn, &turn_id, deadline, &mut sink, &exit)));
         let ran = std::panic::AssertUnwindSafe(turn_run).catch_unwind().await;
         let (done, completed) = match ran {
             Ok(ended) => ended,

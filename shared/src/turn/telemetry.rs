@@ -34,8 +34,8 @@ impl Telemetry {
     }
 
     /// Runs `turn` with this recorder as [`Telemetry::current`].
-    pub async fn scope<F: std::future::Future>(self, turn: F) -> F::Output {
-        CURRENT.scope(self, turn).await
+    pub fn scope<F: std::future::Future>(self, turn: F) -> impl std::future::Future<Output = F::Output> {
+        CURRENT.scope(self, turn)
     }
 
     /// The running turn's recorder (a no-op one outside a turn).
