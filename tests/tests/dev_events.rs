@@ -16,7 +16,12 @@ fn user(u: &str) -> UserId {
 
 async fn project(t: &TestApp, u: &str) -> ProjectId {
     let svc = EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()));
-    let new = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: Some("Ship it.".into()) };
+    let new = NewProject {
+        name: "Launch".into(),
+        description: None,
+        state: Default::default(),
+        context: Some("Ship it.".into()),
+    };
     svc.create_project(&user(u), new).await.unwrap().data.project.id
 }
 
@@ -103,7 +108,11 @@ async fn telemetry_and_debug_context_are_sent_with_the_switch_on() {
         second.events.iter().position(|e| matches!(e, StreamEvent::Telemetry(Telemetry::ToolExecution { tool_call_id, .. }) if tool_call_id == call)).unwrap()
     };
     let result_of = |call: &str| {
-        second.events.iter().position(|e| matches!(e, StreamEvent::ToolResult { tool_call_id, .. } if tool_call_id == call)).unwrap()
+        second
+            .events
+            .iter()
+            .position(|e| matches!(e, StreamEvent::ToolResult { tool_call_id, .. } if tool_call_id == call))
+            .unwrap()
     };
     for call in ["call_0_create_task", "call_1_list_projects"] {
         assert!(timing_of(call) < result_of(call), "{call}: {kinds:?}");
@@ -128,10 +137,8 @@ async fn dev_events_are_off_by_default() {
 fn the_deployment_template_never_sets_dev_events() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/template.yaml");
     let template = std::fs::read_to_string(&path).expect("infra/template.yaml");
-    let set: Vec<&str> = template
-        .lines()
-        .filter(|l| !l.trim_start().starts_with('#') && l.contains("DEV_EVENTS"))
-        .collect();
+    let set: Vec<&str> =
+        template.lines().filter(|l| !l.trim_start().starts_with('#') && l.contains("DEV_EVENTS")).collect();
     assert!(set.is_empty(), "the template sets DEV_EVENTS: {set:?}");
     assert!(template.contains("DEV_EVENTS"), "the template's comment says why it is not set");
 }

@@ -83,7 +83,10 @@ async fn a_vague_request_gets_clarifying_questions_and_nothing_is_written() {
     assert!(pos("tool_call") < pos("clarifying_questions"));
     assert!(pos("clarifying_questions") < pos("tool_result"));
     assert!(pos("tool_result") < pos("text_delta"));
-    assert!(turn.events.iter().any(|e| matches!(e, StreamEvent::AgentState { state: AgentActivity::WaitingOnUser, .. })));
+    assert!(turn
+        .events
+        .iter()
+        .any(|e| matches!(e, StreamEvent::AgentState { state: AgentActivity::WaitingOnUser, .. })));
     assert!(!kinds.contains(&"context_shift") && !kinds.contains(&"operation") && !kinds.contains(&"entity_patch"));
     assert!(matches!(turn.done(), StreamEvent::Done { reason: shared::sse::DoneReason::Complete, .. }));
 
@@ -123,7 +126,10 @@ fn shifted_to(turn: &Turn) -> ProjectId {
         .collect();
     assert_eq!(shifts.len(), 1, "one context_shift: {:?}", turn.kinds());
     let (current, reason, name) = shifts[0];
-    assert_eq!((current.context_type, reason, name.as_str()), (ContextType::Project, ShiftReason::ProjectCreated, "Garden planner"));
+    assert_eq!(
+        (current.context_type, reason, name.as_str()),
+        (ContextType::Project, ShiftReason::ProjectCreated, "Garden planner")
+    );
     assert_eq!(current.entity_id, None);
     let focus = current.focus.as_ref().expect("the new focus");
     assert_eq!(focus["projectName"], "Garden planner");
@@ -173,7 +179,10 @@ async fn a_clear_request_creates_the_project_and_the_next_turn_runs_in_it() {
     assert!(prompt.contains(&p.to_string()) && prompt.contains("Garden planner"), "the project's pack: {prompt}");
     assert!(prompt.contains("Sketch the beds"), "the pack names the project's entities: {prompt}");
     let tools = offered(&req);
-    assert!(tools.contains(&"create_task".to_string()) && tools.contains(&"get_doc_structure".to_string()), "{tools:?}");
+    assert!(
+        tools.contains(&"create_task".to_string()) && tools.contains(&"get_doc_structure".to_string()),
+        "{tools:?}"
+    );
     assert!(!tools.contains(&"create_onto_project".to_string()), "{tools:?}");
     match &next.events[1] {
         StreamEvent::Session { session } => assert_eq!(session.context_type, ContextType::Project),
@@ -186,14 +195,20 @@ async fn an_explicit_context_type_wins_over_the_scope_the_session_moved_to() {
     let t = TestApp::new().await;
     script_creation(&t);
     let first = t
-        .turn("alice", json!({"message": "Create a garden planning project for this season", "context_type": "project_create"}))
+        .turn(
+            "alice",
+            json!({"message": "Create a garden planning project for this season", "context_type": "project_create"}),
+        )
         .await;
     let p = shifted_to(&first);
 
     // The client still names `project_create`: that scope, not the stored project's.
     t.llm.push(Reply::text(&["What shall we create?"]));
     let again = t
-        .turn("alice", json!({"message": "Another one", "session_id": first.session_id(), "context_type": "project_create"}))
+        .turn(
+            "alice",
+            json!({"message": "Another one", "session_id": first.session_id(), "context_type": "project_create"}),
+        )
         .await;
     assert_eq!(again.error_code(), None, "{:?}", again.events);
     let req = t.llm.requests().pop().unwrap();
@@ -215,8 +230,7 @@ async fn an_explicit_global_context_type_leaves_the_stored_project() {
     let p = service(&t).create_project(&user("alice"), new).await.unwrap().data.project.id;
     let focus = json!({"projectId": p.to_string()});
     t.llm.push(Reply::text(&["In the project."]));
-    let first =
-        t.turn("alice", json!({"message": "hi", "context_type": "project", "projectFocus": focus})).await;
+    let first = t.turn("alice", json!({"message": "hi", "context_type": "project", "projectFocus": focus})).await;
     let sid = first.session_id();
     assert!(offered(&t.llm.requests()[0]).contains(&"create_task".to_string()));
 
@@ -240,7 +254,8 @@ async fn an_explicit_global_context_type_leaves_the_stored_project() {
         .await;
     assert_eq!(back.error_code(), None);
     t.llm.push(Reply::text(&["Auditing."]));
-    let audit = t.turn("alice", json!({"message": "audit it", "session_id": sid, "context_type": "project_audit"})).await;
+    let audit =
+        t.turn("alice", json!({"message": "audit it", "session_id": sid, "context_type": "project_audit"})).await;
     assert_eq!(audit.error_code(), None);
     assert!(offered(&t.llm.requests().pop().unwrap()).contains(&"create_task".to_string()));
 }

@@ -932,7 +932,9 @@ impl Store for DynamoStore {
         if let Some(scope) = &end.scope {
             set.push_str(", context_type = :sct");
             session_update = session_update.expression_attribute_values(":sct", s(scope.context_type.as_str()));
-            for (name, value) in [("entity_id", scope.entity_id.clone()), ("focus", scope.focus.as_ref().map(|f| f.to_string()))] {
+            for (name, value) in
+                [("entity_id", scope.entity_id.clone()), ("focus", scope.focus.as_ref().map(|f| f.to_string()))]
+            {
                 match value {
                     Some(v) => {
                         set.push_str(&format!(", {name} = :s_{name}"));

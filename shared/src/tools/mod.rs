@@ -373,9 +373,7 @@ fn turn_events(tool: ToolName, result: &Value) -> Vec<StreamEvent> {
             }]
         }
         ToolName::CreateOntoProject => {
-            let (Some(id), Some(name)) =
-                (result["project"]["id"].as_str(), result["project"]["name"].as_str())
-            else {
+            let (Some(id), Some(name)) = (result["project"]["id"].as_str(), result["project"]["name"].as_str()) else {
                 return vec![];
             };
             vec![StreamEvent::ContextShift {
@@ -532,7 +530,11 @@ impl ToolRegistry {
             ToolName::AskClarifyingQuestions => {
                 let a: ClarifyingQuestionsArgs = parse(raw)?;
                 let questions = clarifying_questions(a)?;
-                Done { result: Ok(json!({ "questions": questions, "sent_to_user": true })), ops: vec![], patches: vec![] }
+                Done {
+                    result: Ok(json!({ "questions": questions, "sent_to_user": true })),
+                    ops: vec![],
+                    patches: vec![],
+                }
             }
             ToolName::UpdateProject => {
                 let a: UpdateProjectArgs = parse(raw)?;

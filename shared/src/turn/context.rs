@@ -9,16 +9,15 @@
 //! fails the turn: a pack that cannot be loaded leaves the prompt without it.
 
 use super::lease::Exit;
+use super::signals::tool_names;
 use super::start::Started;
+use super::telemetry::Telemetry;
 use super::tools::{read_tool_output_definition, TurnScope};
 use super::TurnDeps;
 use crate::agent_state::render;
 use crate::context::pack::{build_pack, ContextPack};
-use super::signals::tool_names;
-use super::telemetry::Telemetry;
 use crate::context::{
-    build_context, message_tokens, BuiltContext, CalibrationLine, ContextBudget, ContextInput, SummaryRef,
-    TokenCounter,
+    build_context, message_tokens, BuiltContext, CalibrationLine, ContextBudget, ContextInput, SummaryRef, TokenCounter,
 };
 use crate::entities::EntityService;
 use crate::ids::{ProjectId, UserId};

@@ -3,8 +3,10 @@
 //! [`request`] (the body, validated before the stream opens), [`start`] (lease,
 //! history, run check, the user message), [`context`] (pack, agent state,
 //! prompt, budget), [`model_loop`] (the model-and-tools loop), [`finish`]
-//! (persistence, then `done`), [`retry`] (a repeated `stream_run_id`), and
-//! [`lease`] (the guard that gives the lease back on every exit).
+//! (persistence, then `done`), [`retry`] (a repeated `stream_run_id`),
+//! [`lease`] (the guard that gives the lease back on every exit),
+//! [`signals`] (what tool calls tell the turn: a `context_shift` to store,
+//! questions that end it) and [`telemetry`] (the dev-only measurements).
 //!
 //! Contract:
 //! - `agent_state: thinking` is on the wire before any I/O (the edge sends it);
@@ -19,7 +21,9 @@
 //!   keep the partial text in an assistant message marked with what happened,
 //!   and every tool call that started has its real result in the log;
 //! - one writer per session (the lease); a repeated `stream_run_id` never
-//!   stores anything twice nor calls the model again.
+//!   stores anything twice nor calls the model again;
+//! - a `context_shift` is stored on the session in the write that ends the
+//!   turn; `telemetry` and `debug_context` only with `DEV_EVENTS` on.
 //!
 //! [`Store`]: crate::store::Store
 //! [`Llm`]: crate::llm::Llm
@@ -146,7 +150,8 @@ pub async fn run_turn(
         // Boxed: the turn's future is large, and debug builds copy a future
         // on the stack each time a wrapper takes it (the task-local scope
         // here): unboxed, a turn overflowed a 2 MiB test thread's stack.
-        let turn_run = telemetry.clone().scope(Box::pin(run(&deps, &user, &turn, &turn_id, deadline, &mut sink, &exit)));
+        let turn_run =
+            telemetry.clone().scope(Box::pin(run(&deps, &user, &turn, &turn_id, deadline, &mut sink, &exit)));
         let ran = std::panic::AssertUnwindSafe(turn_run).catch_unwind().await;
         let (done, completed) = match ran {
             Ok(ended) => ended,
