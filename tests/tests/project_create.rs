@@ -259,3 +259,32 @@ async fn an_explicit_global_context_type_leaves_the_stored_project() {
     assert_eq!(audit.error_code(), None);
     assert!(offered(&t.llm.requests().pop().unwrap()).contains(&"create_task".to_string()));
 }
+
+/// Refused arguments are errors the model reads, with no event and no
+/// write: no questions (or too many), a project without its context.
+#[tokio::test]
+async fn refused_arguments_ask_nothing_and_create_nothing() {
+    use shared::message::{FunctionCall, ToolCall};
+    use shared::tools::{ToolContext, ToolRegistry, ToolScope};
+    let t = TestApp::new().await;
+    let reg = ToolRegistry::new(service(&t));
+    let ctx = ToolContext { user: user("alice"), scope: ToolScope::Global };
+    let call = |name: &str, args: Value| ToolCall {
+        id: "c1".into(),
+        kind: "function".into(),
+        function: FunctionCall { name: name.into(), arguments: args.to_string() },
+    };
+    let six: Vec<String> = (1..=6).map(|i| format!("Question {i}?")).collect();
+    for (tool, args) in [
+        ("ask_clarifying_questions", json!({"questions": []})),
+        ("ask_clarifying_questions", json!({"questions": six})),
+        ("ask_clarifying_questions", json!({"questions": ["  "]})),
+        ("create_onto_project", json!({"name": "No context"})),
+    ] {
+        let out = reg.execute(&ctx, &call(tool, args.clone())).await;
+        assert!(!out.ok, "{tool} {args}: {}", out.content);
+        assert_eq!(out.error_code.as_deref(), Some("invalid_arguments"), "{}", out.content);
+        assert!(out.events().is_empty(), "{tool} {args}: {:?}", out.events());
+    }
+    assert_eq!(project_count(&t, "alice").await, 0);
+}
