@@ -113,7 +113,7 @@ impl Renderer {
                 );
                 (Some(line), Waiting::Same)
             }
-            StreamEvent::ToolCall { tool_call } => {
+            StreamEvent::ToolCall { tool_call, .. } => {
                 let f = &tool_call.function;
                 (Some(format!("→ {}({})", f.name, args_summary(&f.arguments))), Waiting::Same)
             }

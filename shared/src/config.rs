@@ -128,6 +128,12 @@ pub struct Config {
     /// `TURN_TIMEOUT_MS` (default 900000): the turn's deadline when the runtime
     /// gives none (local adapters, tests).
     pub turn_timeout: Duration,
+    /// `PLAN_STEP_CONCURRENCY` (default 3, at least 1): executors of one
+    /// parallel plan stage running at once (docs/plans.md).
+    pub plan_step_concurrency: usize,
+    /// `PLAN_STEP_MAX_ROUNDS` (default 3): model → tools rounds of one plan
+    /// step's executor; its last round offers no tools.
+    pub plan_step_max_rounds: usize,
 }
 
 /// `name`'s value, if set and not blank. Every module's settings are read
@@ -205,6 +211,8 @@ impl Config {
             stop_poll: ms("STOP_POLL_MS", 500)?,
             deadline_margin: ms("DEADLINE_MARGIN_MS", 3_000)?,
             turn_timeout: ms("TURN_TIMEOUT_MS", 900_000)?,
+            plan_step_concurrency: env_parse("PLAN_STEP_CONCURRENCY", 3usize)?.max(1),
+            plan_step_max_rounds: env_parse("PLAN_STEP_MAX_ROUNDS", 3usize)?,
         })
     }
 }

@@ -83,6 +83,7 @@ pub mod cache;
 pub mod dynamo;
 pub mod entities;
 pub mod keys;
+pub mod plans;
 pub mod summary;
 
 use crate::ids::{RunId, SessionId, TurnId, UserId};

@@ -71,6 +71,8 @@ pub struct TurnDeps {
     pub cache: Option<Arc<dyn ContextCache>>,
     /// The session's agent state (AGENT_STATE_SPEC); `None`: not kept.
     pub agent_state: Option<Arc<dyn AgentStateStore>>,
+    /// Plan records (docs/plans.md); `None`: no plan tools are offered.
+    pub plans: Option<Arc<dyn crate::store::plans::PlanStore>>,
     /// Budgets of the context window.
     pub context: Arc<ContextConfig>,
     pub counter: TokenCounterCell,
@@ -205,11 +207,15 @@ async fn run(
             calibration: deps.counter.calibration(),
             tools_tokens: prepared.tools_tokens,
             counted: prepared.counted,
+            calibrate: true,
         },
         agent_state: agent_state.as_mut().map(|(s, _)| s),
         observed: false,
         next_seq: started.user_message.seq + 1,
         usage: Usage::default(),
+        origin: crate::plan::ToolOrigin::Planner,
+        plans: deps.plans.as_deref().map(|store| crate::plan::run::PlanCtx { store, entities: deps.entities.as_ref() }),
+        gate: None,
     };
     let mut log = finish::TurnLog {
         store: deps.store.clone(),
