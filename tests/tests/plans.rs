@@ -394,9 +394,20 @@ async fn a_plan_cut_off_by_the_deadline_resumes_on_continue_without_repeating_a_
     let mut steps: HashMap<String, StepScript> = HashMap::new();
     steps.insert("n1".into(), calls_then(Duration::ZERO, note("Note one"), "wrote note one"));
     steps.insert("n2".into(), calls_then(Duration::ZERO, note("Note two"), "wrote note two"));
-    // The third note's first request outlasts the turn; on resume it is quick.
-    let n3 = calls_then(Duration::ZERO, note("Note three"), "wrote note three");
-    steps.insert("n3".into(), Box::new(move |req, n| if n == 0 { after(Duration::from_secs(20), n3(req, n)) } else { n3(req, n) }));
+    // The third note is written, then its executor's closing answer outlasts
+    // the turn. On resume its executor is told of the write it made.
+    steps.insert(
+        "n3".into(),
+        Box::new(|req, n| match n {
+            0 => Reply::tool_calls(&[("create_document", json!({"title": "Note three", "content": "x"}))]),
+            1 => after(Duration::from_secs(20), Reply::text(&["wrote note three"])),
+            _ => {
+                let brief = req["messages"][1]["content"].as_str().unwrap();
+                assert!(brief.contains("do not repeat them") && brief.contains("Note three"), "{brief}");
+                Reply::text(&["note three was already written"])
+            }
+        }),
+    );
     steps.insert("s".into(), calls_then(Duration::ZERO, note("Summary"), "wrote the summary"));
     let script = install(
         &t,
@@ -425,6 +436,7 @@ async fn a_plan_cut_off_by_the_deadline_resumes_on_continue_without_repeating_a_
     let rec = plan_record(&t, &sid, &pid).await;
     assert_eq!(rec.status, PlanStatus::Running, "resumable");
     assert_eq!(rec.step("n3").status, StepStatus::Pending);
+    assert_eq!(rec.step("n3").calls.len(), 1, "the write it made is recorded with the step");
 
     let second = t.turn("alice", in_project(&p, "continue", Some(&sid))).await;
     assert_eq!(second.error_code(), None, "{:?}", second.events);
@@ -609,4 +621,81 @@ async fn a_delete_waits_for_confirmation_then_runs_when_confirmed() {
 #[tokio::test]
 async fn a_delete_waits_for_confirmation_and_nothing_changes_when_cancelled() {
     delete_plan(false).await;
+}
+
+/// The "Done when" measurement (docs/plans.md): the two-stage plan with every
+/// model request taking 300 ms to its first token, its research stage run one
+/// step at a time (cap 1) and three at once (cap 3). Prints both timelines and
+/// wall times. Run: `scripts/test.sh -p tests --test plans -- --ignored --nocapture plan_timeline`.
+#[tokio::test]
+#[ignore]
+async fn plan_timeline_cap_1_vs_cap_3() {
+    let ttft = Duration::from_millis(300);
+    let (mut walls, mut runs) = (vec![], vec![]);
+    // The first turn of the process pays for warming up (connections, the
+    // first DynamoDB requests): a throwaway run, so both caps run warm.
+    for (i, cap) in [1, 1, 3].into_iter().enumerate() {
+        let t = TestApp::with_config(|c| c.plan_step_concurrency = cap).await;
+        let p = project(&t).await;
+        install(
+            &t,
+            two_stage_script(
+                ttft,
+                vec![
+                    after(ttft, Reply::tool_calls(&[("agent_create_plan", two_stage_plan("auto_execute"))])),
+                    after(ttft, Reply::text(&["The summary and two tasks are ready."])),
+                ],
+            ),
+        );
+        let turn = t.turn("alice", in_project(&p, "Research three competitors, then a summary doc and tasks", None)).await;
+        assert_eq!(turn.error_code(), None);
+        let label = if i == 0 { " (warm-up, not counted)" } else { "" };
+        println!("\n== PLAN_STEP_CONCURRENCY={cap}{label}: timeline (ms since the request) ==");
+        for ((at, _), e) in turn.frames.iter().zip(&turn.events) {
+            let what = match e {
+                StreamEvent::ToolCall { tool_call, origin } => format!("tool_call {} ({})", tool_call.function.name, who(origin)),
+                StreamEvent::ToolResult { name, origin, .. } => format!("tool_result {name} ({})", who(origin)),
+                StreamEvent::StepStart { step_id, .. } => format!("step_start {step_id}"),
+                StreamEvent::ExecutorSpawned { step_id, .. } => format!("executor_spawned {step_id}"),
+                StreamEvent::ExecutorResult { step_id, .. } => format!("executor_result {step_id}"),
+                StreamEvent::StepComplete { step_id, status, .. } => format!("step_complete {step_id} {status:?}"),
+                StreamEvent::TextDelta { .. } | StreamEvent::AgentState { .. } | StreamEvent::ContextUsage(_) => continue,
+                StreamEvent::Operation { .. } | StreamEvent::EntityPatch { .. } => continue,
+                other => other.kind().to_string(),
+            };
+            println!("{:>6}  {what}", at.as_millis());
+        }
+        let wall = turn.frames.last().unwrap().0;
+        let at = |f: &dyn Fn(&StreamEvent) -> bool| turn.frames[turn.events.iter().position(f).unwrap()].0;
+        let run = at(&|e| matches!(e, StreamEvent::ToolResult { origin: ToolOrigin::Planner, .. }))
+            - at(&|e| e.kind() == "plan_created");
+        println!(
+            "wall time: {} ms; the plan (plan_created to its tool_result): {} ms; most executors at the model at once: {}",
+            wall.as_millis(),
+            run.as_millis(),
+            t.llm.max_in_flight()
+        );
+        if i > 0 {
+            walls.push(wall);
+            runs.push(run);
+        }
+    }
+    let faster = |v: &[Duration]| (1.0 - v[1].as_secs_f64() / v[0].as_secs_f64()) * 100.0;
+    println!(
+        "\nwall: cap 1 {} ms, cap 3 {} ms ({:.0}% faster); plan: cap 1 {} ms, cap 3 {} ms ({:.0}% faster)",
+        walls[0].as_millis(),
+        walls[1].as_millis(),
+        faster(&walls),
+        runs[0].as_millis(),
+        runs[1].as_millis(),
+        faster(&runs)
+    );
+    assert!(walls[1] < walls[0]);
+}
+
+fn who(o: &ToolOrigin) -> String {
+    match o {
+        ToolOrigin::Planner => "planner".into(),
+        ToolOrigin::PlanStep { step_id, .. } => format!("step {step_id}"),
+    }
 }

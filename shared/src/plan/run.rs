@@ -382,7 +382,7 @@ async fn run_stage(
 ) -> Result<Option<Outcome>, StoreError> {
     let env = *book.env;
     let plan_id = book.rec.id.clone();
-    let (tx, mut rx) = mpsc::unbounded_channel::<StreamEvent>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<FromStep>();
     let gone = CancellationToken::new();
     let pending: Vec<&PlanStep> =
         steps.iter().filter(|s| book.rec.step(&s.id).status == StepStatus::Pending).collect();
@@ -425,13 +425,13 @@ async fn run_stage(
             break;
         }
         tokio::select! {
-            Some(ev) = rx.recv() => if sink.send(ev).await.is_err() { gone.cancel() },
+            // The client gone: executors stop as a turn does (their sinks close).
+            _ = sink.closed(), if !gone.is_cancelled() => gone.cancel(),
+            Some(msg) = rx.recv() => from_step(book, msg, sink, &gone).await?,
             Some(end) = running.next() => {
                 // Everything the step sent goes out before its completion.
-                while let Ok(ev) = rx.try_recv() {
-                    if sink.send(ev).await.is_err() {
-                        gone.cancel();
-                    }
+                while let Ok(msg) = rx.try_recv() {
+                    from_step(book, msg, sink, &gone).await?;
                 }
                 if let Some(c) = interruption(&end.outcome) {
                     cut.get_or_insert(c);
@@ -441,6 +441,35 @@ async fn run_stage(
         }
     }
     Ok(cut)
+}
+
+/// What a running step tells the stage.
+enum FromStep {
+    /// An event for the client.
+    Event(StreamEvent),
+    /// An executor round that finished: its calls, saved at once so a crash
+    /// later in the step cannot make a resumed attempt repeat them.
+    Round { step_id: String, calls: Vec<StepCall> },
+}
+
+async fn from_step(
+    book: &mut Book<'_>,
+    msg: FromStep,
+    sink: &mut EventSink,
+    gone: &CancellationToken,
+) -> Result<(), StoreError> {
+    match msg {
+        FromStep::Event(ev) => {
+            if sink.send(ev).await.is_err() {
+                gone.cancel();
+            }
+            Ok(())
+        }
+        FromStep::Round { step_id, calls } => {
+            book.rec.step_mut(&step_id).calls.extend(calls);
+            book.save().await
+        }
+    }
 }
 
 /// Outcomes that cut the turn off rather than fail the step.
@@ -543,14 +572,14 @@ async fn run_step(
     plan_id: String,
     step: PlanStep,
     messages: Vec<ChatMessage>,
-    tx: mpsc::UnboundedSender<StreamEvent>,
+    tx: mpsc::UnboundedSender<FromStep>,
     gone: CancellationToken,
 ) -> StepEnd {
     let allowed: Vec<ToolName> = step.tools.iter().filter_map(|t| ToolName::parse(t)).collect();
     let offered: Vec<serde_json::Value> = allowed.iter().map(|t| t.definition()).collect();
     let tools = StepTools { inner: env.tools, allowed: allowed.clone() };
     let gate = StepGate::default();
-    let mut log = StepLog::default();
+    let mut log = StepLog { step_id: step.id.clone(), tx: tx.clone() };
     let (esink, body) = EventSink::channel();
     let origin = ToolOrigin::PlanStep { plan_id, step_id: step.id.clone() };
     let mut ex = ModelLoop {
@@ -593,14 +622,13 @@ async fn run_step(
             usage: Default::default(),
         },
     };
-    log.rounds.extend(end.unsaved.iter().cloned());
     let summary = end.unsaved.iter().rev().find(|m| m.role == Role::Assistant).and_then(|m| m.content.clone());
     let held = gate.held.into_inner().unwrap_or_default();
     StepEnd {
         step_id: step.id,
         summary: summary.unwrap_or_default(),
         outputs,
-        calls: step_calls(&log.rounds, &oks, &held),
+        calls: step_calls(&end.unsaved, &oks, &held),
         held,
         outcome: end.outcome,
     }
@@ -631,7 +659,7 @@ fn step_calls(messages: &[StoredMessage], oks: &HashMap<String, bool>, held: &[T
 /// is gone, stops reading, so the executor sees its sink closed and stops.
 async fn forward(
     mut body: crate::sse::SseBody,
-    tx: mpsc::UnboundedSender<StreamEvent>,
+    tx: mpsc::UnboundedSender<FromStep>,
     gone: CancellationToken,
 ) -> (StepOutputs, HashMap<String, bool>) {
     use http_body_util::BodyExt;
@@ -655,7 +683,7 @@ async fn forward(
                 _ => {}
             }
             collect_outputs(std::slice::from_ref(&ev), &mut outputs);
-            let _ = tx.send(ev);
+            let _ = tx.send(FromStep::Event(ev));
         }
     }
     (outputs, oks)
@@ -756,10 +784,11 @@ impl CallGate for StepGate {
     }
 }
 
-/// An executor's rounds, kept with the step (not in the session's log).
-#[derive(Default)]
+/// Where an executor's rounds go: to the plan record, with the step (not to
+/// the session's log). Held calls did not run and are not recorded.
 struct StepLog {
-    rounds: Vec<StoredMessage>,
+    step_id: String,
+    tx: mpsc::UnboundedSender<FromStep>,
 }
 
 #[async_trait::async_trait]
@@ -769,7 +798,22 @@ impl RoundLog for StepLog {
     }
 
     async fn store_round(&mut self, messages: &[StoredMessage]) -> Result<(), StoreError> {
-        self.rounds.extend_from_slice(messages);
+        let results: HashMap<&str, &str> = messages
+            .iter()
+            .filter_map(|m| Some((m.tool_call_id.as_deref()?, m.content.as_deref().unwrap_or_default())))
+            .collect();
+        let calls = messages
+            .iter()
+            .flat_map(|m| &m.tool_calls)
+            .filter_map(|c| {
+                let result = results.get(c.id.as_str()).copied().unwrap_or_default();
+                let v: serde_json::Value = serde_json::from_str(result).unwrap_or_default();
+                let held = v["error"]["code"] == "needs_confirmation";
+                let ok = v.get("error").is_none() && v["ok"] != false;
+                (!held).then(|| StepCall { tool_call: c.clone(), ok, result: result.to_string() })
+            })
+            .collect();
+        let _ = self.tx.send(FromStep::Round { step_id: self.step_id.clone(), calls });
         Ok(())
     }
 }
