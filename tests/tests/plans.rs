@@ -231,7 +231,10 @@ async fn a_two_stage_plan_runs_research_in_parallel_under_the_cap_then_writes_in
     assert!(pos("tool_call") < pos("plan_created"));
     let ev = plan_events(&turn);
     assert_eq!(ev[0], "plan_created");
-    assert_eq!(&ev[ev.len() - 4..], ["step_start w1", "step_complete w1 Done", "step_start w2", "step_complete w2 Done"]);
+    assert_eq!(
+        &ev[ev.len() - 4..],
+        ["step_start w1", "step_complete w1 Done", "step_start w2", "step_complete w2 Done"]
+    );
     let research: Vec<&String> = ev[1..7].iter().collect();
     assert_eq!(research.iter().filter(|e| e.starts_with("step_complete r")).count(), 3, "{ev:?}");
     assert!(ev[1].starts_with("step_start") && ev[2].starts_with("step_start"), "two start at once: {ev:?}");
@@ -264,7 +267,10 @@ async fn a_two_stage_plan_runs_research_in_parallel_under_the_cap_then_writes_in
             _ => {}
         }
     }
-    assert_eq!(step_calls, HashMap::from([("r1", 1), ("r2", 1), ("r3", 1), ("w1", 1), ("w2", 2)].map(|(k, v)| (k.to_string(), v))));
+    assert_eq!(
+        step_calls,
+        HashMap::from([("r1", 1), ("r2", 1), ("r3", 1), ("w1", 1), ("w2", 2)].map(|(k, v)| (k.to_string(), v)))
+    );
 
     // step_complete carries what the step made.
     let outputs = |id: &str| {
@@ -540,9 +546,17 @@ async fn delete_plan(confirm: bool) {
     let t = TestApp::new().await;
     let p = project(&t).await;
     let task = service(&t)
-        .create(&user(), &p, shared::entities::CreateEntity::new(
-            shared::entities::EntityFields::from_object(EntityKind::Task, json!({"title": "Old launch checklist"}).as_object().unwrap().clone()).unwrap(),
-        ))
+        .create(
+            &user(),
+            &p,
+            shared::entities::CreateEntity::new(
+                shared::entities::EntityFields::from_object(
+                    EntityKind::Task,
+                    json!({"title": "Old launch checklist"}).as_object().unwrap().clone(),
+                )
+                .unwrap(),
+            ),
+        )
         .await
         .unwrap()
         .data
@@ -554,7 +568,11 @@ async fn delete_plan(confirm: bool) {
     let mut steps: HashMap<String, StepScript> = HashMap::new();
     steps.insert(
         "d".into(),
-        calls_then(Duration::ZERO, vec![("delete_entity", json!({"kind": "task", "id": task}))], "the delete waits for confirmation"),
+        calls_then(
+            Duration::ZERO,
+            vec![("delete_entity", json!({"kind": "task", "id": task}))],
+            "the delete waits for confirmation",
+        ),
     );
     let decision = if confirm { "confirm" } else { "cancel" };
     install(
@@ -588,7 +606,10 @@ async fn delete_plan(confirm: bool) {
     assert_eq!(changes[0].action, shared::sse::OperationAction::Delete);
     // Nothing was deleted yet, and no delete operation ran.
     assert_eq!(names(&t, &p, EntityKind::Task).await, ["Old launch checklist"]);
-    assert!(!first.events.iter().any(|e| matches!(e, StreamEvent::Operation { action: shared::sse::OperationAction::Delete, .. })));
+    assert!(!first
+        .events
+        .iter()
+        .any(|e| matches!(e, StreamEvent::Operation { action: shared::sse::OperationAction::Delete, .. })));
     let sid = first.session_id();
     let pid = plan_id(&first);
     assert_eq!(plan_record(&t, &sid, &pid).await.status, PlanStatus::AwaitingConfirmation);
@@ -647,19 +668,24 @@ async fn plan_timeline_cap_1_vs_cap_3() {
                 ],
             ),
         );
-        let turn = t.turn("alice", in_project(&p, "Research three competitors, then a summary doc and tasks", None)).await;
+        let turn =
+            t.turn("alice", in_project(&p, "Research three competitors, then a summary doc and tasks", None)).await;
         assert_eq!(turn.error_code(), None);
         let label = if i == 0 { " (warm-up, not counted)" } else { "" };
         println!("\n== PLAN_STEP_CONCURRENCY={cap}{label}: timeline (ms since the request) ==");
         for ((at, _), e) in turn.frames.iter().zip(&turn.events) {
             let what = match e {
-                StreamEvent::ToolCall { tool_call, origin } => format!("tool_call {} ({})", tool_call.function.name, who(origin)),
+                StreamEvent::ToolCall { tool_call, origin } => {
+                    format!("tool_call {} ({})", tool_call.function.name, who(origin))
+                }
                 StreamEvent::ToolResult { name, origin, .. } => format!("tool_result {name} ({})", who(origin)),
                 StreamEvent::StepStart { step_id, .. } => format!("step_start {step_id}"),
                 StreamEvent::ExecutorSpawned { step_id, .. } => format!("executor_spawned {step_id}"),
                 StreamEvent::ExecutorResult { step_id, .. } => format!("executor_result {step_id}"),
                 StreamEvent::StepComplete { step_id, status, .. } => format!("step_complete {step_id} {status:?}"),
-                StreamEvent::TextDelta { .. } | StreamEvent::AgentState { .. } | StreamEvent::ContextUsage(_) => continue,
+                StreamEvent::TextDelta { .. } | StreamEvent::AgentState { .. } | StreamEvent::ContextUsage(_) => {
+                    continue
+                }
                 StreamEvent::Operation { .. } | StreamEvent::EntityPatch { .. } => continue,
                 other => other.kind().to_string(),
             };

@@ -230,8 +230,13 @@ async fn decide<'a>(env: &'a Env<'a>, call: &ToolCall, sink: &mut EventSink) -> 
 async fn confirm(book: &mut Book<'_>, sink: &mut EventSink) -> Result<(), StoreError> {
     let env = book.env;
     let plan_id = book.rec.id.clone();
-    let held: Vec<String> =
-        book.rec.steps.iter().filter(|s| s.status == StepStatus::AwaitingConfirmation).map(|s| s.step_id.clone()).collect();
+    let held: Vec<String> = book
+        .rec
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::AwaitingConfirmation)
+        .map(|s| s.step_id.clone())
+        .collect();
     for step_id in held {
         let origin = ToolOrigin::PlanStep { plan_id: plan_id.clone(), step_id: step_id.clone() };
         let calls = std::mem::take(&mut book.rec.step_mut(&step_id).held);
@@ -264,7 +269,8 @@ async fn confirm(book: &mut Book<'_>, sink: &mut EventSink) -> Result<(), StoreE
         step.changes.clear();
         let (status, outputs, error) = (step.status, step.outputs.clone(), step.error.clone());
         book.save().await?;
-        let _ = sink.send(StreamEvent::StepComplete { plan_id: plan_id.clone(), step_id, status, outputs, error }).await;
+        let _ =
+            sink.send(StreamEvent::StepComplete { plan_id: plan_id.clone(), step_id, status, outputs, error }).await;
     }
     book.rec.status = PlanStatus::Running;
     book.save().await
@@ -308,9 +314,10 @@ async fn review(env: &Env<'_>, plan: &AgentPlan) -> (bool, String) {
 
 /// The reviewer's answer: its JSON object if it wrote one, else its words.
 fn verdict(text: &str) -> (bool, String) {
-    let json = text.find('{').zip(text.rfind('}')).and_then(|(a, b)| {
-        (a < b).then(|| serde_json::from_str::<serde_json::Value>(&text[a..=b]).ok()).flatten()
-    });
+    let json = text
+        .find('{')
+        .zip(text.rfind('}'))
+        .and_then(|(a, b)| (a < b).then(|| serde_json::from_str::<serde_json::Value>(&text[a..=b]).ok()).flatten());
     match json {
         Some(v) => {
             let approved = v["verdict"].as_str().is_some_and(|s| s.eq_ignore_ascii_case("approve"));
@@ -384,8 +391,7 @@ async fn run_stage(
     let plan_id = book.rec.id.clone();
     let (tx, mut rx) = mpsc::unbounded_channel::<FromStep>();
     let gone = CancellationToken::new();
-    let pending: Vec<&PlanStep> =
-        steps.iter().filter(|s| book.rec.step(&s.id).status == StepStatus::Pending).collect();
+    let pending: Vec<&PlanStep> = steps.iter().filter(|s| book.rec.step(&s.id).status == StepStatus::Pending).collect();
     let mut queue = pending.into_iter();
     let mut running = FuturesUnordered::new();
     let mut cut: Option<Outcome> = None;
@@ -410,7 +416,11 @@ async fn run_stage(
             let brief = brief(&book.rec, step);
             book.rec.step_mut(&step.id).attempts += 1;
             let _ = sink
-                .send(StreamEvent::StepStart { plan_id: plan_id.clone(), step_id: step.id.clone(), title: step.title.clone() })
+                .send(StreamEvent::StepStart {
+                    plan_id: plan_id.clone(),
+                    step_id: step.id.clone(),
+                    title: step.title.clone(),
+                })
                 .await;
             let spawned = StreamEvent::ExecutorSpawned {
                 plan_id: plan_id.clone(),
@@ -557,9 +567,14 @@ fn brief(rec: &PlanRecord, step: &PlanStep) -> Vec<ChatMessage> {
     }
     let earlier = &rec.step(&step.id).calls;
     if !earlier.is_empty() {
-        user.push_str("\nAn earlier attempt of this step was cut off after these calls, which took effect; do not repeat them:");
+        user.push_str(
+            "\nAn earlier attempt of this step was cut off after these calls, which took effect; do not repeat them:",
+        );
         for c in earlier {
-            user.push_str(&format!("\n- {}({}) -> {}", c.tool_call.function.name, c.tool_call.function.arguments, c.result));
+            user.push_str(&format!(
+                "\n- {}({}) -> {}",
+                c.tool_call.function.name, c.tool_call.function.arguments, c.result
+            ));
         }
     }
     vec![ChatMessage::system(system), ChatMessage::user(user)]
@@ -717,8 +732,11 @@ async fn describe(env: &Env<'_>, held: &[ToolCall]) -> Vec<PendingChange> {
         let args: serde_json::Value = serde_json::from_str(&call.function.arguments).unwrap_or_default();
         let kind = args["kind"].as_str().and_then(EntityKind::parse);
         let id = args["id"].as_str().unwrap_or_default().to_string();
-        let action =
-            if call.function.name == ToolName::DeleteEntity.as_str() { OperationAction::Delete } else { OperationAction::Update };
+        let action = if call.function.name == ToolName::DeleteEntity.as_str() {
+            OperationAction::Delete
+        } else {
+            OperationAction::Update
+        };
         let name = match (env.plans.entities, env.tool_scope().project(), kind, EntityId::parse(&id)) {
             (Some(svc), Some(p), Some(k), Ok(eid)) => {
                 svc.get(env.user, p, k, &eid).await.ok().map(|e| e.fields.name().to_string())
@@ -825,7 +843,7 @@ mod tests {
     #[test]
     fn reviewer_verdicts() {
         assert_eq!(verdict(r#"{"verdict":"approve","reason":"fine"}"#), (true, "fine".into()));
-        assert_eq!(verdict("Sure: {\"verdict\": \"reject\", \"reason\": \"deletes\"}").0, false);
+        assert!(!verdict("Sure: {\"verdict\": \"reject\", \"reason\": \"deletes\"}").0);
         assert!(!verdict("looks good").0);
     }
 }

@@ -39,8 +39,12 @@ pub trait PlanStore: Send + Sync {
     ) -> Result<u64, StoreError>;
 
     /// A plan and its version (consistent read).
-    async fn load(&self, user: &UserId, session: &SessionId, plan_id: &str)
-        -> Result<Option<(PlanRecord, u64)>, StoreError>;
+    async fn load(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        plan_id: &str,
+    ) -> Result<Option<(PlanRecord, u64)>, StoreError>;
 
     /// The newest plan of the session that can still be acted on
     /// ([`crate::plan::PlanStatus::is_open`]), with its version.
@@ -100,7 +104,14 @@ impl PlanStore for DynamoPlanStore {
         if session_alive(&self.client, &self.table, &pk).await? {
             return Ok(expected_version + 1);
         }
-        let _ = self.client.delete_item().table_name(&self.table).key("pk", s(&pk)).key("sk", s(plan_sk(&plan.id))).send().await;
+        let _ = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(&pk))
+            .key("sk", s(plan_sk(&plan.id)))
+            .send()
+            .await;
         Err(StoreError::NotFound)
     }
 

@@ -21,9 +21,9 @@ use crate::context::{message_tokens, CalibrationLine, TokenCalibration, TokenCou
 use crate::ids::{SessionId, TurnId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent, ToolCallAccumulator};
 use crate::message::{ChatMessage, Role, StoredMessage, ToolCall, Usage};
-use crate::sse::{AgentActivity, EventSink, StreamEvent};
 use crate::plan::run::PlanCtx;
 use crate::plan::ToolOrigin;
+use crate::sse::{AgentActivity, EventSink, StreamEvent};
 use crate::store::{Store, StoreError};
 use crate::tools::plan::is_plan_tool;
 use futures::StreamExt;
