@@ -218,6 +218,13 @@ async fn a_two_stage_plan_runs_research_in_parallel_under_the_cap_then_writes_in
     assert_eq!(docs.iter().filter(|d| *d == "Competitor summary").count(), 1, "{docs:?}");
     assert_eq!(names(&t, &p, EntityKind::Task).await, ["Call Globex's customers", "Match Acme's price"]);
 
+    // The turn's usage counts the executors' requests: the planner's answer
+    // and each executor's closing answer report one completion token each.
+    match turn.done() {
+        StreamEvent::Done { usage: Some(u), .. } => assert_eq!(u.completion_tokens, 6, "{u:?}"),
+        other => panic!("{other:?}"),
+    }
+
     // Never more executors at the model than the cap, and the cap was used.
     assert_eq!(t.llm.max_in_flight(), 2);
     for s in ["r1", "r2", "r3", "w1", "w2"] {
@@ -632,6 +639,42 @@ async fn delete_plan(confirm: bool) {
         assert_eq!(rec.status, PlanStatus::Cancelled);
         assert_eq!(rec.step("d").status, StepStatus::Skipped);
     }
+}
+
+#[tokio::test]
+async fn a_step_cannot_delete_with_a_tool_it_was_not_given() {
+    let t = TestApp::new().await;
+    let p = project(&t).await;
+    let fields = json!({"title": "Keep me"}).as_object().unwrap().clone();
+    let new = shared::entities::CreateEntity::new(
+        shared::entities::EntityFields::from_object(EntityKind::Task, fields).unwrap(),
+    );
+    let task = service(&t).create(&user(), &p, new).await.unwrap().data.id.to_string();
+    let plan = json!({"goal": "Look", "stages": [
+        {"id": "a", "name": "Look", "mode": "sequence", "steps": [step("l", "Read the task", "research", &["get_entity"], &[])]},
+    ]});
+    let mut steps: HashMap<String, StepScript> = HashMap::new();
+    steps.insert(
+        "l".into(),
+        calls_then(Duration::ZERO, vec![("delete_entity", json!({"kind": "task", "id": task}))], "could not delete"),
+    );
+    install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![Reply::tool_calls(&[("agent_create_plan", plan)]), Reply::text(&["Nothing was deleted."])].into(),
+            ),
+            steps,
+            ..Default::default()
+        },
+    );
+    let turn = t.turn("alice", in_project(&p, "look at the task", None)).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    assert!(!turn.kinds().contains(&"confirmation_required"), "refused, not held: {:?}", turn.kinds());
+    assert_eq!(names(&t, &p, EntityKind::Task).await, ["Keep me"]);
+    let rec = plan_record(&t, &turn.session_id(), &plan_id(&turn)).await;
+    let call = &rec.step("l").calls[0];
+    assert!(!call.ok && call.result.contains("tool_not_in_step"), "{call:?}");
 }
 
 #[tokio::test]

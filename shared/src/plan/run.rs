@@ -23,7 +23,7 @@ use crate::context::{CalibrationLine, TokenCalibration, TokenCounter};
 use crate::entities::{EntityKind, EntityService};
 use crate::ids::{EntityId, SessionId, TurnId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmEvent};
-use crate::message::{ChatMessage, Role, StoredMessage, ToolCall};
+use crate::message::{ChatMessage, Role, StoredMessage, ToolCall, Usage};
 use crate::sse::{EventSink, OperationAction, OperationStatus, SseDecoder, StreamEvent};
 use crate::store::plans::PlanStore;
 use crate::store::{Store, StoreError};
@@ -67,6 +67,8 @@ struct Env<'a> {
     line: CalibrationLine,
     calibration: &'a TokenCalibration,
     plans: PlanCtx<'a>,
+    /// What the executors' model requests used, for the turn's usage.
+    spent: &'a Mutex<Usage>,
 }
 
 impl<'a> Env<'a> {
@@ -81,6 +83,7 @@ pub async fn plan_call(lp: &mut ModelLoop<'_>, call: &ToolCall, sink: &mut Event
     let (Some(plans), Some(tools)) = (lp.plans, lp.tools) else {
         return (ToolRun::failed("plans are not available here"), None);
     };
+    let spent = Mutex::new(Usage::default());
     let env = Env {
         llm: lp.llm,
         tools,
@@ -96,12 +99,14 @@ pub async fn plan_call(lp: &mut ModelLoop<'_>, call: &ToolCall, sink: &mut Event
         line: lp.counting.line,
         calibration: lp.counting.calibration,
         plans,
+        spent: &spent,
     };
     let ran = if call.function.name == AGENT_CREATE_PLAN {
         create(&env, call, sink).await
     } else {
         decide(&env, call, sink).await
     };
+    lp.usage.add(&spent.into_inner().unwrap_or_default());
     ran.unwrap_or_else(|e| {
         tracing::error!(code = e.code(), error = %e, "plan not stored");
         (failure("store_unavailable", &format!("the plan could not be saved: {e}")), None)
@@ -377,6 +382,7 @@ struct StepEnd {
     held: Vec<ToolCall>,
     /// How its loop ended.
     outcome: Outcome,
+    usage: Usage,
 }
 
 /// Runs a stage's pending steps, at most `cap` at once, forwarding their
@@ -495,6 +501,7 @@ fn interruption(o: &Outcome) -> Option<Outcome> {
 async fn settle(book: &mut Book<'_>, end: StepEnd, sink: &mut EventSink) -> Result<(), StoreError> {
     let plan_id = book.rec.id.clone();
     let interrupted = interruption(&end.outcome).is_some();
+    book.env.spent.lock().expect("not poisoned").add(&end.usage);
     let step = book.rec.step_mut(&end.step_id);
     step.calls.extend(end.calls);
     step.outputs.entity_ids.extend(end.outputs.entity_ids);
@@ -593,7 +600,7 @@ async fn run_step(
     let allowed: Vec<ToolName> = step.tools.iter().filter_map(|t| ToolName::parse(t)).collect();
     let offered: Vec<serde_json::Value> = allowed.iter().map(|t| t.definition()).collect();
     let tools = StepTools { inner: env.tools, allowed: allowed.clone() };
-    let gate = StepGate::default();
+    let gate = StepGate { allowed: allowed.clone(), held: Mutex::default() };
     let mut log = StepLog { step_id: step.id.clone(), tx: tx.clone() };
     let (esink, body) = EventSink::channel();
     let origin = ToolOrigin::PlanStep { plan_id, step_id: step.id.clone() };
@@ -646,6 +653,7 @@ async fn run_step(
         calls: step_calls(&end.unsaved, &oks, &held),
         held,
         outcome: end.outcome,
+        usage: end.usage,
     }
 }
 
@@ -775,14 +783,16 @@ impl TurnTools for StepTools<'_> {
 
 /// Holds back a step's deletes, and its updates when a round makes
 /// [`BULK_UPDATE_CALLS`] or more: they wait for the user's confirmation.
-#[derive(Default)]
+/// Only calls of the step's own tools (others are refused by [`StepTools`],
+/// so a confirmation can never run a tool the step was not given).
 struct StepGate {
+    allowed: Vec<ToolName>,
     held: Mutex<Vec<ToolCall>>,
 }
 
 impl CallGate for StepGate {
     fn hold(&self, calls: &[ToolCall]) -> Vec<Option<ToolRun>> {
-        let is = |c: &ToolCall, t: ToolName| c.function.name == t.as_str();
+        let is = |c: &ToolCall, t: ToolName| c.function.name == t.as_str() && self.allowed.contains(&t);
         let bulk = calls.iter().filter(|c| is(c, ToolName::UpdateEntity)).count() >= BULK_UPDATE_CALLS;
         let mut held = self.held.lock().expect("not poisoned");
         calls
