@@ -20,6 +20,10 @@
 //!   and every tool call that started has its real result in the log;
 //! - one writer per session (the lease); a repeated `stream_run_id` never
 //!   stores anything twice nor calls the model again.
+//! - a plan tool call ([`crate::plan`]) runs inside the model loop like any
+//!   call: its events (steps, executors, their tool events with their
+//!   `origin`) all come before its `tool_result`; its executors run this same
+//!   loop and write to the plan record, never to the session's log.
 //!
 //! [`Store`]: crate::store::Store
 //! [`Llm`]: crate::llm::Llm

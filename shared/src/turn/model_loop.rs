@@ -12,6 +12,10 @@
 //!   and its `entity_patch` sent; only calls never started get a synthetic one;
 //! - each completed round (calls + results) is stored before the next model
 //!   request; what is not stored yet is handed to `finish` in [`LoopEnd`].
+//! - the same loop runs the turn (origin `planner`) and each plan step's
+//!   executor (origin `plan_step`, its own context, tools and round limit, a
+//!   [`CallGate`] holding back what needs the user's confirmation); every
+//!   tool event carries the loop's origin.
 
 use super::lease::Watch;
 use super::tools::{keep_apart, observe, run_calls, CallEnd, CallRunner, ToolRun, TurnScope, TurnTools};
@@ -89,7 +93,7 @@ pub struct Limits {
     pub hard_stop: Instant,
 }
 
-/// Where the loop's rounds go: the turn's log (a plan step's, later).
+/// Where the loop's rounds go: the turn's log, or a plan step's record.
 #[async_trait::async_trait]
 pub trait RoundLog: Send {
     /// Everything before the first answer is stored (the user message).
