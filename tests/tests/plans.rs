@@ -768,3 +768,103 @@ fn who(o: &ToolOrigin) -> String {
         ToolOrigin::PlanStep { step_id, .. } => format!("step {step_id}"),
     }
 }
+
+/// Reads a turn's events until `until` holds for one, then drops the body
+/// (the client goes away). Returns the events read.
+async fn read_until(
+    resp: http::Response<shared::edge::ResponseBody>,
+    until: impl Fn(&StreamEvent) -> bool,
+) -> Vec<StreamEvent> {
+    use http_body_util::BodyExt;
+    let mut body = resp.into_body();
+    let mut dec = shared::sse::SseDecoder::new();
+    let mut events = vec![];
+    while let Some(frame) = tokio::time::timeout(Duration::from_secs(10), body.frame()).await.expect("a frame") {
+        let data = frame.unwrap().into_data().unwrap_or_default();
+        for f in dec.feed(&data).unwrap() {
+            let ev: StreamEvent = serde_json::from_str(&f.data).unwrap();
+            let stop = until(&ev);
+            events.push(ev);
+            if stop {
+                return events;
+            }
+        }
+    }
+    panic!("the stream ended first: {events:?}")
+}
+
+#[tokio::test]
+async fn a_client_gone_mid_plan_stops_its_executors_and_leaves_the_plan_resumable() {
+    let t = TestApp::new().await;
+    let p = project(&t).await;
+    let plan = json!({"goal": "Two notes", "stages": [
+        {"id": "a", "name": "Notes", "mode": "parallel", "steps": [
+            step("n1", "Note one", "create", &["create_document"], &[]),
+            step("n2", "Note two", "create", &["create_document"], &[]),
+        ]},
+    ]});
+    let note = |title: &'static str| vec![("create_document", json!({"title": title, "content": "x"}))];
+    let mut steps: HashMap<String, StepScript> = HashMap::new();
+    steps.insert("n1".into(), calls_then(Duration::ZERO, note("Note one"), "wrote note one"));
+    let n2 = calls_then(Duration::ZERO, note("Note two"), "wrote note two");
+    // Its first request is slow: the client leaves while it waits.
+    steps.insert(
+        "n2".into(),
+        Box::new(move |req, n| if n == 0 { after(Duration::from_secs(3), n2(req, n)) } else { n2(req, n) }),
+    );
+    let script = install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![
+                    Reply::tool_calls(&[("agent_create_plan", plan)]),
+                    Reply::tool_calls(&[("agent_continue_plan", json!({"decision": "continue"}))]),
+                    Reply::text(&["Both notes are written."]),
+                ]
+                .into(),
+            ),
+            steps,
+            ..Default::default()
+        },
+    );
+    let body = serde_json::to_vec(&in_project(&p, "two notes", None)).unwrap();
+    let resp = t.post(Some(&tests::token("alice")), body).await;
+    let events = read_until(resp, |e| matches!(e, StreamEvent::StepComplete { step_id, .. } if step_id == "n1")).await;
+    let sid = events.iter().find_map(|e| match e {
+        StreamEvent::Session { session } => Some(session.id.to_string()),
+        _ => None,
+    });
+    let (sid, pid) = (
+        sid.unwrap(),
+        events
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::PlanCreated { plan_id, .. } => Some(plan_id.clone()),
+                _ => None,
+            })
+            .unwrap(),
+    );
+    // The turn ends on its own (well before n2's slow answer would have come).
+    let store = t.store();
+    let ended = async {
+        loop {
+            let s = store.session(&user(), &SessionId::parse(&sid).unwrap()).await.unwrap().unwrap();
+            if s.lease.is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_millis(2500), ended).await.expect("the turn ended when its client left");
+    let rec = plan_record(&t, &sid, &pid).await;
+    assert_eq!(rec.status, PlanStatus::Running);
+    assert_eq!((rec.step("n1").status, rec.step("n2").status), (StepStatus::Done, StepStatus::Pending));
+    assert_eq!(names(&t, &p, EntityKind::Document).await.iter().filter(|d| d.starts_with("Note")).count(), 1);
+
+    let second = t.turn("alice", in_project(&p, "continue", Some(&sid))).await;
+    assert_eq!(second.error_code(), None, "{:?}", second.events);
+    assert_eq!(plan_events(&second), ["step_start n2", "step_complete n2 Done"]);
+    let docs = names(&t, &p, EntityKind::Document).await;
+    assert_eq!(docs.iter().filter(|d| d.starts_with("Note")).collect::<Vec<_>>(), ["Note one", "Note two"]);
+    assert_eq!(script.asked("n1"), 2, "the finished step never ran again");
+}
