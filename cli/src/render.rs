@@ -113,7 +113,7 @@ impl Renderer {
                 );
                 (Some(line), Waiting::Same)
             }
-            StreamEvent::ToolCall { tool_call } => {
+            StreamEvent::ToolCall { tool_call, .. } => {
                 let f = &tool_call.function;
                 (Some(format!("→ {}({})", f.name, args_summary(&f.arguments))), Waiting::Same)
             }
@@ -143,6 +143,36 @@ impl Renderer {
             StreamEvent::Error { code, message, retryable } => {
                 let again = if *retryable { " (retryable)" } else { "" };
                 (Some(format!("error {code}: {message}{again}")), Waiting::Same)
+            }
+            StreamEvent::PlanCreated { plan, .. } => {
+                let steps: usize = plan.stages.iter().map(|s| s.steps.len()).sum();
+                let line = format!("· plan “{}”: {} stages, {steps} steps", plan.goal, plan.stages.len());
+                (Some(line), Waiting::Same)
+            }
+            StreamEvent::PlanReadyForReview { .. } => {
+                (Some("· the plan waits for your approval".to_string()), Waiting::Off)
+            }
+            StreamEvent::PlanReview { approved, reason, .. } => {
+                let verdict = if *approved { "approved" } else { "rejected" };
+                (Some(format!("· reviewer {verdict} the plan: {reason}")), Waiting::Same)
+            }
+            StreamEvent::StepStart { step_id, title, .. } => {
+                (Some(format!("▸ step {step_id}: {title}")), Waiting::On(format!("step {step_id}")))
+            }
+            StreamEvent::ExecutorSpawned { .. } | StreamEvent::ExecutorResult { ok: true, .. } => (None, Waiting::Same),
+            StreamEvent::ExecutorResult { step_id, summary, .. } => {
+                (Some(format!("✗ step {step_id}: {}", shorten(&one_line(summary), PREVIEW_CHARS))), Waiting::Same)
+            }
+            StreamEvent::StepComplete { step_id, status, .. } => {
+                let status = serde_json::to_value(status).ok().and_then(|v| v.as_str().map(str::to_owned));
+                (Some(format!("▪ step {step_id} {}", status.unwrap_or_default())), Waiting::Same)
+            }
+            StreamEvent::ConfirmationRequired { changes, .. } => {
+                let what: Vec<String> = changes
+                    .iter()
+                    .map(|c| format!("{} {} “{}”", verb(c.action).0, c.entity_type, c.entity_name))
+                    .collect();
+                (Some(format!("? confirm: {}", what.join(", "))), Waiting::Off)
             }
             StreamEvent::ContextShift { current, entity_name, .. } => {
                 let project = current.focus.as_ref().and_then(|f| f.get("projectId")).and_then(|p| p.as_str());

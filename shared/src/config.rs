@@ -133,6 +133,12 @@ pub struct Config {
     /// prompt's make-up and timings, so production never sets it
     /// (infra/template.yaml does not).
     pub dev_events: bool,
+    /// `PLAN_STEP_CONCURRENCY` (default 3, at least 1): executors of one
+    /// parallel plan stage running at once (docs/plans.md).
+    pub plan_step_concurrency: usize,
+    /// `PLAN_STEP_MAX_ROUNDS` (default 3): model → tools rounds of one plan
+    /// step's executor; its last round offers no tools.
+    pub plan_step_max_rounds: usize,
 }
 
 /// `name`'s value, if set and not blank. Every module's settings are read
@@ -211,6 +217,8 @@ impl Config {
             deadline_margin: ms("DEADLINE_MARGIN_MS", 3_000)?,
             turn_timeout: ms("TURN_TIMEOUT_MS", 900_000)?,
             dev_events: switch("DEV_EVENTS")?,
+            plan_step_concurrency: env_parse("PLAN_STEP_CONCURRENCY", 3usize)?.max(1),
+            plan_step_max_rounds: env_parse("PLAN_STEP_MAX_ROUNDS", 3usize)?,
         })
     }
 }

@@ -68,6 +68,8 @@ impl StreamApp {
         let (dynamo_for_cache, table_for_cache) = (dynamo.clone(), config.table_name.clone());
         let agent_state: Arc<dyn AgentStateStore> =
             Arc::new(DynamoAgentStateStore::new(dynamo.clone(), config.table_name.clone()));
+        let plans: Arc<dyn crate::store::plans::PlanStore> =
+            Arc::new(crate::store::plans::DynamoPlanStore::new(dynamo.clone(), config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let auth = crate::edge::authenticator(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
@@ -79,6 +81,7 @@ impl StreamApp {
             entities: Some(entities),
             cache: Some(Arc::new(DynamoContextCache::new(dynamo_for_cache, table_for_cache))),
             agent_state: Some(agent_state),
+            plans: Some(plans),
             context: Arc::new(context),
             counter,
             events,

@@ -19,6 +19,7 @@ pub mod ids;
 pub mod llm;
 pub mod message;
 pub mod metrics;
+pub mod plan;
 pub mod prewarm;
 pub mod prompt;
 pub mod session;

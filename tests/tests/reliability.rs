@@ -231,7 +231,7 @@ fn assert_calls_stored(turn: &Turn, mine: &[&StoredMessage]) {
         .events
         .iter()
         .filter_map(|e| match e {
-            StreamEvent::ToolCall { tool_call } => Some(tool_call.id.clone()),
+            StreamEvent::ToolCall { tool_call, .. } => Some(tool_call.id.clone()),
             _ => None,
         })
         .collect();

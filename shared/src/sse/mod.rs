@@ -20,6 +20,7 @@ pub use sink::{Disconnected, EventSink, SinkStats, SseBody, CHANNEL_FRAMES};
 
 use crate::ids::{SessionId, TurnId};
 use crate::message::{ToolCall, Usage};
+pub use crate::plan::ToolOrigin;
 use crate::session::SessionView;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -131,6 +132,9 @@ pub enum StreamEvent {
     },
     ToolCall {
         tool_call: ToolCall,
+        /// Who made the call: the planner, or a plan step's executor.
+        #[serde(default)]
+        origin: ToolOrigin,
     },
     ToolResult {
         tool_call_id: String,
@@ -138,6 +142,8 @@ pub enum StreamEvent {
         ok: bool,
         /// A bounded preview of the result, not the whole output.
         preview: String,
+        #[serde(default)]
+        origin: ToolOrigin,
     },
     /// A human-readable step (AGENTIC_CHAT_V2_SPEC §6.4): names, not raw ids.
     Operation {
@@ -174,6 +180,57 @@ pub enum StreamEvent {
         /// `turn_id` is that turn's. Absent (false) on a turn that ran.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replayed: bool,
+    },
+    /// A valid plan was stored (docs/plans.md); its steps are all pending.
+    PlanCreated {
+        plan_id: String,
+        plan: crate::plan::AgentPlan,
+    },
+    /// A `draft_only` plan waits for the user's next turn (approve, edit, reject).
+    PlanReadyForReview {
+        plan_id: String,
+    },
+    /// The reviewer's verdict on an `agent_review` plan, before it runs.
+    PlanReview {
+        plan_id: String,
+        approved: bool,
+        reason: String,
+    },
+    /// A step begins (in plan order within a stage; parallel steps overlap).
+    StepStart {
+        plan_id: String,
+        step_id: String,
+        title: String,
+    },
+    /// The step's executor (a scoped model loop) was started.
+    ExecutorSpawned {
+        plan_id: String,
+        step_id: String,
+        executor: crate::plan::ExecutorKind,
+        tools: Vec<String>,
+    },
+    /// The executor ended: its closing words, or why it failed.
+    ExecutorResult {
+        plan_id: String,
+        step_id: String,
+        ok: bool,
+        summary: String,
+    },
+    /// The step's status as stored, with what it made.
+    StepComplete {
+        plan_id: String,
+        step_id: String,
+        status: crate::plan::StepStatus,
+        outputs: crate::plan::StepOutputs,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The plan paused before changes only the user may confirm (deletes,
+    /// bulk updates); the next turn confirms or cancels them.
+    ConfirmationRequired {
+        plan_id: String,
+        step_id: String,
+        changes: Vec<crate::plan::PendingChange>,
     },
     /// `project_create`: the request was too vague to create anything; the
     /// model asked these (`ask_clarifying_questions`). Nothing was written;
@@ -275,6 +332,14 @@ impl StreamEvent {
             StreamEvent::ContextUsage(_) => "context_usage",
             StreamEvent::Error { .. } => "error",
             StreamEvent::Done { .. } => "done",
+            StreamEvent::PlanCreated { .. } => "plan_created",
+            StreamEvent::PlanReadyForReview { .. } => "plan_ready_for_review",
+            StreamEvent::PlanReview { .. } => "plan_review",
+            StreamEvent::StepStart { .. } => "step_start",
+            StreamEvent::ExecutorSpawned { .. } => "executor_spawned",
+            StreamEvent::ExecutorResult { .. } => "executor_result",
+            StreamEvent::StepComplete { .. } => "step_complete",
+            StreamEvent::ConfirmationRequired { .. } => "confirmation_required",
             StreamEvent::ClarifyingQuestions { .. } => "clarifying_questions",
             StreamEvent::ContextShift { .. } => "context_shift",
             StreamEvent::Telemetry(_) => "telemetry",

@@ -20,6 +20,7 @@
 //! | agent state (one versioned item) | `U#<user>#S#<session>` | `MSG~AGENT_STATE` | — |
 //! | context-pack cache (prewarm; TTL `ttl`) | `U#<user>#CACHE` | `<scope>#<project or ->#<entity or ->#<entity kind or ->` | `CACHE#ACTIVE` / `<last_used_ms, 13 digits>#<user>#<sk>` (sparse: cache items only) |
 //! | prewarm refresh checkpoint | `PREWARM#SWEEP` | `CHECKPOINT` | — |
+//! | plan record: the `AgentPlan`, its status and each step's (one versioned item, see [`plans`]) | `U#<user>#S#<session>` | `PLAN#<plan id, UUID v7>` | — |
 //!
 //! | access pattern | operation and key condition |
 //! |---|---|
@@ -50,6 +51,9 @@
 //! | clear the agent state (session closed) | `DeleteItem pk, sk=MSG~AGENT_STATE` |
 //! | a cached context pack and its project version | `GetItem pk=U#<user>#CACHE, sk=<scope key>` (see [`cache`]) |
 //! | store a context pack | `PutItem`, condition: missing or `version <= :built_from` |
+//! | save a plan (compare-and-set) | `PutItem pk, sk=PLAN#<id>`, `version = n+1`, condition `version = n` (or not exists for 0); then `GetItem sk=SESSION` (alive? else deleted again, `NotFound`) |
+//! | a plan by id | `GetItem pk, sk=PLAN#<id>` (consistent) |
+//! | the session's newest open plan (approve, confirm, continue) | `Query pk AND begins_with(sk, "PLAN#")`, `ScanIndexForward=false`, `Limit=10`, consistent; the first whose status is open |
 //! | caches used in the last N minutes, oldest first (scheduled refresh) | `Query GSI1 gsi1pk=CACHE#ACTIVE AND gsi1sk BETWEEN <checkpoint or now-N> AND <now>`, pages of `Limit` |
 //!
 //! Message sequence numbers are gap-free and allocated by the lease holder from
@@ -83,6 +87,7 @@ pub mod cache;
 pub mod dynamo;
 pub mod entities;
 pub mod keys;
+pub mod plans;
 pub mod summary;
 
 use crate::ids::{RunId, SessionId, TurnId, UserId};

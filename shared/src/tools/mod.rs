@@ -24,6 +24,7 @@
 //!   reached the service (bad arguments, unknown tool, scope).
 
 pub mod args;
+pub mod plan;
 pub mod scope;
 mod turn;
 

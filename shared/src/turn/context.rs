@@ -181,6 +181,12 @@ fn offered_tools(deps: &TurnDeps, scope: &TurnScope) -> Vec<serde_json::Value> {
         Some(t) if deps.config.tool_max_rounds > 0 => {
             let mut defs = t.offered(scope);
             defs.push(read_tool_output_definition());
+            // Plans work in a project: their steps need its tools.
+            let tool_scope =
+                ToolScope::from_focus(scope.context_type, scope.entity_id.as_deref(), scope.focus.as_ref());
+            if deps.plans.is_some() && matches!(tool_scope, ToolScope::Project { .. }) {
+                defs.extend(crate::tools::plan::plan_definitions());
+            }
             defs
         }
         _ => vec![],

@@ -23,7 +23,11 @@
 //! - one writer per session (the lease); a repeated `stream_run_id` never
 //!   stores anything twice nor calls the model again;
 //! - a `context_shift` is stored on the session in the write that ends the
-//!   turn; `telemetry` and `debug_context` only with `DEV_EVENTS` on.
+//!   turn; `telemetry` and `debug_context` only with `DEV_EVENTS` on;
+//! - a plan tool call ([`crate::plan`]) runs inside the model loop like any
+//!   call: its events (steps, executors, their tool events with their
+//!   `origin`) all come before its `tool_result`; its executors run this same
+//!   loop and write to the plan record, never to the session's log.
 //!
 //! [`Store`]: crate::store::Store
 //! [`Llm`]: crate::llm::Llm
@@ -79,6 +83,8 @@ pub struct TurnDeps {
     pub cache: Option<Arc<dyn ContextCache>>,
     /// The session's agent state (AGENT_STATE_SPEC); `None`: not kept.
     pub agent_state: Option<Arc<dyn AgentStateStore>>,
+    /// Plan records (docs/plans.md); `None`: no plan tools are offered.
+    pub plans: Option<Arc<dyn crate::store::plans::PlanStore>>,
     /// Budgets of the context window.
     pub context: Arc<ContextConfig>,
     pub counter: TokenCounterCell,
@@ -221,11 +227,15 @@ async fn run(
             calibration: deps.counter.calibration(),
             tools_tokens: prepared.tools_tokens,
             counted: prepared.counted,
+            calibrate: true,
         },
         agent_state: agent_state.as_mut().map(|(s, _)| s),
         observed: false,
         next_seq: started.user_message.seq + 1,
         usage: Usage::default(),
+        origin: crate::plan::ToolOrigin::Planner,
+        plans: deps.plans.as_deref().map(|store| crate::plan::run::PlanCtx { store, entities: deps.entities.as_ref() }),
+        gate: None,
     };
     let mut log = finish::TurnLog {
         store: deps.store.clone(),

@@ -12,6 +12,10 @@
 //!   and its `entity_patch` sent; only calls never started get a synthetic one;
 //! - each completed round (calls + results) is stored before the next model
 //!   request; what is not stored yet is handed to `finish` in [`LoopEnd`].
+//! - the same loop runs the turn (origin `planner`) and each plan step's
+//!   executor (origin `plan_step`, its own context, tools and round limit, a
+//!   [`CallGate`] holding back what needs the user's confirmation); every
+//!   tool event carries the loop's origin.
 
 use super::lease::Watch;
 use super::tools::{keep_apart, observe, run_calls, CallEnd, CallRunner, ToolRun, TurnScope, TurnTools};
@@ -21,8 +25,11 @@ use crate::context::{message_tokens, CalibrationLine, TokenCalibration, TokenCou
 use crate::ids::{SessionId, TurnId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent, ToolCallAccumulator};
 use crate::message::{ChatMessage, Role, StoredMessage, ToolCall, Usage};
+use crate::plan::run::PlanCtx;
+use crate::plan::ToolOrigin;
 use crate::sse::{AgentActivity, EventSink, StreamEvent};
 use crate::store::{Store, StoreError};
+use crate::tools::plan::is_plan_tool;
 use futures::StreamExt;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -65,7 +72,7 @@ impl Outcome {
     }
 
     /// Why calls without a result have none, in the words of their result.
-    fn why(&self) -> &'static str {
+    pub fn why(&self) -> &'static str {
         match self {
             Outcome::Complete => "no more tool rounds in this turn",
             Outcome::Stopped => "the turn was stopped",
@@ -86,7 +93,7 @@ pub struct Limits {
     pub hard_stop: Instant,
 }
 
-/// Where the loop's rounds go: the turn's log (a plan step's, later).
+/// Where the loop's rounds go: the turn's log, or a plan step's record.
 #[async_trait::async_trait]
 pub trait RoundLog: Send {
     /// Everything before the first answer is stored (the user message).
@@ -116,6 +123,16 @@ pub struct Counting<'a> {
     pub tools_tokens: u64,
     /// Our count of the first request.
     pub counted: u64,
+    /// Whether the first request's reported usage calibrates our counts (the
+    /// turn's own loop; a plan step's executor did not count its request).
+    pub calibrate: bool,
+}
+
+/// Holds calls back before they run: a plan step's deletes and bulk updates
+/// wait for the user's confirmation ([`crate::plan::run`]). `Some(result)`
+/// for each call held, in call order: the result the model reads instead.
+pub trait CallGate: Send + Sync {
+    fn hold(&self, calls: &[ToolCall]) -> Vec<Option<ToolRun>>;
 }
 
 /// Everything one loop runs on.
@@ -137,6 +154,11 @@ pub struct ModelLoop<'a> {
     /// Seq of the next message of this turn.
     pub next_seq: u64,
     pub usage: Usage,
+    /// Whose calls these are, on every tool event.
+    pub origin: ToolOrigin,
+    /// Plans, for the planner's loop (`None` in an executor: plans never nest).
+    pub plans: Option<PlanCtx<'a>>,
+    pub gate: Option<&'a dyn CallGate>,
 }
 
 impl ModelLoop<'_> {
@@ -211,7 +233,15 @@ impl ModelLoop<'_> {
     /// and per call why it must not run (its arguments were not valid JSON).
     fn assistant_message(&mut self, text: String, calls: Vec<ToolCall>) -> (StoredMessage, Vec<Option<ToolRun>>) {
         let mut assistant = self.message(Role::Assistant, text);
-        let (calls, refusals) = calls.into_iter().map(valid_arguments).unzip();
+        let (calls, mut refusals): (Vec<ToolCall>, Vec<Option<ToolRun>>) =
+            calls.into_iter().map(valid_arguments).unzip();
+        if let Some(gate) = self.gate {
+            for (refusal, held) in refusals.iter_mut().zip(gate.hold(&calls)) {
+                if refusal.is_none() {
+                    *refusal = held;
+                }
+            }
+        }
         assistant.tool_calls = calls;
         (assistant, refusals)
     }
@@ -312,7 +342,7 @@ impl ModelLoop<'_> {
         let c = &self.counting;
         match reported {
             Some(u) => {
-                if round == 0 {
+                if round == 0 && c.calibrate {
                     // The first request is exactly what the context phase counted.
                     c.calibration.observe(c.tools_tokens, c.counted, u.prompt_tokens);
                 }
@@ -342,16 +372,19 @@ impl ModelLoop<'_> {
         sink: &mut EventSink,
     ) -> (Vec<StoredMessage>, Option<Outcome>) {
         for c in calls {
-            if sink.send(StreamEvent::ToolCall { tool_call: c.clone() }).await.is_err() {
+            let event = StreamEvent::ToolCall { tool_call: c.clone(), origin: self.origin.clone() };
+            if sink.send(event).await.is_err() {
                 break;
             }
         }
         let _ = sink.send(StreamEvent::AgentState { state: AgentActivity::Executing, details: None }).await;
         let tools = self.tools.expect("a tool round has tools");
         let runner = CallRunner { tools, store: self.store, user: self.user, sid: self.sid, scope: self.scope };
+        // Plan calls run after the others, one at a time, with the stream.
+        let is_plan = |c: &ToolCall| self.plans.is_some() && is_plan_tool(&c.function.name);
         let runnable: Vec<ToolCall> =
-            calls.iter().zip(refusals).filter(|(_, r)| r.is_none()).map(|(c, _)| c.clone()).collect();
-        let (ends, interrupted) = {
+            calls.iter().zip(refusals).filter(|(c, r)| r.is_none() && !is_plan(c)).map(|(c, _)| c.clone()).collect();
+        let (ends, mut interrupted) = {
             let interrupt = interruption(sink, self.watch, self.limits.stop_at);
             let (cap, hard_stop) = (self.limits.tool_concurrency, self.limits.hard_stop);
             run_calls(&runner, &runnable, cap, interrupt, TOOL_GRACE, hard_stop).await
@@ -359,7 +392,18 @@ impl ModelLoop<'_> {
         let mut ran = ends.into_iter();
         let mut ends = Vec::with_capacity(calls.len());
         for (call, refusal) in calls.iter().zip(refusals) {
-            let end = refusal.clone().map_or_else(|| ran.next().expect("one end per runnable call"), CallEnd::Ran);
+            let end = match refusal {
+                Some(r) => CallEnd::Ran(r.clone()),
+                None if self.plans.is_some() && is_plan_tool(&call.function.name) => match interrupted {
+                    Some(_) => CallEnd::NotStarted,
+                    None => {
+                        let (run, cut) = crate::plan::run::plan_call(self, call, sink).await;
+                        interrupted = cut;
+                        CallEnd::Ran(run)
+                    }
+                },
+                None => ran.next().expect("one end per runnable call"),
+            };
             ends.push(match end {
                 CallEnd::Ran(run) => CallEnd::Ran(self.ran(call, run, sink).await),
                 other => other,
@@ -390,6 +434,7 @@ impl ModelLoop<'_> {
                 name: call.function.name.clone(),
                 ok: run.ok,
                 preview: run.preview.clone(),
+                origin: self.origin.clone(),
             })
             .await;
         let content = std::mem::take(&mut run.content);

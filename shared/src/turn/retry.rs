@@ -97,7 +97,8 @@ async fn replay(sink: &mut EventSink, sid: &SessionId, record: &TurnRecord, mess
                     let _ = sink.text(text);
                 }
                 for call in &m.tool_calls {
-                    let _ = sink.send(StreamEvent::ToolCall { tool_call: call.clone() }).await;
+                    let _ =
+                        sink.send(StreamEvent::ToolCall { tool_call: call.clone(), origin: Default::default() }).await;
                 }
                 error = m.error.clone().or(error);
                 usage = m.usage.or(usage);
@@ -108,7 +109,9 @@ async fn replay(sink: &mut EventSink, sid: &SessionId, record: &TurnRecord, mess
                 let ok = serde_json::from_str::<serde_json::Value>(&content).map_or(true, |v| v["ok"] != false);
                 let preview: String = content.chars().take(crate::session::http::PREVIEW_CHARS).collect();
                 let name = names.get(id.as_str()).copied().unwrap_or_default().to_string();
-                let _ = sink.send(StreamEvent::ToolResult { tool_call_id: id, name, ok, preview }).await;
+                let _ = sink
+                    .send(StreamEvent::ToolResult { tool_call_id: id, name, ok, preview, origin: Default::default() })
+                    .await;
             }
             Role::User | Role::System => {}
         }

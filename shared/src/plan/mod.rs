@@ -1,0 +1,305 @@
+//! Plans (AGENTIC_CHAT_V2_SPEC §10, docs/plans.md): staged work the planner
+//! model hands to executors. [`AgentPlan`] is what the model writes (the
+//! arguments of `agent_create_plan`); [`validate`] turns it into a
+//! [`ValidPlan`] or the problems the model reads; [`PlanRecord`] is the one
+//! stored record with each step's status; [`run`] executes it.
+//!
+//! Contract:
+//! - nothing runs before the plan is valid: step ids unique, `inputs` naming
+//!   earlier steps only (so no cycle can exist), caps on stages and steps,
+//!   every step tool one the scope allows (plan tools never nest);
+//! - a step's status is stored as the step ends, so a turn cut off at any
+//!   point leaves a record that resumes at its first unfinished step, and a
+//!   finished step never runs again;
+//! - a delete or a bulk update never runs unconfirmed: the plan pauses with
+//!   the change named, and only the user's confirmation runs it.
+
+pub mod run;
+pub mod validate;
+
+pub use validate::{validate, ValidPlan, MAX_STAGES, MAX_STEPS};
+
+use crate::ids::TurnId;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How the steps of one stage run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StageMode {
+    /// Concurrently, at most `PLAN_STEP_CONCURRENCY` at once.
+    Parallel,
+    /// One after another, in the order given.
+    Sequence,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepIntent {
+    Research,
+    Analysis,
+    Draft,
+    Edit,
+    Create,
+    Update,
+    Review,
+}
+
+impl StepIntent {
+    /// Whether the step is meant to change the ontology (it then needs a tool).
+    pub fn writes(self) -> bool {
+        matches!(self, StepIntent::Draft | StepIntent::Edit | StepIntent::Create | StepIntent::Update)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorKind {
+    Planner,
+    Research,
+    Writer,
+    Editor,
+    Tooling,
+}
+
+/// One unit of work, run by one executor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanStep {
+    /// Unique in the plan, e.g. "s1".
+    pub id: String,
+    /// What the step does, in a few words (shown to the user).
+    pub title: String,
+    pub intent: StepIntent,
+    pub executor: ExecutorKind,
+    /// The tools this step's executor may call (names of this conversation's tools).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Ids of earlier steps whose results this step reads.
+    #[serde(default)]
+    pub inputs: Vec<String>,
+    /// What the step should produce (e.g. "summary document").
+    #[serde(default)]
+    pub outputs: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanStage {
+    pub id: String,
+    pub name: String,
+    pub mode: StageMode,
+    pub steps: Vec<PlanStep>,
+}
+
+/// How a new plan proceeds (CURRENT_FLOW §6.2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanMode {
+    /// Run at once.
+    #[default]
+    AutoExecute,
+    /// Show the plan; the user's next turn approves, edits or rejects it.
+    DraftOnly,
+    /// A reviewer model call approves or rejects it before it runs.
+    AgentReview,
+}
+
+/// The arguments of `agent_create_plan`: the plan as the model writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentPlan {
+    /// What the whole plan achieves.
+    pub goal: String,
+    /// Run in order; the steps of a `parallel` stage run at the same time.
+    pub stages: Vec<PlanStage>,
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    #[serde(default)]
+    pub mode: PlanMode,
+}
+
+/// Where a plan stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    /// `draft_only`: waiting for the user to approve, edit or reject it.
+    AwaitingApproval,
+    /// Running now, or cut off (deadline, Stop, crash): resumable.
+    Running,
+    /// Paused before a delete or bulk update the user has to confirm.
+    AwaitingConfirmation,
+    Completed,
+    /// Ended with at least one failed step.
+    Failed,
+    /// Rejected by the user or the reviewer.
+    Rejected,
+    /// The user declined a confirmation.
+    Cancelled,
+}
+
+impl PlanStatus {
+    /// Whether a later turn can still act on it (approve, confirm, continue).
+    pub fn is_open(self) -> bool {
+        matches!(self, PlanStatus::AwaitingApproval | PlanStatus::Running | PlanStatus::AwaitingConfirmation)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Not run yet, or cut off while running (it runs again on resume).
+    Pending,
+    Done,
+    Failed,
+    /// Its executor asked for a delete or bulk update; waiting for the user.
+    AwaitingConfirmation,
+    /// An input failed, or the user declined the step's change.
+    Skipped,
+}
+
+/// What a step made or changed, by id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepOutputs {
+    /// Every entity created or changed (documents included).
+    #[serde(default)]
+    pub entity_ids: Vec<String>,
+    /// The documents among them.
+    #[serde(default)]
+    pub doc_ids: Vec<String>,
+}
+
+/// One tool call an executor made, as persisted: the origin is the step that
+/// holds it (`plan_step`), so the log tells it from the planner's calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepCall {
+    pub tool_call: crate::message::ToolCall,
+    pub ok: bool,
+    /// The result the executor read.
+    pub result: String,
+}
+
+/// A change that needs the user's confirmation, in human terms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingChange {
+    pub action: crate::sse::OperationAction,
+    pub entity_type: String,
+    pub entity_name: String,
+    pub entity_id: String,
+}
+
+/// A step's state in the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepState {
+    pub step_id: String,
+    pub status: StepStatus,
+    /// The executor's closing words (what the planner reads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(default)]
+    pub outputs: StepOutputs,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Calls that ran, in every attempt (a resumed step is told of them).
+    #[serde(default)]
+    pub calls: Vec<StepCall>,
+    /// The calls held back for confirmation, and what they would change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<crate::message::ToolCall>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<PendingChange>,
+    pub attempts: u32,
+}
+
+/// The stored plan: one item under the session (`sk = PLAN#<id>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanRecord {
+    /// UUID v7: plans sort by creation.
+    pub id: String,
+    /// The turn that created it.
+    pub turn_id: TurnId,
+    pub plan: AgentPlan,
+    pub status: PlanStatus,
+    /// One per step, in plan order.
+    pub steps: Vec<StepState>,
+    /// The reviewer's reason, or the user's, when rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl PlanRecord {
+    pub fn new(valid: &ValidPlan, turn_id: TurnId) -> PlanRecord {
+        let plan = valid.plan().clone();
+        let steps = plan
+            .stages
+            .iter()
+            .flat_map(|s| &s.steps)
+            .map(|s| StepState {
+                step_id: s.id.clone(),
+                status: StepStatus::Pending,
+                summary: None,
+                outputs: StepOutputs::default(),
+                error: None,
+                calls: vec![],
+                held: vec![],
+                changes: vec![],
+                attempts: 0,
+            })
+            .collect();
+        let status = match plan.mode {
+            PlanMode::DraftOnly => PlanStatus::AwaitingApproval,
+            _ => PlanStatus::Running,
+        };
+        let now = crate::now_ms();
+        PlanRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            turn_id,
+            plan,
+            status,
+            steps,
+            reason: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    pub fn step(&self, id: &str) -> &StepState {
+        self.steps.iter().find(|s| s.step_id == id).expect("a step of this plan")
+    }
+
+    pub fn step_mut(&mut self, id: &str) -> &mut StepState {
+        self.steps.iter_mut().find(|s| s.step_id == id).expect("a step of this plan")
+    }
+
+    /// What the planner reads back: the plan's status and each step's result.
+    pub fn result(&self) -> serde_json::Value {
+        let steps: Vec<_> = self
+            .plan
+            .stages
+            .iter()
+            .flat_map(|s| &s.steps)
+            .map(|p| {
+                let st = self.step(&p.id);
+                serde_json::json!({"id": p.id, "title": p.title, "status": st.status, "summary": st.summary,
+                    "outputs": st.outputs, "error": st.error, "awaiting_confirmation": st.changes})
+            })
+            .collect();
+        serde_json::json!({"plan_id": self.id, "goal": self.plan.goal, "status": self.status,
+            "reason": self.reason, "steps": steps})
+    }
+}
+
+/// Where a tool event comes from: the planner's own loop, or one plan step's
+/// executor (gap 4 of CURRENT_FLOW §9).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum ToolOrigin {
+    #[default]
+    Planner,
+    PlanStep {
+        plan_id: String,
+        step_id: String,
+    },
+}

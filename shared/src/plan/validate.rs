@@ -1,0 +1,169 @@
+//! A plan is checked whole before anything runs; every problem is named, so
+//! the model can fix them all in one more call.
+
+use super::{AgentPlan, StageMode};
+use crate::tools::{ToolName, ToolScope};
+use std::collections::HashMap;
+
+/// The most stages a plan may have.
+pub const MAX_STAGES: usize = 6;
+/// The most steps a plan may have, over all stages.
+pub const MAX_STEPS: usize = 12;
+/// The most tools one step may be given.
+const MAX_STEP_TOOLS: usize = 8;
+
+/// A plan that passed [`validate`]: the only way to get one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidPlan(AgentPlan);
+
+impl ValidPlan {
+    pub fn plan(&self) -> &AgentPlan {
+        &self.0
+    }
+}
+
+/// Checks `plan` against the rules of the module contract; `Err` lists every
+/// problem found.
+pub fn validate(plan: AgentPlan, scope: &ToolScope) -> Result<ValidPlan, Vec<String>> {
+    let mut problems = vec![];
+    if plan.goal.trim().is_empty() {
+        problems.push("goal is empty".to_string());
+    }
+    if plan.stages.is_empty() || plan.stages.len() > MAX_STAGES {
+        problems.push(format!("a plan has 1 to {MAX_STAGES} stages; this one has {}", plan.stages.len()));
+    }
+    let steps: usize = plan.stages.iter().map(|s| s.steps.len()).sum();
+    if steps == 0 || steps > MAX_STEPS {
+        problems.push(format!("a plan has 1 to {MAX_STEPS} steps; this one has {steps}"));
+    }
+    // Step id -> (stage index, position in the plan).
+    let mut seen: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut stage_ids: Vec<&str> = vec![];
+    let mut position = 0;
+    for (si, stage) in plan.stages.iter().enumerate() {
+        if stage.id.trim().is_empty() || stage_ids.contains(&stage.id.as_str()) {
+            problems.push(format!("stage {:?}: stage ids must be unique and not empty", stage.id));
+        }
+        stage_ids.push(&stage.id);
+        if stage.steps.is_empty() {
+            problems.push(format!("stage {:?} has no steps", stage.id));
+        }
+        for step in &stage.steps {
+            let at = format!("step {:?}", step.id);
+            if step.id.trim().is_empty() || seen.contains_key(step.id.as_str()) {
+                problems.push(format!("{at}: step ids must be unique and not empty"));
+            }
+            if step.title.trim().is_empty() {
+                problems.push(format!("{at}: title is required"));
+            }
+            for input in &step.inputs {
+                match seen.get(input.as_str()) {
+                    Some((s, _)) if *s == si && stage.mode == StageMode::Parallel => problems.push(format!(
+                        "{at}: input {input:?} runs in the same parallel stage; move this step to a later stage"
+                    )),
+                    Some(_) => {}
+                    None if input == &step.id => problems.push(format!("{at}: a step cannot be its own input")),
+                    None => problems.push(format!(
+                        "{at}: input {input:?} is not an earlier step (inputs must name steps that run before; \
+                         a later one would be a cycle)"
+                    )),
+                }
+            }
+            check_tools(&at, &step.tools, step.intent.writes(), scope, &mut problems);
+            seen.insert(&step.id, (si, position));
+            position += 1;
+        }
+    }
+    if problems.is_empty() {
+        Ok(ValidPlan(plan))
+    } else {
+        Err(problems)
+    }
+}
+
+/// A step's tools: known, allowed in this scope (the gate of
+/// [`ToolScope::allows`]), not a plan tool, few; a writing step needs one.
+fn check_tools(at: &str, tools: &[String], writes: bool, scope: &ToolScope, problems: &mut Vec<String>) {
+    if tools.len() > MAX_STEP_TOOLS {
+        problems.push(format!("{at}: at most {MAX_STEP_TOOLS} tools per step"));
+    }
+    if writes && tools.is_empty() {
+        problems.push(format!("{at}: a step that writes needs the tools it writes with"));
+    }
+    for t in tools {
+        match ToolName::parse(t) {
+            Some(tool) if scope.allows(tool) => {}
+            Some(_) => problems.push(format!("{at}: tool {t:?} is not available in this conversation's scope")),
+            None => problems.push(format!("{at}: there is no tool named {t:?} a step can use")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::ProjectId;
+    use crate::plan::{ExecutorKind, PlanMode, PlanStage, PlanStep, StepIntent};
+
+    fn step(id: &str, tools: &[&str], inputs: &[&str]) -> PlanStep {
+        PlanStep {
+            id: id.into(),
+            title: format!("do {id}"),
+            intent: StepIntent::Research,
+            executor: ExecutorKind::Research,
+            tools: tools.iter().map(|t| t.to_string()).collect(),
+            inputs: inputs.iter().map(|t| t.to_string()).collect(),
+            outputs: vec![],
+        }
+    }
+
+    fn plan(stages: Vec<(StageMode, Vec<PlanStep>)>) -> AgentPlan {
+        AgentPlan {
+            goal: "g".into(),
+            stages: stages
+                .into_iter()
+                .enumerate()
+                .map(|(i, (mode, steps))| PlanStage { id: format!("st{i}"), name: "n".into(), mode, steps })
+                .collect(),
+            constraints: vec![],
+            mode: PlanMode::AutoExecute,
+        }
+    }
+
+    fn project() -> ToolScope {
+        ToolScope::Project { project: ProjectId::new() }
+    }
+
+    #[test]
+    fn a_two_stage_plan_is_valid() {
+        let p = plan(vec![
+            (StageMode::Parallel, vec![step("a", &["search_project"], &[]), step("b", &[], &[])]),
+            (StageMode::Sequence, vec![step("c", &["create_document"], &["a", "b"]), step("d", &[], &["c"])]),
+        ]);
+        assert!(validate(p, &project()).is_ok());
+    }
+
+    #[test]
+    fn inputs_must_name_earlier_steps() {
+        let p = plan(vec![
+            (StageMode::Parallel, vec![step("a", &[], &["b"]), step("b", &[], &["a"])]),
+            (StageMode::Sequence, vec![step("c", &[], &["c"]), step("d", &[], &["zz"])]),
+        ]);
+        let problems = validate(p, &project()).unwrap_err();
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(problems[0].contains("not an earlier step"), "{problems:?}");
+        assert!(problems[1].contains("same parallel stage"), "{problems:?}");
+        assert!(problems[2].contains("its own input"), "{problems:?}");
+    }
+
+    #[test]
+    fn tools_must_pass_the_scope_gate_and_caps_hold() {
+        let p = plan(vec![(StageMode::Sequence, vec![step("a", &["create_task", "agent_create_plan"], &[])])]);
+        let problems = validate(p, &ToolScope::Global).unwrap_err();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        let many = plan(vec![(StageMode::Parallel, (0..13).map(|i| step(&format!("s{i}"), &[], &[])).collect())]);
+        assert!(validate(many, &project()).unwrap_err()[0].contains("1 to 12 steps"));
+        let dup = plan(vec![(StageMode::Parallel, vec![step("a", &[], &[]), step("a", &[], &[])])]);
+        assert!(validate(dup, &project()).unwrap_err()[0].contains("unique"));
+    }
+}

@@ -1,0 +1,66 @@
+//! The plan tools the planner model calls (docs/plans.md). They are run by the
+//! turn itself ([`crate::plan::run`]), not by the registry: a plan needs the
+//! model (its executors) and the stream (its events). They are offered in a
+//! project scope, where steps have tools to work with; steps never get them.
+
+use crate::plan::AgentPlan;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+pub const AGENT_CREATE_PLAN: &str = "agent_create_plan";
+pub const AGENT_CONTINUE_PLAN: &str = "agent_continue_plan";
+
+/// Whether `name` is one of the plan tools.
+pub fn is_plan_tool(name: &str) -> bool {
+    name == AGENT_CREATE_PLAN || name == AGENT_CONTINUE_PLAN
+}
+
+/// What the user said about an open plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanDecision {
+    /// Run a draft plan.
+    Approve,
+    /// Drop a draft plan.
+    Reject,
+    /// Run the changes the plan paused for, then go on.
+    Confirm,
+    /// Do not make the changes the plan paused for; stop the plan.
+    Cancel,
+    /// Resume a plan that was cut off, at its first unfinished step.
+    Continue,
+}
+
+/// The arguments of `agent_continue_plan`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContinuePlanArgs {
+    pub decision: PlanDecision,
+    /// The plan; the conversation's newest open plan when left out.
+    #[serde(default)]
+    pub plan_id: Option<String>,
+    /// The user's reason, for a rejection or cancellation.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// The OpenAI `tools` entries of the plan tools.
+pub fn plan_definitions() -> Vec<Value> {
+    vec![
+        json!({"type": "function", "function": {
+            "name": AGENT_CREATE_PLAN,
+            "description": "Plan multi-step work as stages of steps and run it: steps of a parallel stage run at the same \
+                time, stages in order. Each step gets its own executor with only the tools you list for it and the \
+                results of its inputs. Use it for work of 3 or more steps; you then answer from the steps' results. \
+                mode: auto_execute (default), draft_only (show the plan to the user first), agent_review.",
+            "parameters": super::schema::<AgentPlan>(),
+        }}),
+        json!({"type": "function", "function": {
+            "name": AGENT_CONTINUE_PLAN,
+            "description": "Act on an open plan when the user answers about it: approve or reject a draft, confirm or \
+                cancel the changes it paused for, or continue a plan that was cut off.",
+            "parameters": super::schema::<ContinuePlanArgs>(),
+        }}),
+    ]
+}

@@ -1,0 +1,870 @@
+//! Plans end to end (docs/plans.md): the real stream handler, the ontology on
+//! DynamoDB Local, and a scripted model that answers the planner and each
+//! step's executor by what the request is (executors' system prompts name
+//! their step), so parallel executors can be scripted whatever order their
+//! requests arrive in.
+
+use serde_json::{json, Value};
+use shared::entities::{EntityKind, EntityService, NewProject};
+use shared::ids::{ProjectId, SessionId, UserId};
+use shared::plan::{PlanRecord, PlanStatus, StepStatus, ToolOrigin};
+use shared::sse::StreamEvent;
+use shared::store::entities::EntityStore;
+use shared::store::plans::{DynamoPlanStore, PlanStore};
+use shared::store::Store;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tests::{Reply, Step, TestApp, Turn};
+
+fn user() -> UserId {
+    UserId::parse("alice").unwrap()
+}
+
+fn service(t: &TestApp) -> EntityService {
+    EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()))
+}
+
+async fn project(t: &TestApp) -> ProjectId {
+    let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
+    service(t).create_project(&user(), p).await.unwrap().data.project.id
+}
+
+fn in_project(p: &ProjectId, message: &str, session: Option<&str>) -> Value {
+    let mut v = json!({"message": message, "context_type": "project", "projectFocus": {"projectId": p.to_string()}});
+    if let Some(s) = session {
+        v["session_id"] = json!(s);
+    }
+    v
+}
+
+/// Names of the entities of `kind` in the project.
+async fn names(t: &TestApp, p: &ProjectId, kind: EntityKind) -> Vec<String> {
+    let page = service(t).list(&user(), p, kind, Default::default()).await.unwrap();
+    let mut v: Vec<String> = page.items.iter().map(|e| e.fields.name().to_string()).collect();
+    v.sort();
+    v
+}
+
+/// How an executor answers: given its request and which of its requests this
+/// is (0 = the first of its first attempt, counting every attempt).
+type StepScript = Box<dyn Fn(&Value, usize) -> Reply + Send + Sync>;
+
+/// The scripted model's side of a plan: the planner's replies in order, and
+/// per step id how its executor answers.
+#[derive(Default)]
+struct Script {
+    planner: Mutex<VecDeque<Reply>>,
+    steps: HashMap<String, StepScript>,
+    asked: Mutex<HashMap<String, usize>>,
+    reviewer: Mutex<Option<Reply>>,
+}
+
+impl Script {
+    fn reply(&self, req: &Value) -> Reply {
+        let system = req["messages"][0]["content"].as_str().unwrap_or_default();
+        if system.starts_with("You review plans") {
+            return self.reviewer.lock().unwrap().take().expect("one review scripted");
+        }
+        if let Some(rest) = system.split("(plan step ").nth(1) {
+            let step = rest.split(')').next().unwrap().to_string();
+            let n = {
+                let mut asked = self.asked.lock().unwrap();
+                let n = asked.entry(step.clone()).or_default();
+                *n += 1;
+                *n - 1
+            };
+            return (self.steps.get(&step).unwrap_or_else(|| panic!("no script for step {step}")))(req, n);
+        }
+        self.planner.lock().unwrap().pop_front().expect("a scripted planner reply")
+    }
+
+    fn asked(&self, step: &str) -> usize {
+        self.asked.lock().unwrap().get(step).copied().unwrap_or(0)
+    }
+}
+
+fn install(t: &TestApp, script: Script) -> Arc<Script> {
+    let script = Arc::new(script);
+    let s = script.clone();
+    t.llm.set_default(Reply::dynamic(move |req| s.reply(req)));
+    script
+}
+
+/// A reply held back `d` before its first chunk (a model's time to first token).
+fn after(d: Duration, reply: Reply) -> Reply {
+    match reply {
+        Reply::Stream(mut steps) => {
+            steps.insert(0, Step::Delay(d));
+            Reply::Stream(steps)
+        }
+        other => other,
+    }
+}
+
+/// Whether the executor's request already holds a tool result (its second round).
+fn has_results(req: &Value) -> bool {
+    req["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool")
+}
+
+/// An executor that calls `calls` in its first round and then answers `summary`.
+fn calls_then(delay: Duration, calls: Vec<(&'static str, Value)>, summary: &'static str) -> StepScript {
+    Box::new(move |req, _| {
+        let reply = if has_results(req) {
+            Reply::text(&[summary])
+        } else {
+            let c: Vec<(&str, Value)> = calls.iter().map(|(n, a)| (*n, a.clone())).collect();
+            Reply::tool_calls(&c)
+        };
+        after(delay, reply)
+    })
+}
+
+fn step(id: &str, title: &str, intent: &str, tools: &[&str], inputs: &[&str]) -> Value {
+    json!({"id": id, "title": title, "intent": intent, "executor": "research", "tools": tools, "inputs": inputs})
+}
+
+/// Three parallel research steps, then a summary document and a task list.
+fn two_stage_plan(mode: &str) -> Value {
+    json!({"goal": "Competitor summary and task list", "mode": mode, "stages": [
+        {"id": "research", "name": "Research", "mode": "parallel", "steps": [
+            step("r1", "Research Acme", "research", &["search_project"], &[]),
+            step("r2", "Research Globex", "research", &["search_project"], &[]),
+            step("r3", "Research Initech", "research", &["search_project"], &[]),
+        ]},
+        {"id": "write", "name": "Write", "mode": "sequence", "steps": [
+            step("w1", "Write the summary", "create", &["create_document"], &["r1", "r2", "r3"]),
+            step("w2", "Create the task list", "create", &["create_task"], &["w1"]),
+        ]},
+    ]})
+}
+
+fn two_stage_script(delay: Duration, planner: Vec<Reply>) -> Script {
+    let mut steps: HashMap<String, StepScript> = HashMap::new();
+    for (id, who) in [("r1", "Acme"), ("r2", "Globex"), ("r3", "Initech")] {
+        let summary: &'static str = Box::leak(format!("{who} is cheaper than us").into_boxed_str());
+        steps.insert(id.into(), calls_then(delay, vec![("search_project", json!({"query": who}))], summary));
+    }
+    let doc = json!({"title": "Competitor summary", "content": "Acme, Globex and Initech undercut us."});
+    steps.insert("w1".into(), calls_then(delay, vec![("create_document", doc)], "Wrote the summary"));
+    let tasks = vec![
+        ("create_task", json!({"title": "Match Acme's price"})),
+        ("create_task", json!({"title": "Call Globex's customers"})),
+    ];
+    steps.insert("w2".into(), calls_then(delay, tasks, "Created two tasks"));
+    Script { planner: Mutex::new(planner.into()), steps, ..Default::default() }
+}
+
+fn plan_events(turn: &Turn) -> Vec<String> {
+    turn.events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::PlanCreated { .. } => Some("plan_created".to_string()),
+            StreamEvent::StepStart { step_id, .. } => Some(format!("step_start {step_id}")),
+            StreamEvent::StepComplete { step_id, status, .. } => Some(format!("step_complete {step_id} {status:?}")),
+            StreamEvent::ConfirmationRequired { step_id, .. } => Some(format!("confirmation_required {step_id}")),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn plan_record(t: &TestApp, sid: &str, plan_id: &str) -> PlanRecord {
+    let store = DynamoPlanStore::new(t.dynamo.clone(), t.table.clone());
+    store.load(&user(), &SessionId::parse(sid).unwrap(), plan_id).await.unwrap().expect("the plan is stored").0
+}
+
+fn plan_id(turn: &Turn) -> String {
+    turn.events
+        .iter()
+        .find_map(|e| match e {
+            StreamEvent::PlanCreated { plan_id, .. } => Some(plan_id.clone()),
+            _ => None,
+        })
+        .expect("plan_created")
+}
+
+/// The last tool message of the planner's last request: the plan's result.
+fn plan_result(t: &TestApp) -> Value {
+    let reqs = t.llm.requests();
+    let planner = reqs.iter().rev().find(|r| {
+        !r["messages"][0]["content"].as_str().unwrap_or_default().contains("(plan step ")
+            && r["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool")
+    });
+    let msgs = planner.expect("a planner request after the plan").clone();
+    let last = msgs["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "tool").unwrap().clone();
+    serde_json::from_str(last["content"].as_str().unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_two_stage_plan_runs_research_in_parallel_under_the_cap_then_writes_in_order() {
+    let t = TestApp::with_config(|c| c.plan_step_concurrency = 2).await;
+    let p = project(&t).await;
+    let script = install(
+        &t,
+        two_stage_script(
+            Duration::from_millis(200),
+            vec![
+                Reply::tool_calls(&[("agent_create_plan", two_stage_plan("auto_execute"))]),
+                Reply::text(&["The summary and two tasks are ready."]),
+            ],
+        ),
+    );
+    let turn = t.turn("alice", in_project(&p, "Research three competitors, then a summary doc and tasks", None)).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    assert_eq!(turn.text(), "The summary and two tasks are ready.", "executors' words stay out of the answer");
+
+    // The ontology: one summary document and two tasks, nothing twice.
+    let docs = names(&t, &p, EntityKind::Document).await;
+    assert_eq!(docs.iter().filter(|d| *d == "Competitor summary").count(), 1, "{docs:?}");
+    assert_eq!(names(&t, &p, EntityKind::Task).await, ["Call Globex's customers", "Match Acme's price"]);
+
+    // The turn's usage counts the executors' requests: the planner's answer
+    // and each executor's closing answer report one completion token each.
+    match turn.done() {
+        StreamEvent::Done { usage: Some(u), .. } => assert_eq!(u.completion_tokens, 6, "{u:?}"),
+        other => panic!("{other:?}"),
+    }
+
+    // Never more executors at the model than the cap, and the cap was used.
+    assert_eq!(t.llm.max_in_flight(), 2);
+    for s in ["r1", "r2", "r3", "w1", "w2"] {
+        assert_eq!(script.asked(s), 2, "step {s}: one tool round and one answer");
+    }
+
+    // The event order: the planner's call, the plan, three research steps
+    // (two at once, then the third), then the writes one after the other.
+    let kinds = turn.kinds();
+    let pos = |k: &str| kinds.iter().position(|x| *x == k).unwrap();
+    assert!(pos("tool_call") < pos("plan_created"));
+    let ev = plan_events(&turn);
+    assert_eq!(ev[0], "plan_created");
+    assert_eq!(
+        &ev[ev.len() - 4..],
+        ["step_start w1", "step_complete w1 Done", "step_start w2", "step_complete w2 Done"]
+    );
+    let research: Vec<&String> = ev[1..7].iter().collect();
+    assert_eq!(research.iter().filter(|e| e.starts_with("step_complete r")).count(), 3, "{ev:?}");
+    assert!(ev[1].starts_with("step_start") && ev[2].starts_with("step_start"), "two start at once: {ev:?}");
+    let last_plan_event = kinds.iter().rposition(|k| *k == "step_complete").unwrap();
+    let planner_result = turn
+        .events
+        .iter()
+        .rposition(|e| matches!(e, StreamEvent::ToolResult { origin: ToolOrigin::Planner, .. }))
+        .unwrap();
+    assert!(last_plan_event < planner_result && planner_result < pos("text_delta"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"done"));
+
+    // Every tool event names its origin: the planner's one call, and each
+    // step's calls under that step, between its start and its completion.
+    let pid = plan_id(&turn);
+    let mut open: Vec<String> = vec![];
+    let mut step_calls: HashMap<String, usize> = HashMap::new();
+    for e in &turn.events {
+        match e {
+            StreamEvent::StepStart { step_id, .. } => open.push(step_id.clone()),
+            StreamEvent::StepComplete { step_id, .. } => open.retain(|s| s != step_id),
+            StreamEvent::ToolCall { tool_call, origin } => match origin {
+                ToolOrigin::Planner => assert_eq!(tool_call.function.name, "agent_create_plan"),
+                ToolOrigin::PlanStep { plan_id, step_id } => {
+                    assert_eq!(plan_id, &pid);
+                    assert!(open.contains(step_id), "{step_id} is running");
+                    *step_calls.entry(step_id.clone()).or_default() += 1;
+                }
+            },
+            _ => {}
+        }
+    }
+    assert_eq!(
+        step_calls,
+        HashMap::from([("r1", 1), ("r2", 1), ("r3", 1), ("w1", 1), ("w2", 2)].map(|(k, v)| (k.to_string(), v)))
+    );
+
+    // step_complete carries what the step made.
+    let outputs = |id: &str| {
+        turn.events
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::StepComplete { step_id, outputs, .. } if step_id == id => Some(outputs.clone()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    assert_eq!(outputs("w1").doc_ids.len(), 1);
+    assert_eq!(outputs("w2").entity_ids.len(), 2);
+    assert!(outputs("r1").entity_ids.is_empty());
+
+    // Stored: the plan with every step done; the session's log holds the
+    // planner's call only (the steps' calls are in the plan record).
+    let sid = turn.session_id();
+    let rec = plan_record(&t, &sid, &pid).await;
+    assert_eq!(rec.status, PlanStatus::Completed);
+    assert!(rec.steps.iter().all(|s| s.status == StepStatus::Done && s.attempts == 1), "{:?}", rec.steps);
+    assert_eq!(rec.step("w2").calls.len(), 2);
+    let log = t.store().recent_messages(&user(), &SessionId::parse(&sid).unwrap(), 50).await.unwrap();
+    let logged: Vec<&str> = log.iter().flat_map(|m| &m.tool_calls).map(|c| c.function.name.as_str()).collect();
+    assert_eq!(logged, ["agent_create_plan"]);
+    // The planner read the steps' results, not their conversations.
+    let result = plan_result(&t);
+    assert_eq!(result["status"], "completed");
+    assert_eq!(result["steps"][0]["summary"], "Acme is cheaper than us");
+}
+
+#[tokio::test]
+async fn an_invalid_plan_is_a_tool_error_the_model_reads_and_nothing_runs() {
+    let t = TestApp::new().await;
+    let p = project(&t).await;
+    let bad = json!({"goal": "x", "stages": [{"id": "a", "name": "A", "mode": "sequence", "steps": [
+        step("s1", "Write", "create", &["create_document"], &["s2"]),
+        step("s2", "Delete the project", "update", &["list_projects", "no_such_tool"], &[]),
+    ]}]});
+    install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![Reply::tool_calls(&[("agent_create_plan", bad)]), Reply::text(&["I could not plan that."])].into(),
+            ),
+            ..Default::default()
+        },
+    );
+    let turn = t.turn("alice", in_project(&p, "do it", None)).await;
+    assert_eq!(turn.error_code(), None);
+    assert!(!turn.kinds().contains(&"plan_created"));
+    let result = plan_result(&t);
+    assert_eq!(result["error"]["code"], "invalid_plan");
+    let problems = result["error"]["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert_eq!(t.llm.request_count(), 2);
+}
+
+#[tokio::test]
+async fn a_failing_step_is_reported_its_dependents_skipped_and_the_planner_told() {
+    let t = TestApp::new().await;
+    let p = project(&t).await;
+    let plan = json!({"goal": "Two notes and a summary", "stages": [
+        {"id": "a", "name": "Notes", "mode": "parallel", "steps": [
+            step("n1", "Note one", "create", &["create_document"], &[]),
+            step("n2", "Note two", "create", &["create_document"], &[]),
+        ]},
+        {"id": "b", "name": "Sum", "mode": "sequence", "steps": [
+            step("s", "Summary", "create", &["create_document"], &["n2"]),
+        ]},
+    ]});
+    let mut steps: HashMap<String, StepScript> = HashMap::new();
+    steps.insert(
+        "n1".into(),
+        calls_then(Duration::ZERO, vec![("create_document", json!({"title": "Note one", "content": "1"}))], "ok"),
+    );
+    steps.insert(
+        "n2".into(),
+        Box::new(|_, _| Reply::Status(400, r#"{"error":{"message":"the model refused"}}"#.into())),
+    );
+    steps.insert("s".into(), Box::new(|_, _| panic!("a step whose input failed never runs")));
+    let script = install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![
+                    Reply::tool_calls(&[("agent_create_plan", plan)]),
+                    Reply::text(&["Note one is written; note two failed, so there is no summary."]),
+                ]
+                .into(),
+            ),
+            steps,
+            ..Default::default()
+        },
+    );
+    let turn = t.turn("alice", in_project(&p, "notes", None)).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let ev = plan_events(&turn);
+    assert!(ev.contains(&"step_complete n1 Done".to_string()), "{ev:?}");
+    assert!(ev.contains(&"step_complete n2 Failed".to_string()), "{ev:?}");
+    assert_eq!(ev.last().unwrap(), "step_complete s Skipped");
+    assert_eq!(script.asked("s"), 0);
+    let result = plan_result(&t);
+    assert_eq!(result["status"], "failed");
+    assert!(result["steps"][1]["error"].as_str().unwrap().contains("refused"), "{result}");
+    assert!(result["next"].as_str().unwrap().contains("failed"));
+    let rec = plan_record(&t, &turn.session_id(), &plan_id(&turn)).await;
+    assert_eq!(rec.status, PlanStatus::Failed);
+    assert_eq!(names(&t, &p, EntityKind::Document).await.iter().filter(|d| d.starts_with("Note")).count(), 1);
+}
+
+#[tokio::test]
+async fn a_plan_cut_off_by_the_deadline_resumes_on_continue_without_repeating_a_write() {
+    let t = TestApp::with_config(|c| c.turn_timeout = Duration::from_millis(2_500)).await;
+    let p = project(&t).await;
+    let plan = json!({"goal": "Three notes and a summary", "stages": [
+        {"id": "a", "name": "Notes", "mode": "parallel", "steps": [
+            step("n1", "Note one", "create", &["create_document"], &[]),
+            step("n2", "Note two", "create", &["create_document"], &[]),
+            step("n3", "Note three", "create", &["create_document"], &[]),
+        ]},
+        {"id": "b", "name": "Sum", "mode": "sequence", "steps": [
+            step("s", "Summary", "create", &["create_document"], &["n1", "n2", "n3"]),
+        ]},
+    ]});
+    let note = |title: &'static str| vec![("create_document", json!({"title": title, "content": "x"}))];
+    let mut steps: HashMap<String, StepScript> = HashMap::new();
+    steps.insert("n1".into(), calls_then(Duration::ZERO, note("Note one"), "wrote note one"));
+    steps.insert("n2".into(), calls_then(Duration::ZERO, note("Note two"), "wrote note two"));
+    // The third note is written, then its executor's closing answer outlasts
+    // the turn. On resume its executor is told of the write it made.
+    steps.insert(
+        "n3".into(),
+        Box::new(|req, n| match n {
+            0 => Reply::tool_calls(&[("create_document", json!({"title": "Note three", "content": "x"}))]),
+            1 => after(Duration::from_secs(20), Reply::text(&["wrote note three"])),
+            _ => {
+                let brief = req["messages"][1]["content"].as_str().unwrap();
+                assert!(brief.contains("do not repeat them") && brief.contains("Note three"), "{brief}");
+                Reply::text(&["note three was already written"])
+            }
+        }),
+    );
+    steps.insert("s".into(), calls_then(Duration::ZERO, note("Summary"), "wrote the summary"));
+    let script = install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![
+                    Reply::tool_calls(&[("agent_create_plan", plan)]),
+                    Reply::tool_calls(&[("agent_continue_plan", json!({"decision": "continue"}))]),
+                    Reply::text(&["All three notes and the summary are written."]),
+                ]
+                .into(),
+            ),
+            steps,
+            ..Default::default()
+        },
+    );
+    let first = t.turn("alice", in_project(&p, "three notes and a summary", None)).await;
+    assert_eq!(first.error_code().as_deref(), Some("deadline_exceeded"), "{:?}", first.kinds());
+    assert_eq!(first.kinds().last(), Some(&"done"));
+    let ev = plan_events(&first);
+    assert!(ev.contains(&"step_complete n1 Done".to_string()) && ev.contains(&"step_complete n2 Done".to_string()));
+    assert!(ev.contains(&"step_complete n3 Pending".to_string()), "cut off, left to resume: {ev:?}");
+    assert!(!ev.iter().any(|e| e.contains(" s")), "the next stage never started: {ev:?}");
+    let sid = first.session_id();
+    let pid = plan_id(&first);
+    let rec = plan_record(&t, &sid, &pid).await;
+    assert_eq!(rec.status, PlanStatus::Running, "resumable");
+    assert_eq!(rec.step("n3").status, StepStatus::Pending);
+    assert_eq!(rec.step("n3").calls.len(), 1, "the write it made is recorded with the step");
+
+    let second = t.turn("alice", in_project(&p, "continue", Some(&sid))).await;
+    assert_eq!(second.error_code(), None, "{:?}", second.events);
+    let ev = plan_events(&second);
+    assert_eq!(ev, ["step_start n3", "step_complete n3 Done", "step_start s", "step_complete s Done"]);
+    // Each write happened once: the finished steps did not run again.
+    let docs = names(&t, &p, EntityKind::Document).await;
+    for title in ["Note one", "Note two", "Note three", "Summary"] {
+        assert_eq!(docs.iter().filter(|d| *d == title).count(), 1, "{title}: {docs:?}");
+    }
+    assert_eq!((script.asked("n1"), script.asked("n2")), (2, 2));
+    let rec = plan_record(&t, &sid, &pid).await;
+    assert_eq!(rec.status, PlanStatus::Completed);
+    assert_eq!(rec.step("n3").attempts, 2);
+}
+
+#[tokio::test]
+async fn a_draft_only_plan_waits_for_the_users_approval_on_the_next_turn() {
+    let t = TestApp::new().await;
+    let p = project(&t).await;
+    let plan = json!({"goal": "A brief", "mode": "draft_only", "stages": [
+        {"id": "a", "name": "Write", "mode": "sequence", "steps": [step("w", "Write the brief", "create", &["create_document"], &[])]},
+    ]});
+    let mut steps: HashMap<String, StepScript> = HashMap::new();
+    steps.insert(
+        "w".into(),
+        calls_then(Duration::ZERO, vec![("create_document", json!({"title": "Brief", "content": "b"}))], "wrote it"),
+    );
+    install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![
+                    Reply::tool_calls(&[("agent_create_plan", plan)]),
+                    Reply::text(&["Here is the plan: write the brief. Shall I go ahead?"]),
+                    Reply::tool_calls(&[("agent_continue_plan", json!({"decision": "approve"}))]),
+                    Reply::text(&["The brief is written."]),
+                ]
+                .into(),
+            ),
+            steps,
+            ..Default::default()
+        },
+    );
+    let first = t.turn("alice", in_project(&p, "write a brief, but show me the plan first", None)).await;
+    assert_eq!(first.error_code(), None);
+    let kinds = first.kinds();
+    assert!(kinds.contains(&"plan_created") && kinds.contains(&"plan_ready_for_review"), "{kinds:?}");
+    assert!(!kinds.contains(&"step_start"));
+    assert!(!names(&t, &p, EntityKind::Document).await.contains(&"Brief".to_string()));
+    let sid = first.session_id();
+    assert_eq!(plan_record(&t, &sid, &plan_id(&first)).await.status, PlanStatus::AwaitingApproval);
+
+    let second = t.turn("alice", in_project(&p, "yes, go ahead", Some(&sid))).await;
+    assert_eq!(second.error_code(), None, "{:?}", second.events);
+    assert_eq!(plan_events(&second), ["step_start w", "step_complete w Done"]);
+    assert!(names(&t, &p, EntityKind::Document).await.contains(&"Brief".to_string()));
+    assert_eq!(plan_record(&t, &sid, &plan_id(&first)).await.status, PlanStatus::Completed);
+}
+
+#[tokio::test]
+async fn an_agent_review_rejection_runs_nothing() {
+    let t = TestApp::new().await;
+    let p = project(&t).await;
+    let plan = json!({"goal": "Wipe the backlog", "mode": "agent_review", "stages": [
+        {"id": "a", "name": "Write", "mode": "sequence", "steps": [step("w", "Write", "create", &["create_document"], &[])]},
+    ]});
+    let mut steps: HashMap<String, StepScript> = HashMap::new();
+    steps.insert("w".into(), Box::new(|_, _| panic!("a rejected plan never runs")));
+    install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![
+                    Reply::tool_calls(&[("agent_create_plan", plan)]),
+                    Reply::text(&["The reviewer rejected the plan: it is too broad."]),
+                ]
+                .into(),
+            ),
+            steps,
+            reviewer: Mutex::new(Some(Reply::text(&[r#"{"verdict": "reject", "reason": "too broad"}"#]))),
+            ..Default::default()
+        },
+    );
+    let turn = t.turn("alice", in_project(&p, "plan it and have it reviewed", None)).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let review = turn.events.iter().find_map(|e| match e {
+        StreamEvent::PlanReview { approved, reason, .. } => Some((*approved, reason.clone())),
+        _ => None,
+    });
+    assert_eq!(review, Some((false, "too broad".to_string())));
+    assert!(!turn.kinds().contains(&"step_start"));
+    let rec = plan_record(&t, &turn.session_id(), &plan_id(&turn)).await;
+    assert_eq!((rec.status, rec.reason.as_deref()), (PlanStatus::Rejected, Some("too broad")));
+    assert_eq!(plan_result(&t)["status"], "rejected");
+}
+
+/// A plan whose one step deletes the task `task`: the delete waits for the
+/// user; the next turn confirms or cancels.
+async fn delete_plan(confirm: bool) {
+    let t = TestApp::new().await;
+    let p = project(&t).await;
+    let task = service(&t)
+        .create(
+            &user(),
+            &p,
+            shared::entities::CreateEntity::new(
+                shared::entities::EntityFields::from_object(
+                    EntityKind::Task,
+                    json!({"title": "Old launch checklist"}).as_object().unwrap().clone(),
+                )
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap()
+        .data
+        .id
+        .to_string();
+    let plan = json!({"goal": "Clean up", "stages": [
+        {"id": "a", "name": "Clean", "mode": "sequence", "steps": [step("d", "Delete the old checklist", "update", &["delete_entity"], &[])]},
+    ]});
+    let mut steps: HashMap<String, StepScript> = HashMap::new();
+    steps.insert(
+        "d".into(),
+        calls_then(
+            Duration::ZERO,
+            vec![("delete_entity", json!({"kind": "task", "id": task}))],
+            "the delete waits for confirmation",
+        ),
+    );
+    let decision = if confirm { "confirm" } else { "cancel" };
+    install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![
+                    Reply::tool_calls(&[("agent_create_plan", plan)]),
+                    Reply::text(&["This would delete the task “Old launch checklist”. Confirm?"]),
+                    Reply::tool_calls(&[("agent_continue_plan", json!({"decision": decision}))]),
+                    Reply::text(&["Done."]),
+                ]
+                .into(),
+            ),
+            steps,
+            ..Default::default()
+        },
+    );
+    let first = t.turn("alice", in_project(&p, "delete the old checklist", None)).await;
+    assert_eq!(first.error_code(), None, "{:?}", first.events);
+    let changes = first
+        .events
+        .iter()
+        .find_map(|e| match e {
+            StreamEvent::ConfirmationRequired { changes, .. } => Some(changes.clone()),
+            _ => None,
+        })
+        .expect("confirmation_required");
+    assert_eq!(changes.len(), 1);
+    assert_eq!((changes[0].entity_type.as_str(), changes[0].entity_name.as_str()), ("task", "Old launch checklist"));
+    assert_eq!(changes[0].action, shared::sse::OperationAction::Delete);
+    // Nothing was deleted yet, and no delete operation ran.
+    assert_eq!(names(&t, &p, EntityKind::Task).await, ["Old launch checklist"]);
+    assert!(!first
+        .events
+        .iter()
+        .any(|e| matches!(e, StreamEvent::Operation { action: shared::sse::OperationAction::Delete, .. })));
+    let sid = first.session_id();
+    let pid = plan_id(&first);
+    assert_eq!(plan_record(&t, &sid, &pid).await.status, PlanStatus::AwaitingConfirmation);
+
+    let answer = if confirm { "yes, delete it" } else { "no, keep it" };
+    let second = t.turn("alice", in_project(&p, answer, Some(&sid))).await;
+    assert_eq!(second.error_code(), None, "{:?}", second.events);
+    let rec = plan_record(&t, &sid, &pid).await;
+    if confirm {
+        assert!(names(&t, &p, EntityKind::Task).await.is_empty());
+        assert_eq!(plan_events(&second), ["step_complete d Done"]);
+        let deleted = second.events.iter().any(|e| {
+            matches!(e, StreamEvent::ToolCall { tool_call, origin: ToolOrigin::PlanStep { step_id, .. } }
+                if tool_call.function.name == "delete_entity" && step_id == "d")
+        });
+        assert!(deleted, "{:?}", second.kinds());
+        assert_eq!(rec.status, PlanStatus::Completed);
+    } else {
+        assert_eq!(names(&t, &p, EntityKind::Task).await, ["Old launch checklist"]);
+        assert_eq!(rec.status, PlanStatus::Cancelled);
+        assert_eq!(rec.step("d").status, StepStatus::Skipped);
+    }
+}
+
+#[tokio::test]
+async fn a_step_cannot_delete_with_a_tool_it_was_not_given() {
+    let t = TestApp::new().await;
+    let p = project(&t).await;
+    let fields = json!({"title": "Keep me"}).as_object().unwrap().clone();
+    let new = shared::entities::CreateEntity::new(
+        shared::entities::EntityFields::from_object(EntityKind::Task, fields).unwrap(),
+    );
+    let task = service(&t).create(&user(), &p, new).await.unwrap().data.id.to_string();
+    let plan = json!({"goal": "Look", "stages": [
+        {"id": "a", "name": "Look", "mode": "sequence", "steps": [step("l", "Read the task", "research", &["get_entity"], &[])]},
+    ]});
+    let mut steps: HashMap<String, StepScript> = HashMap::new();
+    steps.insert(
+        "l".into(),
+        calls_then(Duration::ZERO, vec![("delete_entity", json!({"kind": "task", "id": task}))], "could not delete"),
+    );
+    install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![Reply::tool_calls(&[("agent_create_plan", plan)]), Reply::text(&["Nothing was deleted."])].into(),
+            ),
+            steps,
+            ..Default::default()
+        },
+    );
+    let turn = t.turn("alice", in_project(&p, "look at the task", None)).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    assert!(!turn.kinds().contains(&"confirmation_required"), "refused, not held: {:?}", turn.kinds());
+    assert_eq!(names(&t, &p, EntityKind::Task).await, ["Keep me"]);
+    let rec = plan_record(&t, &turn.session_id(), &plan_id(&turn)).await;
+    let call = &rec.step("l").calls[0];
+    assert!(!call.ok && call.result.contains("tool_not_in_step"), "{call:?}");
+}
+
+#[tokio::test]
+async fn a_delete_waits_for_confirmation_then_runs_when_confirmed() {
+    delete_plan(true).await;
+}
+
+#[tokio::test]
+async fn a_delete_waits_for_confirmation_and_nothing_changes_when_cancelled() {
+    delete_plan(false).await;
+}
+
+/// The "Done when" measurement (docs/plans.md): the two-stage plan with every
+/// model request taking 300 ms to its first token, its research stage run one
+/// step at a time (cap 1) and three at once (cap 3). Prints both timelines and
+/// wall times. Run: `scripts/test.sh -p tests --test plans -- --ignored --nocapture plan_timeline`.
+#[tokio::test]
+#[ignore]
+async fn plan_timeline_cap_1_vs_cap_3() {
+    let ttft = Duration::from_millis(300);
+    let (mut walls, mut runs) = (vec![], vec![]);
+    // The first turn of the process pays for warming up (connections, the
+    // first DynamoDB requests): a throwaway run, so both caps run warm.
+    for (i, cap) in [1, 1, 3].into_iter().enumerate() {
+        let t = TestApp::with_config(|c| c.plan_step_concurrency = cap).await;
+        let p = project(&t).await;
+        install(
+            &t,
+            two_stage_script(
+                ttft,
+                vec![
+                    after(ttft, Reply::tool_calls(&[("agent_create_plan", two_stage_plan("auto_execute"))])),
+                    after(ttft, Reply::text(&["The summary and two tasks are ready."])),
+                ],
+            ),
+        );
+        let turn =
+            t.turn("alice", in_project(&p, "Research three competitors, then a summary doc and tasks", None)).await;
+        assert_eq!(turn.error_code(), None);
+        let label = if i == 0 { " (warm-up, not counted)" } else { "" };
+        println!("\n== PLAN_STEP_CONCURRENCY={cap}{label}: timeline (ms since the request) ==");
+        for ((at, _), e) in turn.frames.iter().zip(&turn.events) {
+            let what = match e {
+                StreamEvent::ToolCall { tool_call, origin } => {
+                    format!("tool_call {} ({})", tool_call.function.name, who(origin))
+                }
+                StreamEvent::ToolResult { name, origin, .. } => format!("tool_result {name} ({})", who(origin)),
+                StreamEvent::StepStart { step_id, .. } => format!("step_start {step_id}"),
+                StreamEvent::ExecutorSpawned { step_id, .. } => format!("executor_spawned {step_id}"),
+                StreamEvent::ExecutorResult { step_id, .. } => format!("executor_result {step_id}"),
+                StreamEvent::StepComplete { step_id, status, .. } => format!("step_complete {step_id} {status:?}"),
+                StreamEvent::TextDelta { .. } | StreamEvent::AgentState { .. } | StreamEvent::ContextUsage(_) => {
+                    continue
+                }
+                StreamEvent::Operation { .. } | StreamEvent::EntityPatch { .. } => continue,
+                other => other.kind().to_string(),
+            };
+            println!("{:>6}  {what}", at.as_millis());
+        }
+        let wall = turn.frames.last().unwrap().0;
+        let at = |f: &dyn Fn(&StreamEvent) -> bool| turn.frames[turn.events.iter().position(f).unwrap()].0;
+        let run = at(&|e| matches!(e, StreamEvent::ToolResult { origin: ToolOrigin::Planner, .. }))
+            - at(&|e| e.kind() == "plan_created");
+        println!(
+            "wall time: {} ms; the plan (plan_created to its tool_result): {} ms; most executors at the model at once: {}",
+            wall.as_millis(),
+            run.as_millis(),
+            t.llm.max_in_flight()
+        );
+        if i > 0 {
+            walls.push(wall);
+            runs.push(run);
+        }
+    }
+    let faster = |v: &[Duration]| (1.0 - v[1].as_secs_f64() / v[0].as_secs_f64()) * 100.0;
+    println!(
+        "\nwall: cap 1 {} ms, cap 3 {} ms ({:.0}% faster); plan: cap 1 {} ms, cap 3 {} ms ({:.0}% faster)",
+        walls[0].as_millis(),
+        walls[1].as_millis(),
+        faster(&walls),
+        runs[0].as_millis(),
+        runs[1].as_millis(),
+        faster(&runs)
+    );
+    assert!(walls[1] < walls[0]);
+}
+
+fn who(o: &ToolOrigin) -> String {
+    match o {
+        ToolOrigin::Planner => "planner".into(),
+        ToolOrigin::PlanStep { step_id, .. } => format!("step {step_id}"),
+    }
+}
+
+/// Reads a turn's events until `until` holds for one, then drops the body
+/// (the client goes away). Returns the events read.
+async fn read_until(
+    resp: http::Response<shared::edge::ResponseBody>,
+    until: impl Fn(&StreamEvent) -> bool,
+) -> Vec<StreamEvent> {
+    use http_body_util::BodyExt;
+    let mut body = resp.into_body();
+    let mut dec = shared::sse::SseDecoder::new();
+    let mut events = vec![];
+    while let Some(frame) = tokio::time::timeout(Duration::from_secs(10), body.frame()).await.expect("a frame") {
+        let data = frame.unwrap().into_data().unwrap_or_default();
+        for f in dec.feed(&data).unwrap() {
+            let ev: StreamEvent = serde_json::from_str(&f.data).unwrap();
+            let stop = until(&ev);
+            events.push(ev);
+            if stop {
+                return events;
+            }
+        }
+    }
+    panic!("the stream ended first: {events:?}")
+}
+
+#[tokio::test]
+async fn a_client_gone_mid_plan_stops_its_executors_and_leaves_the_plan_resumable() {
+    let t = TestApp::new().await;
+    let p = project(&t).await;
+    let plan = json!({"goal": "Two notes", "stages": [
+        {"id": "a", "name": "Notes", "mode": "parallel", "steps": [
+            step("n1", "Note one", "create", &["create_document"], &[]),
+            step("n2", "Note two", "create", &["create_document"], &[]),
+        ]},
+    ]});
+    let note = |title: &'static str| vec![("create_document", json!({"title": title, "content": "x"}))];
+    let mut steps: HashMap<String, StepScript> = HashMap::new();
+    steps.insert("n1".into(), calls_then(Duration::ZERO, note("Note one"), "wrote note one"));
+    let n2 = calls_then(Duration::ZERO, note("Note two"), "wrote note two");
+    // Its first request is slow: the client leaves while it waits.
+    steps.insert(
+        "n2".into(),
+        Box::new(move |req, n| if n == 0 { after(Duration::from_secs(3), n2(req, n)) } else { n2(req, n) }),
+    );
+    let script = install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![
+                    Reply::tool_calls(&[("agent_create_plan", plan)]),
+                    Reply::tool_calls(&[("agent_continue_plan", json!({"decision": "continue"}))]),
+                    Reply::text(&["Both notes are written."]),
+                ]
+                .into(),
+            ),
+            steps,
+            ..Default::default()
+        },
+    );
+    let body = serde_json::to_vec(&in_project(&p, "two notes", None)).unwrap();
+    let resp = t.post(Some(&tests::token("alice")), body).await;
+    let events = read_until(resp, |e| matches!(e, StreamEvent::StepComplete { step_id, .. } if step_id == "n1")).await;
+    let sid = events.iter().find_map(|e| match e {
+        StreamEvent::Session { session } => Some(session.id.to_string()),
+        _ => None,
+    });
+    let (sid, pid) = (
+        sid.unwrap(),
+        events
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::PlanCreated { plan_id, .. } => Some(plan_id.clone()),
+                _ => None,
+            })
+            .unwrap(),
+    );
+    // The turn ends on its own (well before n2's slow answer would have come).
+    let store = t.store();
+    let ended = async {
+        loop {
+            let s = store.session(&user(), &SessionId::parse(&sid).unwrap()).await.unwrap().unwrap();
+            if s.lease.is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_millis(2500), ended).await.expect("the turn ended when its client left");
+    let rec = plan_record(&t, &sid, &pid).await;
+    assert_eq!(rec.status, PlanStatus::Running);
+    assert_eq!((rec.step("n1").status, rec.step("n2").status), (StepStatus::Done, StepStatus::Pending));
+    assert_eq!(names(&t, &p, EntityKind::Document).await.iter().filter(|d| d.starts_with("Note")).count(), 1);
+
+    let second = t.turn("alice", in_project(&p, "continue", Some(&sid))).await;
+    assert_eq!(second.error_code(), None, "{:?}", second.events);
+    assert_eq!(plan_events(&second), ["step_start n2", "step_complete n2 Done"]);
+    let docs = names(&t, &p, EntityKind::Document).await;
+    assert_eq!(docs.iter().filter(|d| d.starts_with("Note")).collect::<Vec<_>>(), ["Note one", "Note two"]);
+    assert_eq!(script.asked("n1"), 2, "the finished step never ran again");
+}
