@@ -338,7 +338,8 @@ async fn an_invalid_plan_is_a_tool_error_the_model_reads_and_nothing_runs() {
 
 #[tokio::test]
 async fn a_failing_step_is_reported_its_dependents_skipped_and_the_planner_told() {
-    let t = TestApp::new().await;
+    // With the dev events on, so each step's time is also checked.
+    let t = TestApp::with_config(|c| c.dev_events = true).await;
     let p = project(&t).await;
     let plan = json!({"goal": "Two notes and a summary", "stages": [
         {"id": "a", "name": "Notes", "mode": "parallel", "steps": [
@@ -380,6 +381,19 @@ async fn a_failing_step_is_reported_its_dependents_skipped_and_the_planner_told(
     assert!(ev.contains(&"step_complete n2 Failed".to_string()), "{ev:?}");
     assert_eq!(ev.last().unwrap(), "step_complete s Skipped");
     assert_eq!(script.asked("s"), 0);
+    let timed: Vec<(String, bool)> = turn
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Telemetry(shared::sse::Telemetry::PlanStep { step_id, ok, .. }) => {
+                Some((step_id.clone(), *ok))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(timed.contains(&("n1".to_string(), true)), "{timed:?}");
+    assert!(timed.contains(&("n2".to_string(), false)), "{timed:?}");
+    assert_eq!(timed.len(), 2, "a skipped step runs no executor: {timed:?}");
     let result = plan_result(&t);
     assert_eq!(result["status"], "failed");
     assert!(result["steps"][1]["error"].as_str().unwrap().contains("refused"), "{result}");

@@ -597,6 +597,8 @@ async fn run_step(
     tx: mpsc::UnboundedSender<FromStep>,
     gone: CancellationToken,
 ) -> StepEnd {
+    let started = std::time::Instant::now();
+    let telemetry_plan = plan_id.clone();
     let allowed: Vec<ToolName> = step.tools.iter().filter_map(|t| ToolName::parse(t)).collect();
     let offered: Vec<serde_json::Value> = allowed.iter().map(|t| t.definition()).collect();
     let tools = StepTools { inner: env.tools, allowed: allowed.clone() };
@@ -646,6 +648,10 @@ async fn run_step(
     };
     let summary = end.unsaved.iter().rev().find(|m| m.role == Role::Assistant).and_then(|m| m.content.clone());
     let held = gate.held.into_inner().unwrap_or_default();
+    // Executors run inside the turn's task (not spawned), so the turn's
+    // recorder is in scope here (dev only: DEV_EVENTS).
+    let ok = matches!(end.outcome, Outcome::Complete);
+    crate::turn::telemetry::Telemetry::current().plan_step(telemetry_plan, &step.id, started.elapsed(), ok);
     StepEnd {
         step_id: step.id,
         summary: summary.unwrap_or_default(),
