@@ -225,6 +225,45 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_slow_ui_client_gets_coalesced_text_inside_one_text_part() {
+        let (mut sink, mut body) = EventSink::channel_with(WireFormat::UiMessageStream { message_id: "m1".into() });
+        sink.send(crate::turn::thinking()).await.unwrap();
+        for i in 0..(CHANNEL_FRAMES * 3) {
+            sink.text(&format!("{i},")).unwrap();
+        }
+        let reader = tokio::spawn(async move {
+            let mut wire = Vec::new();
+            while let Some(f) = body.frame().await {
+                wire.extend_from_slice(f.unwrap().data_ref().unwrap());
+            }
+            String::from_utf8(wire).unwrap()
+        });
+        let done = StreamEvent::Done {
+            reason: crate::sse::DoneReason::Complete,
+            session_id: None,
+            turn_id: crate::ids::TurnId::new(),
+            usage: None,
+            replayed: false,
+        };
+        sink.send(done).await.unwrap();
+        assert!(sink.frames_sent() <= CHANNEL_FRAMES as u64 + 3, "text was coalesced: {}", sink.frames_sent());
+        drop(sink);
+        let wire = reader.await.unwrap();
+        let parts: Vec<serde_json::Value> = wire
+            .split_terminator("\n\n")
+            .filter(|f| *f != "data: [DONE]")
+            .map(|f| serde_json::from_str(f.strip_prefix("data: ").unwrap()).unwrap())
+            .collect();
+        assert!(wire.ends_with("data: [DONE]\n\n"));
+        let types: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
+        assert_eq!(types.iter().filter(|t| **t == "text-start").count(), 1);
+        assert_eq!(types[types.len() - 3..], ["text-end", "finish-step", "finish"]);
+        let text: String = parts.iter().filter_map(|p| p["delta"].as_str()).collect();
+        let expected: String = (0..CHANNEL_FRAMES * 3).map(|i| format!("{i},")).collect();
+        assert_eq!(text, expected);
+    }
+
+    #[tokio::test]
     async fn dropped_body_is_a_disconnect() {
         let (mut sink, body) = EventSink::channel();
         drop(body);
