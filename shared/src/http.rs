@@ -10,6 +10,7 @@ use crate::config::{Config, ConfigError};
 use crate::context::ContextConfig;
 use crate::edge::{json_error, no_content, ResponseBody};
 use crate::entities::EntityService;
+use crate::frames::{DynamoFrameLog, Recorder};
 use crate::llm::{OpenAiClient, OpenAiConfig};
 use crate::sse::EventSink;
 use crate::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
@@ -69,6 +70,7 @@ impl StreamApp {
         let agent_state: Arc<dyn AgentStateStore> =
             Arc::new(DynamoAgentStateStore::new(dynamo.clone(), config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
+        let deps_table = config.table_name.clone();
         let auth = crate::edge::authenticator(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
         let deps = TurnDeps {
@@ -83,6 +85,7 @@ impl StreamApp {
             counter,
             events,
             event_wait,
+            frames: Some(Arc::new(DynamoFrameLog::new(dynamo.clone(), deps_table))),
         };
         Ok(StreamApp { deps, auth })
     }
@@ -115,8 +118,14 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
         }
     };
     if sessions_api {
-        return crate::session::http::handle(app.deps.store.as_ref(), app.deps.agent_state.as_deref(), &user, &req)
-            .await;
+        let deadline = invocation_deadline(&req, app.deps.config.turn_timeout);
+        let api = crate::session::http::Api {
+            store: app.deps.store.as_ref(),
+            agent_state: app.deps.agent_state.as_deref(),
+            frames: app.deps.frames.as_ref(),
+            deadline,
+        };
+        return crate::session::http::handle(&api, &user, &req).await;
     }
     let cfg = &app.deps.config;
     let valid = match ValidTurn::parse(req.body().as_ref(), cfg.max_message_bytes) {
@@ -131,6 +140,10 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
     };
     let deadline = invocation_deadline(&req, cfg.turn_timeout);
     let (mut sink, body) = EventSink::channel();
+    if let Some(log) = &app.deps.frames {
+        // Holds frames until the turn begins; nothing is written before.
+        sink.tee(Box::new(Recorder::new(log.clone(), user.clone())));
+    }
     // `agent_state` goes into the fresh channel before the turn is spawned, so
     // it leaves with the response head: queued from inside the task, it waited
     // until the task's first DynamoDB request had been built and signed

@@ -6,9 +6,12 @@
 //! channel is full, `text_delta`s are merged into one pending delta that goes
 //! out as soon as there is room ([`EventSink::flush_ready`]). Every other event
 //! waits for room, after the pending text, so the order the client sees is the
-//! order the turn produced. A send that fails means the client went away.
+//! order the turn produced. A send that fails means the client went away —
+//! unless a [`Tee`] keeps the frames (the frame log, [`crate::frames`]): the
+//! client can then come back for them, so the turn goes on without it.
 
 use super::{SseEncoder, StreamEvent};
+use crate::ids::{SessionId, TurnId};
 use bytes::Bytes;
 use http_body::{Body, Frame};
 use std::convert::Infallible;
@@ -27,9 +30,41 @@ pub struct Disconnected;
 
 pub struct EventSink {
     tx: mpsc::Sender<Bytes>,
-    encoder: SseEncoder,
+    numbering: Numbering,
     pending_text: String,
     stats: SinkStats,
+}
+
+/// The frame counter and the tee that gets a copy of each numbered frame.
+struct Numbering {
+    encoder: SseEncoder,
+    tee: Option<Box<dyn Tee>>,
+}
+
+impl Numbering {
+    /// Encodes the next frame and gives the tee its copy.
+    fn frame(&mut self, event: &StreamEvent) -> Bytes {
+        let frame = self.encoder.encode(event);
+        if let Some(t) = &mut self.tee {
+            t.frame(self.encoder.last_id(), event);
+        }
+        frame
+    }
+}
+
+/// Where a copy of every numbered frame goes (the frame log's writer,
+/// [`crate::frames::Recorder`]). The sink never waits on it.
+#[async_trait::async_trait]
+pub trait Tee: Send + Sync {
+    /// The turn the frames belong to, once it has started (frames before are held).
+    fn begin(&mut self, session: &SessionId, turn: &TurnId);
+    /// One frame, with its id, exactly as it goes to the client.
+    fn frame(&mut self, id: u64, event: &StreamEvent);
+    /// Whether the frames are being kept, so a client that went away can
+    /// come back for them.
+    fn keeps(&self) -> bool;
+    /// Waits (bounded) until every frame is stored or given up.
+    async fn settle(&mut self);
 }
 
 /// What went out, for the turn's metrics.
@@ -47,7 +82,12 @@ impl EventSink {
     pub fn channel() -> (EventSink, SseBody) {
         let (tx, rx) = mpsc::channel(CHANNEL_FRAMES);
         (
-            EventSink { tx, encoder: SseEncoder::new(), pending_text: String::new(), stats: SinkStats::default() },
+            EventSink {
+                tx,
+                numbering: Numbering { encoder: SseEncoder::new(), tee: None },
+                pending_text: String::new(),
+                stats: SinkStats::default(),
+            },
             SseBody { rx },
         )
     }
@@ -64,14 +104,49 @@ impl EventSink {
             StreamEvent::Error { code, .. } => self.stats.error_code = Some(code.clone()),
             _ => {}
         }
-        let frame = self.encoder.encode(&event);
-        self.tx.send(frame).await.map_err(|_| Disconnected)?;
+        let frame = self.numbering.frame(&event);
+        if self.tx.send(frame).await.is_err() {
+            return self.lost();
+        }
         self.stats.first_frame.get_or_insert_with(std::time::Instant::now);
         Ok(())
     }
 
     pub fn stats(&self) -> &SinkStats {
         &self.stats
+    }
+
+    /// Copies every frame from now on to `tee` (before the first frame).
+    pub fn tee(&mut self, tee: Box<dyn Tee>) {
+        self.numbering.tee = Some(tee);
+    }
+
+    /// Tells the tee which turn its frames belong to.
+    pub fn begin_log(&mut self, session: &SessionId, turn: &TurnId) {
+        if let Some(t) = &mut self.numbering.tee {
+            t.begin(session, turn);
+        }
+    }
+
+    /// Waits until the tee has stored every frame (after `done`: the body
+    /// must not end before, Lambda freezes then).
+    pub async fn settle_log(&mut self) {
+        if let Some(t) = &mut self.numbering.tee {
+            t.settle().await;
+        }
+    }
+
+    fn kept(&self) -> bool {
+        self.numbering.tee.as_ref().is_some_and(|t| t.keeps())
+    }
+
+    /// The client is gone: the frame still counts when the tee keeps it.
+    fn lost(&self) -> Result<(), Disconnected> {
+        if self.kept() {
+            Ok(())
+        } else {
+            Err(Disconnected)
+        }
     }
 
     /// Queues a text delta without waiting.
@@ -89,12 +164,15 @@ impl EventSink {
         }
         match self.tx.try_reserve() {
             Ok(permit) => {
-                let content = std::mem::take(&mut self.pending_text);
-                permit.send(self.encoder.encode(&StreamEvent::TextDelta { content }));
+                permit.send(pending_frame(&mut self.numbering, &mut self.pending_text));
                 Ok(())
             }
             Err(mpsc::error::TrySendError::Full(())) => Ok(()),
-            Err(mpsc::error::TrySendError::Closed(())) => Err(Disconnected),
+            Err(mpsc::error::TrySendError::Closed(())) => {
+                self.lost()?;
+                pending_frame(&mut self.numbering, &mut self.pending_text);
+                Ok(())
+            }
         }
     }
 
@@ -103,11 +181,16 @@ impl EventSink {
         if self.pending_text.is_empty() {
             return Ok(());
         }
-        let permit = self.tx.reserve().await.map_err(|_| Disconnected)?;
-        let content = std::mem::take(&mut self.pending_text);
-        permit.send(self.encoder.encode(&StreamEvent::TextDelta { content }));
+        match self.tx.reserve().await {
+            Ok(permit) => permit.send(pending_frame(&mut self.numbering, &mut self.pending_text)),
+            Err(_) => {
+                self.lost()?;
+                pending_frame(&mut self.numbering, &mut self.pending_text);
+            }
+        }
         Ok(())
     }
+
 
     pub fn has_pending(&self) -> bool {
         !self.pending_text.is_empty()
@@ -119,30 +202,48 @@ impl EventSink {
     /// held back while the model is quiet and a disconnect is seen at once.
     pub async fn idle(&mut self) -> Result<(), Disconnected> {
         if self.pending_text.is_empty() {
-            self.tx.closed().await;
+            self.closed().await;
             return Err(Disconnected);
         }
         self.flush().await
     }
 
-    /// Resolves when the client has gone away.
+    /// Resolves when the client has gone away (never while the tee keeps the
+    /// frames: the client can come back).
     pub async fn closed(&self) {
-        self.tx.closed().await
+        self.tx.closed().await;
+        if self.kept() {
+            std::future::pending::<()>().await;
+        }
     }
 
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed()
+        self.tx.is_closed() && !self.kept()
     }
 
     /// Frames sent so far (the id of the last one).
     pub fn frames_sent(&self) -> u64 {
-        self.encoder.last_id()
+        self.numbering.encoder.last_id()
     }
+}
+
+/// The pending text as the next frame (the fields apart, so a channel permit
+/// can be held meanwhile).
+fn pending_frame(numbering: &mut Numbering, pending: &mut String) -> Bytes {
+    let content = std::mem::take(pending);
+    numbering.frame(&StreamEvent::TextDelta { content })
 }
 
 /// The HTTP body of a streamed turn: each frame is written as soon as it is sent.
 pub struct SseBody {
     rx: mpsc::Receiver<Bytes>,
+}
+
+impl SseBody {
+    /// A body of frames encoded elsewhere (a replay of the frame log).
+    pub fn from_frames(rx: mpsc::Receiver<Bytes>) -> SseBody {
+        SseBody { rx }
+    }
 }
 
 impl Body for SseBody {
