@@ -150,7 +150,7 @@ impl FrameLog for DynamoFrameLog {
         }
     }
 
-    async fn running(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> Result<bool, StoreError> {
+    async fn lease_holder(&self, user: &UserId, session: &SessionId) -> Result<Option<TurnId>, StoreError> {
         let out = self
             .client
             .get_item()
@@ -161,14 +161,13 @@ impl FrameLog for DynamoFrameLog {
             .expression_attribute_names("#st", "status")
             .consistent_read(true)
             .send()
-            .instrument(tracing::debug_span!("ddb.get_item", what = "frames_running"))
+            .instrument(tracing::debug_span!("ddb.get_item", what = "frames_lease"))
             .await
             .map_err(backend)?;
-        Ok(out.item.is_some_and(|i| {
-            get_s(&i, "status") != Some(DELETING)
-                && get_s(&i, "lease_turn") == Some(turn.as_str())
-                && get_n(&i, "lease_until").is_some_and(|until| until >= crate::now_ms())
-        }))
+        let Some(i) = out.item else { return Ok(None) };
+        let live = get_s(&i, "status") != Some(DELETING)
+            && get_n(&i, "lease_until").is_some_and(|until| until >= crate::now_ms());
+        Ok(get_s(&i, "lease_turn").filter(|_| live).and_then(|t| TurnId::parse(t).ok()))
     }
 }
 

@@ -45,13 +45,20 @@ pub async fn follow(
     after: u64,
     until: Instant,
 ) -> Result<Option<Follow>, StoreError> {
-    let Some(latest) = log.latest(user, session, after).await? else { return Ok(None) };
+    let (latest, holder) = tokio::join!(log.latest(user, session, after), log.lease_holder(user, session));
+    let (latest, holder) = (latest?, holder?);
+    let latest = match (latest, holder.clone()) {
+        // The running turn has no batch stored yet (its first is on its way).
+        (l, Some(running)) if l.as_ref().is_none_or(|l| l.turn_id != running) => LatestTurn::unstored(running),
+        (Some(l), _) => l,
+        (None, _) => return Ok(None),
+    };
     let recent = crate::now_ms() - latest.last_written_at <= RESUME_WINDOW.as_millis() as i64;
     let offered = if latest.done {
         recent && latest.batches.iter().flat_map(|b| &b.frames).any(|f| f.id > after)
     } else {
         // Cut off long ago: nothing to follow any more.
-        recent || log.running(user, session, &latest.turn_id).await?
+        recent || holder.as_ref() == Some(&latest.turn_id)
     };
     if !offered {
         return Ok(None);
@@ -70,9 +77,14 @@ pub async fn follow_turn(
     until: Instant,
 ) -> Result<Option<Follow>, StoreError> {
     let batches = log.batches_from(user, session, turn, 1).await?;
-    let Some(last) = batches.last() else { return Ok(None) };
-    let latest =
-        LatestTurn { turn_id: turn.clone(), last_written_at: last.written_at, done: last.ends_turn(), batches };
+    let latest = match batches.last() {
+        Some(last) => {
+            LatestTurn { turn_id: turn.clone(), last_written_at: last.written_at, done: last.ends_turn(), batches }
+        }
+        // Running, its first batch on its way.
+        None if log.lease_holder(user, session).await?.as_ref() == Some(turn) => LatestTurn::unstored(turn.clone()),
+        None => return Ok(None),
+    };
     Ok(Some(start(log, user, session, latest, after, until)))
 }
 
@@ -90,6 +102,7 @@ fn start(
         session: session.clone(),
         turn: latest.turn_id.clone(),
         next: after + 1,
+        stored: 0,
         queue: VecDeque::new(),
         ended: false,
         until,
@@ -97,7 +110,9 @@ fn start(
         gone_since: None,
         failures: 0,
     };
-    state.take(latest.batches.into_iter().flat_map(|b| b.frames));
+    // The first batch read may begin anywhere in the turn.
+    state.stored = latest.batches.first().map_or(0, |b| b.first_id() - 1);
+    state.take(latest.batches);
     let turn_id = latest.turn_id;
     let frames = futures::stream::unfold(state, |mut s| async move { s.next_frame().await.map(|f| (f, s)) });
     Follow { turn_id, frames: frames.boxed() }
@@ -110,6 +125,9 @@ struct Follower {
     turn: TurnId,
     /// The id of the next frame to hand out.
     next: u64,
+    /// The last frame id of the stored batches read so far (the next batch
+    /// starts right after it, also when the reader's `after` is inside it).
+    stored: u64,
     queue: VecDeque<StoredFrame>,
     ended: bool,
     until: Instant,
@@ -121,13 +139,20 @@ struct Follower {
 }
 
 impl Follower {
-    /// Queues the frames that continue the sequence (earlier ones are the
-    /// reader's already; a gap waits for the next read).
-    fn take(&mut self, frames: impl IntoIterator<Item = StoredFrame>) {
-        for f in frames {
-            if f.id == self.next {
-                self.next += 1;
-                self.queue.push_back(f);
+    /// Takes the batches that continue the stored sequence, and queues
+    /// their frames the reader does not have yet.
+    fn take(&mut self, batches: Vec<super::FrameBatch>) {
+        for b in batches {
+            if b.first_id() != self.stored + 1 {
+                // Not contiguous (cannot happen with one writer per turn): read again.
+                return;
+            }
+            for f in b.frames {
+                self.stored = f.id;
+                if f.id == self.next {
+                    self.next += 1;
+                    self.queue.push_back(f);
+                }
             }
         }
     }
@@ -141,10 +166,10 @@ impl Follower {
             if self.ended || Instant::now() >= self.until {
                 return None;
             }
-            match self.log.batches_from(&self.user, &self.session, &self.turn, self.next).await {
+            match self.log.batches_from(&self.user, &self.session, &self.turn, self.stored + 1).await {
                 Ok(batches) => {
                     self.failures = 0;
-                    self.take(batches.into_iter().flat_map(|b| b.frames));
+                    self.take(batches);
                 }
                 Err(e) => {
                     self.failures += 1;
@@ -175,9 +200,9 @@ impl Follower {
         let now = Instant::now();
         if self.gone_since.is_none() && self.checked.is_none_or(|t| now - t >= LIVENESS_EVERY) {
             self.checked = Some(now);
-            match self.log.running(&self.user, &self.session, &self.turn).await {
-                Ok(true) => {}
-                Ok(false) => self.gone_since = Some(now),
+            match self.log.lease_holder(&self.user, &self.session).await {
+                Ok(h) if h.as_ref() == Some(&self.turn) => {}
+                Ok(_) => self.gone_since = Some(now),
                 Err(e) => tracing::warn!(error = %e, "frame log: lease check failed"),
             }
         }

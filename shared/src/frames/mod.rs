@@ -109,6 +109,13 @@ pub struct LatestTurn {
     pub done: bool,
 }
 
+impl LatestTurn {
+    /// A running turn with no batch stored yet.
+    pub fn unstored(turn_id: TurnId) -> LatestTurn {
+        LatestTurn { turn_id, batches: Vec::new(), last_written_at: crate::now_ms(), done: false }
+    }
+}
+
 /// Where the frame log lives ([`DynamoFrameLog`]).
 #[async_trait::async_trait]
 pub trait FrameLog: Send + Sync {
@@ -130,7 +137,7 @@ pub trait FrameLog: Send + Sync {
         from: u64,
     ) -> Result<Vec<FrameBatch>, StoreError>;
 
-    /// Whether `turn` may still be running: it holds the session's lease and
-    /// the lease has not expired.
-    async fn running(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> Result<bool, StoreError>;
+    /// The turn that may still be running: the one holding the session's
+    /// lease, while the lease has not expired.
+    async fn lease_holder(&self, user: &UserId, session: &SessionId) -> Result<Option<TurnId>, StoreError>;
 }
