@@ -170,9 +170,9 @@ pub enum StreamEvent {
         turn_id: TurnId,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
-        /// This request repeated a `stream_run_id` whose turn had ended: what
-        /// came before `done` is that turn's stored outcome, replayed, and
-        /// `turn_id` is that turn's. Absent (false) on a turn that ran.
+        /// This request repeated a `stream_run_id`: what came before `done`
+        /// is that turn's stream (or stored outcome), replayed or followed,
+        /// and `turn_id` is that turn's. Absent (false) on a turn that ran.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replayed: bool,
     },

@@ -294,6 +294,61 @@ mod tests {
         assert!(ids.windows(2).all(|w| w[1] == w[0] + 1));
     }
 
+    /// A tee that keeps what it is given.
+    struct Keep(std::sync::Arc<std::sync::Mutex<Vec<(u64, StreamEvent)>>>, bool);
+
+    #[async_trait::async_trait]
+    impl Tee for Keep {
+        fn begin(&mut self, _: &SessionId, _: &TurnId) {
+            self.1 = true;
+        }
+        fn frame(&mut self, id: u64, event: &StreamEvent) {
+            self.0.lock().unwrap().push((id, event.clone()));
+        }
+        fn keeps(&self) -> bool {
+            self.1
+        }
+        async fn settle(&mut self) {}
+    }
+
+    #[tokio::test]
+    async fn the_tee_gets_every_frame_as_sent_and_keeps_the_turn_going_without_its_client() {
+        let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (mut sink, mut body) = EventSink::channel();
+        sink.tee(Box::new(Keep(kept.clone(), false)));
+        sink.send(StreamEvent::error("a", "before the turn began", false)).await.unwrap();
+        sink.begin_log(&SessionId::new(), &TurnId::new());
+        for i in 0..(CHANNEL_FRAMES * 2) {
+            sink.text(&format!("{i},")).unwrap();
+        }
+        let mut wire = Vec::new();
+        while let Ok(Some(f)) = tokio::time::timeout(std::time::Duration::from_millis(50), body.frame()).await {
+            wire.extend_from_slice(f.unwrap().data_ref().unwrap());
+        }
+        drop(body);
+        // The client is gone, and the frames still count.
+        assert_eq!(sink.send(StreamEvent::error("b", "after", false)).await, Ok(()));
+        assert!(!sink.is_closed());
+        let sent = SseDecoder::new().feed(&wire).unwrap();
+        let kept = kept.lock().unwrap().clone();
+        // Every frame sent, then the text still pending and the error, numbered on.
+        assert_eq!(kept.len(), sent.len() + 2);
+        for ((id, event), f) in kept.iter().zip(&sent) {
+            assert_eq!(f.id.as_deref(), Some(id.to_string().as_str()));
+            assert_eq!(&serde_json::from_str::<StreamEvent>(&f.data).unwrap(), event, "coalesced text as sent");
+        }
+        let ids: Vec<u64> = kept.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, (1..=kept.len() as u64).collect::<Vec<_>>());
+        let text: String = kept
+            .iter()
+            .filter_map(|(_, e)| match e {
+                StreamEvent::TextDelta { content } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, (0..CHANNEL_FRAMES * 2).map(|i| format!("{i},")).collect::<String>());
+    }
+
     #[tokio::test]
     async fn dropped_body_is_a_disconnect() {
         let (mut sink, body) = EventSink::channel();
