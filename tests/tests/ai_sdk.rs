@@ -5,18 +5,14 @@
 //! (`ai` 6.x, `processUIMessageStream`) throws on; the last test feeds a real
 //! HTTP response to that reader itself, in Node.
 
-use futures::StreamExt;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use shared::chat::resume::{FollowedTurn, TurnFollower};
 use shared::entities::{EntityService, NewProject};
 use shared::http::handle_stream;
-use shared::ids::{SessionId, TurnId, UserId};
+use shared::ids::{SessionId, UserId};
 use shared::message::Role;
-use shared::sse::StreamEvent;
-use shared::store::{Store, StoreError};
+use shared::store::Store;
 use std::collections::HashSet;
-use std::sync::Arc;
 use tests::{token, Reply, TestApp};
 
 /// What a client got from one request.
@@ -341,34 +337,35 @@ async fn bad_chat_requests_are_4xx_json_before_any_stream() {
     assert_eq!(t.llm.request_count(), 0, "no model call for a refused request");
 }
 
-/// A frame log holding one finished turn's events, as the resume route reads it.
-struct OneTurn(SessionId, TurnId, Vec<StreamEvent>);
-
-#[async_trait::async_trait]
-impl TurnFollower for OneTurn {
-    async fn follow(&self, _user: &UserId, session: &SessionId) -> Result<Option<FollowedTurn>, StoreError> {
-        Ok((session == &self.0)
-            .then(|| FollowedTurn { turn_id: self.1.clone(), events: futures::stream::iter(self.2.clone()).boxed() }))
-    }
-}
-
 #[tokio::test]
-async fn a_resumed_stream_replays_the_turn_from_start_under_the_same_message_id() {
-    let mut t = TestApp::new().await;
-    let idle = call(&t, "alice", "GET", "/chat/someChat/stream", None).await;
-    assert_eq!(idle.status, 204, "no frame log: nothing to resume");
-    t.llm.push(Reply::text(&["Hello", " again"]));
-    let native = t.turn("alice", json!({"message": "hi"})).await;
-    let sid = SessionId::parse(native.session_id()).unwrap();
-    let StreamEvent::Done { turn_id, .. } = native.done().clone() else { unreachable!() };
-    // Only the text arrived before the connection dropped: the rest is lost.
-    let cut = native.kinds().iter().position(|k| *k == "done").unwrap();
-    t.app.follower = Some(Arc::new(OneTurn(sid.clone(), turn_id.clone(), native.events[..cut].to_vec())));
-    let parts = call(&t, "alice", "GET", &format!("/chat/{sid}/stream"), None).await.parts();
-    assert_eq!(parts[0]["messageId"], turn_id.to_string());
-    assert_eq!(text_of(&parts), "Hello again");
-    assert!(parts.iter().any(|p| p["type"] == "error"), "a log without `done` ends in an error");
-    let other = call(&t, "alice", "GET", "/chat/otherChat/stream", None).await;
+async fn a_reconnect_replays_the_running_turn_from_its_start_then_follows_it_live() {
+    let t = TestApp::new().await;
+    let chat = "resumeChat000001";
+    let idle = call(&t, "alice", "GET", &format!("/chat/{chat}/stream"), None).await;
+    assert_eq!((idle.status, idle.body.len()), (204, 0), "nothing to resume");
+    let pieces: Vec<String> = (0..12).map(|i| format!("w{i} ")).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    t.llm.push(Reply::paced(&refs, std::time::Duration::from_millis(60)));
+    let live = {
+        let t = &t;
+        async move { call(t, "alice", "POST", "/chat", Some(submit(chat, "count"))).await }
+    };
+    let resumed = async {
+        // A reload mid-turn: the client reconnects while the model is still writing.
+        tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+        call(&t, "alice", "GET", &format!("/chat/{chat}/stream"), None).await
+    };
+    let (live, resumed) = tokio::join!(live, resumed);
+    let (live_parts, resumed_parts) = (live.parts(), resumed.parts());
+    assert_eq!(resumed_parts[0]["type"], "start", "a replay from the turn's start");
+    assert_eq!(resumed_parts[0]["messageId"], live_parts[0]["messageId"], "the same message");
+    assert_eq!(text_of(&resumed_parts), pieces.concat(), "every word once");
+    assert_eq!(text_of(&live_parts), pieces.concat());
+    // Just finished: the replay is the live stream, byte for byte.
+    let again = call(&t, "alice", "GET", &format!("/chat/{chat}/stream"), None).await;
+    assert_eq!(String::from_utf8_lossy(&again.body), String::from_utf8_lossy(&live.body));
+    // Another user's session of the same name has nothing to resume.
+    let other = call(&t, "bob", "GET", &format!("/chat/{chat}/stream"), None).await;
     assert_eq!(other.status, 204);
 }
 
