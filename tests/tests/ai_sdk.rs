@@ -278,12 +278,21 @@ async fn regenerate_supersedes_the_last_answer_and_history_shows_one() {
         history["messages"].as_array().unwrap().iter().map(|m| (m["role"].clone(), m["content"].clone())).collect();
     assert_eq!(shown, [(json!("user"), json!("what is 2+2?")), (json!("assistant"), json!("4"))]);
 
-    // The next turn's model request has the new answer only.
+    // Regenerated again: still one answer, the newest.
+    t.llm.push(Reply::text(&["four"]));
+    let mut body = submit(chat, "what is 2+2?");
+    body["trigger"] = json!("regenerate-message");
+    assert_eq!(text_of(&call(&t, "alice", "POST", "/chat", Some(body)).await.parts()), "four");
+    let history = call(&t, "alice", "GET", &format!("/sessions/{chat}/messages"), None).await.json();
+    let shown: Vec<_> = history["messages"].as_array().unwrap().iter().map(|m| m["content"].clone()).collect();
+    assert_eq!(shown, [json!("what is 2+2?"), json!("four")]);
+
+    // The next turn's model request has the newest answer only.
     t.llm.push(Reply::text(&["ok"]));
     call(&t, "alice", "POST", "/chat", Some(submit(chat, "thanks"))).await.parts();
     let asked = tests::scripted_llm::roles_and_contents(t.llm.requests().last().unwrap());
     let contents: Vec<_> = asked.iter().filter(|(r, _)| r != "system").map(|(_, c)| c.as_str()).collect();
-    assert_eq!(contents, ["what is 2+2?", "4", "thanks"]);
+    assert_eq!(contents, ["what is 2+2?", "four", "thanks"]);
 }
 
 #[tokio::test]
