@@ -524,6 +524,7 @@ async fn the_ai_sdks_own_client_resumes_a_running_turn_without_repeating_text() 
     let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
     assert_eq!(seen["errors"], json!([]), "{seen}");
     assert_eq!(seen["status"], "ready");
+    eprintln!("requests (ms from the start): {}", seen["requests"]);
     let (live, reloaded) = (seen["live"].as_array().unwrap(), seen["reloaded"].as_array().unwrap());
     assert_eq!(reloaded.len(), 4, "the history and one answer: {seen}");
     assert_eq!(reloaded[3]["id"], live[3]["id"], "the same messageId");
