@@ -397,7 +397,14 @@ fn render_resumes(resumes: &[(String, Vec<Duration>)]) -> String {
     );
     for (label, t) in resumes {
         if let Some(s) = Summary::of(t) {
-            let _ = writeln!(out, "| {label} | {} | {} | {} | {} |", s.n, stats::ms(s.p50), stats::ms(s.p95), stats::ms(s.max));
+            let _ = writeln!(
+                out,
+                "| {label} | {} | {} | {} | {} |",
+                s.n,
+                stats::ms(s.p50),
+                stats::ms(s.p95),
+                stats::ms(s.max)
+            );
         }
     }
     out

@@ -12,7 +12,12 @@ use tokio::time::Instant;
 
 /// `n` reconnects to the stream function at `url` (its root), each in a new
 /// session, pausing `pause` between the drop and the reconnect.
-pub async fn first_frame_after_reconnect(url: &str, user: &str, n: usize, pause: Duration) -> Result<Vec<Duration>, String> {
+pub async fn first_frame_after_reconnect(
+    url: &str,
+    user: &str,
+    n: usize,
+    pause: Duration,
+) -> Result<Vec<Duration>, String> {
     let client = reqwest::Client::builder().no_proxy().tcp_nodelay(true).build().map_err(|e| e.to_string())?;
     let token = tests::token(user);
     let mut out = Vec::with_capacity(n);

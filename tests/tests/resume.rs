@@ -33,7 +33,8 @@ async fn resume(app: &StreamApp, user: &str, sid: &str, last_id: Option<u64>, af
         Some(a) => format!("/sessions/{sid}/stream?after={a}"),
         None => format!("/sessions/{sid}/stream"),
     };
-    let mut b = http::Request::builder().method("GET").uri(uri).header("authorization", format!("Bearer {}", token(user)));
+    let mut b =
+        http::Request::builder().method("GET").uri(uri).header("authorization", format!("Bearer {}", token(user)));
     if let Some(id) = last_id {
         b = b.header("last-event-id", id.to_string());
     }

@@ -38,8 +38,8 @@ fn batch_of(item: &Item) -> Result<FrameBatch, StoreError> {
         .and_then(|rest| rest.rsplit_once('#'))
         .and_then(|(turn, _)| TurnId::parse(turn).ok())
         .ok_or_else(|| corrupt("bad sk"))?;
-    let frames: Vec<StoredFrame> =
-        serde_json::from_str(get_s(item, "data").ok_or_else(|| corrupt("no data"))?).map_err(|e| corrupt(&e.to_string()))?;
+    let frames: Vec<StoredFrame> = serde_json::from_str(get_s(item, "data").ok_or_else(|| corrupt("no data"))?)
+        .map_err(|e| corrupt(&e.to_string()))?;
     if frames.is_empty() {
         return Err(corrupt("empty"));
     }
@@ -65,12 +65,7 @@ impl FrameLog for DynamoFrameLog {
         Ok(())
     }
 
-    async fn latest(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        after: u64,
-    ) -> Result<Option<LatestTurn>, StoreError> {
+    async fn latest(&self, user: &UserId, session: &SessionId, after: u64) -> Result<Option<LatestTurn>, StoreError> {
         let mut found: Option<LatestTurn> = None;
         let mut start = None;
         loop {

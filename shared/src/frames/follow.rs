@@ -9,7 +9,7 @@
 //! (reason `error`) numbered after the last stored frame; or, without `done`,
 //! at the caller's `until` (the client comes back with its last id).
 
-use super::{FrameLog, StoredFrame, LatestTurn, POLL, RESUME_WINDOW};
+use super::{FrameLog, LatestTurn, StoredFrame, POLL, RESUME_WINDOW};
 use crate::ids::{SessionId, TurnId, UserId};
 use crate::sse::{DoneReason, StreamEvent};
 use crate::store::StoreError;

@@ -124,8 +124,7 @@ pub trait FrameLog: Send + Sync {
 
     /// The session's latest turn with its batches after frame `after`;
     /// `None` when the session (of this user) has no frames.
-    async fn latest(&self, user: &UserId, session: &SessionId, after: u64)
-        -> Result<Option<LatestTurn>, StoreError>;
+    async fn latest(&self, user: &UserId, session: &SessionId, after: u64) -> Result<Option<LatestTurn>, StoreError>;
 
     /// The batches of `turn` starting at frame `from` or later, oldest first
     /// (consistent read).

@@ -70,7 +70,9 @@ impl Tee for Recorder {
         // Closing the channel tells the writer to write what it holds and end.
         w.tx = None;
         if tokio::time::timeout(SETTLE_WAIT, &mut w.task).await.is_err() {
-            tracing::error!("the frame log's last batch was not stored in time; this turn cannot be resumed to its end");
+            tracing::error!(
+                "the frame log's last batch was not stored in time; this turn cannot be resumed to its end"
+            );
         }
     }
 }

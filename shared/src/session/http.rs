@@ -18,9 +18,9 @@
 use super::SessionView;
 use crate::edge::{json, json_error, no_content, query_params, ResponseBody};
 use crate::frames::FrameLog;
-use crate::sse::SseBody;
 use crate::ids::{RunId, SessionId, UserId};
 use crate::message::{MessageError, Role, StoredMessage};
+use crate::sse::SseBody;
 use crate::store::agent_state::AgentStateStore;
 use crate::store::{DeleteProgress, MessagesFrom, Store, StoreError};
 use http::{header, Method, Response, StatusCode};

@@ -191,7 +191,6 @@ impl EventSink {
         Ok(())
     }
 
-
     pub fn has_pending(&self) -> bool {
         !self.pending_text.is_empty()
     }
