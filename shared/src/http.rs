@@ -10,8 +10,10 @@ use crate::config::{Config, ConfigError};
 use crate::context::ContextConfig;
 use crate::edge::{json_error, no_content, ResponseBody};
 use crate::entities::EntityService;
+use crate::frames::{DynamoFrameLog, Recorder};
+use crate::ids::{TurnId, UserId};
 use crate::llm::{OpenAiClient, OpenAiConfig};
-use crate::sse::EventSink;
+use crate::sse::{EventSink, SseBody, WireFormat};
 use crate::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
 use crate::store::cache::DynamoContextCache;
 use crate::store::dynamo::DynamoStore;
@@ -71,6 +73,7 @@ impl StreamApp {
         let plans: Arc<dyn crate::store::plans::PlanStore> =
             Arc::new(crate::store::plans::DynamoPlanStore::new(dynamo.clone(), config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
+        let deps_table = config.table_name.clone();
         let auth = crate::edge::authenticator(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
         let deps = TurnDeps {
@@ -86,13 +89,15 @@ impl StreamApp {
             counter,
             events,
             event_wait,
+            frames: Some(Arc::new(DynamoFrameLog::new(dynamo.clone(), deps_table))),
         };
         Ok(StreamApp { deps, auth })
     }
 }
 
 /// The stream function's handler: `POST` on any path starts a turn, except
-/// under `/sessions`, which is the sessions API (`crate::session::http`).
+/// under `/sessions`, which is the sessions API (`crate::session::http`), and
+/// under `/chat`, the AI SDK's chat protocol (`crate::chat`).
 pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {
     let started = std::time::Instant::now();
     // Before anything is streamed: Nagle off on the Runtime API connection.
@@ -103,7 +108,8 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
         return no_content();
     }
     let sessions_api = crate::session::http::is_sessions_path(req.uri().path());
-    if req.method() != Method::POST && !sessions_api {
+    let chat = crate::chat::is_chat_path(req.uri().path());
+    if req.method() != Method::POST && !sessions_api && !chat {
         return json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "POST a chat turn to this URL");
     }
     let user = match app.auth.authenticate(req.headers()).await {
@@ -118,8 +124,17 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
         }
     };
     if sessions_api {
-        return crate::session::http::handle(app.deps.store.as_ref(), app.deps.agent_state.as_deref(), &user, &req)
-            .await;
+        let deadline = invocation_deadline(&req, app.deps.config.turn_timeout);
+        let api = crate::session::http::Api {
+            store: app.deps.store.as_ref(),
+            agent_state: app.deps.agent_state.as_deref(),
+            frames: app.deps.frames.as_ref(),
+            deadline,
+        };
+        return crate::session::http::handle(&api, &user, &req).await;
+    }
+    if chat {
+        return crate::chat::handle(app, user, &req, started).await;
     }
     let cfg = &app.deps.config;
     let valid = match ValidTurn::parse(req.body().as_ref(), cfg.max_message_bytes) {
@@ -132,8 +147,26 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
             return json_error(status, e.code(), e.to_string());
         }
     };
-    let deadline = invocation_deadline(&req, cfg.turn_timeout);
-    let (mut sink, body) = EventSink::channel();
+    stream_turn(app, user, valid, TurnId::new(), WireFormat::Native, &req, started).await
+}
+
+/// Runs a validated turn and answers with its stream in `format`.
+pub(crate) async fn stream_turn(
+    app: &StreamApp,
+    user: UserId,
+    valid: ValidTurn,
+    turn_id: TurnId,
+    format: WireFormat,
+    req: &lambda_http::Request,
+    started: std::time::Instant,
+) -> Response<ResponseBody> {
+    let deadline = invocation_deadline(req, app.deps.config.turn_timeout);
+    let ui = format != WireFormat::Native;
+    let (mut sink, body) = EventSink::channel_with(format);
+    if let Some(log) = &app.deps.frames {
+        // Holds frames until the turn begins; nothing is written before.
+        sink.tee(Box::new(Recorder::new(log.clone(), user.clone())));
+    }
     // `agent_state` goes into the fresh channel before the turn is spawned, so
     // it leaves with the response head: queued from inside the task, it waited
     // until the task's first DynamoDB request had been built and signed
@@ -141,20 +174,27 @@ pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Respon
     // with this order; docs/performance.md, finding 1).
     if sink.send(turn::thinking()).await.is_ok() {
         let deps = app.deps.clone();
-        tokio::spawn(turn::run_turn(deps, user, valid, started, deadline, sink));
+        tokio::spawn(turn::run_turn(deps, user, valid, turn_id, started, deadline, sink));
     }
-    Response::builder()
+    sse_response(body, ui)
+}
+
+/// The head of a streamed answer; `ui`: the AI SDK's UI message stream.
+pub(crate) fn sse_response(body: SseBody, ui: bool) -> Response<ResponseBody> {
+    let mut head = Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
-        .header("x-accel-buffering", "no")
-        .body(ResponseBody::Sse(body))
-        .expect("static response parts are valid")
+        .header("x-accel-buffering", "no");
+    if ui {
+        head = head.header(crate::sse::ui::HEADER.0, crate::sse::ui::HEADER.1);
+    }
+    head.body(ResponseBody::Sse(body)).expect("static response parts are valid")
 }
 
 /// When the runtime will stop this invocation; `fallback` from now when it
 /// does not say (local adapters, tests).
-fn invocation_deadline(req: &lambda_http::Request, fallback: Duration) -> Instant {
+pub(crate) fn invocation_deadline(req: &lambda_http::Request, fallback: Duration) -> Instant {
     let now = Instant::now();
     match req.lambda_context_ref().map(|c| c.deadline as i64) {
         // `cargo lambda watch` (1.9) sends the invoke timeout itself (600000)

@@ -1,0 +1,50 @@
+//! `GET /chat/{id}/stream`: a session's running (or just finished) turn for
+//! `useChat({resume: true})`. `DefaultChatTransport` treats what it gets as a
+//! **replay** (at the first `start` it empties the assistant message), so the
+//! turn is read from the frame log ([`crate::frames::follow`]) from its first
+//! frame, re-encoded by a fresh UI encoder with the same `messageId` (the
+//! turn id) as the original response, then followed live to its `done`. The
+//! log holds the frames as the client was sent them and the encoder is
+//! deterministic in them, so the replay is the live stream, byte for byte.
+//!
+//! 204 when there is nothing to resume (no frame log, no turn running or
+//! finished within [`crate::frames::RESUME_WINDOW`]). A turn cut off for good
+//! ends with the log's `error` (`stream_interrupted`) and `done`, so `finish`
+//! and `[DONE]`; a follow that reaches the invocation's deadline first just
+//! ends the body without `finish` (the turn is still running: the client may
+//! come back).
+
+use crate::edge::{json_error, no_content, ResponseBody};
+use crate::frames::Follow;
+use crate::http::StreamApp;
+use crate::ids::{SessionId, UserId};
+use crate::sse::{EventSink, StreamEvent, WireFormat};
+use futures::StreamExt;
+use http::{Response, StatusCode};
+use tokio::time::Instant;
+
+pub async fn handle(app: &StreamApp, user: &UserId, sid: &SessionId, deadline: Instant) -> Response<ResponseBody> {
+    let Some(log) = &app.deps.frames else { return no_content() };
+    let until = deadline - crate::session::http::FOLLOW_MARGIN;
+    match crate::frames::follow(log.clone(), user, sid, 0, until).await {
+        Ok(None) => no_content(),
+        Ok(Some(follow)) => replay(follow),
+        Err(e) => json_error(StatusCode::SERVICE_UNAVAILABLE, e.code(), e.to_string()),
+    }
+}
+
+/// The followed turn as a UI message stream named after the turn.
+fn replay(follow: Follow) -> Response<ResponseBody> {
+    let Follow { turn_id, mut frames } = follow;
+    let (mut sink, body) = EventSink::channel_with(WireFormat::UiMessageStream { message_id: turn_id.to_string() });
+    tokio::spawn(async move {
+        while let Some(frame) = frames.next().await {
+            let last = matches!(frame.event, StreamEvent::Done { .. });
+            if sink.send(frame.event).await.is_err() || last {
+                return;
+            }
+        }
+        let _ = sink.flush().await;
+    });
+    crate::http::sse_response(body, true)
+}
