@@ -105,7 +105,7 @@ impl UiEncoder {
                 };
                 parts.push(json!({"type": "text-delta", "id": id, "delta": content}));
             }
-            StreamEvent::ToolCall { tool_call } => {
+            StreamEvent::ToolCall { tool_call, .. } => {
                 self.round(&mut parts);
                 self.end_text(&mut parts);
                 let (id, name) = (&tool_call.id, &tool_call.function.name);
@@ -258,11 +258,18 @@ mod tests {
                 kind: "function".into(),
                 function: FunctionCall { name: "create_task".into(), arguments: args.into() },
             },
+            origin: Default::default(),
         }
     }
 
     fn result(id: &str, ok: bool) -> StreamEvent {
-        StreamEvent::ToolResult { tool_call_id: id.into(), name: "create_task".into(), ok, preview: "{}".into() }
+        StreamEvent::ToolResult {
+            tool_call_id: id.into(),
+            name: "create_task".into(),
+            ok,
+            preview: "{}".into(),
+            origin: Default::default(),
+        }
     }
 
     fn done(reason: DoneReason) -> StreamEvent {
