@@ -610,3 +610,54 @@ start_cargo_lambda_watch() {
 }
 
 stop_cargo_lambda_watch() { stop_service "$SERVICE_PREFIX-lambda"; }
+
+# ------------------------------------------------------------------- web ---
+# The chat page (web/, docs/web.md): Node.js with the npm packages of
+# web/package-lock.json, and for its browser test Debian's Chromium, driven by
+# playwright-core (never a browser that a tool downloads).
+
+WEB_DIR="$REPO_ROOT/web"
+CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
+
+# web_deps: `npm ci` in web/ unless node_modules matches package-lock.json.
+web_deps() {
+  have node && have npm || die "node and npm are required for web/ (Node.js 20)"
+  local stamp="$WEB_DIR/node_modules/.agentic-chat-lock"
+  if [[ -d "$WEB_DIR/node_modules" ]] && cmp -s "$WEB_DIR/package-lock.json" "$stamp"; then
+    return 0
+  fi
+  log "npm ci in web/"
+  (cd "$WEB_DIR" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci in web/ failed"
+  cp "$WEB_DIR/package-lock.json" "$stamp"
+}
+
+# web_build: type-check and build the page into web/dist (vite).
+web_build() {
+  web_deps
+  log "building web/ (tsc + vite build)"
+  (cd "$WEB_DIR" && npm run --silent build >"$(log_file web-build)" 2>&1) || {
+    print_log_tail "$(log_file web-build)"
+    die "web/ build failed (see $(log_file web-build))"
+  }
+}
+
+# ensure_chromium: Debian's chromium package (/usr/bin/chromium).
+ensure_chromium() {
+  [[ -x "$CHROMIUM" ]] && return 0
+  log "chromium not found; installing Debian's chromium with apt-get"
+  [[ "$(id -u)" == 0 ]] || die "chromium is required for the browser test (apt-get install chromium)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  [[ -x "$CHROMIUM" ]] || die "apt-get install chromium did not provide $CHROMIUM"
+}
+
+# write_web_config FILE STREAM_URL ENTITIES_URL TOKEN: the page's config.json.
+write_web_config() {
+  "$PYTHON" - "$@" <<'PY'
+import json, sys
+path, stream, entities, token = sys.argv[1:5]
+with open(path, "w") as f:
+    json.dump({"streamUrl": stream, "entitiesUrl": entities, "token": token}, f, indent=2)
+    f.write("\n")
+PY
+}

@@ -128,6 +128,11 @@ pub struct Config {
     /// `TURN_TIMEOUT_MS` (default 900000): the turn's deadline when the runtime
     /// gives none (local adapters, tests).
     pub turn_timeout: Duration,
+    /// `CORS_ALLOW_ORIGIN` (default unset): local stacks only. When set, the
+    /// edge answers CORS itself ([`crate::edge::with_cors`]) for this origin
+    /// (or `*`); on AWS leave it unset: the function URL's `Cors` adds the
+    /// headers, and a second copy from us would make browsers refuse both.
+    pub cors_allow_origin: Option<String>,
 }
 
 /// `name`'s value, if set and not blank. Every module's settings are read
@@ -205,8 +210,23 @@ impl Config {
             stop_poll: ms("STOP_POLL_MS", 500)?,
             deadline_margin: ms("DEADLINE_MARGIN_MS", 3_000)?,
             turn_timeout: ms("TURN_TIMEOUT_MS", 900_000)?,
+            cors_allow_origin: cors_origin()?,
         })
     }
+}
+
+/// `CORS_ALLOW_ORIGIN`: one origin (`scheme://host[:port]`) or `*`; it is
+/// sent as a header, so anything else is refused at start.
+fn cors_origin() -> Result<Option<String>, ConfigError> {
+    let Some(v) = env_or("CORS_ALLOW_ORIGIN") else { return Ok(None) };
+    let v = v.trim().to_string();
+    let origin = v.split_once("://").is_some_and(|(scheme, host)| {
+        matches!(scheme, "http" | "https") && !host.is_empty() && !host.contains('/') && host.is_ascii()
+    });
+    if v == "*" || (origin && !v.chars().any(|c| c.is_whitespace() || c == ',')) {
+        return Ok(Some(v));
+    }
+    Err(ConfigError { var: "CORS_ALLOW_ORIGIN", reason: format!("{v:?} is not `*` or one origin like http://localhost:5173") })
 }
 
 #[cfg(test)]
@@ -217,13 +237,14 @@ mod tests {
     /// The environment is process-wide: these tests take turns with it.
     static ENV: Mutex<()> = Mutex::new(());
 
-    const VARS: [&str; 6] = [
+    const VARS: [&str; 7] = [
         "AUTH_JWT_SECRET",
         "AUTH_JWKS_URL",
         "AUTH_ISSUER",
         "AUTH_AUDIENCE",
         "AUTH_JWKS_CACHE_SECS",
         "MAX_MESSAGE_BYTES",
+        "CORS_ALLOW_ORIGIN",
     ];
 
     /// `Config::from_env` with exactly `vars` among the ones under test set.
@@ -274,5 +295,17 @@ mod tests {
         // The worst case the cap is sized for fits in 400 KB with room for the item's other attributes.
         let escaped = serde_json::to_string(&"\u{1}".repeat(MAX_MESSAGE_BYTES_LIMIT)).unwrap();
         assert!(escaped.len() + 2 * 1024 <= 400 * 1024, "{}", escaped.len());
+    }
+
+    #[test]
+    fn cors_origin_is_one_origin_or_star() {
+        assert_eq!(load(&[]).unwrap().cors_allow_origin, None);
+        let c = load(&[("CORS_ALLOW_ORIGIN", "http://127.0.0.1:5173")]).unwrap();
+        assert_eq!(c.cors_allow_origin.as_deref(), Some("http://127.0.0.1:5173"));
+        assert_eq!(load(&[("CORS_ALLOW_ORIGIN", "*")]).unwrap().cors_allow_origin.as_deref(), Some("*"));
+        for bad in ["localhost:5173", "http://a, http://b", "http://a/path", "ftp://a"] {
+            let e = load(&[("CORS_ALLOW_ORIGIN", bad)]).unwrap_err();
+            assert_eq!(e.var, "CORS_ALLOW_ORIGIN", "{bad}");
+        }
     }
 }

@@ -30,7 +30,7 @@ pub const TITLE_MAX: usize = 200;
 /// Delete batches (of 25 items) one request may run before answering 202.
 const DELETE_BUDGET: usize = 400;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SessionList {
     pub sessions: Vec<SessionView>,
     /// Pass as `cursor` for the next page; absent on the last page.
@@ -39,7 +39,7 @@ pub struct SessionList {
 }
 
 /// A message in the shape a UI renders.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MessageView {
     pub id: String,
     pub seq: u64,
@@ -62,7 +62,7 @@ pub struct MessageView {
     pub voice_note_group_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageStatus {
     Complete,
@@ -70,7 +70,7 @@ pub enum MessageStatus {
     Stopped,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolCallView {
     pub id: String,
     pub name: String,
@@ -79,7 +79,7 @@ pub struct ToolCallView {
     pub result_preview: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MessagesPage {
     /// Chronological.
     pub messages: Vec<MessageView>,
@@ -91,13 +91,13 @@ pub struct MessagesPage {
     pub next_after: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenameSession {
     pub title: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StopRequest {
     /// Stop only this run (string or number); without it, whatever turn is running.
@@ -105,7 +105,7 @@ pub struct StopRequest {
     pub stream_run_id: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StopAnswer {
     /// False when there was no running turn (it had ended, or another run was named): nothing changed.
     pub stopped: bool,
@@ -114,7 +114,7 @@ pub struct StopAnswer {
     pub message: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeleteAnswer {
     pub status: String,
     pub items_deleted: usize,

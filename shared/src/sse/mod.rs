@@ -25,7 +25,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// What the agent is doing, for the UI's status line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentActivity {
     Thinking,
@@ -34,7 +34,7 @@ pub enum AgentActivity {
 }
 
 /// How a turn ended, carried by `done`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DoneReason {
     /// The model finished its answer.
@@ -45,7 +45,7 @@ pub enum DoneReason {
     Stopped,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OperationAction {
     List,
@@ -56,7 +56,7 @@ pub enum OperationAction {
     Delete,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OperationStatus {
     Start,
@@ -65,7 +65,7 @@ pub enum OperationStatus {
 }
 
 /// The budget the context builder worked with and what it kept.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ContextUsage {
     /// The request in the model's tokens, tool definitions included, as
     /// calibrated by its earlier reports (`context::TokenCalibration`).
@@ -83,7 +83,7 @@ pub struct ContextUsage {
     pub cache: Option<CacheStatus>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheStatus {
     Hit,
@@ -91,7 +91,7 @@ pub enum CacheStatus {
 }
 
 /// Where a turn looks: its scope, entity and the client's focus metadata.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Focus {
     pub context_type: crate::session::ContextType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,7 +107,7 @@ impl Focus {
 }
 
 /// Every event a turn sends. `type` is the tag on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StreamEvent {
     /// Always first, before any I/O.
