@@ -619,15 +619,23 @@ stop_cargo_lambda_watch() { stop_service "$SERVICE_PREFIX-lambda"; }
 WEB_DIR="$REPO_ROOT/web"
 CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 
-# web_deps: `npm ci` in web/ unless node_modules matches package-lock.json.
+# web_deps: installs web/package-lock.json's packages unless node_modules has
+# them already. `npm install`, not `npm ci`: the registry reachable here serves
+# only some of rollup's per-platform optional packages, so the lock file lists
+# only those and `npm ci` calls it out of sync; `npm install` installs exactly
+# the locked versions, and a lock file it had to change is an error.
 web_deps() {
   have node && have npm || die "node and npm are required for web/ (Node.js 20)"
   local stamp="$WEB_DIR/node_modules/.agentic-chat-lock"
   if [[ -d "$WEB_DIR/node_modules" ]] && cmp -s "$WEB_DIR/package-lock.json" "$stamp"; then
     return 0
   fi
-  log "npm ci in web/"
-  (cd "$WEB_DIR" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci in web/ failed"
+  log "npm install in web/ (from package-lock.json)"
+  local before="$LOCAL_DIR/web-package-lock.before"
+  cp "$WEB_DIR/package-lock.json" "$before"
+  (cd "$WEB_DIR" && npm install --no-audit --no-fund --loglevel=error) || die "npm install in web/ failed"
+  cmp -s "$WEB_DIR/package-lock.json" "$before" ||
+    die "npm install changed web/package-lock.json: check the change and commit it"
   cp "$WEB_DIR/package-lock.json" "$stamp"
 }
 

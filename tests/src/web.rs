@@ -26,7 +26,7 @@ fn in_ci() -> bool {
 }
 
 /// True when nothing is `missing`; else a message and false, or a panic in CI.
-fn present(test: &str, missing: Option<String>) -> bool {
+pub fn present(test: &str, missing: Option<String>) -> bool {
     let Some(what) = missing else { return true };
     assert!(!in_ci(), "{test}: {what} (CI must have it: scripts/test.sh installs it)");
     eprintln!("SKIPPED {test}: {what}; run scripts/test.sh, which installs it");
