@@ -179,7 +179,9 @@ async function watchAssistant(page, done, { untilReady = true, onFirst, onHalf }
       half = true;
       await onHalf?.();
     }
-    if (done(text) && (!untilReady || (await status(page)) === 'ready')) return seen;
+    const now = await status(page);
+    if (now === 'error') throw new Error(`the chat failed: ${await page.locator('[data-testid=status]').textContent()}`);
+    if (done(text) && (!untilReady || now === 'ready')) return seen;
     if (Date.now() > deadline) throw new Error(`timed out; last text: ${JSON.stringify(text)}; status ${await status(page)}`);
     await page.waitForTimeout(20);
   }
