@@ -10,8 +10,9 @@ use crate::config::{Config, ConfigError};
 use crate::context::ContextConfig;
 use crate::edge::{json_error, no_content, with_cors, ResponseBody};
 use crate::entities::EntityService;
+use crate::ids::{TurnId, UserId};
 use crate::llm::{OpenAiClient, OpenAiConfig};
-use crate::sse::EventSink;
+use crate::sse::{EventSink, SseBody, WireFormat};
 use crate::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
 use crate::store::cache::DynamoContextCache;
 use crate::store::dynamo::DynamoStore;
@@ -32,6 +33,9 @@ use tokio::time::Instant;
 pub struct StreamApp {
     pub deps: TurnDeps,
     pub auth: Authenticator,
+    /// Running turns read back for `GET /chat/{id}/stream`; `None`: every
+    /// session answers 204 (nothing to resume).
+    pub follower: Option<Arc<dyn crate::chat::resume::TurnFollower>>,
 }
 
 impl StreamApp {
@@ -84,14 +88,15 @@ impl StreamApp {
             events,
             event_wait,
         };
-        Ok(StreamApp { deps, auth })
+        Ok(StreamApp { deps, auth, follower: None })
     }
 }
 
 /// The stream function's handler: `POST` on any path starts a turn, except
-/// under `/sessions`, which is the sessions API (`crate::session::http`).
-/// Every answer, preflight included, carries CORS headers when
-/// `CORS_ALLOW_ORIGIN` is set (local stacks; see [`crate::edge::with_cors`]).
+/// under `/sessions`, which is the sessions API (`crate::session::http`), and
+/// under `/chat`, the AI SDK's chat protocol (`crate::chat`). Every answer,
+/// preflight included, carries CORS headers when `CORS_ALLOW_ORIGIN` is set
+/// (local stacks; see [`crate::edge::with_cors`]).
 pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {
     let cors = app.deps.config.cors_allow_origin.clone();
     with_cors(cors.as_deref(), route_stream(app, req).await)
@@ -107,7 +112,8 @@ async fn route_stream(app: &StreamApp, req: lambda_http::Request) -> Response<Re
         return no_content();
     }
     let sessions_api = crate::session::http::is_sessions_path(req.uri().path());
-    if req.method() != Method::POST && !sessions_api {
+    let chat = crate::chat::is_chat_path(req.uri().path());
+    if req.method() != Method::POST && !sessions_api && !chat {
         return json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "POST a chat turn to this URL");
     }
     let user = match app.auth.authenticate(req.headers()).await {
@@ -125,6 +131,9 @@ async fn route_stream(app: &StreamApp, req: lambda_http::Request) -> Response<Re
         return crate::session::http::handle(app.deps.store.as_ref(), app.deps.agent_state.as_deref(), &user, &req)
             .await;
     }
+    if chat {
+        return crate::chat::handle(app, user, &req, started).await;
+    }
     let cfg = &app.deps.config;
     let valid = match ValidTurn::parse(req.body().as_ref(), cfg.max_message_bytes) {
         Ok(v) => v,
@@ -136,8 +145,22 @@ async fn route_stream(app: &StreamApp, req: lambda_http::Request) -> Response<Re
             return json_error(status, e.code(), e.to_string());
         }
     };
-    let deadline = invocation_deadline(&req, cfg.turn_timeout);
-    let (mut sink, body) = EventSink::channel();
+    stream_turn(app, user, valid, TurnId::new(), WireFormat::Native, &req, started).await
+}
+
+/// Runs a validated turn and answers with its stream in `format`.
+pub(crate) async fn stream_turn(
+    app: &StreamApp,
+    user: UserId,
+    valid: ValidTurn,
+    turn_id: TurnId,
+    format: WireFormat,
+    req: &lambda_http::Request,
+    started: std::time::Instant,
+) -> Response<ResponseBody> {
+    let deadline = invocation_deadline(req, app.deps.config.turn_timeout);
+    let ui = format != WireFormat::Native;
+    let (mut sink, body) = EventSink::channel_with(format);
     // `agent_state` goes into the fresh channel before the turn is spawned, so
     // it leaves with the response head: queued from inside the task, it waited
     // until the task's first DynamoDB request had been built and signed
@@ -145,15 +168,22 @@ async fn route_stream(app: &StreamApp, req: lambda_http::Request) -> Response<Re
     // with this order; docs/performance.md, finding 1).
     if sink.send(turn::thinking()).await.is_ok() {
         let deps = app.deps.clone();
-        tokio::spawn(turn::run_turn(deps, user, valid, started, deadline, sink));
+        tokio::spawn(turn::run_turn(deps, user, valid, turn_id, started, deadline, sink));
     }
-    Response::builder()
+    sse_response(body, ui)
+}
+
+/// The head of a streamed answer; `ui`: the AI SDK's UI message stream.
+pub(crate) fn sse_response(body: SseBody, ui: bool) -> Response<ResponseBody> {
+    let mut head = Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
-        .header("x-accel-buffering", "no")
-        .body(ResponseBody::Sse(body))
-        .expect("static response parts are valid")
+        .header("x-accel-buffering", "no");
+    if ui {
+        head = head.header(crate::sse::ui::HEADER.0, crate::sse::ui::HEADER.1);
+    }
+    head.body(ResponseBody::Sse(body)).expect("static response parts are valid")
 }
 
 /// When the runtime will stop this invocation; `fallback` from now when it

@@ -1,7 +1,8 @@
 //! The core of agentic-chat. Every Lambda function is a thin `main.rs` over this crate.
 //!
 //! Rooms, by domain: [`config`] (the one env loader), [`auth`] (bearer JWTs),
-//! [`sse`] (the event contract and its one encoder), [`message`] (the
+//! [`sse`] (the event contract and its encoders: native SSE and the AI SDK's
+//! UI message stream), [`chat`] (the AI SDK's chat routes), [`message`] (the
 //! protocol-complete conversation log), [`session`] (sessions, leases, turn records),
 //! [`store`] (the DynamoDB key scheme and its implementation), [`llm`] (any
 //! OpenAI-compatible streaming endpoint), [`prompt`] (system prompts per scope),
@@ -11,6 +12,7 @@
 pub mod agent_state;
 pub mod api_types;
 pub mod auth;
+pub mod chat;
 pub mod config;
 pub mod context;
 pub mod edge;

@@ -93,6 +93,24 @@ pub struct StoredMessage {
     /// A user message dictated from voice notes: the client's id of their group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice_note_group_id: Option<String>,
+    /// Set on the marker a regenerating turn writes in place of a user
+    /// message: the messages from this seq up to the marker (the answer it
+    /// replaces) are superseded. They stay in the log, but neither they nor
+    /// the marker are shown or sent to the model ([`without_superseded`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes_from: Option<u64>,
+}
+
+/// A contiguous run of the log as readers see it: without regenerate markers
+/// and the answers they superseded. A marker always comes right after what it
+/// supersedes, so a window ending at the log's newest message is filtered
+/// whole; a page that ends before a marker still shows what it hides.
+pub fn without_superseded(messages: Vec<StoredMessage>) -> Vec<StoredMessage> {
+    let hidden: Vec<(u64, u64)> = messages.iter().filter_map(|m| Some((m.supersedes_from?, m.seq))).collect();
+    if hidden.is_empty() {
+        return messages;
+    }
+    messages.into_iter().filter(|m| !hidden.iter().any(|(from, marker)| (*from..=*marker).contains(&m.seq))).collect()
 }
 
 fn yes() -> bool {
@@ -139,6 +157,7 @@ impl StoredMessage {
             usage: None,
             created_at: crate::now_ms(),
             voice_note_group_id: None,
+            supersedes_from: None,
         }
     }
 
@@ -181,6 +200,20 @@ mod tests {
         let c = m.to_chat().content.unwrap();
         assert!(c.starts_with("half an ans"));
         assert!(c.contains("LLM_ERROR llm_stream_error"));
+    }
+
+    #[test]
+    fn a_marker_hides_itself_and_the_answer_it_supersedes() {
+        let log: Vec<StoredMessage> = (1..=6)
+            .map(|seq| {
+                let mut m = msg(Role::Assistant, "x");
+                m.seq = seq;
+                m.supersedes_from = (seq == 5).then_some(3);
+                m
+            })
+            .collect();
+        let seqs: Vec<u64> = without_superseded(log).iter().map(|m| m.seq).collect();
+        assert_eq!(seqs, [1, 2, 6]);
     }
 
     #[test]

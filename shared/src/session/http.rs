@@ -262,7 +262,8 @@ async fn messages(
         &MessagesPage {
             next_before: first.filter(|s| *s > 1),
             next_after: last.filter(|s| *s < session.view.message_count),
-            messages: views(page),
+            // A regenerated answer shows once: the one that replaced it.
+            messages: views(crate::message::without_superseded(page)),
         },
     )
 }

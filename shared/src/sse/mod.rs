@@ -14,9 +14,10 @@
 
 mod decode;
 mod sink;
+pub mod ui;
 
 pub use decode::{SseDecodeError, SseDecoder, SseFrame};
-pub use sink::{Disconnected, EventSink, SinkStats, SseBody, CHANNEL_FRAMES};
+pub use sink::{Disconnected, EventSink, SinkStats, SseBody, WireFormat, CHANNEL_FRAMES};
 
 use crate::ids::{SessionId, TurnId};
 use crate::message::{ToolCall, Usage};

@@ -7,7 +7,11 @@
 //! out as soon as there is room ([`EventSink::flush_ready`]). Every other event
 //! waits for room, after the pending text, so the order the client sees is the
 //! order the turn produced. A send that fails means the client went away.
+//!
+//! The wire format is chosen once per response ([`WireFormat`]); numbering
+//! (the native frame ids) and coalescing are the same for both.
 
+use super::ui::UiEncoder;
 use super::{SseEncoder, StreamEvent};
 use bytes::Bytes;
 use http_body::{Body, Frame};
@@ -25,9 +29,19 @@ pub const CHANNEL_FRAMES: usize = 64;
 #[error("the client disconnected")]
 pub struct Disconnected;
 
+/// What the body speaks: our native SSE events, or the AI SDK's UI message
+/// stream (`super::ui`) for the assistant message `message_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireFormat {
+    Native,
+    UiMessageStream { message_id: String },
+}
+
 pub struct EventSink {
     tx: mpsc::Sender<Bytes>,
     encoder: SseEncoder,
+    /// Set for [`WireFormat::UiMessageStream`]: what goes on the wire.
+    ui: Option<UiEncoder>,
     pending_text: String,
     stats: SinkStats,
 }
@@ -45,11 +59,19 @@ pub struct SinkStats {
 impl EventSink {
     /// A sink and the body that streams what it sends.
     pub fn channel() -> (EventSink, SseBody) {
+        Self::channel_with(WireFormat::Native)
+    }
+
+    /// A sink writing `format`, and its body.
+    pub fn channel_with(format: WireFormat) -> (EventSink, SseBody) {
         let (tx, rx) = mpsc::channel(CHANNEL_FRAMES);
-        (
-            EventSink { tx, encoder: SseEncoder::new(), pending_text: String::new(), stats: SinkStats::default() },
-            SseBody { rx },
-        )
+        let ui = match format {
+            WireFormat::Native => None,
+            WireFormat::UiMessageStream { message_id } => Some(UiEncoder::new(message_id)),
+        };
+        let sink =
+            EventSink { tx, encoder: SseEncoder::new(), ui, pending_text: String::new(), stats: SinkStats::default() };
+        (sink, SseBody { rx })
     }
 
     /// Sends an event: text is coalesced when the client is behind; anything
@@ -64,7 +86,7 @@ impl EventSink {
             StreamEvent::Error { code, .. } => self.stats.error_code = Some(code.clone()),
             _ => {}
         }
-        let frame = self.encoder.encode(&event);
+        let frame = encode(&mut self.encoder, &mut self.ui, &event);
         self.tx.send(frame).await.map_err(|_| Disconnected)?;
         self.stats.first_frame.get_or_insert_with(std::time::Instant::now);
         Ok(())
@@ -90,7 +112,7 @@ impl EventSink {
         match self.tx.try_reserve() {
             Ok(permit) => {
                 let content = std::mem::take(&mut self.pending_text);
-                permit.send(self.encoder.encode(&StreamEvent::TextDelta { content }));
+                permit.send(encode(&mut self.encoder, &mut self.ui, &StreamEvent::TextDelta { content }));
                 Ok(())
             }
             Err(mpsc::error::TrySendError::Full(())) => Ok(()),
@@ -105,7 +127,7 @@ impl EventSink {
         }
         let permit = self.tx.reserve().await.map_err(|_| Disconnected)?;
         let content = std::mem::take(&mut self.pending_text);
-        permit.send(self.encoder.encode(&StreamEvent::TextDelta { content }));
+        permit.send(encode(&mut self.encoder, &mut self.ui, &StreamEvent::TextDelta { content }));
         Ok(())
     }
 
@@ -137,6 +159,15 @@ impl EventSink {
     /// Frames sent so far (the id of the last one).
     pub fn frames_sent(&self) -> u64 {
         self.encoder.last_id()
+    }
+}
+
+/// One event as the body's bytes; the native frame is numbered either way.
+fn encode(native: &mut SseEncoder, ui: &mut Option<UiEncoder>, event: &StreamEvent) -> Bytes {
+    let frame = native.encode(event);
+    match ui {
+        None => frame,
+        Some(ui) => ui.encode(event),
     }
 }
 

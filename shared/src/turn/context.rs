@@ -91,7 +91,7 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
             system_prompt: &prompt,
             summary: started.summary.as_ref().map(|s| SummaryRef { text: &s.text, through_seq: s.through_seq }),
             history: &started.history,
-            current: &started.user_message,
+            current: started.answers.as_ref().unwrap_or(&started.user_message),
         },
         &budget,
         &counter,

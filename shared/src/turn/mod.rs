@@ -124,17 +124,18 @@ pub fn thinking() -> StreamEvent {
     StreamEvent::AgentState { state: AgentActivity::Thinking, details: Some("Thinking…".into()) }
 }
 
-/// Runs one turn to its `done`. `deadline` is when the invocation will be
-/// killed; the turn stops `DEADLINE_MARGIN_MS` before it.
+/// Runs one turn to its `done`. `turn_id` is new (the edge makes it: the chat
+/// route names the answer after it); `deadline` is when the invocation will
+/// be killed; the turn stops `DEADLINE_MARGIN_MS` before it.
 pub async fn run_turn(
     deps: TurnDeps,
     user: UserId,
     turn: ValidTurn,
+    turn_id: TurnId,
     started: std::time::Instant,
     deadline: Instant,
     mut sink: EventSink,
 ) {
-    let turn_id = TurnId::new();
     let span = tracing::info_span!("turn", user_id = %user, turn_id = %turn_id, session_id = tracing::field::Empty);
     async move {
         let exit = Exit::default();
@@ -262,6 +263,11 @@ async fn refused_done(
             retry::answer(deps, user, &session, run, sink).await
         }
         Refused::Gone(sid) => done(DoneReason::Stopped, Some(&sid), turn_id, None),
+        Refused::NothingToRegenerate(sid) => {
+            let message = "this session has no user message to answer again";
+            let _ = sink.send(StreamEvent::error("nothing_to_regenerate", message, false)).await;
+            done(DoneReason::Error, Some(&sid), turn_id, None)
+        }
         Refused::Store(sid, err) => {
             tracing::warn!(code = err.code(), error = %err, "turn refused");
             let retryable = matches!(err, StoreError::Busy | StoreError::Backend(_));

@@ -82,6 +82,14 @@ pub struct ValidTurn {
     pub focus: Option<serde_json::Value>,
     pub run_id: Option<RunId>,
     pub voice_note_group_id: Option<String>,
+    /// A `session_id` that does not exist yet is created under that id (the
+    /// chat route: the AI SDK's client makes its chat ids); otherwise it is
+    /// `session_not_found`.
+    pub session_may_be_new: bool,
+    /// Answer the session's last user message again (the chat route's
+    /// `regenerate-message`): `message` is empty and nothing of the user's is
+    /// stored; the previous answer is superseded ([`crate::message::without_superseded`]).
+    pub regenerate: bool,
 }
 
 impl ValidTurn {
@@ -102,6 +110,11 @@ impl ValidTurn {
             _ => {}
         }
         let req: TurnRequest = serde_json::from_slice(body).map_err(|e| BadTurn::InvalidJson(e.to_string()))?;
+        Self::from_request(req, max_message_bytes)
+    }
+
+    /// Validates a request already read (the chat route builds one from its body).
+    pub fn from_request(req: TurnRequest, max_message_bytes: usize) -> Result<ValidTurn, BadTurn> {
         if req.message.trim().is_empty() {
             return Err(BadTurn::EmptyMessage);
         }
@@ -136,6 +149,8 @@ impl ValidTurn {
             focus: req.project_focus.map(validate_focus).transpose()?,
             run_id,
             voice_note_group_id,
+            session_may_be_new: false,
+            regenerate: false,
         })
     }
 }

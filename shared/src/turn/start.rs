@@ -10,13 +10,19 @@
 //! guard), or it is [`Refused`] with nothing written by this turn; a retried
 //! `stream_run_id` is recognised per user, across sessions, and answered from
 //! what the first request stored ([`super::retry`]).
+//!
+//! Two ways in for the chat route ([`ValidTurn::session_may_be_new`],
+//! [`ValidTurn::regenerate`]): a named session that does not exist is opened
+//! under that name (one extra round trip, on a chat's first turn only); and a
+//! regenerating turn writes, instead of a user message, a marker that
+//! supersedes the previous answer, and answers the stored user message again.
 
 use super::context::{self, LoadedPack};
 use super::lease::{Exit, LeaseGuard};
 use super::{TurnDeps, ValidTurn};
 use crate::agent_state::AgentState;
 use crate::ids::{RunId, SessionId, TurnId, UserId};
-use crate::message::{Role, StoredMessage};
+use crate::message::{without_superseded, Role, StoredMessage};
 use crate::session::{title_from_message, Session, SessionView, TurnRecord, TurnStatus};
 use crate::sse::{EventSink, Focus, StreamEvent};
 use crate::store::summary::SessionSummary;
@@ -39,7 +45,11 @@ pub struct Started {
     pub pack: Option<LoadedPack>,
     pub lease: LeaseGuard,
     pub run_id: RunId,
+    /// The message this turn's start wrote: the user message, or a
+    /// regenerating turn's marker.
     pub user_message: StoredMessage,
+    /// A regenerating turn: the stored user message it answers again.
+    pub answers: Option<StoredMessage>,
     /// The start record's write, running beside the model call (done already
     /// when it had to be awaited).
     pub persist_user: JoinHandle<Result<(), StoreError>>,
@@ -53,6 +63,8 @@ pub enum Refused {
     Retry { session: SessionId },
     /// The client went away before the turn began; nothing was written.
     Gone(SessionId),
+    /// A regenerate found no user message in the session's recent log.
+    NothingToRegenerate(SessionId),
 }
 
 pub async fn start(
@@ -69,8 +81,14 @@ pub async fn start(
         Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + deps.config.session_lease.as_millis() as i64 };
     let ids = Ids { user, turn_id, run_id: &run_id, lease: &lease };
     let started = match &turn.session_id {
-        None => open(deps, &ids, turn, sink, exit).await?,
-        Some(sid) => resume(deps, &ids, sid, turn, sink, exit).await?,
+        None => open(deps, &ids, turn, None, sink, exit).await?,
+        Some(sid) => match resume(deps, &ids, sid, turn, sink, exit).await {
+            // A chat's first turn: its client named the session.
+            Err(Refused::Store(_, StoreError::NotFound)) if turn.session_may_be_new && !turn.regenerate => {
+                open(deps, &ids, turn, Some(sid), sink, exit).await?
+            }
+            resumed => resumed?,
+        },
     };
     tracing::info!(history = started.history.len(), "session resolved");
     Ok(started)
@@ -84,21 +102,28 @@ struct Ids<'a> {
     lease: &'a Lease,
 }
 
-/// A new session: nothing to read. Its one write goes out beside the model
-/// call; it is awaited first only when the client gave a `stream_run_id`, which
-/// may be a retry of a first turn that already opened a session.
+/// A new session (named by the client, or a fresh id): nothing to read. Its
+/// one write goes out beside the model call; it is awaited first only when
+/// the client gave a `stream_run_id`, which may be a retry of a first turn
+/// that already opened a session.
 async fn open(
     deps: &TurnDeps,
     ids: &Ids<'_>,
     turn: &ValidTurn,
+    named: Option<&SessionId>,
     sink: &mut EventSink,
     exit: &Exit,
 ) -> Result<Started, Refused> {
-    let view = SessionView::new(turn.context_type.unwrap_or_default(), turn.entity_id.clone(), turn.focus.clone());
+    let mut view = SessionView::new(turn.context_type.unwrap_or_default(), turn.entity_id.clone(), turn.focus.clone());
+    if let Some(sid) = named {
+        // Created with `attribute_not_exists`: a concurrent first turn under
+        // the same name makes this one `session_busy`, never a second session.
+        view.id = sid.clone();
+    }
     let session =
         Session { user_id: ids.user.clone(), view: view.clone(), prompt_tokens: 0, completion_tokens: 0, lease: None };
     record_session(&view.id);
-    let (user_message, start) = turn_start(turn, ids, &session, &view);
+    let (user_message, start) = turn_start(turn, ids, &session, &view, None);
     let pack =
         OptionFuture::from(context::pack_scope(deps, &view, true).map(|s| context::load_pack(deps, ids.user, s, exit)));
     let mut lease = LeaseGuard::new(deps.store.clone(), ids.user, &view.id, ids.turn_id, exit);
@@ -128,6 +153,7 @@ async fn open(
         lease,
         run_id: ids.run_id.clone(),
         user_message,
+        answers: None,
         persist_user,
     })
 }
@@ -184,6 +210,18 @@ async fn resume(
     let session = leased.map_err(refuse)?;
     let lease = lease.expect("a granted lease has its guard");
     let RecentLog { messages: history, summary, agent_state } = log.map_err(refuse)?;
+    let history = without_superseded(history);
+    let answers = match turn.regenerate {
+        false => None,
+        true => Some(
+            history
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::User)
+                .cloned()
+                .ok_or(Refused::NothingToRegenerate(sid.clone()))?,
+        ),
+    };
     record_session(sid);
     let view = scoped_view(&session.view, turn);
     let pack = match (pack, context::pack_scope(deps, &view, false)) {
@@ -193,7 +231,7 @@ async fn resume(
         (_, None) => None,
     };
     announce(sink, &session.view, &view).await.map_err(|()| Refused::Gone(sid.clone()))?;
-    let (user_message, start) = turn_start(turn, ids, &session, &view);
+    let (user_message, start) = turn_start(turn, ids, &session, &view, answers.as_ref());
     let (store, user, sid) = (deps.store.clone(), user.clone(), sid.clone());
     let persist_user = tokio::spawn(async move { store.start_turn(&user, &sid, &start).await });
     Ok(Started {
@@ -210,6 +248,7 @@ async fn resume(
         lease,
         run_id: ids.run_id.clone(),
         user_message,
+        answers,
         persist_user,
     })
 }
@@ -262,14 +301,29 @@ async fn announce(sink: &mut EventSink, stored: &SessionView, view: &SessionView
     Ok(())
 }
 
-/// The user message and the turn's start record.
-fn turn_start(turn: &ValidTurn, ids: &Ids<'_>, session: &Session, view: &SessionView) -> (StoredMessage, TurnStart) {
+/// The user message (or, when the turn `answers` a stored user message
+/// again, the marker superseding what followed it) and the turn's start record.
+fn turn_start(
+    turn: &ValidTurn,
+    ids: &Ids<'_>,
+    session: &Session,
+    view: &SessionView,
+    answers: Option<&StoredMessage>,
+) -> (StoredMessage, TurnStart) {
     let now = crate::now_ms();
     let seq = session.view.message_count + 1;
-    let user_message = StoredMessage {
-        created_at: now,
-        voice_note_group_id: turn.voice_note_group_id.clone(),
-        ..StoredMessage::new(view.id.clone(), seq, ids.turn_id.clone(), Role::User, Some(turn.message.clone()))
+    let user_message = match answers {
+        None => StoredMessage {
+            created_at: now,
+            voice_note_group_id: turn.voice_note_group_id.clone(),
+            ..StoredMessage::new(view.id.clone(), seq, ids.turn_id.clone(), Role::User, Some(turn.message.clone()))
+        },
+        Some(answered) => StoredMessage {
+            created_at: now,
+            include_in_context: false,
+            supersedes_from: Some(answered.seq + 1),
+            ..StoredMessage::new(view.id.clone(), seq, ids.turn_id.clone(), Role::Assistant, None)
+        },
     };
     let start = TurnStart {
         turn: TurnRecord {
@@ -285,7 +339,7 @@ fn turn_start(turn: &ValidTurn, ids: &Ids<'_>, session: &Session, view: &Session
         context_type: view.context_type,
         entity_id: view.entity_id.clone(),
         focus: turn.focus.clone(),
-        title: session.view.title.is_none().then(|| title_from_message(&turn.message)).flatten(),
+        title: (session.view.title.is_none() && answers.is_none()).then(|| title_from_message(&turn.message)).flatten(),
     };
     (user_message, start)
 }

@@ -1,0 +1,202 @@
+//! The body of `POST /chat`: what `useChat`'s `DefaultChatTransport` sends,
+//! `{id, messages, trigger, messageId}` plus the `body` extras a client adds,
+//! made into a [`ValidTurn`]. Pure and cheap, so it runs before the stream
+//! opens: a body refused here gets an HTTP 400 (413 when too large).
+//!
+//! The server keeps the history, so of `messages` only the last one is read,
+//! and only its text parts: it must be the user's. `id` (the chat id the
+//! client made) is the session's id, created by the first turn that names it.
+
+use crate::turn::{BadTurn, TurnRequest, ValidTurn};
+use serde::Deserialize;
+
+/// The transport's body. Unknown fields are ignored (the transport and
+/// `body` extras may add more); the extras we read are the native request's.
+#[derive(Debug, Deserialize)]
+struct ChatBody {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    messages: Vec<UiMessageIn>,
+    #[serde(default)]
+    trigger: Option<String>,
+    #[serde(default)]
+    context_type: Option<String>,
+    #[serde(default)]
+    entity_id: Option<String>,
+    /// Shorthand for `projectFocus.projectId` (the prewarm body's name).
+    #[serde(default)]
+    project_id: Option<String>,
+    #[serde(default, rename = "projectFocus", alias = "project_focus")]
+    project_focus: Option<serde_json::Value>,
+    #[serde(default)]
+    stream_run_id: Option<serde_json::Value>,
+    #[serde(default)]
+    voice_note_group_id: Option<String>,
+}
+
+/// A `UIMessage` as far as we read it.
+#[derive(Debug, Deserialize)]
+struct UiMessageIn {
+    role: String,
+    #[serde(default)]
+    parts: Vec<UiPartIn>,
+}
+
+#[derive(Debug, Deserialize)]
+struct UiPartIn {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+/// Why a chat body was refused (HTTP 400, 413 for a message too large).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadChat {
+    #[error("`id` (the chat id) is required")]
+    MissingId,
+    #[error("unknown trigger {0:?}: `submit-message` or `regenerate-message`")]
+    UnknownTrigger(String),
+    #[error("the last of `messages` must be the user's, with a text part")]
+    NoUserMessage,
+    #[error(transparent)]
+    Turn(#[from] BadTurn),
+}
+
+impl BadChat {
+    pub fn code(&self) -> &'static str {
+        match self {
+            BadChat::MissingId => "missing_chat_id",
+            BadChat::UnknownTrigger(_) => "unknown_trigger",
+            BadChat::NoUserMessage => "missing_message",
+            BadChat::Turn(t) => t.code(),
+        }
+    }
+
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            BadChat::Turn(BadTurn::MessageTooLarge { .. }) => http::StatusCode::PAYLOAD_TOO_LARGE,
+            _ => http::StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// Validates a `POST /chat` body. `regenerate-message` answers the stored last
+/// user message again; the client's copy of it is checked like a new one but
+/// not stored.
+pub fn parse(body: &[u8], max_message_bytes: usize) -> Result<ValidTurn, BadChat> {
+    // serde's struct visitor also reads a JSON array by position.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+            Ok(_) => BadTurn::NotAnObject.into(),
+            Err(e) => BadTurn::InvalidJson(e.to_string()).into(),
+        });
+    }
+    let chat: ChatBody = serde_json::from_slice(body).map_err(|e| BadTurn::InvalidJson(e.to_string()))?;
+    let id = chat.id.filter(|i| !i.is_empty()).ok_or(BadChat::MissingId)?;
+    let regenerate = match chat.trigger.as_deref() {
+        None | Some("submit-message") => false,
+        Some("regenerate-message") => true,
+        Some(other) => return Err(BadChat::UnknownTrigger(other.to_string())),
+    };
+    let last = chat.messages.last().filter(|m| m.role == "user").ok_or(BadChat::NoUserMessage)?;
+    let texts: Vec<&str> = last.parts.iter().filter(|p| p.kind == "text").filter_map(|p| p.text.as_deref()).collect();
+    if texts.is_empty() {
+        return Err(BadChat::NoUserMessage);
+    }
+    let req = TurnRequest {
+        message: texts.join("\n"),
+        session_id: Some(id),
+        context_type: chat.context_type,
+        entity_id: chat.entity_id,
+        project_focus: focus(chat.project_focus, chat.project_id)?,
+        stream_run_id: chat.stream_run_id,
+        voice_note_group_id: chat.voice_note_group_id,
+    };
+    let mut turn = ValidTurn::from_request(req, max_message_bytes)?;
+    turn.session_may_be_new = true;
+    turn.regenerate = regenerate;
+    Ok(turn)
+}
+
+/// `projectFocus` with `project_id` as its `projectId` when it names none.
+fn focus(focus: Option<serde_json::Value>, project_id: Option<String>) -> Result<Option<serde_json::Value>, BadTurn> {
+    let Some(project) = project_id.filter(|p| !p.is_empty()) else { return Ok(focus) };
+    match focus {
+        None => Ok(Some(serde_json::json!({ "projectId": project }))),
+        Some(serde_json::Value::Object(mut f)) => {
+            if !f.contains_key("projectId") && !f.contains_key("project_id") {
+                f.insert("projectId".into(), project.into());
+            }
+            Ok(Some(serde_json::Value::Object(f)))
+        }
+        Some(other) => Err(BadTurn::InvalidFocus(format!("got {other}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: usize = 32 * 1024;
+
+    fn body(v: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    fn user(text: &str) -> serde_json::Value {
+        serde_json::json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]})
+    }
+
+    #[test]
+    fn the_transports_body_is_a_turn_on_the_chat_id() {
+        let b = body(serde_json::json!({
+            "id": "Xb3kQ9mZ2pL7aR1c", "trigger": "submit-message", "messageId": null,
+            "messages": [user("old"), {"id": "a1", "role": "assistant", "parts": []}, user("new")],
+            "context_type": "project", "project_id": "p1",
+        }));
+        let t = parse(&b, MAX).unwrap();
+        assert_eq!(t.message, "new");
+        assert_eq!(t.session_id.unwrap().as_str(), "Xb3kQ9mZ2pL7aR1c");
+        assert!(t.session_may_be_new && !t.regenerate);
+        assert_eq!(t.focus.unwrap()["projectId"], "p1");
+    }
+
+    #[test]
+    fn bad_bodies_are_refused_with_their_codes() {
+        let code = |v: serde_json::Value| parse(&body(v), MAX).unwrap_err().code();
+        assert_eq!(code(serde_json::json!({"messages": [user("hi")]})), "missing_chat_id");
+        assert_eq!(code(serde_json::json!({"id": "a#b", "messages": [user("hi")]})), "invalid_id");
+        assert_eq!(code(serde_json::json!({"id": "c1", "messages": []})), "missing_message");
+        assert_eq!(
+            code(serde_json::json!({"id": "c1", "messages": [{"role": "assistant", "parts": []}]})),
+            "missing_message"
+        );
+        assert_eq!(code(serde_json::json!({"id": "c1", "messages": [user("  ")]})), "missing_message");
+        assert_eq!(
+            code(serde_json::json!({"id": "c1", "trigger": "resume", "messages": [user("hi")]})),
+            "unknown_trigger"
+        );
+        assert_eq!(
+            code(serde_json::json!({"id": "c1", "messages": [user("hi")], "context_type": "x"})),
+            "unknown_context_type"
+        );
+        assert_eq!(
+            code(serde_json::json!({"id": "c1", "messages": [user("hi")], "project_id": "bad id"})),
+            "invalid_focus"
+        );
+        assert_eq!(parse(b"[1]", MAX).unwrap_err().code(), "invalid_json");
+        assert_eq!(parse(b"{", MAX).unwrap_err().code(), "invalid_json");
+        let big = parse(&body(serde_json::json!({"id": "c1", "messages": [user(&"x".repeat(MAX + 1))]})), MAX);
+        assert_eq!(big.unwrap_err().status(), http::StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[test]
+    fn regenerate_is_flagged() {
+        let b = body(
+            serde_json::json!({"id": "c1", "trigger": "regenerate-message", "messageId": "m", "messages": [user("hi")]}),
+        );
+        assert!(parse(&b, MAX).unwrap().regenerate);
+    }
+}

@@ -1,0 +1,403 @@
+//! The AI SDK's chat protocol end to end (`docs/chat-protocol.md`): `POST
+//! /chat` and `GET /chat/{id}/stream` through the stream function's real
+//! handler, on DynamoDB Local and the scripted model. Every UI stream is
+//! checked by [`check_ui_stream`], which refuses what the client's own reader
+//! (`ai` 6.x, `processUIMessageStream`) throws on; the last test feeds a real
+//! HTTP response to that reader itself, in Node.
+
+use futures::StreamExt;
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use shared::chat::resume::{FollowedTurn, TurnFollower};
+use shared::entities::{EntityService, NewProject};
+use shared::http::handle_stream;
+use shared::ids::{SessionId, TurnId, UserId};
+use shared::message::Role;
+use shared::sse::StreamEvent;
+use shared::store::{Store, StoreError};
+use std::collections::HashSet;
+use std::sync::Arc;
+use tests::{token, Reply, TestApp};
+
+/// What a client got from one request.
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|_| panic!("JSON: {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// The UI parts, checked; panics with the reason on a broken stream.
+    fn parts(&self) -> Vec<Value> {
+        assert_eq!(self.status, 200, "{}", String::from_utf8_lossy(&self.body));
+        assert_eq!(self.headers["x-vercel-ai-ui-message-stream"], "v1");
+        assert_eq!(self.headers["content-type"], "text/event-stream");
+        check_ui_stream(&self.body).unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+async fn call(t: &TestApp, user: &str, method: &str, path: &str, body: Option<Value>) -> Answer {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("authorization", format!("Bearer {}", token(user)))
+        .header("content-type", "application/json")
+        .body(lambda_http::Body::Binary(body.map(|b| serde_json::to_vec(&b).unwrap()).unwrap_or_default()))
+        .unwrap();
+    let resp = handle_stream(&t.app, lambda_http::Request::from(req)).await;
+    let (parts, body) = resp.into_parts();
+    let read = async {
+        let mut out = Vec::new();
+        let mut body = body;
+        while let Some(f) = body.frame().await {
+            out.extend_from_slice(&f.unwrap().into_data().unwrap_or_default());
+        }
+        out
+    };
+    let body = tokio::time::timeout(std::time::Duration::from_secs(30), read).await.expect("the body ended in 30 s");
+    Answer { status: parts.status.as_u16(), headers: parts.headers, body }
+}
+
+fn user_message(text: &str) -> Value {
+    json!({"id": format!("u-{}", text.len()), "role": "user", "parts": [{"type": "text", "text": text}]})
+}
+
+/// `DefaultChatTransport`'s body for one new message.
+fn submit(chat_id: &str, text: &str) -> Value {
+    json!({"id": chat_id, "messages": [user_message(text)], "trigger": "submit-message", "messageId": null})
+}
+
+/// Parses a UI message stream and checks it as the AI SDK's client reads it:
+/// only `data:` frames of JSON objects with a known `type` (or `data-*`),
+/// `start` first, a `text-delta`/`text-end` only inside its `text-start` (and
+/// the step: `finish-step` ends open text parts), a `tool-output-*` only for a
+/// call announced before, no text left open at `finish`, `finish` last, then
+/// `[DONE]`, then nothing.
+fn check_ui_stream(wire: &[u8]) -> Result<Vec<Value>, String> {
+    let text = std::str::from_utf8(wire).map_err(|e| e.to_string())?;
+    let frames: Vec<&str> = text.split_terminator("\n\n").collect();
+    if text.is_empty() || !text.ends_with("\n\n") {
+        return Err("the stream does not end with a blank line".into());
+    }
+    let (last, frames) = frames.split_last().ok_or("no frames")?;
+    if *last != "data: [DONE]" {
+        return Err(format!("the last frame is {last:?}, not [DONE]"));
+    }
+    const KNOWN: &[&str] = &[
+        "start",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "tool-input-start",
+        "tool-input-available",
+        "tool-input-error",
+        "tool-output-available",
+        "tool-output-error",
+        "finish-step",
+        "finish",
+        "error",
+    ];
+    let (mut open_text, mut calls) = (HashSet::new(), HashSet::new());
+    let mut parts = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        let json = f.strip_prefix("data: ").filter(|j| !j.contains('\n')).ok_or(format!("frame {i} is {f:?}"))?;
+        let p: Value = serde_json::from_str(json).map_err(|e| format!("frame {i}: {e}"))?;
+        let ty = p["type"].as_str().ok_or(format!("part {i} has no type"))?.to_string();
+        let id = |k: &str| p[k].as_str().map(str::to_string).ok_or(format!("{ty} without {k}"));
+        if (i == 0) != (ty == "start") {
+            return Err(format!("`start` must be first and only first; part {i} is {ty}"));
+        }
+        if parts.last().is_some_and(|l: &Value| l["type"] == "finish") {
+            return Err(format!("{ty} after finish"));
+        }
+        match ty.as_str() {
+            "start" => drop(id("messageId")?),
+            "text-start" => drop(open_text.insert(id("id")?)),
+            "text-delta" | "text-end" if !open_text.contains(&id("id")?) => {
+                return Err(format!("{ty} for text part {} that is not open", id("id")?))
+            }
+            "text-end" => drop(open_text.remove(&id("id")?)),
+            "finish-step" => open_text.clear(),
+            "tool-input-start" | "tool-input-available" | "tool-input-error" => {
+                id("toolName")?;
+                calls.insert(id("toolCallId")?);
+            }
+            "tool-output-available" | "tool-output-error" if !calls.contains(&id("toolCallId")?) => {
+                return Err(format!("{ty} for unknown call {}", id("toolCallId")?))
+            }
+            "error" => drop(id("errorText")?),
+            "finish" if !open_text.is_empty() => return Err(format!("text {open_text:?} still open at finish")),
+            t if t.starts_with("data-") && p.get("data").is_none() => return Err(format!("{t} without data")),
+            t if !t.starts_with("data-") && !KNOWN.contains(&t) => return Err(format!("unknown part type {t}")),
+            _ => {}
+        }
+        parts.push(p);
+    }
+    if parts.last().map(|p| p["type"] != "finish").unwrap_or(true) {
+        return Err("the last part is not finish".into());
+    }
+    Ok(parts)
+}
+
+fn types(parts: &[Value]) -> Vec<String> {
+    parts.iter().map(|p| p["type"].as_str().unwrap().to_string()).collect()
+}
+
+fn text_of(parts: &[Value]) -> String {
+    parts.iter().filter(|p| p["type"] == "text-delta").map(|p| p["delta"].as_str().unwrap()).collect()
+}
+
+fn uid(u: &str) -> UserId {
+    UserId::parse(u).unwrap()
+}
+
+#[tokio::test]
+async fn a_text_turn_is_a_valid_ui_message_stream_named_after_its_turn() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::text(&["Hello", " there", "!"]));
+    let a = call(&t, "alice", "POST", "/chat", Some(submit("Xb3kQ9mZ2pL7aR1c", "hi"))).await;
+    let parts = a.parts();
+    let mut kinds = types(&parts);
+    kinds.dedup();
+    assert_eq!(
+        kinds,
+        [
+            "start",
+            "data-agent-state",
+            "data-session",
+            "data-context-usage",
+            "start-step",
+            "text-start",
+            "text-delta",
+            "text-end",
+            "finish-step",
+            "finish"
+        ]
+    );
+    assert_eq!(text_of(&parts), "Hello there!");
+    assert_eq!(parts[1]["transient"], true);
+    let finish = parts.last().unwrap();
+    assert_eq!(finish["finishReason"], "stop");
+    let meta = &finish["messageMetadata"];
+    assert_eq!(meta["reason"], "complete");
+    assert!(meta["usage"]["total_tokens"].as_u64().is_some(), "{meta}");
+    assert_eq!(parts[0]["messageId"], meta["turn_id"], "the message is named after its turn");
+    assert_eq!(meta["session_id"], "Xb3kQ9mZ2pL7aR1c");
+    assert_eq!(parts[2]["data"]["session"]["id"], "Xb3kQ9mZ2pL7aR1c");
+}
+
+#[tokio::test]
+async fn a_tool_turn_carries_tool_parts_operations_and_entity_patches() {
+    let t = TestApp::new().await;
+    let service = EntityService::new(shared::store::entities::EntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
+    let project = service.create_project(&uid("alice"), p).await.unwrap().data.project.id;
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the launch post"}))]));
+    t.llm.push(Reply::text(&["Created ", "the task."]));
+    let mut body = submit("chat-tools-1", "Add a task to write the launch post");
+    body["context_type"] = json!("project");
+    body["project_id"] = json!(project.to_string());
+    let parts = call(&t, "alice", "POST", "/chat", Some(body)).await.parts();
+    let kinds = types(&parts);
+    let pos = |k: &str| kinds.iter().position(|x| x == k).unwrap_or_else(|| panic!("no {k} in {kinds:?}"));
+    assert!(pos("tool-input-start") < pos("tool-input-available"));
+    assert!(pos("tool-input-available") < pos("data-operation"));
+    assert!(pos("data-operation") < pos("data-entity-patch"));
+    assert!(pos("data-entity-patch") < pos("tool-output-available"));
+    assert!(pos("tool-output-available") < pos("text-start"));
+    assert_eq!(kinds.iter().filter(|k| *k == "start-step").count(), 2, "a tool round, then the answer: {kinds:?}");
+    let input = &parts[pos("tool-input-available")];
+    assert_eq!((input["toolName"].as_str(), input["input"]["title"].as_str()), (Some("create_task"), Some("Write the launch post")));
+    assert_eq!(parts[pos("tool-output-available")]["toolCallId"], input["toolCallId"]);
+    let patch = &parts[pos("data-entity-patch")];
+    let task = patch["data"]["patch"]["changes"][0]["id"].as_str().unwrap();
+    assert_eq!(patch["id"], format!("{project}:task:{task}"), "the patch part is named after its entity");
+    assert_eq!(parts[pos("data-operation")]["data"]["entity_name"], "Write the launch post");
+    assert_eq!(text_of(&parts), "Created the task.");
+}
+
+#[tokio::test]
+async fn a_client_made_chat_id_creates_the_session_and_the_next_post_continues_it() {
+    let t = TestApp::new().await;
+    let chat = "aB3dE6gH9jK2mN5p"; // 16 letters and digits, like useChat's generateId()
+    t.llm.push(Reply::text(&["first answer"]));
+    call(&t, "alice", "POST", "/chat", Some(submit(chat, "first question"))).await.parts();
+    t.llm.push(Reply::text(&["second answer"]));
+    let mut body = submit(chat, "second question");
+    // The transport sends the whole conversation; only the last message is read.
+    body["messages"] = json!([user_message("first question"), {"id": "x", "role": "assistant", "parts": [{"type": "text", "text": "first answer"}]}, user_message("second question")]);
+    call(&t, "alice", "POST", "/chat", Some(body)).await.parts();
+
+    let sid = SessionId::parse(chat).unwrap();
+    let s = t.store().session(&uid("alice"), &sid).await.unwrap().expect("the session is stored under the chat id");
+    assert_eq!(s.view.message_count, 4);
+    let log = t.store().recent_messages(&uid("alice"), &sid, 10).await.unwrap();
+    let contents: Vec<_> = log.iter().map(|m| m.content.clone().unwrap_or_default()).collect();
+    assert_eq!(contents, ["first question", "first answer", "second question", "second answer"]);
+    let asked = t.llm.requests().last().unwrap().clone();
+    let sent = tests::scripted_llm::roles_and_contents(&asked);
+    assert_eq!(sent.iter().filter(|(r, _)| r == "user").count(), 2, "{sent:?}");
+    // Scoped to the user: the same chat id is another session for bob.
+    t.llm.push(Reply::text(&["hi bob"]));
+    call(&t, "bob", "POST", "/chat", Some(submit(chat, "mine"))).await.parts();
+    let bobs = t.store().session(&uid("bob"), &sid).await.unwrap().unwrap();
+    assert_eq!(bobs.view.message_count, 2);
+    assert_eq!(t.store().session(&uid("alice"), &sid).await.unwrap().unwrap().view.message_count, 4);
+}
+
+#[tokio::test]
+async fn regenerate_supersedes_the_last_answer_and_history_shows_one() {
+    let t = TestApp::new().await;
+    let chat = "regenChat0000001";
+    t.llm.push(Reply::text(&["a poor answer"]));
+    let first = call(&t, "alice", "POST", "/chat", Some(submit(chat, "what is 2+2?"))).await.parts();
+    t.llm.push(Reply::text(&["4"]));
+    let mut body = submit(chat, "what is 2+2?");
+    body["trigger"] = json!("regenerate-message");
+    body["messageId"] = first[0]["messageId"].clone();
+    let again = call(&t, "alice", "POST", "/chat", Some(body)).await.parts();
+    assert_eq!(text_of(&again), "4");
+    assert_ne!(again[0]["messageId"], first[0]["messageId"], "a new answer, a new message");
+
+    // The model was asked the same question once, without the old answer.
+    let asked = tests::scripted_llm::roles_and_contents(t.llm.requests().last().unwrap());
+    let non_system: Vec<_> = asked.iter().filter(|(r, _)| r != "system").cloned().collect();
+    assert_eq!(non_system, [("user".to_string(), "what is 2+2?".to_string())]);
+
+    // Nothing lost in the log, the user message stored once; history shows one answer.
+    let sid = SessionId::parse(chat).unwrap();
+    let log = t.store().recent_messages(&uid("alice"), &sid, 10).await.unwrap();
+    assert_eq!(log.iter().filter(|m| m.role == Role::User).count(), 1);
+    assert_eq!(log.len(), 4, "user, superseded answer, marker, new answer");
+    let history = call(&t, "alice", "GET", &format!("/sessions/{chat}/messages"), None).await.json();
+    let shown: Vec<_> =
+        history["messages"].as_array().unwrap().iter().map(|m| (m["role"].clone(), m["content"].clone())).collect();
+    assert_eq!(shown, [(json!("user"), json!("what is 2+2?")), (json!("assistant"), json!("4"))]);
+
+    // The next turn's model request has the new answer only.
+    t.llm.push(Reply::text(&["ok"]));
+    call(&t, "alice", "POST", "/chat", Some(submit(chat, "thanks"))).await.parts();
+    let asked = tests::scripted_llm::roles_and_contents(t.llm.requests().last().unwrap());
+    let contents: Vec<_> = asked.iter().filter(|(r, _)| r != "system").map(|(_, c)| c.as_str()).collect();
+    assert_eq!(contents, ["what is 2+2?", "4", "thanks"]);
+}
+
+#[tokio::test]
+async fn regenerate_without_a_session_or_a_question_is_an_error_part() {
+    let t = TestApp::new().await;
+    let mut body = submit("neverSeen0000001", "again");
+    body["trigger"] = json!("regenerate-message");
+    let parts = call(&t, "alice", "POST", "/chat", Some(body)).await.parts();
+    let err = parts.iter().find(|p| p["type"] == "error").expect("an error part");
+    assert!(err["errorText"].as_str().unwrap().contains("not found"), "{err}");
+    assert_eq!(parts.last().unwrap()["finishReason"], "error");
+    let sid = SessionId::parse("neverSeen0000001").unwrap();
+    assert!(t.store().session(&uid("alice"), &sid).await.unwrap().is_none(), "no session was created");
+}
+
+#[tokio::test]
+async fn a_failed_turn_ends_with_error_then_finish_then_done() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::Status(500, "boom".into()));
+    t.llm.set_default(Reply::Status(500, "boom".into()));
+    let parts = call(&t, "alice", "POST", "/chat", Some(submit("failingChat00001", "hi"))).await.parts();
+    let kinds = types(&parts);
+    let err = kinds.iter().position(|k| k == "error").expect("an error part");
+    assert!(err < kinds.len() - 1);
+    assert_eq!(parts.last().unwrap()["finishReason"], "error");
+    assert_eq!(parts.last().unwrap()["messageMetadata"]["reason"], "error");
+}
+
+#[tokio::test]
+async fn bad_chat_requests_are_4xx_json_before_any_stream() {
+    let t = TestApp::new().await;
+    let cases = [
+        (json!({"messages": [user_message("hi")]}), 400, "missing_chat_id"),
+        (json!({"id": "a b", "messages": [user_message("hi")]}), 400, "invalid_id"),
+        (json!({"id": "c1", "messages": []}), 400, "missing_message"),
+        (json!({"id": "c1", "messages": [{"id": "a", "role": "assistant", "parts": []}]}), 400, "missing_message"),
+        (json!({"id": "c1", "trigger": "resume-stream", "messages": [user_message("hi")]}), 400, "unknown_trigger"),
+        (json!({"id": "c1", "messages": [user_message("hi")], "context_type": "nope"}), 400, "unknown_context_type"),
+        (json!([1, 2]), 400, "invalid_json"),
+        (json!({"id": "c1", "messages": [user_message(&"x".repeat(40 * 1024))]}), 413, "message_too_large"),
+    ];
+    for (body, status, code) in cases {
+        let a = call(&t, "alice", "POST", "/chat", Some(body.clone())).await;
+        assert_eq!((a.status, a.json()["error"]["code"].as_str()), (status, Some(code)), "{body}");
+        assert_eq!(a.headers["content-type"], "application/json");
+    }
+    let a = call(&t, "alice", "GET", "/chat", None).await;
+    assert_eq!((a.status, a.json()["error"]["code"].as_str()), (405, Some("method_not_allowed")));
+    let a = call(&t, "alice", "GET", "/chat/a%20b/stream", None).await;
+    assert_eq!(a.status, 400);
+    assert_eq!(t.llm.request_count(), 0, "no model call for a refused request");
+}
+
+/// A frame log holding one finished turn's events, as the resume route reads it.
+struct OneTurn(SessionId, TurnId, Vec<StreamEvent>);
+
+#[async_trait::async_trait]
+impl TurnFollower for OneTurn {
+    async fn follow(&self, _user: &UserId, session: &SessionId) -> Result<Option<FollowedTurn>, StoreError> {
+        Ok((session == &self.0).then(|| FollowedTurn {
+            turn_id: self.1.clone(),
+            events: futures::stream::iter(self.2.clone()).boxed(),
+        }))
+    }
+}
+
+#[tokio::test]
+async fn a_resumed_stream_replays_the_turn_from_start_under_the_same_message_id() {
+    let mut t = TestApp::new().await;
+    let idle = call(&t, "alice", "GET", "/chat/someChat/stream", None).await;
+    assert_eq!(idle.status, 204, "no frame log: nothing to resume");
+    t.llm.push(Reply::text(&["Hello", " again"]));
+    let native = t.turn("alice", json!({"message": "hi"})).await;
+    let sid = SessionId::parse(native.session_id()).unwrap();
+    let StreamEvent::Done { turn_id, .. } = native.done().clone() else { unreachable!() };
+    // Only the text arrived before the connection dropped: the rest is lost.
+    let cut = native.kinds().iter().position(|k| *k == "done").unwrap();
+    t.app.follower = Some(Arc::new(OneTurn(sid.clone(), turn_id.clone(), native.events[..cut].to_vec())));
+    let parts = call(&t, "alice", "GET", &format!("/chat/{sid}/stream"), None).await.parts();
+    assert_eq!(parts[0]["messageId"], turn_id.to_string());
+    assert_eq!(text_of(&parts), "Hello again");
+    assert!(parts.iter().any(|p| p["type"] == "error"), "a log without `done` ends in an error");
+    let other = call(&t, "alice", "GET", "/chat/otherChat/stream", None).await;
+    assert_eq!(other.status, 204);
+}
+
+#[test]
+fn the_checker_refuses_what_the_client_throws_on() {
+    let wire = |parts: &[Value], done: bool| {
+        let mut s: String = parts.iter().map(|p| format!("data: {p}\n\n")).collect();
+        if done {
+            s.push_str("data: [DONE]\n\n");
+        }
+        s.into_bytes()
+    };
+    let start = json!({"type": "start", "messageId": "m"});
+    let finish = json!({"type": "finish"});
+    let ts = json!({"type": "text-start", "id": "t"});
+    let td = json!({"type": "text-delta", "id": "t", "delta": "x"});
+    let te = json!({"type": "text-end", "id": "t"});
+    let fs = json!({"type": "finish-step"});
+    let out = json!({"type": "tool-output-available", "toolCallId": "c", "output": 1});
+    assert!(check_ui_stream(&wire(&[start.clone(), ts.clone(), td.clone(), te.clone(), finish.clone()], true)).is_ok());
+    let broken: [(&[Value], bool); 7] = [
+        (&[start.clone(), td.clone(), finish.clone()], true),
+        (&[start.clone(), ts.clone(), fs.clone(), td.clone(), finish.clone()], true),
+        (&[start.clone(), out, finish.clone()], true),
+        (&[start.clone(), ts.clone(), td.clone(), finish.clone()], true),
+        (&[start.clone(), finish.clone()], false),
+        (&[ts, start.clone(), finish.clone()], true),
+        (&[start, json!({"type": "agent_state"}), finish], true),
+    ];
+    for (parts, done) in broken {
+        assert!(check_ui_stream(&wire(parts, done)).is_err(), "{parts:?}");
+    }
+}
