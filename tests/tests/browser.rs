@@ -78,6 +78,14 @@ async fn the_chat_page_in_a_real_browser() {
     let out = tokio::task::spawn_blocking(move || cmd.output().expect("spawn node")).await.unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "web/e2e/browser.mjs failed ({})", out.status);
+    if !out.status.success() {
+        // What the model was told by the tools, for the failure's diagnosis.
+        for r in f.t.llm.requests() {
+            for m in r["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool") {
+                eprintln!("tool result: {}", m["content"]);
+            }
+        }
+        panic!("web/e2e/browser.mjs failed ({})", out.status);
+    }
     eprintln!("browser test: node + chromium ran {} ms", started.elapsed().as_millis());
 }

@@ -125,6 +125,8 @@ async function scenario(name, body) {
     await body();
   } catch (e) {
     console.error(`FAILED: ${name}\n${e.stack ?? e}`);
+    const shown = await browser.pages()[0]?.evaluate(() => document.body.innerText).catch(() => '');
+    console.error(`the page showed:\n${shown}`);
     if (pageErrors.length) console.error(`page errors: ${pageErrors.join('\n')}`);
     throw e;
   }

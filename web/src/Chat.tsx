@@ -7,7 +7,7 @@
  */
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport } from 'ai';
-import { useEffect, useMemo, useState } from 'react';
+import { useEffect, useMemo, useRef, useState } from 'react';
 import type { Api } from './api/client';
 import type { EntityPatch } from './api/types.gen';
 import type { ChatMessage, OperationData } from './chat-types';
@@ -29,16 +29,21 @@ interface Props {
 export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOperations, onTurnEnd }: Props) {
   const [agentState, setAgentState] = useState<string | null>(null);
   const [input, setInput] = useState('');
+  // useChat keeps the transport it was first given, so the scope is read
+  // when each request is made, not when the transport is.
+  const project = useRef(projectId);
+  project.current = projectId;
   const transport = useMemo(
     () =>
       new DefaultChatTransport<ChatMessage>({
         api: join(config.streamUrl, 'chat'),
         headers: api.authHeaders,
         // Besides useChat's own body ({id, messages, trigger, messageId}): the
-        // turn's scope, as in a native turn request (TurnRequest).
-        body: () => (projectId ? { context_type: 'project', entity_id: projectId } : {}),
+        // turn's scope, as in a native turn request (TurnRequest): a project
+        // turn names its project in `projectFocus`.
+        body: () => (project.current ? { context_type: 'project', projectFocus: { projectId: project.current } } : {}),
       }),
-    [api, config.streamUrl, projectId],
+    [api, config.streamUrl],
   );
   const { messages, sendMessage, status, stop, error } = useChat<ChatMessage>({
     id: sessionId,
@@ -46,7 +51,7 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
     transport,
     resume: true,
     onData: (part) => {
-      if (part.type === 'data-entity-patch') onPatch(part.data);
+      if (part.type === 'data-entity-patch') onPatch(part.data.patch);
       if (part.type === 'data-agent-state') setAgentState(part.data.state);
     },
     onFinish: () => {
