@@ -669,3 +669,22 @@ with open(path, "w") as f:
     f.write("\n")
 PY
 }
+
+# start_web_preview PORT: web/dist (with its config.json) served by `vite
+# preview` on 127.0.0.1:PORT until the stack stops.
+start_web_preview() {
+  local port="$1" name="$SERVICE_PREFIX-web" pid logf
+  if pid="$(service_pid "$name")"; then
+    log "$name already running (pid $pid); reusing it"
+    return 0
+  fi
+  port_open 127.0.0.1 "$port" && die "port $port is already in use; set WEB_PORT to another port"
+  logf="$(log_file "$LOG_PREFIX-web")"
+  # shellcheck disable=SC2016 # $1/$2 expand in the inner bash
+  start_service "$name" "$logf" "vite preview" \
+    bash -c 'cd "$1" && exec node_modules/.bin/vite preview --port "$2" --strictPort' _ "$WEB_DIR" "$port"
+  wait_for_port 127.0.0.1 "$port" 60 "$SERVICE_PID" || {
+    print_log_tail "$logf"
+    die "vite preview did not come up on port $port"
+  }
+}

@@ -226,7 +226,10 @@ fn cors_origin() -> Result<Option<String>, ConfigError> {
     if v == "*" || (origin && !v.chars().any(|c| c.is_whitespace() || c == ',')) {
         return Ok(Some(v));
     }
-    Err(ConfigError { var: "CORS_ALLOW_ORIGIN", reason: format!("{v:?} is not `*` or one origin like http://localhost:5173") })
+    Err(ConfigError {
+        var: "CORS_ALLOW_ORIGIN",
+        reason: format!("{v:?} is not `*` or one origin like http://localhost:5173"),
+    })
 }
 
 #[cfg(test)]

@@ -212,7 +212,10 @@ async fn a_tool_turn_carries_tool_parts_operations_and_entity_patches() {
     assert!(pos("tool-output-available") < pos("text-start"));
     assert_eq!(kinds.iter().filter(|k| *k == "start-step").count(), 2, "a tool round, then the answer: {kinds:?}");
     let input = &parts[pos("tool-input-available")];
-    assert_eq!((input["toolName"].as_str(), input["input"]["title"].as_str()), (Some("create_task"), Some("Write the launch post")));
+    assert_eq!(
+        (input["toolName"].as_str(), input["input"]["title"].as_str()),
+        (Some("create_task"), Some("Write the launch post"))
+    );
     assert_eq!(parts[pos("tool-output-available")]["toolCallId"], input["toolCallId"]);
     let patch = &parts[pos("data-entity-patch")];
     let task = patch["data"]["patch"]["changes"][0]["id"].as_str().unwrap();
@@ -344,10 +347,8 @@ struct OneTurn(SessionId, TurnId, Vec<StreamEvent>);
 #[async_trait::async_trait]
 impl TurnFollower for OneTurn {
     async fn follow(&self, _user: &UserId, session: &SessionId) -> Result<Option<FollowedTurn>, StoreError> {
-        Ok((session == &self.0).then(|| FollowedTurn {
-            turn_id: self.1.clone(),
-            events: futures::stream::iter(self.2.clone()).boxed(),
-        }))
+        Ok((session == &self.0)
+            .then(|| FollowedTurn { turn_id: self.1.clone(), events: futures::stream::iter(self.2.clone()).boxed() }))
     }
 }
 

@@ -36,7 +36,9 @@ fn header<'a>(r: &'a Response, name: &str) -> Option<&'a str> {
 async fn configured_the_functions_answer_preflights_and_mark_every_answer() {
     let f = FunctionUrls::with_config(|c| c.cors_allow_origin = Some(ORIGIN.into())).await;
     let alice = token("alice");
-    for (function, path, method) in [("stream", "chat", "POST"), ("stream", "sessions", "GET"), ("entities", "projects", "GET")] {
+    for (function, path, method) in
+        [("stream", "chat", "POST"), ("stream", "sessions", "GET"), ("entities", "projects", "GET")]
+    {
         let r = preflight(&f, function, path, method).await;
         assert_eq!(r.status(), 204, "{function} {path}");
         assert_eq!(header(&r, "access-control-allow-origin"), Some(ORIGIN));
@@ -80,8 +82,7 @@ async fn unconfigured_nothing_is_added() {
         let ok = get(&f, function, path, Some(&token("alice"))).await;
         assert_eq!(ok.status(), 200);
         for resp in [&r, &ok] {
-            let cors: Vec<_> =
-                resp.headers().keys().filter(|k| k.as_str().starts_with("access-control-")).collect();
+            let cors: Vec<_> = resp.headers().keys().filter(|k| k.as_str().starts_with("access-control-")).collect();
             assert!(cors.is_empty(), "{function}: {cors:?}");
         }
     }

@@ -9,7 +9,8 @@ use tests::web;
 fn the_schema_defines_every_event_and_request_and_resolves_every_reference() {
     let doc: serde_json::Value = serde_json::from_str(&shared::api_types::schema_json()).unwrap();
     let defs = doc["$defs"].as_object().unwrap();
-    for name in ["StreamEvent", "TurnRequest", "SessionList", "MessagesPage", "StopAnswer", "EntityPatch", "ErrorBody"] {
+    for name in ["StreamEvent", "TurnRequest", "SessionList", "MessagesPage", "StopAnswer", "EntityPatch", "ErrorBody"]
+    {
         assert!(defs.contains_key(name), "{name} is missing");
     }
     let text = doc.to_string();

@@ -64,7 +64,9 @@ try {
 
   await scenario('Stop ends the turn and keeps its partial answer', async () => {
     await send(page, 'Write a long essay');
-    await watchAssistant(page, (t) => t.split(' ').length > 5, { untilReady: false });
+    await watchAssistant(page, (t) => t.split(' ').length > 12, { untilReady: false });
+    // Mid-turn, with the first turn's tool call, operation and new document in view.
+    if (screenshot) await page.screenshot({ path: screenshot });
     await page.locator('[data-testid=stop]').click();
     await waitReady(page);
     const shown = await lastAssistantText(page);
@@ -87,7 +89,6 @@ try {
     await page.reload();
     const afterReload = await watchAssistant(page, (t) => t === RESUME_REPLY, {
       onFirst: () => (resumeMs = Date.now() - reloaded),
-      onHalf: () => screenshot && page.screenshot({ path: screenshot }),
     });
     assert.ok(afterReload.size >= 2, 'the resumed turn went on streaming after the reload');
     const turns = await conversation(page);
@@ -169,18 +170,13 @@ async function conversation(page) {
  * Samples the last assistant message's text every 20 ms until `done(text)`
  * (and, by default, the chat is ready again): the distinct texts seen.
  */
-async function watchAssistant(page, done, { untilReady = true, onFirst, onHalf } = {}) {
+async function watchAssistant(page, done, { untilReady = true, onFirst } = {}) {
   const seen = new Set();
   const deadline = Date.now() + 20_000;
-  let half = false;
   for (;;) {
     const text = await lastAssistantText(page);
     if (text && !seen.size) onFirst?.();
     if (text) seen.add(text);
-    if (!half && text.length > 0 && done(text) === false && seen.size > 3) {
-      half = true;
-      await onHalf?.();
-    }
     const now = await status(page);
     if (now === 'error') throw new Error(`the chat failed: ${await page.locator('[data-testid=status]').textContent()}`);
     if (done(text) && (!untilReady || now === 'ready')) return seen;

@@ -13,6 +13,7 @@ import type { EntityPatch } from './api/types.gen';
 import type { ChatMessage, OperationData } from './chat-types';
 import { join, type AppConfig } from './config';
 import { Message } from './Message';
+import { settled } from './operations';
 
 interface Props {
   api: Api;
@@ -61,7 +62,7 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
   });
 
   const operations = useMemo(
-    () => messages.flatMap((m) => m.parts.flatMap((p) => (p.type === 'data-operation' ? [p.data] : []))),
+    () => settled(messages.flatMap((m) => m.parts.flatMap((p) => (p.type === 'data-operation' ? [p.data] : [])))),
     [messages],
   );
   useEffect(() => onOperations(operations), [operations, onOperations]);

@@ -1,9 +1,11 @@
 /** One UI message: its text, tool calls (by name) and operations, in order. */
 import type { ChatMessage } from './chat-types';
-import { describeOperation } from './operations';
+import { describeOperation, settled } from './operations';
 
 export function Message({ message }: { message: ChatMessage }) {
   const ended = message.metadata?.status;
+  const ops = message.parts.flatMap((p) => (p.type === 'data-operation' ? [p.data] : []));
+  const shown = new Set(settled(ops));
   return (
     <article className={`message ${message.role}`} data-testid={`message-${message.role}`}>
       {message.parts.map((part, i) => {
@@ -24,7 +26,7 @@ export function Message({ message }: { message: ChatMessage }) {
             </p>
           );
         }
-        if (part.type === 'data-operation') {
+        if (part.type === 'data-operation' && shown.has(part.data)) {
           return (
             <p key={i} className={`operation ${part.data.status}`}>
               {describeOperation(part.data)}

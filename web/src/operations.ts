@@ -23,3 +23,15 @@ export function describeOperation(op: OperationData): string {
       return `Could not ${failed} ${what}`;
   }
 }
+
+const key = (op: OperationData) => `${op.action}\u0000${op.entity_type}\u0000${op.entity_name}`;
+
+/**
+ * Each operation once: a `start` whose `success` or `error` came later (same
+ * action and entity) gives way to it, so the feed reads as steps, not events.
+ */
+export function settled(ops: OperationData[]): OperationData[] {
+  return ops.filter(
+    (op, i) => op.status !== 'start' || !ops.slice(i + 1).some((o) => o.status !== 'start' && key(o) === key(op)),
+  );
+}
