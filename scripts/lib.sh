@@ -476,6 +476,18 @@ ensure_nextest() {
   cargo install cargo-nextest --locked
 }
 
+# The AI SDK's own client for tests/tests/ai_sdk.rs: `npm ci` of tests/node
+# (ai, pinned by its package-lock.json) into tests/node/node_modules
+# (gitignored), again only when the lock changed. Needs Node 20+.
+ensure_ai_sdk_check() {
+  local dir="$REPO_ROOT/tests/node"
+  have node && have npm || die "node and npm (Node 20+) are required for the AI SDK check (tests/node)"
+  if [[ ! -f "$dir/node_modules/.package-lock.json" || "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]]; then
+    log "installing the AI SDK check's packages (npm ci in tests/node)"
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2 || die "npm ci in tests/node failed"
+  fi
+}
+
 # For deploy builds (cargo lambda build --arm64); not needed for local runs.
 ensure_arm64_target() {
   rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu \

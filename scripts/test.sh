@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # THE test command: scripts/test.sh [nextest args...]
 #
-# Installs what the tests need (DynamoDB Local, moto, cargo-nextest) if it is
+# Installs what the tests need (DynamoDB Local, moto, cargo-nextest, the AI
+# SDK check's npm packages in tests/node) if it is
 # missing, starts DynamoDB Local (in memory) and moto_server on free ports,
 # exports the AWS endpoint/credential variables, runs
 # `cargo nextest run --workspace --no-fail-fast "$@"` and stops the services
@@ -41,6 +42,7 @@ shopt -u nullglob
 t0=$SECONDS
 ensure_dynamodb_local
 ensure_moto
+ensure_ai_sdk_check
 use_nextest=1
 if ! ensure_nextest; then
   warn "cargo-nextest unavailable; falling back to cargo test"

@@ -12,6 +12,8 @@
 //! Modes:
 //! - `adapter`: the handler in this process behind a local hyper adapter
 //!   (`adapter.rs`); no Lambda runtime, so it times the product code alone.
+//!   Also with the frame log off (the hot path before issue 19), and the
+//!   first frame of a resumed stream after a reconnect (`resume.rs`).
 //! - `runtime`: the real release `stream` binary, spawned with
 //!   `AWS_LAMBDA_RUNTIME_API` pointing at a Runtime API stand-in in this
 //!   process (`tests::runtime_api`); frames are timed as they reach it, which
@@ -37,6 +39,7 @@ mod driver;
 mod dynamo;
 mod lambda;
 mod premodel;
+mod resume;
 mod spans;
 mod startup;
 mod stats;
@@ -178,16 +181,24 @@ async fn main() {
     let load_before = loadavg();
     let mut runs = Vec::new();
     let mut baseline = Vec::new();
+    let mut resumes = Vec::new();
     let mut failed = false;
     if matches!(args.mode, Mode::All | Mode::Adapter) {
         let spans = spans::SpanTimes::install();
-        for new_sessions in [false, true] {
-            match adapter_run(&args, &spans, new_sessions).await {
+        for (new_sessions, frames) in [(false, false), (false, true), (true, true)] {
+            match adapter_run(&args, &spans, new_sessions, frames).await {
                 Ok(r) => runs.push(r),
                 Err(e) => {
-                    eprintln!("adapter run (new sessions: {new_sessions}) failed: {e}");
+                    eprintln!("adapter run (new sessions: {new_sessions}, frame log: {frames}) failed: {e}");
                     failed = true;
                 }
+            }
+        }
+        match resume_run(&args).await {
+            Ok(r) => resumes = r,
+            Err(e) => {
+                eprintln!("resume run failed: {e}");
+                failed = true;
             }
         }
     }
@@ -263,7 +274,10 @@ async fn main() {
         }
     }
     let load = format!("load average {load_before} before, {} after", loadavg());
-    let report = render_report(&args, &runs, &baseline, &starts, &load);
+    let mut report = render_report(&args, &runs, &baseline, &starts, &load);
+    if !resumes.is_empty() {
+        report.push_str(&render_resumes(&resumes));
+    }
     match &args.report {
         Some(path) => {
             if let Err(e) = std::fs::write(path, report) {
@@ -319,14 +333,22 @@ async fn scripted_model(args: &Args) -> ScriptedLlm {
 
 /// The handler in this process, behind the local HTTP adapter: one session
 /// for every turn, or (`new_sessions`) a new session per turn.
-async fn adapter_run(args: &Args, spans: &spans::SpanTimes, new_sessions: bool) -> Result<Run, String> {
-    let mode = if new_sessions { "adapter, new session per turn" } else { "adapter" };
+async fn adapter_run(args: &Args, spans: &spans::SpanTimes, new_sessions: bool, frames: bool) -> Result<Run, String> {
+    let mode = match (new_sessions, frames) {
+        (true, _) => "adapter, new session per turn",
+        (false, true) => "adapter",
+        (false, false) => "adapter, frame log off",
+    };
     eprintln!("{mode}: the handler in-process behind a local hyper adapter");
     let dynamo = tests::dynamo_client().await;
     let table = tests::fresh_table(&dynamo).await;
     let llm = scripted_model(args).await;
     let config = tests::test_config(&table, &llm.base_url());
-    let app = shared::http::StreamApp::with_dynamo(config, dynamo);
+    let mut app = shared::http::StreamApp::with_dynamo(config, dynamo);
+    if !frames {
+        // The hot path as it was before the frame log (issue 19).
+        app.deps.frames = None;
+    }
     let (addr, probes) = adapter::serve(adapter::Handler::Stream(app)).await;
     let mut d =
         Driver::http(format!("http://{addr}/"), "bench-adapter", llm, driver::pieces(args.tokens), Some(probes));
@@ -344,6 +366,48 @@ async fn adapter_run(args: &Args, spans: &spans::SpanTimes, new_sessions: bool) 
     })
     .await?;
     Ok(Run { mode: mode.into(), turns, rss: None, spans, floor })
+}
+
+/// The first frame of a resumed stream, reconnecting at once and after a
+/// pause (frames then stored), against the in-process handler.
+async fn resume_run(args: &Args) -> Result<Vec<(String, Vec<Duration>)>, String> {
+    let n = args.turns.clamp(1, 20);
+    eprintln!("resume: {n} reconnects at once and {n} after 300 ms");
+    let dynamo = tests::dynamo_client().await;
+    let table = tests::fresh_table(&dynamo).await;
+    let llm = scripted_model(args).await;
+    let app = shared::http::StreamApp::with_dynamo(tests::test_config(&table, &llm.base_url()), dynamo);
+    let (addr, _) = adapter::serve(adapter::Handler::Stream(app)).await;
+    let url = format!("http://{addr}/");
+    on(&sides().client, async move {
+        let mut out = Vec::new();
+        for (label, pause) in [("at once", Duration::ZERO), ("after 300 ms", Duration::from_millis(300))] {
+            let t = resume::first_frame_after_reconnect(&url, "bench-resume", n, pause).await?;
+            out.push((format!("reconnect {label}"), t));
+        }
+        Ok(out)
+    })
+    .await
+}
+
+fn render_resumes(resumes: &[(String, Vec<Duration>)]) -> String {
+    let mut out = String::from(
+        "\n### Resumed stream: first frame after reconnect (adapter; request sent → first byte, ms)\n\n\
+         | reconnect | n | p50 | p95 | max |\n|---|--:|--:|--:|--:|\n",
+    );
+    for (label, t) in resumes {
+        if let Some(s) = Summary::of(t) {
+            let _ = writeln!(
+                out,
+                "| {label} | {} | {} | {} | {} |",
+                s.n,
+                stats::ms(s.p50),
+                stats::ms(s.p95),
+                stats::ms(s.max)
+            );
+        }
+    }
+    out
 }
 
 /// The release `stream` binary with the real runtime client, against a

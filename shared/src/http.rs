@@ -10,6 +10,7 @@ use crate::config::{Config, ConfigError};
 use crate::context::ContextConfig;
 use crate::edge::{json_error, no_content, with_cors, ResponseBody};
 use crate::entities::EntityService;
+use crate::frames::{DynamoFrameLog, Recorder};
 use crate::ids::{TurnId, UserId};
 use crate::llm::{OpenAiClient, OpenAiConfig};
 use crate::sse::{EventSink, SseBody, WireFormat};
@@ -33,9 +34,6 @@ use tokio::time::Instant;
 pub struct StreamApp {
     pub deps: TurnDeps,
     pub auth: Authenticator,
-    /// Running turns read back for `GET /chat/{id}/stream`; `None`: every
-    /// session answers 204 (nothing to resume).
-    pub follower: Option<Arc<dyn crate::chat::resume::TurnFollower>>,
 }
 
 impl StreamApp {
@@ -73,6 +71,7 @@ impl StreamApp {
         let agent_state: Arc<dyn AgentStateStore> =
             Arc::new(DynamoAgentStateStore::new(dynamo.clone(), config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
+        let deps_table = config.table_name.clone();
         let auth = crate::edge::authenticator(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
         let deps = TurnDeps {
@@ -87,8 +86,9 @@ impl StreamApp {
             counter,
             events,
             event_wait,
+            frames: Some(Arc::new(DynamoFrameLog::new(dynamo.clone(), deps_table))),
         };
-        Ok(StreamApp { deps, auth, follower: None })
+        Ok(StreamApp { deps, auth })
     }
 }
 
@@ -128,8 +128,14 @@ async fn route_stream(app: &StreamApp, req: lambda_http::Request) -> Response<Re
         }
     };
     if sessions_api {
-        return crate::session::http::handle(app.deps.store.as_ref(), app.deps.agent_state.as_deref(), &user, &req)
-            .await;
+        let deadline = invocation_deadline(&req, app.deps.config.turn_timeout);
+        let api = crate::session::http::Api {
+            store: app.deps.store.as_ref(),
+            agent_state: app.deps.agent_state.as_deref(),
+            frames: app.deps.frames.as_ref(),
+            deadline,
+        };
+        return crate::session::http::handle(&api, &user, &req).await;
     }
     if chat {
         return crate::chat::handle(app, user, &req, started).await;
@@ -161,6 +167,10 @@ pub(crate) async fn stream_turn(
     let deadline = invocation_deadline(req, app.deps.config.turn_timeout);
     let ui = format != WireFormat::Native;
     let (mut sink, body) = EventSink::channel_with(format);
+    if let Some(log) = &app.deps.frames {
+        // Holds frames until the turn begins; nothing is written before.
+        sink.tee(Box::new(Recorder::new(log.clone(), user.clone())));
+    }
     // `agent_state` goes into the fresh channel before the turn is spawned, so
     // it leaves with the response head: queued from inside the task, it waited
     // until the task's first DynamoDB request had been built and signed
@@ -188,7 +198,7 @@ pub(crate) fn sse_response(body: SseBody, ui: bool) -> Response<ResponseBody> {
 
 /// When the runtime will stop this invocation; `fallback` from now when it
 /// does not say (local adapters, tests).
-fn invocation_deadline(req: &lambda_http::Request, fallback: Duration) -> Instant {
+pub(crate) fn invocation_deadline(req: &lambda_http::Request, fallback: Duration) -> Instant {
     let now = Instant::now();
     match req.lambda_context_ref().map(|c| c.deadline as i64) {
         // `cargo lambda watch` (1.9) sends the invoke timeout itself (600000)

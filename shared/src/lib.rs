@@ -17,6 +17,7 @@ pub mod config;
 pub mod context;
 pub mod edge;
 pub mod entities;
+pub mod frames;
 pub mod http;
 pub mod ids;
 pub mod llm;

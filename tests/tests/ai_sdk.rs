@@ -5,18 +5,14 @@
 //! (`ai` 6.x, `processUIMessageStream`) throws on; the last test feeds a real
 //! HTTP response to that reader itself, in Node.
 
-use futures::StreamExt;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use shared::chat::resume::{FollowedTurn, TurnFollower};
 use shared::entities::{EntityService, NewProject};
 use shared::http::handle_stream;
-use shared::ids::{SessionId, TurnId, UserId};
+use shared::ids::{SessionId, UserId};
 use shared::message::Role;
-use shared::sse::StreamEvent;
-use shared::store::{Store, StoreError};
+use shared::store::Store;
 use std::collections::HashSet;
-use std::sync::Arc;
 use tests::{token, Reply, TestApp};
 
 /// What a client got from one request.
@@ -341,34 +337,35 @@ async fn bad_chat_requests_are_4xx_json_before_any_stream() {
     assert_eq!(t.llm.request_count(), 0, "no model call for a refused request");
 }
 
-/// A frame log holding one finished turn's events, as the resume route reads it.
-struct OneTurn(SessionId, TurnId, Vec<StreamEvent>);
-
-#[async_trait::async_trait]
-impl TurnFollower for OneTurn {
-    async fn follow(&self, _user: &UserId, session: &SessionId) -> Result<Option<FollowedTurn>, StoreError> {
-        Ok((session == &self.0)
-            .then(|| FollowedTurn { turn_id: self.1.clone(), events: futures::stream::iter(self.2.clone()).boxed() }))
-    }
-}
-
 #[tokio::test]
-async fn a_resumed_stream_replays_the_turn_from_start_under_the_same_message_id() {
-    let mut t = TestApp::new().await;
-    let idle = call(&t, "alice", "GET", "/chat/someChat/stream", None).await;
-    assert_eq!(idle.status, 204, "no frame log: nothing to resume");
-    t.llm.push(Reply::text(&["Hello", " again"]));
-    let native = t.turn("alice", json!({"message": "hi"})).await;
-    let sid = SessionId::parse(native.session_id()).unwrap();
-    let StreamEvent::Done { turn_id, .. } = native.done().clone() else { unreachable!() };
-    // Only the text arrived before the connection dropped: the rest is lost.
-    let cut = native.kinds().iter().position(|k| *k == "done").unwrap();
-    t.app.follower = Some(Arc::new(OneTurn(sid.clone(), turn_id.clone(), native.events[..cut].to_vec())));
-    let parts = call(&t, "alice", "GET", &format!("/chat/{sid}/stream"), None).await.parts();
-    assert_eq!(parts[0]["messageId"], turn_id.to_string());
-    assert_eq!(text_of(&parts), "Hello again");
-    assert!(parts.iter().any(|p| p["type"] == "error"), "a log without `done` ends in an error");
-    let other = call(&t, "alice", "GET", "/chat/otherChat/stream", None).await;
+async fn a_reconnect_replays_the_running_turn_from_its_start_then_follows_it_live() {
+    let t = TestApp::new().await;
+    let chat = "resumeChat000001";
+    let idle = call(&t, "alice", "GET", &format!("/chat/{chat}/stream"), None).await;
+    assert_eq!((idle.status, idle.body.len()), (204, 0), "nothing to resume");
+    let pieces: Vec<String> = (0..12).map(|i| format!("w{i} ")).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    t.llm.push(Reply::paced(&refs, std::time::Duration::from_millis(60)));
+    let live = {
+        let t = &t;
+        async move { call(t, "alice", "POST", "/chat", Some(submit(chat, "count"))).await }
+    };
+    let resumed = async {
+        // A reload mid-turn: the client reconnects while the model is still writing.
+        tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+        call(&t, "alice", "GET", &format!("/chat/{chat}/stream"), None).await
+    };
+    let (live, resumed) = tokio::join!(live, resumed);
+    let (live_parts, resumed_parts) = (live.parts(), resumed.parts());
+    assert_eq!(resumed_parts[0]["type"], "start", "a replay from the turn's start");
+    assert_eq!(resumed_parts[0]["messageId"], live_parts[0]["messageId"], "the same message");
+    assert_eq!(text_of(&resumed_parts), pieces.concat(), "every word once");
+    assert_eq!(text_of(&live_parts), pieces.concat());
+    // Just finished: the replay is the live stream, byte for byte.
+    let again = call(&t, "alice", "GET", &format!("/chat/{chat}/stream"), None).await;
+    assert_eq!(String::from_utf8_lossy(&again.body), String::from_utf8_lossy(&live.body));
+    // Another user's session of the same name has nothing to resume.
+    let other = call(&t, "bob", "GET", &format!("/chat/{chat}/stream"), None).await;
     assert_eq!(other.status, 204);
 }
 
@@ -401,4 +398,82 @@ fn the_checker_refuses_what_the_client_throws_on() {
     for (parts, done) in broken {
         assert!(check_ui_stream(&wire(parts, done)).is_err(), "{parts:?}");
     }
+}
+
+/// The strongest check: the AI SDK's own client (`ai` 6.x `AbstractChat`, the
+/// class `useChat` wraps, over an unconfigured `DefaultChatTransport`) in Node,
+/// against our function URL on real HTTP. It makes its own chat id, sends a
+/// message whose answer uses a tool, then regenerates it.
+#[tokio::test]
+async fn the_ai_sdks_own_client_reads_our_stream() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
+    assert!(
+        dir.join("node_modules/ai/package.json").exists(),
+        "the AI SDK is not installed in {}: run the tests with scripts/test.sh (npm ci there)",
+        dir.display()
+    );
+    let urls = tests::function_urls::FunctionUrls::start().await;
+    let t = &urls.t;
+    let service = EntityService::new(shared::store::entities::EntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
+    let project = service.create_project(&uid("alice"), p).await.unwrap().data.project.id;
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the launch post"}))]));
+    t.llm.push(Reply::text(&["Created ", "the task."]));
+    t.llm.push(Reply::text(&["Regenerated ", "answer."]));
+    let out = tokio::process::Command::new("node")
+        .arg(dir.join("chat-check.mjs"))
+        .current_dir(&dir)
+        .env("CHAT_URL", format!("{}chat", urls.url("stream")))
+        .env("CHAT_TOKEN", token("alice"))
+        .env("CHAT_BODY", json!({"context_type": "project", "project_id": project.to_string()}).to_string())
+        .env("CHAT_TEXT", "Add a task to write the launch post")
+        .output()
+        .await
+        .expect("node runs (Node 20+ is required)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "node failed: {stderr}");
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(seen["errors"], json!([]), "the client raised errors: {seen}");
+    assert_eq!((seen["statusAfterFirst"].as_str(), seen["status"].as_str()), (Some("ready"), Some("ready")));
+
+    // The client's chat id (its own generateId: 16 letters and digits) is the session.
+    let chat = seen["chatId"].as_str().unwrap();
+    assert!(chat.len() == 16 && chat.chars().all(|c| c.is_ascii_alphanumeric()), "{chat}");
+    let sid = SessionId::parse(chat).unwrap();
+    assert!(t.store().session(&uid("alice"), &sid).await.unwrap().is_some());
+
+    // After the first answer: the user's message, then one assistant message
+    // named after the turn, holding the tool call with its output, the
+    // operation and entity-patch data parts, and the text.
+    let first = seen["afterFirst"].as_array().unwrap();
+    assert_eq!(first.len(), 2, "{seen}");
+    let answer = &first[1];
+    assert_eq!(answer["role"], "assistant");
+    assert_eq!(answer["id"], answer["metadata"]["turn_id"], "messageId is the turn id");
+    let parts = answer["parts"].as_array().unwrap();
+    let of = |ty: &str| parts.iter().filter(|p| p["type"] == ty).collect::<Vec<_>>();
+    let tool = of("tool-create_task");
+    assert_eq!(tool.len(), 1, "{answer}");
+    assert_eq!(tool[0]["state"], "output-available");
+    assert_eq!(tool[0]["input"]["title"], "Write the launch post");
+    assert_eq!(of("data-entity-patch").len(), 1);
+    assert!(!of("data-operation").is_empty());
+    assert!(of("data-agent-state").is_empty(), "agent state is transient");
+    let texts = of("text");
+    assert_eq!(texts.len(), 1);
+    assert_eq!((texts[0]["text"].as_str(), texts[0]["state"].as_str()), (Some("Created the task."), Some("done")));
+    assert!(seen["data"].as_array().unwrap().iter().any(|d| d == "data-agent-state"), "onData sees transient parts");
+
+    // After regenerate(): still two messages, the answer replaced by the new one.
+    let after = seen["afterRegenerate"].as_array().unwrap();
+    assert_eq!(after.len(), 2, "{seen}");
+    assert_ne!(after[1]["id"], answer["id"]);
+    let texts: Vec<_> = after[1]["parts"].as_array().unwrap().iter().filter(|p| p["type"] == "text").collect();
+    assert_eq!(texts.len(), 1);
+    assert_eq!(texts[0]["text"], "Regenerated answer.");
+    // And the stored history agrees: one question, one answer.
+    let history = t.store().messages_page(&uid("alice"), &sid, shared::store::MessagesFrom::Before(None), 50).await;
+    let visible = shared::message::without_superseded(history.unwrap());
+    let roles: Vec<Role> = visible.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant]);
 }

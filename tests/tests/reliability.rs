@@ -504,7 +504,10 @@ async fn released(r: &Rig, user: &str, sid: &SessionId) {
 
 #[tokio::test]
 async fn client_disconnects_mid_answer() {
-    let r = Rig::new().await;
+    let mut r = Rig::new().await;
+    // A turn whose frames are kept goes on without its client (it can come
+    // back: tests/tests/resume.rs); this row is the turn whose are not.
+    r.t.app.deps.frames = None;
     r.t.llm.push(Reply::paced(&["one ", "two ", "three ", "four ", "five "], Duration::from_millis(150)));
     let mark = r.proxy.mark();
     let resp = r.t.post(Some(&token("alice")), json!({"message": "count"}).to_string()).await;
@@ -522,7 +525,9 @@ async fn client_disconnects_mid_answer() {
 
 #[tokio::test]
 async fn client_disconnects_during_a_tool() {
-    let r = Rig::new().await;
+    let mut r = Rig::new().await;
+    // As above: the turn whose frames are not kept.
+    r.t.app.deps.frames = None;
     let p = r.project("alice").await;
     script_quick_and_slow_tools(&r, Duration::from_millis(2000));
     let mark = r.proxy.mark();

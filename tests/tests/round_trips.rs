@@ -73,7 +73,10 @@ fn calls(seen: &[Seen], model_at: Instant) -> Calls {
         Op::UpdateItem => s.body.contains("\"UpdateExpression\":\"SET lease_until = :u\""),
         _ => false,
     };
-    let turn: Vec<&Seen> = seen.iter().filter(|s| !periodic(s)).collect();
+    // The frame log's batches (docs/sessions.md) are written in the
+    // background, one per 50 ms of turn: never waited for, counted apart.
+    let frames = |s: &Seen| s.op == Op::PutItem && s.body.contains("FRAMES#");
+    let turn: Vec<&Seen> = seen.iter().filter(|s| !periodic(s) && !frames(s)).collect();
     let mut before: Vec<(Instant, Instant, Op)> =
         turn.iter().filter_map(|s| s.answered.filter(|a| *a <= model_at).map(|a| (s.at, a, s.op.clone()))).collect();
     before.sort_by_key(|(_, answered, _)| *answered);

@@ -190,7 +190,10 @@ async fn a_model_that_keeps_failing_ends_the_turn_with_an_error_and_a_valid_log(
 #[tokio::test]
 async fn a_client_disconnect_stops_the_model_and_keeps_what_was_generated() {
     use http_body_util::BodyExt;
-    let t = TestApp::new().await;
+    let mut t = TestApp::new().await;
+    // A turn whose frames are not kept; one whose are goes on without its
+    // client, who can come back (tests/tests/resume.rs).
+    t.app.deps.frames = None;
     t.llm.push(Reply::paced(&["one ", "two ", "three ", "four ", "five "], Duration::from_millis(150)));
     let resp = t.post(Some(&token("alice")), serde_json::to_vec(&json!({"message": "count"})).unwrap()).await;
     let mut body = resp.into_body();

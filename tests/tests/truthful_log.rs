@@ -142,7 +142,9 @@ async fn a_stop_while_a_tool_call_is_in_flight_keeps_its_real_result() {
 
 #[tokio::test]
 async fn a_disconnect_while_a_tool_call_is_in_flight_keeps_its_real_result() {
-    let t = slow_tools_app(Duration::from_millis(800)).await;
+    let mut t = slow_tools_app(Duration::from_millis(800)).await;
+    // A turn whose frames are not kept (one whose are goes on without its client).
+    t.app.deps.frames = None;
     let p = project(&t, "alice").await;
     let sid = t.turn("alice", in_project(&p, "hello", "r-0")).await.session_id();
     t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Draft"}))]));
@@ -290,7 +292,10 @@ async fn a_retried_first_turn_makes_one_session_and_replays_its_outcome() {
 
 #[tokio::test]
 async fn a_retry_of_a_running_turn_names_its_session() {
-    let t = TestApp::new().await;
+    let mut t = TestApp::new().await;
+    // Without the frame log; with it, the retry follows the running turn
+    // (tests/tests/resume.rs).
+    t.app.deps.frames = None;
     t.llm.push(Reply::paced(&["slow ", "answer ", "here"], Duration::from_millis(400)));
     let body = json!({"message": "hi", "stream_run_id": "busy-run"});
     let first = tokio::spawn({

@@ -6,7 +6,7 @@
 //! - `GET /chat/{id}/stream`: what `useChat({resume: true})` calls on load:
 //!   204 when the session has no running (or just finished) turn, else that
 //!   turn replayed from its first event, re-encoded with the same `messageId`,
-//!   then followed live to its end ([`resume`]).
+//!   then followed live to its end, from the frame log ([`resume`]).
 //!
 //! Auth happens before (in [`crate::http::handle_stream`]); everything here
 //! is scoped to that user.
@@ -36,7 +36,10 @@ pub async fn handle(
     match (req.method(), path, resume_of) {
         (&Method::POST, "/chat", _) => post_chat(app, user, req, started).await,
         (&Method::GET, _, Some(id)) => match SessionId::parse(id) {
-            Ok(sid) => resume::handle(app, &user, &sid).await,
+            Ok(sid) => {
+                let deadline = crate::http::invocation_deadline(req, app.deps.config.turn_timeout);
+                resume::handle(app, &user, &sid, deadline).await
+            }
             Err(e) => json_error(StatusCode::BAD_REQUEST, "invalid_id", e.to_string()),
         },
         (_, "/chat", _) | (_, _, Some(_)) => {

@@ -1,73 +1,50 @@
 //! `GET /chat/{id}/stream`: a session's running (or just finished) turn for
 //! `useChat({resume: true})`. `DefaultChatTransport` treats what it gets as a
 //! **replay** (at the first `start` it empties the assistant message), so the
-//! turn is sent from its first event, through a fresh UI encoder with the
-//! same `messageId` (the turn id) as the original response, then followed
-//! live to its `done`. The encoder is deterministic in the events, so the
-//! client ends with the same message whichever way it read the turn.
+//! turn is read from the frame log ([`crate::frames::follow`]) from its first
+//! frame, re-encoded by a fresh UI encoder with the same `messageId` (the
+//! turn id) as the original response, then followed live to its `done`. The
+//! log holds the frames as the client was sent them and the encoder is
+//! deterministic in them, so the replay is the live stream, byte for byte.
 //!
-//! Where the events come from is a [`TurnFollower`]: the frame log of
-//! resumable turns. 204 when it knows no turn for the session.
+//! 204 when there is nothing to resume (no frame log, no turn running or
+//! finished within [`crate::frames::RESUME_WINDOW`]). A turn cut off for good
+//! ends with the log's `error` (`stream_interrupted`) and `done`, so `finish`
+//! and `[DONE]`; a follow that reaches the invocation's deadline first just
+//! ends the body without `finish` (the turn is still running: the client may
+//! come back).
 
 use crate::edge::{json_error, no_content, ResponseBody};
+use crate::frames::Follow;
 use crate::http::StreamApp;
-use crate::ids::{SessionId, TurnId, UserId};
-use crate::sse::{DoneReason, EventSink, StreamEvent, WireFormat};
-use crate::store::StoreError;
-use futures::stream::BoxStream;
+use crate::ids::{SessionId, UserId};
+use crate::sse::{EventSink, StreamEvent, WireFormat};
 use futures::StreamExt;
 use http::{Response, StatusCode};
+use tokio::time::Instant;
 
-/// A turn being read back: its events from the first, then live, ending
-/// with `done` (or earlier, when the log lost the rest).
-pub struct FollowedTurn {
-    pub turn_id: TurnId,
-    pub events: BoxStream<'static, StreamEvent>,
-}
-
-/// The frame log of resumable turns, as this route reads it.
-#[async_trait::async_trait]
-pub trait TurnFollower: Send + Sync {
-    /// The session's running or just-finished turn; `None`: nothing to resume.
-    async fn follow(&self, user: &UserId, session: &SessionId) -> Result<Option<FollowedTurn>, StoreError>;
-}
-
-pub async fn handle(app: &StreamApp, user: &UserId, sid: &SessionId) -> Response<ResponseBody> {
-    let Some(follower) = &app.follower else {
-        // No frame log in this deployment: nothing can be resumed.
-        return no_content();
-    };
-    match follower.follow(user, sid).await {
+pub async fn handle(app: &StreamApp, user: &UserId, sid: &SessionId, deadline: Instant) -> Response<ResponseBody> {
+    let Some(log) = &app.deps.frames else { return no_content() };
+    let until = deadline - crate::session::http::FOLLOW_MARGIN;
+    match crate::frames::follow(log.clone(), user, sid, 0, until).await {
         Ok(None) => no_content(),
-        Ok(Some(turn)) => replay(sid.clone(), turn),
+        Ok(Some(follow)) => replay(follow),
         Err(e) => json_error(StatusCode::SERVICE_UNAVAILABLE, e.code(), e.to_string()),
     }
 }
 
-/// The turn's events as a UI message stream named after the turn. A log
-/// that ends before `done` ends the stream with `error` and `done` anyway:
-/// the client must always see `finish` and `[DONE]`.
-pub fn replay(sid: SessionId, turn: FollowedTurn) -> Response<ResponseBody> {
-    let FollowedTurn { turn_id, mut events } = turn;
+/// The followed turn as a UI message stream named after the turn.
+fn replay(follow: Follow) -> Response<ResponseBody> {
+    let Follow { turn_id, mut frames } = follow;
     let (mut sink, body) = EventSink::channel_with(WireFormat::UiMessageStream { message_id: turn_id.to_string() });
     tokio::spawn(async move {
-        while let Some(event) = events.next().await {
-            let last = matches!(event, StreamEvent::Done { .. });
-            if sink.send(event).await.is_err() || last {
+        while let Some(frame) = frames.next().await {
+            let last = matches!(frame.event, StreamEvent::Done { .. });
+            if sink.send(frame.event).await.is_err() || last {
                 return;
             }
         }
-        let lost = StreamEvent::error("turn_stream_lost", "the turn's stream ended before its end was recorded", true);
-        let done = StreamEvent::Done {
-            reason: DoneReason::Error,
-            session_id: Some(sid),
-            turn_id,
-            usage: None,
-            replayed: true,
-        };
-        if sink.send(lost).await.is_ok() {
-            let _ = sink.send(done).await;
-        }
+        let _ = sink.flush().await;
     });
     crate::http::sse_response(body, true)
 }

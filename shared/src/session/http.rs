@@ -10,16 +10,20 @@
 //! | `POST /sessions/{id}/close` | [`SessionView`] (status `closed`) |
 //! | `POST /sessions/{id}/stop` `{"stream_run_id"?}` | [`StopAnswer`] |
 //! | `DELETE /sessions/{id}` | 204, or 202 [`DeleteAnswer`] when a retry must finish the job |
+//! | `GET /sessions/{id}/stream` (`Last-Event-ID` or `?after=`) | the running (or just finished) turn's frames after that id, then live until `done` (SSE); 204 when there is none |
 //!
-//! Another user's session id answers 404 exactly like a missing one.
+//! Another user's session id answers 404 exactly like a missing one (the
+//! stream route: 204, like a session with nothing running).
 
 use super::SessionView;
 use crate::edge::{json, json_error, no_content, query_params, ResponseBody};
+use crate::frames::FrameLog;
 use crate::ids::{RunId, SessionId, UserId};
 use crate::message::{MessageError, Role, StoredMessage};
+use crate::sse::SseBody;
 use crate::store::agent_state::AgentStateStore;
 use crate::store::{DeleteProgress, MessagesFrom, Store, StoreError};
-use http::{Method, Response, StatusCode};
+use http::{header, Method, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -156,13 +160,23 @@ fn number(q: &HashMap<String, String>, key: &str, max: u64) -> Result<Option<u64
     }
 }
 
+/// What the sessions API runs on.
+pub struct Api<'a> {
+    pub store: &'a dyn Store,
+    pub agent_state: Option<&'a dyn AgentStateStore>,
+    /// `None`: turns are not resumable; the stream route answers 204.
+    pub frames: Option<&'a std::sync::Arc<dyn FrameLog>>,
+    /// When this invocation ends: a followed stream ends before it.
+    pub deadline: tokio::time::Instant,
+}
+
+/// How long before the invocation's deadline a followed stream ends (the
+/// client comes back with its `Last-Event-ID`).
+pub(crate) const FOLLOW_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Serves one sessions-API request for an authenticated user.
-pub async fn handle(
-    store: &dyn Store,
-    agent_state: Option<&dyn AgentStateStore>,
-    user: &UserId,
-    req: &lambda_http::Request,
-) -> Response<ResponseBody> {
+pub async fn handle(api: &Api<'_>, user: &UserId, req: &lambda_http::Request) -> Response<ResponseBody> {
+    let (store, agent_state) = (api.store, api.agent_state);
     let path = req.uri().path().trim_matches('/').to_string();
     let parts: Vec<&str> = path.split('/').collect();
     let q = query_params(req.uri().query());
@@ -197,6 +211,7 @@ pub async fn handle(
             Err(e) => store_error(e),
         },
         (Method::POST, Some(sid), Some("stop"), 3) => stop(store, user, &sid, req.body().as_ref()).await,
+        (Method::GET, Some(sid), Some("stream"), 3) => stream(api, user, &sid, req, &q).await,
         (Method::DELETE, Some(sid), None, 2) => match store.delete_session(user, &sid, Some(DELETE_BUDGET)).await {
             Ok(DeleteProgress::Done { .. }) => no_content(),
             Ok(DeleteProgress::Partial { items_deleted }) => json(
@@ -214,6 +229,50 @@ pub async fn handle(
         }
         _ => json_error(StatusCode::NOT_FOUND, "no_such_route", "see docs/sessions.md for the routes"),
     }
+}
+
+/// The running (or just finished) turn's frames after the client's last id,
+/// then live until `done`, encoded exactly as the live stream was.
+async fn stream(
+    api: &Api<'_>,
+    user: &UserId,
+    sid: &SessionId,
+    req: &lambda_http::Request,
+    q: &HashMap<String, String>,
+) -> Response<ResponseBody> {
+    let last_id = req.headers().get("last-event-id").map(|v| v.to_str().unwrap_or("x").trim().to_string());
+    let after = match (last_id, number(q, "after", u64::MAX)) {
+        (_, Err(m)) => return bad("invalid_query", m),
+        (Some(h), _) if !h.is_empty() => match h.parse::<u64>() {
+            Ok(n) => n,
+            Err(_) => return bad("invalid_last_event_id", "`Last-Event-ID` must be a frame id (a whole number)"),
+        },
+        (_, Ok(a)) => a.unwrap_or(0),
+    };
+    let Some(log) = api.frames else { return no_content() };
+    let until = api.deadline - FOLLOW_MARGIN;
+    let follow = match crate::frames::follow(log.clone(), user, sid, after, until).await {
+        Ok(Some(f)) => f,
+        Ok(None) => return no_content(),
+        Err(e) => return store_error(e),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(crate::sse::CHANNEL_FRAMES);
+    tokio::spawn(async move {
+        use futures::StreamExt;
+        let mut frames = follow.frames;
+        while let Some(f) = frames.next().await {
+            if tx.send(crate::sse::encode_frame(f.id, &f.event)).await.is_err() {
+                return;
+            }
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(ResponseBody::Sse(SseBody::from_frames(rx)))
+        .expect("static response parts are valid")
 }
 
 async fn list(store: &dyn Store, user: &UserId, q: &HashMap<String, String>) -> Response<ResponseBody> {

@@ -9,7 +9,8 @@
 //!
 //! ```
 //! `id` is per turn, starting at 1 and increasing by one per frame, so a client
-//! can tell a gap from a reordering. `event` repeats the JSON's `type` for
+//! can tell a gap from a reordering, and come back after the last one it has
+//! (`Last-Event-ID`: [`crate::frames`]). `event` repeats the JSON's `type` for
 //! readers (like curl) that look at the frame header only.
 
 mod decode;
@@ -17,7 +18,7 @@ mod sink;
 pub mod ui;
 
 pub use decode::{SseDecodeError, SseDecoder, SseFrame};
-pub use sink::{Disconnected, EventSink, SinkStats, SseBody, WireFormat, CHANNEL_FRAMES};
+pub use sink::{Disconnected, EventSink, SinkStats, SseBody, Tee, WireFormat, CHANNEL_FRAMES};
 
 use crate::ids::{SessionId, TurnId};
 use crate::message::{ToolCall, Usage};
@@ -170,9 +171,9 @@ pub enum StreamEvent {
         turn_id: TurnId,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
-        /// This request repeated a `stream_run_id` whose turn had ended: what
-        /// came before `done` is that turn's stored outcome, replayed, and
-        /// `turn_id` is that turn's. Absent (false) on a turn that ran.
+        /// This request repeated a `stream_run_id`: what came before `done`
+        /// is that turn's stream (or stored outcome), replayed or followed,
+        /// and `turn_id` is that turn's. Absent (false) on a turn that ran.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replayed: bool,
     },
@@ -215,25 +216,32 @@ impl SseEncoder {
     /// Encodes one event as one frame, numbering it.
     pub fn encode(&mut self, event: &StreamEvent) -> Bytes {
         self.last_id += 1;
-        // serde_json escapes control characters, so the JSON is one line and no
-        // payload can forge a frame boundary.
-        let json = serde_json::to_string(event).expect("events always serialize");
-        let kind = event.kind();
-        let mut out = String::with_capacity(json.len() + kind.len() + 32);
-        out.push_str("id: ");
-        out.push_str(itoa(self.last_id).as_str());
-        out.push_str("\nevent: ");
-        out.push_str(kind);
-        out.push_str("\ndata: ");
-        out.push_str(&json);
-        out.push_str("\n\n");
-        Bytes::from(out)
+        encode_frame(self.last_id, event)
     }
 
     /// The id of the last frame encoded.
     pub fn last_id(&self) -> u64 {
         self.last_id
     }
+}
+
+/// One event as the frame numbered `id`: the one spelling of a frame, for
+/// the live stream ([`SseEncoder`]) and for a replay of stored frames
+/// ([`crate::frames`]), so that both are byte-identical.
+pub fn encode_frame(id: u64, event: &StreamEvent) -> Bytes {
+    // serde_json escapes control characters, so the JSON is one line and no
+    // payload can forge a frame boundary.
+    let json = serde_json::to_string(event).expect("events always serialize");
+    let kind = event.kind();
+    let mut out = String::with_capacity(json.len() + kind.len() + 32);
+    out.push_str("id: ");
+    out.push_str(itoa(id).as_str());
+    out.push_str("\nevent: ");
+    out.push_str(kind);
+    out.push_str("\ndata: ");
+    out.push_str(&json);
+    out.push_str("\n\n");
+    Bytes::from(out)
 }
 
 fn itoa(n: u64) -> String {

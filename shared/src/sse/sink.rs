@@ -6,13 +6,16 @@
 //! channel is full, `text_delta`s are merged into one pending delta that goes
 //! out as soon as there is room ([`EventSink::flush_ready`]). Every other event
 //! waits for room, after the pending text, so the order the client sees is the
-//! order the turn produced. A send that fails means the client went away.
+//! order the turn produced. A send that fails means the client went away —
+//! unless a [`Tee`] keeps the frames (the frame log, [`crate::frames`]): the
+//! client can then come back for them, so the turn goes on without it.
 //!
 //! The wire format is chosen once per response ([`WireFormat`]); numbering
-//! (the native frame ids) and coalescing are the same for both.
+//! (the native frame ids, what the tee gets) and coalescing are the same for both.
 
 use super::ui::UiEncoder;
 use super::{SseEncoder, StreamEvent};
+use crate::ids::{SessionId, TurnId};
 use bytes::Bytes;
 use http_body::{Body, Frame};
 use std::convert::Infallible;
@@ -39,11 +42,47 @@ pub enum WireFormat {
 
 pub struct EventSink {
     tx: mpsc::Sender<Bytes>,
-    encoder: SseEncoder,
-    /// Set for [`WireFormat::UiMessageStream`]: what goes on the wire.
-    ui: Option<UiEncoder>,
+    numbering: Numbering,
     pending_text: String,
     stats: SinkStats,
+}
+
+/// The frame counter and the tee that gets a copy of each numbered frame.
+struct Numbering {
+    encoder: SseEncoder,
+    tee: Option<Box<dyn Tee>>,
+    /// Set for [`WireFormat::UiMessageStream`]: what goes on the wire.
+    ui: Option<UiEncoder>,
+}
+
+impl Numbering {
+    /// Encodes the next frame and gives the tee its copy (the native event:
+    /// a replay re-encodes it in its own format).
+    fn frame(&mut self, event: &StreamEvent) -> Bytes {
+        let frame = self.encoder.encode(event);
+        if let Some(t) = &mut self.tee {
+            t.frame(self.encoder.last_id(), event);
+        }
+        match &mut self.ui {
+            None => frame,
+            Some(ui) => ui.encode(event),
+        }
+    }
+}
+
+/// Where a copy of every numbered frame goes (the frame log's writer,
+/// [`crate::frames::Recorder`]). The sink never waits on it.
+#[async_trait::async_trait]
+pub trait Tee: Send + Sync {
+    /// The turn the frames belong to, once it has started (frames before are held).
+    fn begin(&mut self, session: &SessionId, turn: &TurnId);
+    /// One frame, with its id, exactly as it goes to the client.
+    fn frame(&mut self, id: u64, event: &StreamEvent);
+    /// Whether the frames are being kept, so a client that went away can
+    /// come back for them.
+    fn keeps(&self) -> bool;
+    /// Waits (bounded) until every frame is stored or given up.
+    async fn settle(&mut self);
 }
 
 /// What went out, for the turn's metrics.
@@ -69,9 +108,15 @@ impl EventSink {
             WireFormat::Native => None,
             WireFormat::UiMessageStream { message_id } => Some(UiEncoder::new(message_id)),
         };
-        let sink =
-            EventSink { tx, encoder: SseEncoder::new(), ui, pending_text: String::new(), stats: SinkStats::default() };
-        (sink, SseBody { rx })
+        (
+            EventSink {
+                tx,
+                numbering: Numbering { encoder: SseEncoder::new(), tee: None, ui },
+                pending_text: String::new(),
+                stats: SinkStats::default(),
+            },
+            SseBody { rx },
+        )
     }
 
     /// Sends an event: text is coalesced when the client is behind; anything
@@ -86,14 +131,49 @@ impl EventSink {
             StreamEvent::Error { code, .. } => self.stats.error_code = Some(code.clone()),
             _ => {}
         }
-        let frame = encode(&mut self.encoder, &mut self.ui, &event);
-        self.tx.send(frame).await.map_err(|_| Disconnected)?;
+        let frame = self.numbering.frame(&event);
+        if self.tx.send(frame).await.is_err() {
+            return self.lost();
+        }
         self.stats.first_frame.get_or_insert_with(std::time::Instant::now);
         Ok(())
     }
 
     pub fn stats(&self) -> &SinkStats {
         &self.stats
+    }
+
+    /// Copies every frame from now on to `tee` (before the first frame).
+    pub fn tee(&mut self, tee: Box<dyn Tee>) {
+        self.numbering.tee = Some(tee);
+    }
+
+    /// Tells the tee which turn its frames belong to.
+    pub fn begin_log(&mut self, session: &SessionId, turn: &TurnId) {
+        if let Some(t) = &mut self.numbering.tee {
+            t.begin(session, turn);
+        }
+    }
+
+    /// Waits until the tee has stored every frame (after `done`: the body
+    /// must not end before, Lambda freezes then).
+    pub async fn settle_log(&mut self) {
+        if let Some(t) = &mut self.numbering.tee {
+            t.settle().await;
+        }
+    }
+
+    fn kept(&self) -> bool {
+        self.numbering.tee.as_ref().is_some_and(|t| t.keeps())
+    }
+
+    /// The client is gone: the frame still counts when the tee keeps it.
+    fn lost(&self) -> Result<(), Disconnected> {
+        if self.kept() {
+            Ok(())
+        } else {
+            Err(Disconnected)
+        }
     }
 
     /// Queues a text delta without waiting.
@@ -111,12 +191,15 @@ impl EventSink {
         }
         match self.tx.try_reserve() {
             Ok(permit) => {
-                let content = std::mem::take(&mut self.pending_text);
-                permit.send(encode(&mut self.encoder, &mut self.ui, &StreamEvent::TextDelta { content }));
+                permit.send(pending_frame(&mut self.numbering, &mut self.pending_text));
                 Ok(())
             }
             Err(mpsc::error::TrySendError::Full(())) => Ok(()),
-            Err(mpsc::error::TrySendError::Closed(())) => Err(Disconnected),
+            Err(mpsc::error::TrySendError::Closed(())) => {
+                self.lost()?;
+                pending_frame(&mut self.numbering, &mut self.pending_text);
+                Ok(())
+            }
         }
     }
 
@@ -125,9 +208,13 @@ impl EventSink {
         if self.pending_text.is_empty() {
             return Ok(());
         }
-        let permit = self.tx.reserve().await.map_err(|_| Disconnected)?;
-        let content = std::mem::take(&mut self.pending_text);
-        permit.send(encode(&mut self.encoder, &mut self.ui, &StreamEvent::TextDelta { content }));
+        match self.tx.reserve().await {
+            Ok(permit) => permit.send(pending_frame(&mut self.numbering, &mut self.pending_text)),
+            Err(_) => {
+                self.lost()?;
+                pending_frame(&mut self.numbering, &mut self.pending_text);
+            }
+        }
         Ok(())
     }
 
@@ -141,39 +228,48 @@ impl EventSink {
     /// held back while the model is quiet and a disconnect is seen at once.
     pub async fn idle(&mut self) -> Result<(), Disconnected> {
         if self.pending_text.is_empty() {
-            self.tx.closed().await;
+            self.closed().await;
             return Err(Disconnected);
         }
         self.flush().await
     }
 
-    /// Resolves when the client has gone away.
+    /// Resolves when the client has gone away (never while the tee keeps the
+    /// frames: the client can come back).
     pub async fn closed(&self) {
-        self.tx.closed().await
+        self.tx.closed().await;
+        if self.kept() {
+            std::future::pending::<()>().await;
+        }
     }
 
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed()
+        self.tx.is_closed() && !self.kept()
     }
 
     /// Frames sent so far (the id of the last one).
     pub fn frames_sent(&self) -> u64 {
-        self.encoder.last_id()
+        self.numbering.encoder.last_id()
     }
 }
 
-/// One event as the body's bytes; the native frame is numbered either way.
-fn encode(native: &mut SseEncoder, ui: &mut Option<UiEncoder>, event: &StreamEvent) -> Bytes {
-    let frame = native.encode(event);
-    match ui {
-        None => frame,
-        Some(ui) => ui.encode(event),
-    }
+/// The pending text as the next frame (the fields apart, so a channel permit
+/// can be held meanwhile).
+fn pending_frame(numbering: &mut Numbering, pending: &mut String) -> Bytes {
+    let content = std::mem::take(pending);
+    numbering.frame(&StreamEvent::TextDelta { content })
 }
 
 /// The HTTP body of a streamed turn: each frame is written as soon as it is sent.
 pub struct SseBody {
     rx: mpsc::Receiver<Bytes>,
+}
+
+impl SseBody {
+    /// A body of frames encoded elsewhere (a replay of the frame log).
+    pub fn from_frames(rx: mpsc::Receiver<Bytes>) -> SseBody {
+        SseBody { rx }
+    }
 }
 
 impl Body for SseBody {
@@ -222,6 +318,100 @@ mod tests {
         assert_eq!(frames.last().unwrap().event.as_deref(), Some("error"));
         let ids: Vec<u64> = frames.iter().map(|f| f.id.as_ref().unwrap().parse().unwrap()).collect();
         assert!(ids.windows(2).all(|w| w[1] == w[0] + 1));
+    }
+
+    /// A tee that keeps what it is given.
+    struct Keep(std::sync::Arc<std::sync::Mutex<Vec<(u64, StreamEvent)>>>, bool);
+
+    #[async_trait::async_trait]
+    impl Tee for Keep {
+        fn begin(&mut self, _: &SessionId, _: &TurnId) {
+            self.1 = true;
+        }
+        fn frame(&mut self, id: u64, event: &StreamEvent) {
+            self.0.lock().unwrap().push((id, event.clone()));
+        }
+        fn keeps(&self) -> bool {
+            self.1
+        }
+        async fn settle(&mut self) {}
+    }
+
+    #[tokio::test]
+    async fn the_tee_gets_every_frame_as_sent_and_keeps_the_turn_going_without_its_client() {
+        let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (mut sink, mut body) = EventSink::channel();
+        sink.tee(Box::new(Keep(kept.clone(), false)));
+        sink.send(StreamEvent::error("a", "before the turn began", false)).await.unwrap();
+        sink.begin_log(&SessionId::new(), &TurnId::new());
+        for i in 0..(CHANNEL_FRAMES * 2) {
+            sink.text(&format!("{i},")).unwrap();
+        }
+        let mut wire = Vec::new();
+        while let Ok(Some(f)) = tokio::time::timeout(std::time::Duration::from_millis(50), body.frame()).await {
+            wire.extend_from_slice(f.unwrap().data_ref().unwrap());
+        }
+        drop(body);
+        // The client is gone, and the frames still count.
+        assert_eq!(sink.send(StreamEvent::error("b", "after", false)).await, Ok(()));
+        assert!(!sink.is_closed());
+        let sent = SseDecoder::new().feed(&wire).unwrap();
+        let kept = kept.lock().unwrap().clone();
+        // Every frame sent, then the text still pending and the error, numbered on.
+        assert_eq!(kept.len(), sent.len() + 2);
+        for ((id, event), f) in kept.iter().zip(&sent) {
+            assert_eq!(f.id.as_deref(), Some(id.to_string().as_str()));
+            assert_eq!(&serde_json::from_str::<StreamEvent>(&f.data).unwrap(), event, "coalesced text as sent");
+        }
+        let ids: Vec<u64> = kept.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, (1..=kept.len() as u64).collect::<Vec<_>>());
+        let text: String = kept
+            .iter()
+            .filter_map(|(_, e)| match e {
+                StreamEvent::TextDelta { content } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, (0..CHANNEL_FRAMES * 2).map(|i| format!("{i},")).collect::<String>());
+    }
+
+    #[tokio::test]
+    async fn a_slow_ui_client_gets_coalesced_text_inside_one_text_part() {
+        let (mut sink, mut body) = EventSink::channel_with(WireFormat::UiMessageStream { message_id: "m1".into() });
+        sink.send(crate::turn::thinking()).await.unwrap();
+        for i in 0..(CHANNEL_FRAMES * 3) {
+            sink.text(&format!("{i},")).unwrap();
+        }
+        let reader = tokio::spawn(async move {
+            let mut wire = Vec::new();
+            while let Some(f) = body.frame().await {
+                wire.extend_from_slice(f.unwrap().data_ref().unwrap());
+            }
+            String::from_utf8(wire).unwrap()
+        });
+        let done = StreamEvent::Done {
+            reason: crate::sse::DoneReason::Complete,
+            session_id: None,
+            turn_id: crate::ids::TurnId::new(),
+            usage: None,
+            replayed: false,
+        };
+        sink.send(done).await.unwrap();
+        assert!(sink.frames_sent() <= CHANNEL_FRAMES as u64 + 3, "text was coalesced: {}", sink.frames_sent());
+        drop(sink);
+        let wire = reader.await.unwrap();
+        let parts: Vec<serde_json::Value> = wire
+            .split_terminator("\n\n")
+            .filter(|f| *f != "data: [DONE]")
+            .map(|f| serde_json::from_str(f.strip_prefix("data: ").unwrap()).unwrap())
+            .collect();
+        assert!(wire.ends_with("data: [DONE]\n\n"));
+        let types: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
+        assert_eq!(types.iter().filter(|t| **t == "text-start").count(), 1);
+        assert_eq!(types[types.len() - 3..], ["text-end", "finish-step", "finish"]);
+        let text: String = parts.iter().filter_map(|p| p["delta"].as_str()).collect();
+        let expected: String = (0..CHANNEL_FRAMES * 3).map(|i| format!("{i},")).collect();
+        assert_eq!(text, expected);
     }
 
     #[tokio::test]

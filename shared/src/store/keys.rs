@@ -1,7 +1,7 @@
 //! Key builders for the scheme documented in [`crate::store`]: the only place
 //! that spells a key, so the scheme cannot drift between readers and writers.
 
-use crate::ids::{MessageId, RunId, SessionId, UserId};
+use crate::ids::{MessageId, RunId, SessionId, TurnId, UserId};
 
 pub const SESSION_SK: &str = "SESSION";
 pub const MSG_PREFIX: &str = "MSG#";
@@ -77,6 +77,22 @@ pub fn summary_version_sk(version: u64) -> String {
     format!("{SUMMARY_VERSION_PREFIX}{version:010}")
 }
 
+/// The frame log ([`crate::frames`]): every batch of every turn of a session.
+pub const FRAMES_PREFIX: &str = "FRAMES#";
+/// Upper bound of the frame log: `$` is the byte after `#`.
+pub const FRAMES_END: &str = "FRAMES$";
+
+/// The batches of one turn. Turn ids are UUIDv7 (same length, time-ordered),
+/// so turns sort by start time.
+pub fn frames_turn_prefix(turn: &TurnId) -> String {
+    format!("{FRAMES_PREFIX}{turn}#")
+}
+
+/// One batch, by the id of its first frame.
+pub fn frames_sk(turn: &TurnId, first_frame: u64) -> String {
+    format!("{}{first_frame:010}", frames_turn_prefix(turn))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +117,15 @@ mod tests {
             assert!(other.as_str() > LOG_END || other.as_str() < MSG_PREFIX, "{other}");
         }
         assert!(tool_output_prefix("c").as_str() > LOG_END);
+        let frames = frames_sk(&TurnId::new(), 1);
+        assert!(frames.as_str() < MSG_PREFIX && frames.as_str() > message_body_sk(9, &MessageId::new(), 0).as_str());
+    }
+
+    #[test]
+    fn frame_batches_sort_by_turn_start_then_frame() {
+        let (a, b) = (TurnId::new(), TurnId::new());
+        assert!(frames_sk(&a, 9_999) < frames_sk(&b, 1), "a later turn sorts after");
+        assert!(frames_sk(&a, 9) < frames_sk(&a, 10));
+        assert!(frames_sk(&b, 1).as_str() < FRAMES_END);
     }
 }

@@ -78,7 +78,7 @@
 //! tree) has its own partitions, `U#<user>#P#<project>`: see [`entities`].
 
 pub mod agent_state;
-mod attr;
+pub(crate) mod attr;
 pub mod cache;
 pub mod dynamo;
 pub mod entities;

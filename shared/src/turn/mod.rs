@@ -78,6 +78,9 @@ pub struct TurnDeps {
     /// turn waits for the send before leaving it in the background.
     pub events: Arc<dyn TurnEvents>,
     pub event_wait: Duration,
+    /// Where every frame of a turn is kept for a client that comes back
+    /// ([`crate::frames`]); `None`: turns are not resumable.
+    pub frames: Option<Arc<dyn crate::frames::FrameLog>>,
 }
 
 /// The token counter. The default estimate needs no loading; an opt-in BPE is
@@ -158,13 +161,17 @@ pub async fn run_turn(
             _ => None,
         };
         let _ = sink.send(done).await;
-        // The turn-end event goes out after `done`, while the body is still
-        // open: the client has its answer (everything it needs is stored)
-        // and the invocation lasts until the send is through or its bounded
-        // wait is over (docs/performance.md, finding 2).
-        if let Some(event) = completed {
-            publish_bounded(deps.events.clone(), event, deps.event_wait).await;
-        }
+        // The turn-end event and the frame log's last batch (the one with
+        // `done`) go out after `done`, while the body is still open: the
+        // client has its answer (everything it needs is stored) and the
+        // invocation lasts until both are through or their bounded waits are
+        // over (docs/performance.md, finding 2).
+        let publish = async {
+            if let Some(event) = completed {
+                publish_bounded(deps.events.clone(), event, deps.event_wait).await;
+            }
+        };
+        tokio::join!(publish, sink.settle_log());
         turn_metrics(sink.stats(), started, usage, &turn_id).emit();
     }
     .instrument(span)
@@ -183,9 +190,10 @@ async fn run(
 ) -> (StreamEvent, Option<TurnCompleted>) {
     let started = match start::start(deps, user, turn, turn_id, sink, exit).await {
         Ok(s) => s,
-        Err(refused) => return (refused_done(deps, user, turn, turn_id, refused, sink).await, None),
+        Err(refused) => return (refused_done(deps, user, turn, turn_id, refused, deadline, sink).await, None),
     };
     let sid = started.view.id.clone();
+    sink.begin_log(&sid, turn_id);
     let prepared = context::prepare(deps, &started, sink).await;
     let watch = started.lease.watch(&deps.config);
     let mut agent_state = started.agent_state;
@@ -255,12 +263,13 @@ async fn refused_done(
     turn: &ValidTurn,
     turn_id: &TurnId,
     refused: Refused,
+    deadline: Instant,
     sink: &mut EventSink,
 ) -> StreamEvent {
     match refused {
         Refused::Retry { session } => {
             let run = turn.run_id.as_ref().expect("only a given run id repeats");
-            retry::answer(deps, user, &session, run, sink).await
+            retry::answer(deps, user, &session, run, deadline, sink).await
         }
         Refused::Gone(sid) => done(DoneReason::Stopped, Some(&sid), turn_id, None),
         Refused::NothingToRegenerate(sid) => {

@@ -1,9 +1,13 @@
 //! A repeated `stream_run_id`: the client lost the first answer (its
 //! connection dropped before `session` or `done`) and sent the same request
-//! again. It never runs the model again and never stores anything twice:
-//! a finished turn's stored outcome is replayed (`done` says `replayed` and
-//! names the first turn); a running one is named, with its session, in an
-//! `error` `turn_running`.
+//! again. It never runs the model again and never stores anything twice.
+//! While the first turn's frames are in the frame log ([`crate::frames`]),
+//! the answer is that turn's stream: replayed, then followed live when it is
+//! still running (frame for frame, the same ids after this request's own
+//! `agent_state`). Without them (expired, or not kept), a finished turn's
+//! stored outcome is replayed from its messages, and a running one is named,
+//! with its session, in an `error` `turn_running`. Either way `done` says
+//! `replayed` and names the first turn.
 
 use super::TurnDeps;
 use crate::ids::{RunId, SessionId, UserId};
@@ -11,12 +15,22 @@ use crate::message::{Role, StoredMessage};
 use crate::session::{TurnRecord, TurnStatus};
 use crate::sse::{DoneReason, EventSink, StreamEvent};
 use crate::store::{MessagesFrom, StoreError};
+use futures::StreamExt;
+use tokio::time::Instant;
 
 /// Messages read per page while collecting the first turn's messages.
 const PAGE: usize = 100;
 
-/// Answers the retry; returns its `done`.
-pub async fn answer(deps: &TurnDeps, user: &UserId, sid: &SessionId, run: &RunId, sink: &mut EventSink) -> StreamEvent {
+/// Answers the retry; returns its `done`. `deadline`: when this invocation
+/// ends (a followed turn is followed until shortly before).
+pub async fn answer(
+    deps: &TurnDeps,
+    user: &UserId,
+    sid: &SessionId,
+    run: &RunId,
+    deadline: Instant,
+    sink: &mut EventSink,
+) -> StreamEvent {
     let store = &deps.store;
     let (record, session) = tokio::join!(store.turn_by_run(user, sid, run), store.session(user, sid));
     let (record, session) = match (record, session) {
@@ -24,6 +38,11 @@ pub async fn answer(deps: &TurnDeps, user: &UserId, sid: &SessionId, run: &RunId
         (_, Ok(None)) => return refuse(sink, None, StoreError::NotFound).await,
         (Err(e), _) | (_, Err(e)) => return refuse(sink, Some(sid), e).await,
     };
+    if let Some(record) = &record {
+        if let Some(done) = from_frames(deps, user, sid, record, deadline, sink).await {
+            return done;
+        }
+    }
     let _ = sink.send(StreamEvent::Session { session: session.view.clone() }).await;
     let record = match record {
         Some(r) if r.status != TurnStatus::Running => r,
@@ -47,6 +66,53 @@ pub async fn answer(deps: &TurnDeps, user: &UserId, sid: &SessionId, run: &RunId
         Ok(messages) => replay(sink, sid, &record, &messages).await,
         Err(e) => refuse(sink, Some(sid), e).await,
     }
+}
+
+/// The first turn's frames after its `agent_state` (this request sent its
+/// own), from the frame log; `None` when the log has none of them.
+async fn from_frames(
+    deps: &TurnDeps,
+    user: &UserId,
+    sid: &SessionId,
+    record: &TurnRecord,
+    deadline: Instant,
+    sink: &mut EventSink,
+) -> Option<StreamEvent> {
+    let log = deps.frames.clone()?;
+    let until = deadline - deps.config.deadline_margin.min(deadline.saturating_duration_since(Instant::now()) / 10);
+    let follow = match crate::frames::follow_turn(log, user, sid, &record.turn_id, 1, until).await {
+        Ok(f) => f?,
+        Err(e) => {
+            tracing::warn!(error = %e, "frame log not read; answering the retry from the turn record");
+            return None;
+        }
+    };
+    let mut frames = follow.frames;
+    while let Some(f) = frames.next().await {
+        match f.event {
+            StreamEvent::Done { reason, session_id, turn_id, usage, .. } => {
+                return Some(StreamEvent::Done { reason, session_id, turn_id, usage, replayed: true });
+            }
+            // One frame per stored frame (never coalesced), so the ids match.
+            StreamEvent::TextDelta { content } => {
+                let _ = sink.text(&content);
+                let _ = sink.flush().await;
+            }
+            event => {
+                let _ = sink.send(event).await;
+            }
+        }
+    }
+    // Followed until this invocation's end: the client comes back for the rest.
+    let message = "the turn of this stream_run_id is still running; its answer will be in the session's history";
+    let _ = sink.send(StreamEvent::error("turn_running", message, true)).await;
+    Some(StreamEvent::Done {
+        reason: DoneReason::Error,
+        session_id: Some(sid.clone()),
+        turn_id: follow.turn_id,
+        usage: None,
+        replayed: true,
+    })
 }
 
 async fn refuse(sink: &mut EventSink, sid: Option<&SessionId>, e: StoreError) -> StreamEvent {

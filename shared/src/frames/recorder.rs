@@ -1,0 +1,134 @@
+//! The turn's side of the frame log: a [`Tee`] that hands each frame to a
+//! background writer over an unbounded channel (the sink never waits), and the
+//! writer, which stores them in batches, one write in flight at a time.
+
+use super::{FrameBatch, FrameLog, StoredFrame, BATCH_BYTES, FLUSH_EVERY, FLUSH_FRAMES, SETTLE_WAIT};
+use crate::ids::{SessionId, TurnId, UserId};
+use crate::sse::{StreamEvent, Tee};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// One turn's recorder: holds the frames until the turn has begun, then
+/// feeds its writer.
+pub struct Recorder {
+    log: Arc<dyn FrameLog>,
+    user: UserId,
+    /// Frames before [`Tee::begin`].
+    held: Vec<StoredFrame>,
+    writer: Option<Writer>,
+}
+
+struct Writer {
+    tx: Option<mpsc::UnboundedSender<StoredFrame>>,
+    /// Cleared when a write failed: the turn's log ends there.
+    healthy: Arc<AtomicBool>,
+    task: JoinHandle<()>,
+}
+
+impl Recorder {
+    pub fn new(log: Arc<dyn FrameLog>, user: UserId) -> Recorder {
+        Recorder { log, user, held: Vec::new(), writer: None }
+    }
+}
+
+#[async_trait::async_trait]
+impl Tee for Recorder {
+    fn begin(&mut self, session: &SessionId, turn: &TurnId) {
+        if self.writer.is_some() {
+            return;
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        for frame in self.held.drain(..) {
+            let _ = tx.send(frame);
+        }
+        let healthy = Arc::new(AtomicBool::new(true));
+        let key = Key { log: self.log.clone(), user: self.user.clone(), session: session.clone(), turn: turn.clone() };
+        let task = tokio::spawn(write(key, rx, healthy.clone()));
+        self.writer = Some(Writer { tx: Some(tx), healthy, task });
+    }
+
+    fn frame(&mut self, id: u64, event: &StreamEvent) {
+        let frame = StoredFrame { id, event: event.clone() };
+        match &self.writer {
+            None => self.held.push(frame),
+            Some(w) => {
+                if let Some(tx) = &w.tx {
+                    let _ = tx.send(frame);
+                }
+            }
+        }
+    }
+
+    fn keeps(&self) -> bool {
+        self.writer.as_ref().is_some_and(|w| w.healthy.load(Ordering::Relaxed))
+    }
+
+    async fn settle(&mut self) {
+        let Some(w) = &mut self.writer else { return };
+        // Closing the channel tells the writer to write what it holds and end.
+        w.tx = None;
+        if tokio::time::timeout(SETTLE_WAIT, &mut w.task).await.is_err() {
+            tracing::error!(
+                "the frame log's last batch was not stored in time; this turn cannot be resumed to its end"
+            );
+        }
+    }
+}
+
+/// Where the writer's batches go.
+struct Key {
+    log: Arc<dyn FrameLog>,
+    user: UserId,
+    session: SessionId,
+    turn: TurnId,
+}
+
+/// The writer: a batch starts with the first frame that arrives and is
+/// written [`FLUSH_EVERY`] later, at [`FLUSH_FRAMES`] frames, at `done`, or
+/// when the channel closes, whichever comes first. A failed write stops it.
+async fn write(key: Key, mut rx: mpsc::UnboundedReceiver<StoredFrame>, healthy: Arc<AtomicBool>) {
+    let mut next: Option<StoredFrame> = None;
+    loop {
+        let first = match next.take() {
+            Some(f) => f,
+            None => match rx.recv().await {
+                Some(f) => f,
+                None => return,
+            },
+        };
+        let due = tokio::time::Instant::now() + FLUSH_EVERY;
+        let mut bytes = frame_bytes(&first);
+        let mut frames = vec![first];
+        while frames.len() < FLUSH_FRAMES && !frames.last().is_some_and(StoredFrame::is_done) {
+            let frame = tokio::select! {
+                f = rx.recv() => match f { Some(f) => f, None => break },
+                _ = tokio::time::sleep_until(due) => break,
+            };
+            let size = frame_bytes(&frame);
+            if bytes + size > BATCH_BYTES {
+                next = Some(frame);
+                break;
+            }
+            bytes += size;
+            frames.push(frame);
+        }
+        if bytes > BATCH_BYTES {
+            tracing::error!(bytes, "a frame too large for the frame log; this turn cannot be resumed past it");
+            healthy.store(false, Ordering::Relaxed);
+            return;
+        }
+        let batch = FrameBatch { turn_id: key.turn.clone(), frames, written_at: crate::now_ms() };
+        if let Err(e) = key.log.append(&key.user, &key.session, &batch).await {
+            tracing::error!(error = %e, "frame log write failed; this turn cannot be resumed past it");
+            healthy.store(false, Ordering::Relaxed);
+            return;
+        }
+    }
+}
+
+/// The frame's share of a batch's JSON.
+fn frame_bytes(frame: &StoredFrame) -> usize {
+    serde_json::to_string(frame).map_or(usize::MAX / 2, |j| j.len() + 1)
+}
