@@ -1,8 +1,8 @@
 /**
  * A session's stored messages (`GET /sessions/{id}/messages`) as the AI SDK's
  * UI messages, `useChat`'s initial messages: one user message each, and one
- * assistant message per turn (its text and its tool calls, in order), the
- * shape a live `POST /chat` turn builds.
+ * assistant message per turn (its text and its tool calls, in order), with
+ * the turn's id: the shape, and the id, a live `POST /chat` turn builds.
  */
 import type { MessageView } from './api/types.gen';
 import type { ChatMessage } from './chat-types';
@@ -17,7 +17,9 @@ export function toUIMessages(views: MessageView[]): ChatMessage[] {
     if (v.role !== 'assistant') continue; // tool results ride on their calls' previews
     let turn = out[out.length - 1];
     if (!turn || turn.role !== 'assistant') {
-      turn = { id: v.id, role: 'assistant', parts: [] };
+      // The turn's id, as POST /chat's messageId: a resumed replay of this
+      // turn then replaces this message instead of adding a second copy.
+      turn = { id: v.turn_id, role: 'assistant', parts: [] };
       out.push(turn);
     }
     if (v.content) turn.parts.push({ type: 'text', text: v.content, state: 'done' });

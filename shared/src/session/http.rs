@@ -18,7 +18,7 @@
 use super::SessionView;
 use crate::edge::{json, json_error, no_content, query_params, ResponseBody};
 use crate::frames::FrameLog;
-use crate::ids::{RunId, SessionId, UserId};
+use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{MessageError, Role, StoredMessage};
 use crate::sse::SseBody;
 use crate::store::agent_state::AgentStateStore;
@@ -64,6 +64,10 @@ pub struct MessageView {
     /// A user message dictated from voice notes: the id the client sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice_note_group_id: Option<String>,
+    /// The turn that wrote it: the id of its answer in the AI SDK's protocol
+    /// (`POST /chat`'s `start.messageId`), so a client that shows the history
+    /// and then resumes the turn replaces the stored answer, not repeats it.
+    pub turn_id: TurnId,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -365,6 +369,7 @@ fn views(page: Vec<StoredMessage>) -> Vec<MessageView> {
                 status,
                 error: m.error,
                 voice_note_group_id: m.voice_note_group_id,
+                turn_id: m.turn_id,
             }
         })
         .collect()

@@ -326,9 +326,9 @@ export type StreamEvent =
   | {
       reason: DoneReason;
       /**
-       * This request repeated a `stream_run_id` whose turn had ended: what
-       * came before `done` is that turn's stored outcome, replayed, and
-       * `turn_id` is that turn's. Absent (false) on a turn that ran.
+       * This request repeated a `stream_run_id`: what came before `done`
+       * is that turn's stream (or stored outcome), replayed or followed,
+       * and `turn_id` is that turn's. Absent (false) on a turn that ran.
        */
       replayed?: boolean;
       session_id?: null | SessionId;
@@ -851,6 +851,12 @@ export interface MessageView {
    * An assistant's tool calls, each with its result's preview when it is on this page.
    */
   tool_calls?: ToolCallView[];
+  /**
+   * The turn that wrote it: the id of its answer in the AI SDK's protocol
+   * (`POST /chat`'s `start.messageId`), so a client that shows the history
+   * and then resumes the turn replaces the stored answer, not repeats it.
+   */
+  turn_id: string;
   /**
    * A user message dictated from voice notes: the id the client sent.
    */
