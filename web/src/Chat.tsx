@@ -68,6 +68,10 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
   useEffect(() => onOperations(operations), [operations, onOperations]);
 
   const busy = status === 'submitted' || status === 'streaming';
+  // The agent state says what precedes the answer; once its text streams, that is what happens.
+  const last = messages[messages.length - 1];
+  const writing = status === 'streaming' && last?.role === 'assistant' && last.parts.some((p) => p.type === 'text');
+  const activity = writing && agentState !== 'executing' ? 'writing' : (agentState ?? 'working');
   const onStop = async () => {
     // The stop route ends the turn on the server (which keeps its partial
     // answer); stop() ends this page's read of the stream.
@@ -83,7 +87,7 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
         ))}
       </div>
       <p className="status" data-testid="status" data-status={status}>
-        {busy ? (agentState ?? 'working').replace(/_/g, ' ') + '…' : ''}
+        {busy ? activity.replace(/_/g, ' ') + '…' : ''}
         {error && <span className="error">{error.message}</span>}
       </p>
       <form

@@ -3,7 +3,7 @@ import type { ChatMessage } from './chat-types';
 import { describeOperation, settled } from './operations';
 
 export function Message({ message }: { message: ChatMessage }) {
-  const ended = message.metadata?.status;
+  const ended = message.metadata?.reason;
   const ops = message.parts.flatMap((p) => (p.type === 'data-operation' ? [p.data] : []));
   const shown = new Set(settled(ops));
   return (
@@ -35,7 +35,9 @@ export function Message({ message }: { message: ChatMessage }) {
         }
         return null;
       })}
-      {ended && <p className="ended">({ended === 'stopped' ? 'stopped' : 'ended with an error'})</p>}
+      {ended && ended !== 'complete' && (
+        <p className="ended">({ended === 'stopped' ? 'stopped' : 'ended with an error'})</p>
+      )}
     </article>
   );
 }

@@ -15,7 +15,12 @@ export type ChatData = { [E in StreamEvent as Dashed<E['type']>]: Payload<E> };
 
 export type OperationData = ChatData['operation'];
 
-/** How a stored assistant message ended, when not `complete` (from history). */
-export type ChatMetadata = { status?: 'error' | 'stopped' };
+/**
+ * An assistant message's metadata: what the stream's `finish` part carries
+ * (the `done` event: `reason`, `usage`, …), or, for a stored answer, its
+ * `reason` from the history's `status`; so a stopped answer reads the same
+ * whether it came live, replayed or from history.
+ */
+export type ChatMetadata = Partial<ChatData['done']>;
 
 export type ChatMessage = UIMessage<ChatMetadata, ChatData>;

@@ -31,7 +31,7 @@ export function toUIMessages(views: MessageView[]): ChatMessage[] {
           : { ...base, state: 'output-available', output: call.result_preview },
       );
     }
-    if (v.status !== 'complete') turn.metadata = { status: v.status };
+    turn.metadata = { reason: v.status };
   }
   return out;
 }
