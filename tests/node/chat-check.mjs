@@ -5,6 +5,9 @@
 // checks what this prints: one JSON object with the chat's id, its messages
 // after the first answer and after `regenerate()`, the data parts `onData`
 // saw, and any error the client raised (its reader throws on a broken stream).
+// With CHAT_MODE=resume: a second client on the same chat id calls
+// `resumeStream()` (what `useChat({resume: true})` does on load) while the
+// first one's turn is running; it prints both clients' messages.
 //
 //   CHAT_URL=http://…/lambda-url/stream/chat CHAT_TOKEN=… CHAT_BODY='{"context_type":…}' node chat-check.mjs
 import { AbstractChat, DefaultChatTransport } from 'ai';
@@ -12,7 +15,9 @@ import { AbstractChat, DefaultChatTransport } from 'ai';
 class State {
   status = 'ready';
   error = undefined;
-  messages = [];
+  constructor(messages = []) {
+    this.messages = messages;
+  }
   pushMessage = m => { this.messages = this.messages.concat(m); };
   popMessage = () => { this.messages = this.messages.slice(0, -1); };
   replaceMessage = (i, m) => { this.messages = [...this.messages.slice(0, i), this.snapshot(m), ...this.messages.slice(i + 1)]; };
@@ -21,21 +26,50 @@ class State {
 
 class Chat extends AbstractChat {
   constructor(init) {
-    super({ ...init, state: new State() });
+    super({ ...init, state: new State(init.messages) });
   }
 }
 
 const errors = [];
 const data = [];
+// Every request the transports made, with its status and time (for failures).
+const t0 = Date.now();
+const requests = [];
+const fetch = async (url, init) => {
+  const sent = Date.now() - t0;
+  const response = await globalThis.fetch(url, init);
+  requests.push({ method: init?.method, url: String(url), status: response.status, sent, answered: Date.now() - t0 });
+  return response;
+};
+const transport = () => new DefaultChatTransport({
+  fetch,
+  api: process.env.CHAT_URL,
+  headers: { authorization: `Bearer ${process.env.CHAT_TOKEN}` },
+  body: JSON.parse(process.env.CHAT_BODY || '{}'),
+});
 const chat = new Chat({
-  transport: new DefaultChatTransport({
-    api: process.env.CHAT_URL,
-    headers: { authorization: `Bearer ${process.env.CHAT_TOKEN}` },
-    body: JSON.parse(process.env.CHAT_BODY || '{}'),
-  }),
+  transport: transport(),
   onError: e => errors.push(String(e)),
   onData: part => data.push(part.type),
 });
+
+if (process.env.CHAT_MODE === 'resume') {
+  // A reload mid-turn: a second client on the same chat id, holding the
+  // messages as history read back would give them, resumes the stream. The
+  // chat's second turn: the session exists, so its lease (what the resume
+  // route looks for) is taken before the model is called.
+  await chat.sendMessage({ text: 'first' });
+  const sending = chat.sendMessage({ text: process.env.CHAT_TEXT || 'hello' });
+  // Mid-answer: once the first client shows some of the text.
+  const shown = () => chat.messages[3]?.parts.some(p => p.type === 'text' && p.text.length > 0);
+  while (!shown()) await new Promise(r => setTimeout(r, 10));
+  const history = structuredClone(chat.messages.slice(0, 3));
+  const reloaded = new Chat({ id: chat.id, messages: history, transport: transport(), onError: e => errors.push(String(e)) });
+  const resuming = reloaded.resumeStream();
+  await Promise.all([sending, resuming]);
+  console.log(JSON.stringify({ chatId: chat.id, live: chat.messages, reloaded: reloaded.messages, status: reloaded.status, errors, requests }));
+  process.exit(0);
+}
 
 await chat.sendMessage({ text: process.env.CHAT_TEXT || 'hello' });
 const afterFirst = structuredClone(chat.messages);
@@ -49,4 +83,5 @@ console.log(JSON.stringify({
   status: chat.status,
   data,
   errors,
+  requests,
 }));

@@ -278,12 +278,21 @@ async fn regenerate_supersedes_the_last_answer_and_history_shows_one() {
         history["messages"].as_array().unwrap().iter().map(|m| (m["role"].clone(), m["content"].clone())).collect();
     assert_eq!(shown, [(json!("user"), json!("what is 2+2?")), (json!("assistant"), json!("4"))]);
 
-    // The next turn's model request has the new answer only.
+    // Regenerated again: still one answer, the newest.
+    t.llm.push(Reply::text(&["four"]));
+    let mut body = submit(chat, "what is 2+2?");
+    body["trigger"] = json!("regenerate-message");
+    assert_eq!(text_of(&call(&t, "alice", "POST", "/chat", Some(body)).await.parts()), "four");
+    let history = call(&t, "alice", "GET", &format!("/sessions/{chat}/messages"), None).await.json();
+    let shown: Vec<_> = history["messages"].as_array().unwrap().iter().map(|m| m["content"].clone()).collect();
+    assert_eq!(shown, [json!("what is 2+2?"), json!("four")]);
+
+    // The next turn's model request has the newest answer only.
     t.llm.push(Reply::text(&["ok"]));
     call(&t, "alice", "POST", "/chat", Some(submit(chat, "thanks"))).await.parts();
     let asked = tests::scripted_llm::roles_and_contents(t.llm.requests().last().unwrap());
     let contents: Vec<_> = asked.iter().filter(|(r, _)| r != "system").map(|(_, c)| c.as_str()).collect();
-    assert_eq!(contents, ["what is 2+2?", "4", "thanks"]);
+    assert_eq!(contents, ["what is 2+2?", "four", "thanks"]);
 }
 
 #[tokio::test]
@@ -343,19 +352,27 @@ async fn a_reconnect_replays_the_running_turn_from_its_start_then_follows_it_liv
     let chat = "resumeChat000001";
     let idle = call(&t, "alice", "GET", &format!("/chat/{chat}/stream"), None).await;
     assert_eq!((idle.status, idle.body.len()), (204, 0), "nothing to resume");
+    // The chat's second turn: the session exists, so the turn's lease (what
+    // the resume route looks for) is taken before the model is called.
+    t.llm.push(Reply::text(&["first answer"]));
+    call(&t, "alice", "POST", "/chat", Some(submit(chat, "first"))).await.parts();
     let pieces: Vec<String> = (0..12).map(|i| format!("w{i} ")).collect();
     let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
-    t.llm.push(Reply::paced(&refs, std::time::Duration::from_millis(60)));
+    t.llm.push(Reply::paced(&refs, std::time::Duration::from_millis(80)));
     let live = {
         let t = &t;
         async move { call(t, "alice", "POST", "/chat", Some(submit(chat, "count"))).await }
     };
     let resumed = async {
-        // A reload mid-turn: the client reconnects while the model is still writing.
-        tokio::time::sleep(std::time::Duration::from_millis(350)).await;
-        call(&t, "alice", "GET", &format!("/chat/{chat}/stream"), None).await
+        // A reload mid-turn: the client reconnects once the model is writing.
+        while t.llm.sent().len() < 3 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let written = t.llm.sent().len() - 1;
+        (call(&t, "alice", "GET", &format!("/chat/{chat}/stream"), None).await, written)
     };
-    let (live, resumed) = tokio::join!(live, resumed);
+    let (live, (resumed, written)) = tokio::join!(live, resumed);
+    assert!(written < pieces.len(), "the reconnect came mid-turn ({written} pieces written)");
     let (live_parts, resumed_parts) = (live.parts(), resumed.parts());
     assert_eq!(resumed_parts[0]["type"], "start", "a replay from the turn's start");
     assert_eq!(resumed_parts[0]["messageId"], live_parts[0]["messageId"], "the same message");
@@ -476,4 +493,50 @@ async fn the_ai_sdks_own_client_reads_our_stream() {
     let visible = shared::message::without_superseded(history.unwrap());
     let roles: Vec<Role> = visible.iter().map(|m| m.role).collect();
     assert_eq!(roles, [Role::User, Role::Assistant]);
+}
+
+/// A reload mid-turn with the AI SDK's own client: a second `AbstractChat` on
+/// the same chat id calls `resumeStream()` while the first one's turn runs;
+/// both end with the same single answer, its text once.
+#[tokio::test]
+async fn the_ai_sdks_own_client_resumes_a_running_turn_without_repeating_text() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
+    assert!(
+        dir.join("node_modules/ai/package.json").exists(),
+        "run the tests with scripts/test.sh (npm ci in tests/node)"
+    );
+    let urls = tests::function_urls::FunctionUrls::start().await;
+    let pieces: Vec<String> = (0..15).map(|i| format!("w{i} ")).collect();
+    let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    urls.t.llm.push(Reply::text(&["first answer"]));
+    urls.t.llm.push(Reply::paced(&refs, std::time::Duration::from_millis(80)));
+    let out = tokio::process::Command::new("node")
+        .arg(dir.join("chat-check.mjs"))
+        .current_dir(&dir)
+        .env("CHAT_URL", format!("{}chat", urls.url("stream")))
+        .env("CHAT_TOKEN", token("alice"))
+        .env("CHAT_MODE", "resume")
+        .output()
+        .await
+        .expect("node runs (Node 20+ is required)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "node failed: {stderr}");
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+    assert_eq!(seen["status"], "ready");
+    eprintln!("requests (ms from the start): {}", seen["requests"]);
+    let (live, reloaded) = (seen["live"].as_array().unwrap(), seen["reloaded"].as_array().unwrap());
+    assert_eq!(reloaded.len(), 4, "the history and one answer: {seen}");
+    assert_eq!(reloaded[3]["id"], live[3]["id"], "the same messageId");
+    let text = |m: &Value| -> String {
+        m["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["type"] == "text")
+            .map(|p| p["text"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(text(&reloaded[3]), pieces.concat(), "every word once");
+    assert_eq!(text(&live[3]), pieces.concat());
 }

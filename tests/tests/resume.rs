@@ -218,14 +218,23 @@ async fn a_retried_stream_run_id_follows_the_running_turn() {
     let t = TestApp::new().await;
     t.llm.push(Reply::text(&["first answer"]));
     let sid = sid_of(&frames_of(&t.turn("alice", json!({"message": "hello"})).await));
-    let full = paced(&t, 25, Duration::from_millis(40));
+    let full = paced(&t, 40, Duration::from_millis(40));
     let body = json!({"message": "count", "session_id": sid, "stream_run_id": "r-1"});
     let live = tokio::spawn({
         let resp = t.post(Some(&token("alice")), body.to_string()).await;
         Turn::read(resp)
     });
-    // The retry comes while the first request's turn is running.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The retry comes while the first request's turn is running, once its
+    // start (the run id's claim) is stored: before, it is refused as busy.
+    let run = shared::ids::RunId::parse("r-1").unwrap();
+    for _ in 0..200 {
+        if t.store().run_claim(&uid("alice"), &run).await.unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let session = t.store().session(&uid("alice"), &SessionId::parse(sid.clone()).unwrap()).await.unwrap();
+    assert!(session.unwrap().lease.is_some(), "the first turn is still running");
     let retry = t.turn("alice", body).await;
     let live = live.await.unwrap();
     assert_eq!(retry.error_code(), None, "{:?}", retry.events);

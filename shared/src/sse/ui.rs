@@ -380,6 +380,64 @@ mod tests {
         assert!(p[2].get("data").unwrap().get("type").is_none());
     }
 
+    /// One event of a generated turn: text, a call or a result (call ids
+    /// from a small set, so results for unknown and repeated ids happen), an
+    /// error, or a data event.
+    fn any_event() -> impl proptest::strategy::Strategy<Value = StreamEvent> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => "[a-z ]{0,3}".prop_map(|content| StreamEvent::TextDelta { content }),
+            2 => (0..3u8, any::<bool>()).prop_map(|(i, json)| call(&format!("c{i}"), if json { "{}" } else { "{" })),
+            2 => (0..3u8, any::<bool>()).prop_map(|(i, ok)| result(&format!("c{i}"), ok)),
+            1 => Just(StreamEvent::error("e", "failed", false)),
+            1 => Just(StreamEvent::AgentState { state: AgentActivity::Executing, details: None }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever the order of events, the stream is one the client reads:
+        /// `start` first, text deltas and ends only in an open text part
+        /// (`finish-step` closes them), outputs only for announced calls, no
+        /// text open at `finish`, `finish` last, then `[DONE]` once.
+        #[test]
+        fn any_event_order_gives_a_stream_the_client_reads(
+            events in proptest::collection::vec(any_event(), 0..40),
+            reason in proptest::prop_oneof![
+                proptest::strategy::Just(DoneReason::Complete),
+                proptest::strategy::Just(DoneReason::Error),
+                proptest::strategy::Just(DoneReason::Stopped),
+            ],
+        ) {
+            let mut all = events;
+            all.push(done(reason));
+            let (p, wire) = parts(&all);
+            proptest::prop_assert!(wire.ends_with("data: [DONE]\n\n") && wire.matches("[DONE]").count() == 1);
+            let (mut open, mut calls) = (HashSet::new(), HashSet::new());
+            for (i, part) in p.iter().enumerate() {
+                let ty = part["type"].as_str().unwrap();
+                let id = |k: &str| part[k].as_str().unwrap().to_string();
+                proptest::prop_assert_eq!(i == 0, ty == "start");
+                match ty {
+                    "text-start" => { open.insert(id("id")); }
+                    "text-delta" => proptest::prop_assert!(open.contains(&id("id")), "delta outside its part"),
+                    "text-end" => proptest::prop_assert!(open.remove(&id("id")), "end of a part not open"),
+                    "finish-step" | "tool-input-start" | "error" => proptest::prop_assert!(open.is_empty(), "text left open at {}", ty),
+                    "tool-input-available" | "tool-input-error" => { calls.insert(id("toolCallId")); }
+                    "tool-output-available" | "tool-output-error" => proptest::prop_assert!(calls.contains(&id("toolCallId"))),
+                    "finish" => {
+                        proptest::prop_assert!(open.is_empty());
+                        proptest::prop_assert_eq!(i, p.len() - 1);
+                    }
+                    _ => {}
+                }
+            }
+            proptest::prop_assert_eq!(p.last().unwrap()["type"].as_str(), Some("finish"));
+            if reason == DoneReason::Error {
+                proptest::prop_assert!(p.iter().any(|x| x["type"] == "error"), "a failed turn has an error part");
+            }
+        }
+    }
+
     #[test]
     fn the_same_events_encode_to_the_same_bytes() {
         let events = [

@@ -20,6 +20,7 @@
 //! | agent state (one versioned item) | `U#<user>#S#<session>` | `MSG~AGENT_STATE` | — |
 //! | context-pack cache (prewarm; TTL `ttl`) | `U#<user>#CACHE` | `<scope>#<project or ->#<entity or ->#<entity kind or ->` | `CACHE#ACTIVE` / `<last_used_ms, 13 digits>#<user>#<sk>` (sparse: cache items only) |
 //! | prewarm refresh checkpoint | `PREWARM#SWEEP` | `CHECKPOINT` | — |
+//! | frame log batch: consecutive frames of a turn, as sent ([`crate::frames`]; TTL `ttl`, 1 day) | `U#<user>#S#<session>` | `FRAMES#<turn id, UUIDv7>#<first frame id, 10 digits>` | — |
 //!
 //! | access pattern | operation and key condition |
 //! |---|---|
@@ -50,6 +51,9 @@
 //! | clear the agent state (session closed) | `DeleteItem pk, sk=MSG~AGENT_STATE` |
 //! | a cached context pack and its project version | `GetItem pk=U#<user>#CACHE, sk=<scope key>` (see [`cache`]) |
 //! | store a context pack | `PutItem`, condition: missing or `version <= :built_from` |
+//! | store a frame log batch (the turn's background writer, one in flight) | `PutItem pk, sk=FRAMES#<turn>#<first>` (`data`: the frames' JSON, `written_at`, `ttl`) |
+//! | the session's latest turn's frames after id N (resume) | `Query pk AND sk BETWEEN "FRAMES#" AND "FRAMES$"`, `ScanIndexForward=false`, `Limit=25`, consistent; read until the batch holding N+1 or an earlier turn (turn ids sort by start) — beside `GetItem sk=SESSION` (projection `lease_turn, lease_until, status`: the running turn) |
+//! | a turn's batches from frame N (follow, retry) | `Query pk AND sk BETWEEN FRAMES#<turn>#<N> AND FRAMES#<turn>#9999999999`, consistent |
 //! | caches used in the last N minutes, oldest first (scheduled refresh) | `Query GSI1 gsi1pk=CACHE#ACTIVE AND gsi1sk BETWEEN <checkpoint or now-N> AND <now>`, pages of `Limit` |
 //!
 //! Message sequence numbers are gap-free and allocated by the lease holder from
@@ -68,7 +72,9 @@
 //! they wrote when the delete began. The mark comes before the sweep, so
 //! whatever such a check saw as alive, the sweep finds. (A writer that dies
 //! between its write and its check can leave an item behind; a repeated
-//! DELETE sweeps it.)
+//! DELETE sweeps it.) The exception is the frame log: its batches are plain
+//! puts, unchecked, so a batch a turn writes after the sweep (until the turn
+//! stops at its next lease renewal) is left until its TTL (1 day).
 //!
 //! A `stream_run_id` is claimed once per user (`RUN` item, in the transaction
 //! that creates the session or starts the turn), so a retried first turn

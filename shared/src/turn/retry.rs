@@ -89,18 +89,20 @@ async fn from_frames(
     };
     let mut frames = follow.frames;
     while let Some(f) = frames.next().await {
-        match f.event {
+        let sent = match f.event {
             StreamEvent::Done { reason, session_id, turn_id, usage, .. } => {
                 return Some(StreamEvent::Done { reason, session_id, turn_id, usage, replayed: true });
             }
             // One frame per stored frame (never coalesced), so the ids match.
-            StreamEvent::TextDelta { content } => {
-                let _ = sink.text(&content);
-                let _ = sink.flush().await;
-            }
-            event => {
-                let _ = sink.send(event).await;
-            }
+            StreamEvent::TextDelta { content } => match sink.text(&content) {
+                Ok(()) => sink.flush().await,
+                gone => gone,
+            },
+            event => sink.send(event).await,
+        };
+        if sent.is_err() {
+            // This client is gone: nothing more to follow for it.
+            break;
         }
     }
     // Followed until this invocation's end: the client comes back for the rest.
