@@ -622,3 +622,81 @@ start_cargo_lambda_watch() {
 }
 
 stop_cargo_lambda_watch() { stop_service "$SERVICE_PREFIX-lambda"; }
+
+# ------------------------------------------------------------------- web ---
+# The chat page (web/, docs/web.md): Node.js with the npm packages of
+# web/package-lock.json, and for its browser test Debian's Chromium, driven by
+# playwright-core (never a browser that a tool downloads).
+
+WEB_DIR="$REPO_ROOT/web"
+CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
+
+# web_deps: installs web/package-lock.json's packages unless node_modules has
+# them already. `npm install`, not `npm ci`: the registry reachable here serves
+# only some of rollup's per-platform optional packages, so the lock file lists
+# only those and `npm ci` calls it out of sync; `npm install` installs exactly
+# the locked versions, and a lock file it had to change is an error.
+web_deps() {
+  have node && have npm || die "node and npm are required for web/ (Node.js 20)"
+  local stamp="$WEB_DIR/node_modules/.agentic-chat-lock"
+  if [[ -d "$WEB_DIR/node_modules" ]] && cmp -s "$WEB_DIR/package-lock.json" "$stamp"; then
+    return 0
+  fi
+  log "npm install in web/ (from package-lock.json)"
+  local before="$LOCAL_DIR/web-package-lock.before"
+  cp "$WEB_DIR/package-lock.json" "$before"
+  (cd "$WEB_DIR" && npm install --no-audit --no-fund --loglevel=error) || die "npm install in web/ failed"
+  cmp -s "$WEB_DIR/package-lock.json" "$before" ||
+    die "npm install changed web/package-lock.json: check the change and commit it"
+  cp "$WEB_DIR/package-lock.json" "$stamp"
+}
+
+# web_build: type-check and build the page into web/dist (vite).
+web_build() {
+  web_deps
+  log "building web/ (tsc + vite build)"
+  (cd "$WEB_DIR" && npm run --silent build >"$(log_file web-build)" 2>&1) || {
+    print_log_tail "$(log_file web-build)"
+    die "web/ build failed (see $(log_file web-build))"
+  }
+}
+
+# ensure_chromium: Debian's chromium package (/usr/bin/chromium).
+ensure_chromium() {
+  [[ -x "$CHROMIUM" ]] && return 0
+  log "chromium not found; installing Debian's chromium with apt-get"
+  [[ "$(id -u)" == 0 ]] || die "chromium is required for the browser test (apt-get install chromium)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  [[ -x "$CHROMIUM" ]] || die "apt-get install chromium did not provide $CHROMIUM"
+}
+
+# write_web_config FILE STREAM_URL ENTITIES_URL TOKEN: the page's config.json.
+write_web_config() {
+  "$PYTHON" - "$@" <<'PY'
+import json, sys
+path, stream, entities, token = sys.argv[1:5]
+with open(path, "w") as f:
+    json.dump({"streamUrl": stream, "entitiesUrl": entities, "token": token}, f, indent=2)
+    f.write("\n")
+PY
+}
+
+# start_web_preview PORT: web/dist (with its config.json) served by `vite
+# preview` on 127.0.0.1:PORT until the stack stops.
+start_web_preview() {
+  local port="$1" name="$SERVICE_PREFIX-web" pid logf
+  if pid="$(service_pid "$name")"; then
+    log "$name already running (pid $pid); reusing it"
+    return 0
+  fi
+  port_open 127.0.0.1 "$port" && die "port $port is already in use; set WEB_PORT to another port"
+  logf="$(log_file "$LOG_PREFIX-web")"
+  # shellcheck disable=SC2016 # $1/$2 expand in the inner bash
+  start_service "$name" "$logf" "vite preview" \
+    bash -c 'cd "$1" && exec node_modules/.bin/vite preview --port "$2" --strictPort' _ "$WEB_DIR" "$port"
+  wait_for_port 127.0.0.1 "$port" 60 "$SERVICE_PID" || {
+    print_log_tail "$logf"
+    die "vite preview did not come up on port $port"
+  }
+}

@@ -15,7 +15,10 @@
 # the local model server (LLM_PORT=8080; LOCAL_MODEL=qwen2.5-coder-1.5b, or
 # smollm2 for a small chat-only model; skipped when LLM_BASE_URL is set),
 # `cargo lambda watch` serving the functions (LAMBDA_PORT=9000), and the local
-# SQS event source feeding the summarizer from the turns FIFO queue on moto.
+# SQS event source feeding the summarizer from the turns FIFO queue on moto,
+# and, while the stack stays up (the REPL or --keep), the chat page (web/,
+# built once, served by `vite preview` on WEB_PORT=5173 with a config.json
+# naming this stack; docs/web.md; WEB=0 skips it).
 # Logs: .local/stack-*.log. See docs/local-stack.md.
 set -euo pipefail
 
@@ -42,7 +45,7 @@ while (($#)); do
     status)
       if ((${#message[@]} == 0 && $# == 1)); then
         any=0
-        for svc in dynamodb moto llama lambda events; do
+        for svc in dynamodb moto llama lambda events web; do
           if pid="$(service_pid "stack-$svc")"; then
             echo "stack-$svc running (pid $pid)"
             any=1
@@ -72,6 +75,12 @@ DDB_PORT="${DDB_PORT:-8000}"
 MOTO_PORT="${MOTO_PORT:-5000}"
 LLM_PORT="${LLM_PORT:-8080}"
 LAMBDA_PORT="${LAMBDA_PORT:-9000}"
+WEB_PORT="${WEB_PORT:-5173}"
+# The chat page, only when the stack stays up for a person to use it.
+serve_web=0
+if [[ "${WEB:-1}" == 1 ]] && ((${#message[@]} == 0 || keep)); then
+  serve_web=1
+fi
 
 # Tear down what this run started unless it ends normally with --keep.
 leave_running=0
@@ -95,6 +104,14 @@ ensure_moto
 ensure_cargo_lambda
 if [[ -z "${LLM_BASE_URL:-}" ]]; then
   ensure_local_model
+fi
+if ((serve_web)); then
+  if have node && have npm; then
+    web_build
+  else
+    warn "node/npm not found: no chat page (install Node.js 20 for web/)"
+    serve_web=0
+  fi
 fi
 log "dependencies ready ($((SECONDS - t0))s)"
 
@@ -137,6 +154,11 @@ if [[ -z "${AUTH_JWT_SECRET:-}" ]]; then
   AUTH_JWT_SECRET="$(cat "$secret_file")"
 fi
 export AUTH_JWT_SECRET
+# The page's origin may call the functions: locally the functions answer CORS
+# themselves (on AWS the function URL's Cors does; CORS_ALLOW_ORIGIN unset).
+if ((serve_web)); then
+  export CORS_ALLOW_ORIGIN="${CORS_ALLOW_ORIGIN:-http://127.0.0.1:$WEB_PORT}"
+fi
 
 # ------------------------------------------------------------ services ---
 start_dynamodb_local "$DDB_PORT" "$LOCAL_DIR/ddb-data"
@@ -173,7 +195,7 @@ env_file="$LOCAL_DIR/stack.env"
     else
       printf "%s='%s'\n" "$name" "$value" >>"$env_file"
     fi
-  done < <(compgen -e | grep -E '^(TABLE_NAME|HISTORY_LIMIT|SUMMARY_[A-Z_]+|SUMMARIZER_MODEL|TURN_EVENT_WAIT_MS|CONTEXT_[A-Z_]+|MAX_MESSAGE_BYTES|SESSION_LEASE_MS|DEADLINE_MARGIN_MS|TURN_TIMEOUT_MS|LOG_FORMAT|RUST_LOG|LLM_[A-Z_]+|AUTH_[A-Z_]+|AWS_REGION|AWS_DEFAULT_REGION|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_EC2_METADATA_DISABLED|AWS_ENDPOINT_URL_[A-Z_]+)$' | sort)
+  done < <(compgen -e | grep -E '^(TABLE_NAME|HISTORY_LIMIT|SUMMARY_[A-Z_]+|SUMMARIZER_MODEL|TURN_EVENT_WAIT_MS|CONTEXT_[A-Z_]+|MAX_MESSAGE_BYTES|SESSION_LEASE_MS|DEADLINE_MARGIN_MS|TURN_TIMEOUT_MS|LOG_FORMAT|RUST_LOG|CORS_ALLOW_ORIGIN|LLM_[A-Z_]+|AUTH_[A-Z_]+|AWS_REGION|AWS_DEFAULT_REGION|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_EC2_METADATA_DISABLED|AWS_ENDPOINT_URL_[A-Z_]+)$' | sort)
 )
 start_cargo_lambda_watch "$LAMBDA_PORT" --env-file "$env_file"
 # Lambda's SQS event source mapping, locally: queue -> summarizer invocations.
@@ -203,9 +225,16 @@ log "stream function answered (HTTP $code without a token) after $((SECONDS - t0
 if ((${#message[@]} == 0 || keep)); then
   ENTITIES_URL="http://127.0.0.1:$LAMBDA_PORT/lambda-url/entities/"
   TOKEN="$("$CLI" token)"
+  page_line=""
+  if ((serve_web)); then
+    write_web_config "$WEB_DIR/dist/config.json" "$STREAM_URL" "$ENTITIES_URL" "$TOKEN"
+    start_web_preview "$WEB_PORT"
+    page_line="    chat page          http://127.0.0.1:$WEB_PORT/   (web/, docs/web.md)"
+  fi
   cat >&2 <<EOF
 
   Stack is up:
+$page_line
     stream function    $STREAM_URL
     entities function  $ENTITIES_URL
     DynamoDB Local     $AWS_ENDPOINT_URL_DYNAMODB   (table $TABLE_NAME, data in .local/ddb-data)

@@ -8,6 +8,9 @@
 # `cargo nextest run --workspace --no-fail-fast "$@"` and stops the services
 # on exit. Exits with the test runner's status.
 #
+# Also builds web/ (docs/web.md) and installs Debian's Chromium for the
+# browser test when missing.
+#
 # The tests need no real model: they run a scripted OpenAI-compatible server
 # inside the Rust test code. First, the local model server's Python tests
 # (scripts/local_llm, stdlib unittest; no llama_cpp, no model).
@@ -54,6 +57,17 @@ if [[ "${NEED_CARGO_LAMBDA:-0}" == 1 ]]; then
   ensure_cargo_lambda
 fi
 # ----------------------------------------------------------------------------
+# The chat page and its browser test (tests/tests/browser.rs, web_types.rs):
+# npm packages, the built page, Debian's Chromium. In CI they are required (the
+# tests fail without them); elsewhere a machine without Node.js skips them.
+if have node && have npm; then
+  web_build
+  ensure_chromium
+elif [[ "${CI:-}" == true ]]; then
+  die "node and npm are required in CI (the web tests)"
+else
+  warn "node/npm not found: the web tests will be skipped"
+fi
 log "dependencies ready ($((SECONDS - t0))s)"
 
 ddb_port="$(free_port)"

@@ -139,6 +139,11 @@ pub struct Config {
     /// `PLAN_STEP_MAX_ROUNDS` (default 3): model → tools rounds of one plan
     /// step's executor; its last round offers no tools.
     pub plan_step_max_rounds: usize,
+    /// `CORS_ALLOW_ORIGIN` (default unset): local stacks only. When set, the
+    /// edge answers CORS itself ([`crate::edge::with_cors`]) for this origin
+    /// (or `*`); on AWS leave it unset: the function URL's `Cors` adds the
+    /// headers, and a second copy from us would make browsers refuse both.
+    pub cors_allow_origin: Option<String>,
 }
 
 /// `name`'s value, if set and not blank. Every module's settings are read
@@ -219,6 +224,7 @@ impl Config {
             dev_events: switch("DEV_EVENTS")?,
             plan_step_concurrency: env_parse("PLAN_STEP_CONCURRENCY", 3usize)?.max(1),
             plan_step_max_rounds: env_parse("PLAN_STEP_MAX_ROUNDS", 3usize)?,
+            cors_allow_origin: cors_origin()?,
         })
     }
 }
@@ -230,6 +236,23 @@ fn switch(name: &'static str) -> Result<bool, ConfigError> {
         Some("1") | Some("true") => Ok(true),
         Some(v) => Err(ConfigError { var: name, reason: format!("{v:?}: expected 1, true, 0 or false") }),
     }
+}
+
+/// `CORS_ALLOW_ORIGIN`: one origin (`scheme://host[:port]`) or `*`; it is
+/// sent as a header, so anything else is refused at start.
+fn cors_origin() -> Result<Option<String>, ConfigError> {
+    let Some(v) = env_or("CORS_ALLOW_ORIGIN") else { return Ok(None) };
+    let v = v.trim().to_string();
+    let origin = v.split_once("://").is_some_and(|(scheme, host)| {
+        matches!(scheme, "http" | "https") && !host.is_empty() && !host.contains('/') && host.is_ascii()
+    });
+    if v == "*" || (origin && !v.chars().any(|c| c.is_whitespace() || c == ',')) {
+        return Ok(Some(v));
+    }
+    Err(ConfigError {
+        var: "CORS_ALLOW_ORIGIN",
+        reason: format!("{v:?} is not `*` or one origin like http://localhost:5173"),
+    })
 }
 
 #[cfg(test)]
@@ -248,6 +271,7 @@ mod tests {
         "AUTH_AUDIENCE",
         "AUTH_JWKS_CACHE_SECS",
         "MAX_MESSAGE_BYTES",
+        "CORS_ALLOW_ORIGIN",
     ];
 
     /// `Config::from_env` with exactly `vars` among the ones under test set.
@@ -307,5 +331,17 @@ mod tests {
         // The worst case the cap is sized for fits in 400 KB with room for the item's other attributes.
         let escaped = serde_json::to_string(&"\u{1}".repeat(MAX_MESSAGE_BYTES_LIMIT)).unwrap();
         assert!(escaped.len() + 2 * 1024 <= 400 * 1024, "{}", escaped.len());
+    }
+
+    #[test]
+    fn cors_origin_is_one_origin_or_star() {
+        assert_eq!(load(&[]).unwrap().cors_allow_origin, None);
+        let c = load(&[("CORS_ALLOW_ORIGIN", "http://127.0.0.1:5173")]).unwrap();
+        assert_eq!(c.cors_allow_origin.as_deref(), Some("http://127.0.0.1:5173"));
+        assert_eq!(load(&[("CORS_ALLOW_ORIGIN", "*")]).unwrap().cors_allow_origin.as_deref(), Some("*"));
+        for bad in ["localhost:5173", "http://a, http://b", "http://a/path", "ftp://a"] {
+            let e = load(&[("CORS_ALLOW_ORIGIN", bad)]).unwrap_err();
+            assert_eq!(e.var, "CORS_ALLOW_ORIGIN", "{bad}");
+        }
     }
 }

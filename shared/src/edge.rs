@@ -1,7 +1,7 @@
 //! What every HTTP edge shares (the stream, sessions, entities and prewarm
 //! routes): the response body type, JSON answers and errors, the one
-//! query-string decoder, and the authenticator built from config. A leaf:
-//! it knows no route and no domain.
+//! query-string decoder, the authenticator built from config, and CORS for
+//! local stacks. A leaf: it knows no route and no domain.
 
 use crate::auth::Authenticator;
 use crate::config::AuthConfig;
@@ -35,12 +35,12 @@ impl Body for ResponseBody {
 }
 
 /// The JSON body of every error answered over plain HTTP.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
     /// Machine-readable, stable.
     pub code: String,
@@ -67,6 +67,30 @@ pub fn no_content() -> Response<ResponseBody> {
         .status(StatusCode::NO_CONTENT)
         .body(ResponseBody::Full(None))
         .expect("static response parts are valid")
+}
+
+/// What a browser page may send: the bearer token, a JSON body, and the
+/// `Last-Event-ID` of a resumed stream. Kept equal to `infra/template.yaml`'s
+/// function URL `Cors` (the one that applies on AWS).
+pub const CORS_ALLOW_HEADERS: &str = "authorization, content-type, last-event-id";
+/// What a page may read: the AI SDK checks this header on `POST /chat`.
+pub const CORS_EXPOSE_HEADERS: &str = "x-vercel-ai-ui-message-stream";
+pub const CORS_ALLOW_METHODS: &str = "GET, POST, PATCH, DELETE";
+
+/// The answer with CORS headers for `allow_origin` (config
+/// `CORS_ALLOW_ORIGIN`), or unchanged without one. Local stacks only: on AWS
+/// the function URL's `Cors` adds these headers itself, and returning them
+/// too would duplicate them (a browser refuses an answer with two
+/// `Access-Control-Allow-Origin` values), so there the setting stays unset.
+pub fn with_cors(allow_origin: Option<&str>, mut resp: Response<ResponseBody>) -> Response<ResponseBody> {
+    let Some(origin) = allow_origin.and_then(|o| header::HeaderValue::from_str(o).ok()) else { return resp };
+    let h = resp.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, header::HeaderValue::from_static(CORS_ALLOW_HEADERS));
+    h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, header::HeaderValue::from_static(CORS_ALLOW_METHODS));
+    h.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, header::HeaderValue::from_static(CORS_EXPOSE_HEADERS));
+    h.insert(header::ACCESS_CONTROL_MAX_AGE, header::HeaderValue::from_static("600"));
+    resp
 }
 
 /// A query string's parameters, percent-decoded (`+` is a space); a later

@@ -8,7 +8,7 @@
 use crate::auth::Authenticator;
 use crate::config::{Config, ConfigError};
 use crate::context::ContextConfig;
-use crate::edge::{json_error, no_content, ResponseBody};
+use crate::edge::{json_error, no_content, with_cors, ResponseBody};
 use crate::entities::EntityService;
 use crate::frames::{DynamoFrameLog, Recorder};
 use crate::ids::{TurnId, UserId};
@@ -97,14 +97,21 @@ impl StreamApp {
 
 /// The stream function's handler: `POST` on any path starts a turn, except
 /// under `/sessions`, which is the sessions API (`crate::session::http`), and
-/// under `/chat`, the AI SDK's chat protocol (`crate::chat`).
+/// under `/chat`, the AI SDK's chat protocol (`crate::chat`). Every answer,
+/// preflight included, carries CORS headers when `CORS_ALLOW_ORIGIN` is set
+/// (local stacks; see [`crate::edge::with_cors`]).
 pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {
+    let cors = app.deps.config.cors_allow_origin.clone();
+    with_cors(cors.as_deref(), route_stream(app, req).await)
+}
+
+async fn route_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {
     let started = std::time::Instant::now();
     // Before anything is streamed: Nagle off on the Runtime API connection.
     crate::transport::nodelay_runtime_api();
     if req.method() == Method::OPTIONS {
-        // CORS is answered by the function URL's configuration; this keeps a
-        // preflight that reaches us anyway from being refused.
+        // A preflight: on AWS the function URL's `Cors` answers it before us;
+        // this keeps one that reaches us (a local stack) from being refused.
         return no_content();
     }
     let sessions_api = crate::session::http::is_sessions_path(req.uri().path());

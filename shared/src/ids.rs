@@ -144,7 +144,8 @@ impl Default for MessageId {
     }
 }
 
-/// The ids the entities API exposes are plain strings in its OpenAPI document.
+/// The ids the entities API (and the web client's generated types) expose are
+/// plain strings in its OpenAPI document; all of these are checked at 64.
 macro_rules! string_schema {
     ($($t:ty),*) => {$(
         impl utoipa::PartialSchema for $t {
@@ -158,7 +159,7 @@ macro_rules! string_schema {
         impl utoipa::ToSchema for $t {}
     )*};
 }
-string_schema!(EntityId, ProjectId);
+string_schema!(EntityId, ProjectId, SessionId, TurnId);
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,7 @@
 //! requests in, JSON errors or an SSE body out).
 
 pub mod agent_state;
+pub mod api_types;
 pub mod auth;
 pub mod chat;
 pub mod config;

@@ -10,7 +10,7 @@
 use crate::ids::{MessageId, SessionId, TurnId};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     System,
@@ -20,7 +20,7 @@ pub enum Role {
 }
 
 /// One tool call as the OpenAI protocol spells it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolCall {
     pub id: String,
     #[serde(rename = "type", default = "function_type")]
@@ -32,7 +32,7 @@ fn function_type() -> String {
     "function".to_string()
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FunctionCall {
     pub name: String,
     /// JSON text exactly as the model produced it (it may be invalid JSON).
@@ -40,7 +40,7 @@ pub struct FunctionCall {
 }
 
 /// Marks an assistant message whose generation failed or was cut short.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MessageError {
     /// Machine-readable, same vocabulary as the SSE `error` event's `code`.
     pub code: String,
@@ -48,7 +48,7 @@ pub struct MessageError {
 }
 
 /// Token usage as reported by the model (or estimated when it reports none).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,

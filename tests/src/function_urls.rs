@@ -8,6 +8,7 @@ use crate::TestApp;
 use http_body_util::BodyExt;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use shared::config::Config;
 use shared::edge::ResponseBody;
 use shared::entities::http::{handle_entities, EntitiesApp};
 use shared::http::{handle_stream, StreamApp};
@@ -32,8 +33,14 @@ pub struct FunctionUrls {
 
 impl FunctionUrls {
     pub async fn start() -> FunctionUrls {
-        let t = TestApp::new().await;
-        let config = crate::test_config(&t.table, &t.llm.base_url());
+        Self::with_config(|_| {}).await
+    }
+
+    /// With `tweak` applied to every function's config.
+    pub async fn with_config(tweak: impl Fn(&mut Config)) -> FunctionUrls {
+        let t = TestApp::with_config(&tweak).await;
+        let mut config = crate::test_config(&t.table, &t.llm.base_url());
+        tweak(&mut config);
         let apps = Apps {
             stream: t.app.clone(),
             entities: EntitiesApp::with_dynamo(config.clone(), t.dynamo.clone()),

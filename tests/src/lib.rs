@@ -11,6 +11,7 @@ pub mod function_urls;
 pub mod runtime_api;
 pub mod scripted_llm;
 pub mod summary;
+pub mod web;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;

@@ -35,6 +35,8 @@ pub struct EntitiesApp {
     pub service: EntityService,
     pub auth: Authenticator,
     openapi: Arc<String>,
+    /// `CORS_ALLOW_ORIGIN` (local stacks; see [`crate::edge::with_cors`]).
+    cors_allow_origin: Option<String>,
 }
 
 impl EntitiesApp {
@@ -48,6 +50,7 @@ impl EntitiesApp {
             service: EntityService::new(EntityStore::new(dynamo, config.table_name.clone())),
             auth: crate::edge::authenticator(&config.auth),
             openapi: Arc::new(openapi_json()),
+            cors_allow_origin: config.cors_allow_origin.clone(),
         }
     }
 }
@@ -354,10 +357,16 @@ fn method_not_allowed(allowed: &[Method]) -> Response<ResponseBody> {
 }
 
 /// The entities function's handler.
+/// Every answer, preflight included, carries CORS headers when
+/// `CORS_ALLOW_ORIGIN` is set (local stacks; see [`crate::edge::with_cors`]).
 pub async fn handle_entities(app: &EntitiesApp, req: lambda_http::Request) -> Response<ResponseBody> {
+    crate::edge::with_cors(app.cors_allow_origin.as_deref(), route_entities(app, req).await)
+}
+
+async fn route_entities(app: &EntitiesApp, req: lambda_http::Request) -> Response<ResponseBody> {
     if req.method() == Method::OPTIONS {
-        // CORS is answered by the function URL's configuration.
-        return Response::builder().status(StatusCode::NO_CONTENT).body(ResponseBody::Full(None)).expect("valid");
+        // A preflight: on AWS the function URL's `Cors` answers it before us.
+        return crate::edge::no_content();
     }
     let path = req.uri().path().to_string();
     let owned = segments(&path);

@@ -18,7 +18,7 @@
 use super::SessionView;
 use crate::edge::{json, json_error, no_content, query_params, ResponseBody};
 use crate::frames::FrameLog;
-use crate::ids::{RunId, SessionId, UserId};
+use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{MessageError, Role, StoredMessage};
 use crate::sse::SseBody;
 use crate::store::agent_state::AgentStateStore;
@@ -34,7 +34,7 @@ pub const TITLE_MAX: usize = 200;
 /// Delete batches (of 25 items) one request may run before answering 202.
 const DELETE_BUDGET: usize = 400;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SessionList {
     pub sessions: Vec<SessionView>,
     /// Pass as `cursor` for the next page; absent on the last page.
@@ -43,7 +43,7 @@ pub struct SessionList {
 }
 
 /// A message in the shape a UI renders.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MessageView {
     pub id: String,
     pub seq: u64,
@@ -64,9 +64,13 @@ pub struct MessageView {
     /// A user message dictated from voice notes: the id the client sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice_note_group_id: Option<String>,
+    /// The turn that wrote it: the id of its answer in the AI SDK's protocol
+    /// (`POST /chat`'s `start.messageId`), so a client that shows the history
+    /// and then resumes the turn replaces the stored answer, not repeats it.
+    pub turn_id: TurnId,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageStatus {
     Complete,
@@ -74,7 +78,7 @@ pub enum MessageStatus {
     Stopped,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolCallView {
     pub id: String,
     pub name: String,
@@ -83,7 +87,7 @@ pub struct ToolCallView {
     pub result_preview: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MessagesPage {
     /// Chronological.
     pub messages: Vec<MessageView>,
@@ -95,13 +99,13 @@ pub struct MessagesPage {
     pub next_after: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenameSession {
     pub title: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StopRequest {
     /// Stop only this run (string or number); without it, whatever turn is running.
@@ -109,7 +113,7 @@ pub struct StopRequest {
     pub stream_run_id: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StopAnswer {
     /// False when there was no running turn (it had ended, or another run was named): nothing changed.
     pub stopped: bool,
@@ -118,7 +122,7 @@ pub struct StopAnswer {
     pub message: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeleteAnswer {
     pub status: String,
     pub items_deleted: usize,
@@ -365,6 +369,7 @@ fn views(page: Vec<StoredMessage>) -> Vec<MessageView> {
                 status,
                 error: m.error,
                 voice_note_group_id: m.voice_note_group_id,
+                turn_id: m.turn_id,
             }
         })
         .collect()

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 /// The scope of a chat (CURRENT_FLOW_AND_GAPS §5.1). `general` is accepted and
 /// normalised to `global`; anything else unknown is refused with a 400.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ContextType {
     #[default]
@@ -65,7 +65,7 @@ impl ContextType {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     #[default]
@@ -74,7 +74,7 @@ pub enum SessionStatus {
 }
 
 /// The session as the client sees it (the `session` event, the sessions API).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SessionView {
     pub id: SessionId,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -28,7 +28,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// What the agent is doing, for the UI's status line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentActivity {
     Thinking,
@@ -37,7 +37,7 @@ pub enum AgentActivity {
 }
 
 /// How a turn ended, carried by `done`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DoneReason {
     /// The model finished its answer.
@@ -48,7 +48,7 @@ pub enum DoneReason {
     Stopped,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OperationAction {
     List,
@@ -59,7 +59,7 @@ pub enum OperationAction {
     Delete,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OperationStatus {
     Start,
@@ -68,7 +68,7 @@ pub enum OperationStatus {
 }
 
 /// The budget the context builder worked with and what it kept.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ContextUsage {
     /// The request in the model's tokens, tool definitions included, as
     /// calibrated by its earlier reports (`context::TokenCalibration`).
@@ -86,7 +86,7 @@ pub struct ContextUsage {
     pub cache: Option<CacheStatus>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheStatus {
     Hit,
@@ -94,7 +94,7 @@ pub enum CacheStatus {
 }
 
 /// Where a turn looks: its scope, entity and the client's focus metadata.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Focus {
     pub context_type: crate::session::ContextType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,7 +110,7 @@ impl Focus {
 }
 
 /// Every event a turn sends. `type` is the tag on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StreamEvent {
     /// Always first, before any I/O.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// The body of `POST` to the stream function. Unknown fields are ignored so
 /// older and newer clients keep working; the body must be a JSON object.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, utoipa::ToSchema)]
 pub struct TurnRequest {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

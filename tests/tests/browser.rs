@@ -1,0 +1,91 @@
+//! The chat page (`web/`) in a real browser: the real stream and entities
+//! handlers on loopback (one table, the scripted model), the built page served
+//! with its `config.json`, and `web/e2e/browser.mjs` driving Debian's Chromium
+//! through playwright-core. The scenarios (a turn streams; an operation and an
+//! entity patch reach the panel; Stop keeps the partial; a reload mid-turn
+//! resumes without duplicated text; history after a reload) are in the script;
+//! this starts everything, answers as the model, and checks its exit code.
+//!
+//! `scripts/test.sh` builds `web/dist` and installs Chromium first. Without
+//! Node.js, the built page or Chromium the test is skipped, except in CI.
+//! `BROWSER_SCREENSHOT=path.png` also saves the page mid-turn.
+
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tests::function_urls::FunctionUrls;
+use tests::web::{self, StaticSite};
+use tests::{token, Reply};
+
+const USER: &str = "web-user";
+
+/// The scripted model, by the last message of each request (the script's
+/// prompts): a document to create, then a paced answer; a long answer to stop;
+/// an answer to reload in the middle of.
+fn model(request: &Value) -> Reply {
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages.last().cloned().unwrap_or_default();
+    let text = last["content"].as_str().unwrap_or_default().to_string();
+    let gap = Duration::from_millis(120);
+    let words = |prefix: &str, n: usize| -> Vec<String> { (0..n).map(|i| format!("{prefix}{i} ")).collect() };
+    let paced = |pieces: Vec<String>| Reply::paced(&pieces.iter().map(String::as_str).collect::<Vec<_>>(), gap);
+    match last["role"].as_str() {
+        Some("tool") => paced(["I added ", "the Launch ", "checklist ", "to the plan", "."].map(String::from).to_vec()),
+        _ if text.contains("launch checklist") => Reply::tool_calls(&[(
+            "create_document",
+            json!({ "title": "Launch checklist", "content": "- [ ] announce" }),
+        )]),
+        _ if text.contains("long essay") => paced(words("essay", 120)),
+        _ if text.contains("reload") => paced(words("resumed", 40)),
+        _ => Reply::text(&["Hello."]),
+    }
+}
+
+async fn create_project(f: &FunctionUrls, name: &str) {
+    let r = reqwest::Client::new()
+        .post(format!("{}projects", f.url("entities")))
+        .bearer_auth(token(USER))
+        .json(&json!({ "name": name }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chat_page_in_a_real_browser() {
+    let test = "browser test";
+    let Some(_node) = web::node_tools(test) else { return };
+    let Some(chromium) = web::chromium(test) else { return };
+    let dist = Path::new(web::WEB_DIR).join("dist");
+    if !web::present(test, (!dist.join("index.html").exists()).then(|| "web/dist is not built".into())) {
+        return;
+    }
+    // The page's origin is the static site's; `*` saves knowing its port first.
+    let f = FunctionUrls::with_config(|c| c.cors_allow_origin = Some("*".into())).await;
+    f.t.llm.set_default(Reply::dynamic(model));
+    create_project(&f, "Product launch").await;
+    let config = json!({ "streamUrl": f.url("stream"), "entitiesUrl": f.url("entities"), "token": token(USER) });
+    let site = StaticSite::serve(dist, config.to_string()).await;
+
+    let started = Instant::now();
+    let mut cmd = Command::new("node");
+    cmd.current_dir(web::WEB_DIR).arg("e2e/browser.mjs").arg(site.url()).env("CHROMIUM", &chromium);
+    if let Some(shot) = std::env::var_os("BROWSER_SCREENSHOT") {
+        cmd.arg(shot);
+    }
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("spawn node")).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() {
+        // What the model was told by the tools, for the failure's diagnosis.
+        for r in f.t.llm.requests() {
+            for m in r["messages"].as_array().into_iter().flatten().filter(|m| m["role"] == "tool") {
+                eprintln!("tool result: {}", m["content"]);
+            }
+        }
+        panic!("web/e2e/browser.mjs failed ({})", out.status);
+    }
+    eprintln!("browser test: node + chromium ran {} ms", started.elapsed().as_millis());
+}

@@ -1,0 +1,186 @@
+// The chat page in a real browser: Debian's Chromium driven by playwright-core
+// (never a downloaded browser), against the real stream and entities handlers
+// with the scripted model (tests/tests/browser.rs starts them, serves web/dist
+// with its config.json, and runs this).
+//
+//   node e2e/browser.mjs <page URL> [screenshot.png]
+//
+// Exits 0 when every scenario passed; prints one line per scenario. The
+// scripted model's answers are fixed by tests/tests/browser.rs: keep the
+// prompts and texts below in step with it.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const [site, screenshot] = process.argv.slice(2);
+if (!site) throw new Error('usage: node e2e/browser.mjs <page URL> [screenshot.png]');
+
+const CHECKLIST_REPLY = 'I added the Launch checklist to the plan.';
+const words = (prefix, n) => Array.from({ length: n }, (_, i) => `${prefix}${i} `).join('');
+const STOP_REPLY = words('essay', 120);
+const RESUME_REPLY = words('resumed', 40);
+
+const profile = mkdtempSync(join(tmpdir(), 'agentic-chat-chromium-'));
+const t0 = Date.now();
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1280, height: 760 },
+  args: [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+  ],
+});
+const pageErrors = [];
+try {
+  const page = browser.pages()[0] ?? (await browser.newPage());
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.setDefaultTimeout(20_000);
+
+  await scenario('the page loads its config, the session list and the project tree', async () => {
+    await page.goto(site);
+    await page.locator('[data-testid=input]').waitFor();
+    await page.locator('[data-testid=doc]').first().waitFor();
+    assert.match(page.url(), /#\/s\/[A-Za-z0-9]+$/, 'a new chat gets its id in the address');
+  });
+
+  await scenario('a turn streams its text; its operation and entity patch reach the panel', async () => {
+    const docsBefore = await page.locator('[data-testid=doc]').count();
+    await send(page, 'Please add a launch checklist');
+    const seen = await watchAssistant(page, (t) => t === CHECKLIST_REPLY);
+    assert.ok(seen.size >= 3, `text arrived in ${seen.size} steps: ${[...seen].join(' | ')}`);
+    await page.locator('[data-testid=operation]', { hasText: 'Created document “Launch checklist”' }).waitFor();
+    await page.locator('[data-testid=doc]', { hasText: 'Launch checklist' }).waitFor();
+    assert.equal(await page.locator('[data-testid=doc]').count(), docsBefore + 1, 'one document added, in place');
+    await page.locator('[data-testid=tool]', { hasText: 'create document' }).waitFor();
+  });
+
+  await scenario('Stop ends the turn and keeps its partial answer', async () => {
+    await send(page, 'Write a long essay');
+    await watchAssistant(page, (t) => t.split(' ').length > 12, { untilReady: false });
+    // Mid-turn, with the first turn's tool call, operation and new document in view.
+    if (screenshot) await page.screenshot({ path: screenshot });
+    await page.locator('[data-testid=stop]').click();
+    await waitReady(page);
+    const shown = await lastAssistantText(page);
+    assert.ok(shown.length > 0 && shown.length < STOP_REPLY.length, `partial: ${shown.length} chars`);
+    assert.ok(STOP_REPLY.startsWith(shown), 'the partial is a prefix of the answer');
+    await page.waitForTimeout(1500);
+    assert.equal(await lastAssistantText(page), shown, 'nothing more arrives after Stop');
+    await page.reload();
+    await page.locator('[data-testid=message-assistant]').last().waitFor();
+    const stored = await lastAssistantText(page);
+    assert.ok(stored.startsWith(shown) && stored.length < STOP_REPLY.length, 'the stored partial is kept');
+    await page.locator('[data-testid=message-assistant]').last().getByText('(stopped)').waitFor();
+  });
+
+  let resumeMs;
+  await scenario('a reload mid-turn resumes it with no duplicated text', async () => {
+    await send(page, 'Now reload while I answer');
+    await watchAssistant(page, (t) => t.split(' ').length > 8, { untilReady: false });
+    const reloaded = Date.now();
+    await page.reload();
+    const afterReload = await watchAssistant(page, (t) => t === RESUME_REPLY, {
+      onFirst: () => (resumeMs = Date.now() - reloaded),
+    });
+    assert.ok(afterReload.size >= 2, 'the resumed turn went on streaming after the reload');
+    const turns = await conversation(page);
+    assert.deepEqual(turns.slice(-2), [
+      ['user', 'Now reload while I answer'],
+      ['assistant', RESUME_REPLY],
+    ]);
+  });
+
+  await scenario('history after a reload is the conversation as it was', async () => {
+    const before = await conversation(page);
+    await page.reload();
+    await page.locator('[data-testid=message-assistant]').nth(2).waitFor();
+    await waitReady(page);
+    const after = await conversation(page);
+    assert.deepEqual(after, before);
+    assert.deepEqual(
+      after.map(([role]) => role),
+      ['user', 'assistant', 'user', 'assistant', 'user', 'assistant'],
+    );
+    assert.equal(after[1][1], CHECKLIST_REPLY);
+    await page.locator('[data-testid=session]').first().waitFor();
+  });
+
+  assert.deepEqual(pageErrors, [], 'the page threw');
+  console.log(`browser: every scenario passed in ${Date.now() - t0} ms (resume: first text ${resumeMs} ms after reload)`);
+} finally {
+  await browser.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+
+async function scenario(name, body) {
+  const t = Date.now();
+  try {
+    await body();
+  } catch (e) {
+    console.error(`FAILED: ${name}\n${e.stack ?? e}`);
+    const shown = await browser.pages()[0]?.evaluate(() => document.body.innerText).catch(() => '');
+    console.error(`the page showed:\n${shown}`);
+    if (pageErrors.length) console.error(`page errors: ${pageErrors.join('\n')}`);
+    throw e;
+  }
+  console.log(`ok: ${name} (${Date.now() - t} ms)`);
+}
+
+async function send(page, text) {
+  await page.locator('[data-testid=input]').fill(text);
+  await page.locator('[data-testid=send]').click();
+}
+
+async function status(page) {
+  return page.locator('[data-testid=status]').getAttribute('data-status');
+}
+
+async function waitReady(page) {
+  await page.waitForFunction(() => {
+    const s = document.querySelector('[data-testid=status]')?.getAttribute('data-status');
+    return s === 'ready' || s === 'error';
+  });
+}
+
+/** The text of the last message when it is the assistant's (else ''). */
+async function lastAssistantText(page) {
+  const last = (await conversation(page)).at(-1);
+  return last?.[0] === 'assistant' ? last[1] : '';
+}
+
+/** [role, text] of every message shown. */
+async function conversation(page) {
+  return page.$$eval('[data-testid^=message-]', (els) =>
+    els.map((el) => [
+      el.getAttribute('data-testid').slice('message-'.length),
+      [...el.querySelectorAll('[data-testid=text]')].map((t) => t.textContent).join(''),
+    ]),
+  );
+}
+
+/**
+ * Samples the last assistant message's text every 20 ms until `done(text)`
+ * (and, by default, the chat is ready again): the distinct texts seen.
+ */
+async function watchAssistant(page, done, { untilReady = true, onFirst } = {}) {
+  const seen = new Set();
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const text = await lastAssistantText(page);
+    if (text && !seen.size) onFirst?.();
+    if (text) seen.add(text);
+    const now = await status(page);
+    if (now === 'error') throw new Error(`the chat failed: ${await page.locator('[data-testid=status]').textContent()}`);
+    if (done(text) && (!untilReady || now === 'ready')) return seen;
+    if (Date.now() > deadline) throw new Error(`timed out; last text: ${JSON.stringify(text)}; status ${await status(page)}`);
+    await page.waitForTimeout(20);
+  }
+}

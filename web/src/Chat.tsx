@@ -1,0 +1,120 @@
+/**
+ * One session's conversation: `useChat` over the AI SDK's own
+ * `DefaultChatTransport` against `POST <stream URL>/chat`, resuming a running
+ * turn on mount (`GET <stream URL>/chat/{id}/stream`). Our events arrive as
+ * `data-*` parts: operations stay in the message, entity patches go to the
+ * ontology panel, the agent state (transient) to the status line.
+ */
+import { useChat } from '@ai-sdk/react';
+import { DefaultChatTransport } from 'ai';
+import { useEffect, useMemo, useRef, useState } from 'react';
+import type { Api } from './api/client';
+import type { EntityPatch } from './api/types.gen';
+import type { ChatMessage, OperationData } from './chat-types';
+import { join, type AppConfig } from './config';
+import { Message } from './Message';
+import { settled } from './operations';
+
+interface Props {
+  api: Api;
+  config: AppConfig;
+  sessionId: string;
+  initial: ChatMessage[];
+  /** The project the turn works in (its tools), when there is one. */
+  projectId?: string;
+  onPatch: (p: EntityPatch) => void;
+  onOperations: (ops: OperationData[]) => void;
+  onTurnEnd: () => void;
+}
+
+export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOperations, onTurnEnd }: Props) {
+  const [agentState, setAgentState] = useState<string | null>(null);
+  const [input, setInput] = useState('');
+  // useChat keeps the transport it was first given, so the scope is read
+  // when each request is made, not when the transport is.
+  const project = useRef(projectId);
+  project.current = projectId;
+  const transport = useMemo(
+    () =>
+      new DefaultChatTransport<ChatMessage>({
+        api: join(config.streamUrl, 'chat'),
+        headers: api.authHeaders,
+        // Besides useChat's own body ({id, messages, trigger, messageId}): the
+        // turn's scope, as in a native turn request (TurnRequest): a project
+        // turn names its project in `projectFocus`.
+        body: () => (project.current ? { context_type: 'project', projectFocus: { projectId: project.current } } : {}),
+      }),
+    [api, config.streamUrl],
+  );
+  const { messages, sendMessage, status, stop, error } = useChat<ChatMessage>({
+    id: sessionId,
+    messages: initial,
+    transport,
+    resume: true,
+    onData: (part) => {
+      if (part.type === 'data-entity-patch') onPatch(part.data.patch);
+      if (part.type === 'data-agent-state') setAgentState(part.data.state);
+    },
+    onFinish: () => {
+      setAgentState(null);
+      onTurnEnd();
+    },
+  });
+
+  const operations = useMemo(
+    () => settled(messages.flatMap((m) => m.parts.flatMap((p) => (p.type === 'data-operation' ? [p.data] : [])))),
+    [messages],
+  );
+  useEffect(() => onOperations(operations), [operations, onOperations]);
+
+  const busy = status === 'submitted' || status === 'streaming';
+  // The agent state says what precedes the answer; once its text streams, that is what happens.
+  const last = messages[messages.length - 1];
+  const writing = status === 'streaming' && last?.role === 'assistant' && last.parts.some((p) => p.type === 'text');
+  const activity = writing && agentState !== 'executing' ? 'writing' : (agentState ?? 'working');
+  const onStop = async () => {
+    // The stop route ends the turn on the server (which keeps its partial
+    // answer); stop() ends this page's read of the stream.
+    await api.stop(sessionId).catch(() => undefined);
+    stop();
+  };
+
+  return (
+    <section className="chat">
+      <div className="messages" data-testid="messages">
+        {messages.map((m) => (
+          <Message key={m.id} message={m} />
+        ))}
+      </div>
+      <p className="status" data-testid="status" data-status={status}>
+        {busy ? activity.replace(/_/g, ' ') + '…' : ''}
+        {error && <span className="error">{error.message}</span>}
+      </p>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (!input.trim() || busy) return;
+          sendMessage({ text: input });
+          setInput('');
+        }}
+      >
+        <input
+          data-testid="input"
+          value={input}
+          onChange={(e) => setInput(e.target.value)}
+          placeholder="Ask about your project…"
+          autoFocus
+        />
+        {busy ? (
+          <button type="button" data-testid="stop" onClick={onStop}>
+            Stop
+          </button>
+        ) : (
+          <button type="submit" data-testid="send" disabled={!input.trim()}>
+            Send
+          </button>
+        )}
+      </form>
+    </section>
+  );
+}

@@ -1,0 +1,1216 @@
+/* Generated from the Rust types (shared::api_types) by scripts/gen-types.sh: do not edit. */
+
+/**
+ * What the agent is doing, for the UI's status line.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "AgentActivity".
+ */
+export type AgentActivity = 'thinking' | 'executing' | 'waiting_on_user';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "CacheStatus".
+ */
+export type CacheStatus = 'hit' | 'miss';
+/**
+ * One thing a write changed.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Change".
+ */
+export type Change =
+  | {
+      entity: Record;
+      id: string;
+      kind: RecordKind;
+      op: 'created';
+    }
+  | {
+      entity: Record;
+      id: string;
+      kind: RecordKind;
+      op: 'updated';
+    }
+  | {
+      id: string;
+      kind: RecordKind;
+      op: 'deleted';
+    }
+  | {
+      edge: Edge;
+      op: 'linked';
+    }
+  | {
+      edge: Edge;
+      op: 'unlinked';
+    };
+/**
+ * A record in a change: a project or an entity.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Record".
+ */
+export type Record = Entity | Project;
+/**
+ * One entity of a project, as stored and as answered.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Entity".
+ */
+export type Entity = EntityFields & {
+  /**
+   * Documents only, and only when one document is read by id: the content.
+   */
+  content?: string | null;
+  /**
+   * Documents only: the content's length in bytes (UTF-8).
+   */
+  content_length?: number | null;
+  created_at: number;
+  id: EntityId;
+  project_id: ProjectId;
+  updated_at: number;
+  /**
+   * The entity's own version: 1 when created, bumped by each update. An
+   * update's `If-Match` / `expected_version` is compared with it.
+   */
+  version: number;
+};
+/**
+ * The kind-specific fields of an entity: `{"kind": "task", "fields": {...}}`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EntityFields".
+ */
+export type EntityFields =
+  | {
+      fields: DocumentFields;
+      kind: 'document';
+    }
+  | {
+      fields: TaskFields;
+      kind: 'task';
+    }
+  | {
+      fields: GoalFields;
+      kind: 'goal';
+    }
+  | {
+      fields: PlanFields;
+      kind: 'plan';
+    }
+  | {
+      fields: MilestoneFields;
+      kind: 'milestone';
+    }
+  | {
+      fields: RiskFields;
+      kind: 'risk';
+    }
+  | {
+      fields: RequirementFields;
+      kind: 'requirement';
+    };
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Description".
+ */
+export type Description = string | null;
+/**
+ * A name or title: not blank.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Name".
+ */
+export type Name = string;
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "TaskState".
+ */
+export type TaskState = 'todo' | 'in_progress' | 'blocked' | 'done';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GoalState".
+ */
+export type GoalState = 'active' | 'draft' | 'achieved' | 'abandoned';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "PlanState".
+ */
+export type PlanState = 'draft' | 'active' | 'completed' | 'cancelled';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MilestoneState".
+ */
+export type MilestoneState = 'pending' | 'in_progress' | 'completed' | 'missed';
+/**
+ * How bad a risk would be.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Impact".
+ */
+export type Impact = 'medium' | 'low' | 'high' | 'critical';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "RiskState".
+ */
+export type RiskState = 'open' | 'mitigated' | 'accepted' | 'closed';
+/**
+ * MoSCoW priority of a requirement.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Priority".
+ */
+export type Priority = 'should' | 'must' | 'could' | 'wont';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "RequirementState".
+ */
+export type RequirementState = 'proposed' | 'accepted' | 'implemented' | 'rejected';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EntityId".
+ */
+export type EntityId = string;
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ProjectId".
+ */
+export type ProjectId = string;
+/**
+ * A project's lifecycle.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ProjectState".
+ */
+export type ProjectState = 'active' | 'planning' | 'paused' | 'completed' | 'archived';
+/**
+ * What a change or a search hit is about: a project or one of its entities.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "RecordKind".
+ */
+export type RecordKind = 'project' | 'document' | 'task' | 'goal' | 'plan' | 'milestone' | 'risk' | 'requirement';
+/**
+ * The kinds of entity that live inside a project.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EntityKind".
+ */
+export type EntityKind = 'document' | 'task' | 'goal' | 'plan' | 'milestone' | 'risk' | 'requirement';
+/**
+ * The scope of a chat (CURRENT_FLOW_AND_GAPS §5.1). `general` is accepted and
+ * normalised to `global`; anything else unknown is refused with a 400.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ContextType".
+ */
+export type ContextType =
+  | 'global'
+  | 'project'
+  | 'entity'
+  | 'calendar'
+  | 'project_create'
+  | 'project_audit'
+  | 'project_forecast'
+  | 'daily_brief_update'
+  | 'ontology'
+  | 'brain_dump';
+/**
+ * How a turn ended, carried by `done`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DoneReason".
+ */
+export type DoneReason = 'complete' | 'error' | 'stopped';
+/**
+ * Where a search term was found.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MatchedIn".
+ */
+export type MatchedIn = 'name' | 'description' | 'content';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MessageStatus".
+ */
+export type MessageStatus = 'complete' | 'error' | 'stopped';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Role".
+ */
+export type Role = 'system' | 'user' | 'assistant' | 'tool';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "OperationAction".
+ */
+export type OperationAction = 'list' | 'search' | 'read' | 'create' | 'update' | 'delete';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "OperationStatus".
+ */
+export type OperationStatus = 'start' | 'success' | 'error';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "SessionId".
+ */
+export type SessionId = string;
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "SessionStatus".
+ */
+export type SessionStatus = 'active' | 'closed';
+/**
+ * Every event a turn sends. `type` is the tag on the wire.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "StreamEvent".
+ */
+export type StreamEvent =
+  | {
+      details?: string | null;
+      state: AgentActivity;
+      type: 'agent_state';
+    }
+  | {
+      session: SessionView;
+      type: 'session';
+    }
+  | {
+      current: Focus;
+      previous: Focus;
+      type: 'focus_changed';
+    }
+  | {
+      content: string;
+      type: 'text_delta';
+    }
+  | {
+      tool_call: ToolCall;
+      type: 'tool_call';
+    }
+  | {
+      name: string;
+      ok: boolean;
+      /**
+       * A bounded preview of the result, not the whole output.
+       */
+      preview: string;
+      tool_call_id: string;
+      type: 'tool_result';
+    }
+  | {
+      action: OperationAction;
+      entity_id?: string | null;
+      entity_name: string;
+      entity_type: string;
+      status: OperationStatus;
+      type: 'operation';
+    }
+  | {
+      patch: EntityPatch;
+      type: 'entity_patch';
+    }
+  | (ContextUsage & {
+      type: 'context_usage';
+    })
+  | {
+      code: string;
+      message: string;
+      /**
+       * True when sending the same request again may succeed.
+       */
+      retryable: boolean;
+      type: 'error';
+    }
+  | {
+      reason: DoneReason;
+      /**
+       * This request repeated a `stream_run_id`: what came before `done`
+       * is that turn's stream (or stored outcome), replayed or followed,
+       * and `turn_id` is that turn's. Absent (false) on a turn that ran.
+       */
+      replayed?: boolean;
+      session_id?: null | SessionId;
+      turn_id: TurnId;
+      type: 'done';
+      usage?: null | Usage;
+    };
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "TurnId".
+ */
+export type TurnId = string;
+
+export interface WireTypes {
+  AgentActivity?: AgentActivity;
+  CacheStatus?: CacheStatus;
+  Change?: Change;
+  ContextType?: ContextType;
+  ContextUsage?: ContextUsage;
+  CreatedProject?: CreatedProject;
+  DeleteAnswer?: DeleteAnswer;
+  Deleted?: Deleted;
+  Description?: Description;
+  DocNode?: DocNode;
+  DocStructure?: DocStructure;
+  DocumentFields?: DocumentFields;
+  DocumentMetadata?: DocumentMetadata;
+  DocumentPatch?: DocumentPatch;
+  DoneReason?: DoneReason;
+  Edge?: Edge;
+  EdgeEnd?: EdgeEnd;
+  EdgeList?: EdgeList;
+  Entity?: Entity;
+  EntityFields?: EntityFields;
+  EntityId?: EntityId;
+  EntityKind?: EntityKind;
+  EntityPatch?: EntityPatch;
+  Error?: Error;
+  ErrorBody?: ErrorBody;
+  ErrorDetail?: ErrorDetail;
+  Focus?: Focus;
+  FunctionCall?: FunctionCall;
+  GoalFields?: GoalFields;
+  GoalPatch?: GoalPatch;
+  GoalState?: GoalState;
+  Impact?: Impact;
+  MatchedIn?: MatchedIn;
+  MessageError?: MessageError;
+  MessageStatus?: MessageStatus;
+  MessageView?: MessageView;
+  MessagesPage?: MessagesPage;
+  MetadataRequest?: MetadataRequest;
+  MetadataResponse?: MetadataResponse;
+  MilestoneFields?: MilestoneFields;
+  MilestonePatch?: MilestonePatch;
+  MilestoneState?: MilestoneState;
+  MoveDocument?: MoveDocument;
+  Name?: Name;
+  NewDocument?: NewDocument;
+  NewProject?: NewProject;
+  OperationAction?: OperationAction;
+  OperationStatus?: OperationStatus;
+  PlanFields?: PlanFields;
+  PlanPatch?: PlanPatch;
+  PlanState?: PlanState;
+  Priority?: Priority;
+  Project?: Project;
+  ProjectFields?: ProjectFields;
+  ProjectId?: ProjectId;
+  ProjectPatch?: ProjectPatch;
+  ProjectState?: ProjectState;
+  Record?: Record;
+  RecordKind?: RecordKind;
+  RenameSession?: RenameSession;
+  RequirementFields?: RequirementFields;
+  RequirementPatch?: RequirementPatch;
+  RequirementState?: RequirementState;
+  RiskFields?: RiskFields;
+  RiskPatch?: RiskPatch;
+  RiskState?: RiskState;
+  Role?: Role;
+  SearchHit?: SearchHit;
+  SearchResults?: SearchResults;
+  SessionId?: SessionId;
+  SessionList?: SessionList;
+  SessionStatus?: SessionStatus;
+  SessionView?: SessionView;
+  StopAnswer?: StopAnswer;
+  StopRequest?: StopRequest;
+  StreamEvent?: StreamEvent;
+  TaskFields?: TaskFields;
+  TaskPatch?: TaskPatch;
+  TaskState?: TaskState;
+  ToolCall?: ToolCall;
+  ToolCallView?: ToolCallView;
+  TurnId?: TurnId;
+  TurnRequest?: TurnRequest;
+  Usage?: Usage;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DocumentFields".
+ */
+export interface DocumentFields {
+  description?: Description;
+  title: Name;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "TaskFields".
+ */
+export interface TaskFields {
+  description?: Description;
+  /**
+   * Milliseconds since the Unix epoch.
+   */
+  due_at?: number | null;
+  /**
+   * 1 (highest) to 5.
+   */
+  priority?: number | null;
+  state?: TaskState;
+  title: Name;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GoalFields".
+ */
+export interface GoalFields {
+  description?: Description;
+  name: Name;
+  state?: GoalState;
+  /**
+   * Milliseconds since the Unix epoch.
+   */
+  target_at?: number | null;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "PlanFields".
+ */
+export interface PlanFields {
+  description?: Description;
+  name: Name;
+  state?: PlanState;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MilestoneFields".
+ */
+export interface MilestoneFields {
+  description?: Description;
+  /**
+   * Milliseconds since the Unix epoch.
+   */
+  due_at?: number | null;
+  state?: MilestoneState;
+  title: Name;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "RiskFields".
+ */
+export interface RiskFields {
+  description?: Description;
+  impact?: null | Impact;
+  state?: RiskState;
+  title: Name;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "RequirementFields".
+ */
+export interface RequirementFields {
+  description?: Description;
+  name: Name;
+  priority?: null | Priority;
+  state?: RequirementState;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Project".
+ */
+export interface Project {
+  /**
+   * The project's "where we left off" document, created with it.
+   */
+  context_document_id: string;
+  /**
+   * Milliseconds since the Unix epoch.
+   */
+  created_at: number;
+  description?: Description;
+  id: ProjectId;
+  name: string;
+  state: ProjectState;
+  updated_at: number;
+  /**
+   * The project's change counter: bumped by every write to the project or
+   * anything in it. Caches compare against it.
+   */
+  version: number;
+}
+/**
+ * A directed, named relation between two entities of one project. Edges are
+ * explicit: creating an entity never creates one.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Edge".
+ */
+export interface Edge {
+  from: EdgeEnd;
+  /**
+   * Lowercase letters, digits and `_`, starting with a letter (e.g. `supports`, `blocks`).
+   */
+  relation: string;
+  to: EdgeEnd;
+}
+/**
+ * One end of an edge.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EdgeEnd".
+ */
+export interface EdgeEnd {
+  id: EntityId;
+  kind: EntityKind;
+}
+/**
+ * The budget the context builder worked with and what it kept.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ContextUsage".
+ */
+export interface ContextUsage {
+  cache?: null | ('hit' | 'miss');
+  /**
+   * Log messages left out for the budgets (not those the summary covers).
+   */
+  messages_dropped: number;
+  /**
+   * Log messages sent, the current one included.
+   */
+  messages_kept: number;
+  summary_used: boolean;
+  /**
+   * `CONTEXT_MAX_TOKENS`.
+   */
+  token_budget: number;
+  /**
+   * The request in the model's tokens, tool definitions included, as
+   * calibrated by its earlier reports (`context::TokenCalibration`).
+   */
+  tokens_used: number;
+}
+/**
+ * What `POST /projects` created.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "CreatedProject".
+ */
+export interface CreatedProject {
+  edges_created: Edge[];
+  /**
+   * The context document (and any other entity a compound create makes).
+   */
+  entities_created: Entity[];
+  project: Project;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DeleteAnswer".
+ */
+export interface DeleteAnswer {
+  items_deleted: number;
+  message: string;
+  status: string;
+}
+/**
+ * What a delete removed.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Deleted".
+ */
+export interface Deleted {
+  /**
+   * Edges removed with the entity.
+   */
+  edges_removed: Edge[];
+  id: string;
+  kind: RecordKind;
+}
+/**
+ * One node of the document tree: hierarchy only, never content.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DocNode".
+ */
+export interface DocNode {
+  children?: DocNode[];
+  id: EntityId;
+  /**
+   * Canonical sibling order: 0, 1, 2, ... among the parent's children.
+   */
+  order: number;
+}
+/**
+ * A project's `doc_structure`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DocStructure".
+ */
+export interface DocStructure {
+  root: DocNode[];
+  /**
+   * The project version this tree was read at.
+   */
+  version: number;
+}
+/**
+ * What is known about a document without reading its content.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DocumentMetadata".
+ */
+export interface DocumentMetadata {
+  content_length: number;
+  description?: Description;
+  id: EntityId;
+  title: string;
+  updated_at: number;
+}
+/**
+ * A partial update of DocumentFields: only the fields sent change.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DocumentPatch".
+ */
+export interface DocumentPatch {
+  /**
+   * At most 2097152 bytes of UTF-8 (larger is 413 too_large).
+   */
+  content?: string;
+  description?: Description;
+  /**
+   * The version last seen (as `If-Match`); if both are sent they must agree.
+   */
+  expected_version?: number | null;
+  title?: Name;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EdgeList".
+ */
+export interface EdgeList {
+  items: Edge[];
+}
+/**
+ * The backend's truth after one write, as the client (and the chat stream's
+ * `entity_patch` event) receives it: apply `changes` in order; when
+ * `doc_structure` is present it replaces the project's tree. `version` is the
+ * project's version after the write; a client holding an older one can apply
+ * this, one holding a newer one ignores it.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EntityPatch".
+ */
+export interface EntityPatch {
+  changes: Change[];
+  doc_structure?: null | DocStructure;
+  project_id: ProjectId;
+  version: number;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Error".
+ */
+export interface Error {
+  error: {
+    /**
+     * Stable, machine-readable. `invalid_json` (400): the body is not JSON, or is missing; `missing_field` (400): a required field is absent (or null in an update); `unknown_field` (400): a field this body does not have; `wrong_type` (400): a field, or the body, has the wrong JSON type; `invalid_value` (400): a value outside what this document allows; `invalid_id` (400): a malformed id (path, query or body); `unknown_kind` (400): a kind that is not one of the seven; `missing_token` (401): no bearer token; `invalid_token` (401): the token is malformed or its signature is wrong; `token_expired` (401): the token has expired; `token_not_yet_valid` (401): the token is not valid yet; `invalid_issuer` (401): the token's issuer is not the configured one; `invalid_audience` (401): the token's audience is not the configured one; `invalid_subject` (401): the token's subject is not a valid user id; `auth_not_configured` (401): the server has no way to check tokens; `project_not_found` (404): missing, being deleted, or another user's; `entity_not_found` (404): missing, being deleted, or another user's; `edge_not_found` (404): no such edge; `cursor_not_found` (404): the cursor's project is gone: list from the start again; `route_not_found` (404): no such route; `method_not_allowed` (405): the route does not take this method (`Allow` lists those it takes); `version_conflict` (409): the version sent is not the current one (`current_version`); nothing was written; `edge_exists` (409): this edge already exists; `context_document_protected` (409): a project's context document cannot be deleted; `too_large` (413): the body is over 3 MiB, or a content over 2 MiB; `edge_endpoint_not_found` (422): an edge end is not an entity of this project (of that kind); `edge_self_loop` (422): an edge needs two different entities; `parent_not_found` (422): the parent document is not in this project's tree; `tree_cycle` (422): a document cannot move under itself or its descendant; `store_corrupt` (500): a stored record cannot be read; `project_busy` (503): concurrent writes kept winning: retry; `store_unavailable` (503): the store did not answer: retry; `jwks_unavailable` (503): the token keys could not be fetched: retry.
+     */
+    code:
+      | 'invalid_json'
+      | 'missing_field'
+      | 'unknown_field'
+      | 'wrong_type'
+      | 'invalid_value'
+      | 'invalid_id'
+      | 'unknown_kind'
+      | 'missing_token'
+      | 'invalid_token'
+      | 'token_expired'
+      | 'token_not_yet_valid'
+      | 'invalid_issuer'
+      | 'invalid_audience'
+      | 'invalid_subject'
+      | 'auth_not_configured'
+      | 'project_not_found'
+      | 'entity_not_found'
+      | 'edge_not_found'
+      | 'cursor_not_found'
+      | 'route_not_found'
+      | 'method_not_allowed'
+      | 'version_conflict'
+      | 'edge_exists'
+      | 'context_document_protected'
+      | 'too_large'
+      | 'edge_endpoint_not_found'
+      | 'edge_self_loop'
+      | 'parent_not_found'
+      | 'tree_cycle'
+      | 'store_corrupt'
+      | 'project_busy'
+      | 'store_unavailable'
+      | 'jwks_unavailable';
+    /**
+     * `version_conflict` only: the version to retry with.
+     */
+    current_version?: number;
+    message: string;
+  };
+}
+/**
+ * The JSON body of every error answered over plain HTTP.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ErrorBody".
+ */
+export interface ErrorBody {
+  error: ErrorDetail;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ErrorDetail".
+ */
+export interface ErrorDetail {
+  /**
+   * Machine-readable, stable.
+   */
+  code: string;
+  message: string;
+}
+/**
+ * Where a turn looks: its scope, entity and the client's focus metadata.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Focus".
+ */
+export interface Focus {
+  context_type: ContextType;
+  entity_id?: string | null;
+  focus?: unknown;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "FunctionCall".
+ */
+export interface FunctionCall {
+  /**
+   * JSON text exactly as the model produced it (it may be invalid JSON).
+   */
+  arguments: string;
+  name: string;
+}
+/**
+ * A partial update of GoalFields: only the fields sent change.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "GoalPatch".
+ */
+export interface GoalPatch {
+  description?: Description;
+  /**
+   * The version last seen (as `If-Match`); if both are sent they must agree.
+   */
+  expected_version?: number | null;
+  name?: Name;
+  state?: null | GoalState;
+  /**
+   * Milliseconds since the Unix epoch.
+   */
+  target_at?: number | null;
+}
+/**
+ * Marks an assistant message whose generation failed or was cut short.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MessageError".
+ */
+export interface MessageError {
+  /**
+   * Machine-readable, same vocabulary as the SSE `error` event's `code`.
+   */
+  code: string;
+  message: string;
+}
+/**
+ * A message in the shape a UI renders.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MessageView".
+ */
+export interface MessageView {
+  content?: string | null;
+  created_at: number;
+  error?: null | MessageError;
+  id: string;
+  role: Role;
+  seq: number;
+  /**
+   * `complete`, `error` (the content is partial; see `error`) or `stopped` (partial, by the user).
+   */
+  status: 'complete' | 'error' | 'stopped';
+  /**
+   * A tool result whose call is on another page.
+   */
+  tool_call_id?: string | null;
+  /**
+   * An assistant's tool calls, each with its result's preview when it is on this page.
+   */
+  tool_calls?: ToolCallView[];
+  /**
+   * The turn that wrote it: the id of its answer in the AI SDK's protocol
+   * (`POST /chat`'s `start.messageId`), so a client that shows the history
+   * and then resumes the turn replaces the stored answer, not repeats it.
+   */
+  turn_id: string;
+  /**
+   * A user message dictated from voice notes: the id the client sent.
+   */
+  voice_note_group_id?: string | null;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ToolCallView".
+ */
+export interface ToolCallView {
+  arguments: string;
+  id: string;
+  name: string;
+  result_preview?: string | null;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MessagesPage".
+ */
+export interface MessagesPage {
+  /**
+   * Chronological.
+   */
+  messages: MessageView[];
+  /**
+   * Pass as `after` for the next (newer) page; absent when this page reached the newest.
+   */
+  next_after?: number | null;
+  /**
+   * Pass as `before` for the previous (older) page; absent at the start.
+   */
+  next_before?: number | null;
+}
+/**
+ * `POST /projects/{id}/documents/metadata`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MetadataRequest".
+ */
+export interface MetadataRequest {
+  /**
+   * @maxItems 100
+   */
+  document_ids: EntityId[];
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MetadataResponse".
+ */
+export interface MetadataResponse {
+  /**
+   * In request order; ids that are not documents of this project are left out.
+   */
+  documents: DocumentMetadata[];
+}
+/**
+ * A partial update of MilestoneFields: only the fields sent change.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MilestonePatch".
+ */
+export interface MilestonePatch {
+  description?: Description;
+  /**
+   * Milliseconds since the Unix epoch.
+   */
+  due_at?: number | null;
+  /**
+   * The version last seen (as `If-Match`); if both are sent they must agree.
+   */
+  expected_version?: number | null;
+  state?: null | MilestoneState;
+  title?: Name;
+}
+/**
+ * `POST /projects/{id}/doc-structure/move`: move a document (and its
+ * subtree) under a new parent, or reorder it among its siblings.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MoveDocument".
+ */
+export interface MoveDocument {
+  document_id: EntityId;
+  new_parent_id?: null | string;
+  /**
+   * Position among the siblings (0 is first); absent, or past the last, places it last.
+   */
+  position?: number | null;
+}
+/**
+ * `POST /projects/{id}/documents`: a document and where it goes in the tree.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "NewDocument".
+ */
+export interface NewDocument {
+  /**
+   * At most 2097152 bytes of UTF-8 (larger is 413 too_large).
+   */
+  content?: string;
+  description?: Description;
+  parent_id?: null | string;
+  /**
+   * Position among the siblings (0 is first); absent, or past the last, places it last.
+   */
+  position?: number | null;
+  title: Name;
+}
+/**
+ * `POST /projects`: the project, and what its context document says.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "NewProject".
+ */
+export interface NewProject {
+  /**
+   * Content of the project's context document: purpose, vision and scope in the user's words. Empty when absent. At most 2 MiB of UTF-8 (larger is 413 too_large).
+   */
+  context?: string | null;
+  description?: Description;
+  name: Name;
+  state?: ProjectState;
+}
+/**
+ * A partial update of PlanFields: only the fields sent change.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "PlanPatch".
+ */
+export interface PlanPatch {
+  description?: Description;
+  /**
+   * The version last seen (as `If-Match`); if both are sent they must agree.
+   */
+  expected_version?: number | null;
+  name?: Name;
+  state?: null | PlanState;
+}
+/**
+ * A project's own fields: its create body (with [`NewProject`]) and what a
+ * `PATCH /projects/{id}` may change.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ProjectFields".
+ */
+export interface ProjectFields {
+  description?: Description;
+  name: Name;
+  state?: ProjectState;
+}
+/**
+ * A partial update of ProjectFields: only the fields sent change.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ProjectPatch".
+ */
+export interface ProjectPatch {
+  description?: Description;
+  /**
+   * The version last seen (as `If-Match`); if both are sent they must agree.
+   */
+  expected_version?: number | null;
+  name?: Name;
+  state?: null | ProjectState;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "RenameSession".
+ */
+export interface RenameSession {
+  title: string;
+}
+/**
+ * A partial update of RequirementFields: only the fields sent change.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "RequirementPatch".
+ */
+export interface RequirementPatch {
+  description?: Description;
+  /**
+   * The version last seen (as `If-Match`); if both are sent they must agree.
+   */
+  expected_version?: number | null;
+  name?: Name;
+  priority?: null | (null | Priority);
+  state?: null | RequirementState;
+}
+/**
+ * A partial update of RiskFields: only the fields sent change.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "RiskPatch".
+ */
+export interface RiskPatch {
+  description?: Description;
+  /**
+   * The version last seen (as `If-Match`); if both are sent they must agree.
+   */
+  expected_version?: number | null;
+  impact?: null | (null | Impact);
+  state?: null | RiskState;
+  title?: Name;
+}
+/**
+ * A search result: enough to show it and to read it next.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "SearchHit".
+ */
+export interface SearchHit {
+  description?: Description;
+  id: string;
+  kind: RecordKind;
+  matched_in: MatchedIn;
+  name: string;
+  project_id: ProjectId;
+  updated_at: number;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "SearchResults".
+ */
+export interface SearchResults {
+  hits: SearchHit[];
+  /**
+   * True when more matched than `limit`.
+   */
+  truncated: boolean;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "SessionList".
+ */
+export interface SessionList {
+  /**
+   * Pass as `cursor` for the next page; absent on the last page.
+   */
+  next_cursor?: string | null;
+  sessions: SessionView[];
+}
+/**
+ * The session as the client sees it (the `session` event, the sessions API).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "SessionView".
+ */
+export interface SessionView {
+  context_type: ContextType;
+  created_at: number;
+  entity_id?: string | null;
+  /**
+   * Free-form focus metadata from the client (`projectFocus`).
+   */
+  focus?: {
+    [k: string]: unknown;
+  };
+  id: SessionId;
+  last_activity_at: number;
+  message_count: number;
+  status: SessionStatus;
+  title?: string | null;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "StopAnswer".
+ */
+export interface StopAnswer {
+  message: string;
+  /**
+   * False when there was no running turn (it had ended, or another run was named): nothing changed.
+   */
+  stopped: boolean;
+  turn_id?: string | null;
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "StopRequest".
+ */
+export interface StopRequest {
+  /**
+   * Stop only this run (string or number); without it, whatever turn is running.
+   */
+  stream_run_id?: {
+    [k: string]: unknown;
+  };
+}
+/**
+ * One tool call as the OpenAI protocol spells it.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ToolCall".
+ */
+export interface ToolCall {
+  function: FunctionCall;
+  id: string;
+  type?: string;
+}
+/**
+ * Token usage as reported by the model (or estimated when it reports none).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Usage".
+ */
+export interface Usage {
+  completion_tokens: number;
+  prompt_tokens: number;
+  total_tokens: number;
+}
+/**
+ * A partial update of TaskFields: only the fields sent change.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "TaskPatch".
+ */
+export interface TaskPatch {
+  description?: Description;
+  /**
+   * Milliseconds since the Unix epoch.
+   */
+  due_at?: number | null;
+  /**
+   * The version last seen (as `If-Match`); if both are sent they must agree.
+   */
+  expected_version?: number | null;
+  /**
+   * 1 (highest) to 5.
+   */
+  priority?: number | null;
+  state?: null | TaskState;
+  title?: Name;
+}
+/**
+ * The body of `POST` to the stream function. Unknown fields are ignored so
+ * older and newer clients keep working; the body must be a JSON object.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "TurnRequest".
+ */
+export interface TurnRequest {
+  context_type?: string | null;
+  entity_id?: string | null;
+  message: string;
+  projectFocus?: unknown;
+  session_id?: string | null;
+  /**
+   * A string or a number; either way the idempotency key of this turn.
+   */
+  stream_run_id?: {
+    [k: string]: unknown;
+  };
+  /**
+   * Groups the voice notes a message was dictated from; stored with the
+   * user message and returned in its history.
+   */
+  voice_note_group_id?: string | null;
+}
