@@ -24,7 +24,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How the steps of one stage run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StageMode {
     /// Concurrently, at most `PLAN_STEP_CONCURRENCY` at once.
@@ -33,7 +33,7 @@ pub enum StageMode {
     Sequence,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepIntent {
     Research,
@@ -52,7 +52,7 @@ impl StepIntent {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutorKind {
     Planner,
@@ -63,7 +63,7 @@ pub enum ExecutorKind {
 }
 
 /// One unit of work, run by one executor.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanStep {
     /// Unique in the plan, e.g. "s1".
@@ -83,7 +83,7 @@ pub struct PlanStep {
     pub outputs: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanStage {
     pub id: String,
@@ -93,7 +93,7 @@ pub struct PlanStage {
 }
 
 /// How a new plan proceeds (CURRENT_FLOW §6.2).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanMode {
     /// Run at once.
@@ -106,7 +106,7 @@ pub enum PlanMode {
 }
 
 /// The arguments of `agent_create_plan`: the plan as the model writes it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentPlan {
     /// What the whole plan achieves.
@@ -120,7 +120,7 @@ pub struct AgentPlan {
 }
 
 /// Where a plan stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanStatus {
     /// `draft_only`: waiting for the user to approve, edit or reject it.
@@ -145,7 +145,7 @@ impl PlanStatus {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     /// Not run yet, or cut off while running (it runs again on resume).
@@ -159,7 +159,7 @@ pub enum StepStatus {
 }
 
 /// What a step made or changed, by id.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StepOutputs {
     /// Every entity created or changed (documents included).
     #[serde(default)]
@@ -171,7 +171,7 @@ pub struct StepOutputs {
 
 /// One tool call an executor made, as persisted: the origin is the step that
 /// holds it (`plan_step`), so the log tells it from the planner's calls.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StepCall {
     pub tool_call: crate::message::ToolCall,
     pub ok: bool,
@@ -180,7 +180,7 @@ pub struct StepCall {
 }
 
 /// A change that needs the user's confirmation, in human terms.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PendingChange {
     pub action: crate::sse::OperationAction,
     pub entity_type: String,
@@ -189,7 +189,7 @@ pub struct PendingChange {
 }
 
 /// A step's state in the record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StepState {
     pub step_id: String,
     pub status: StepStatus,
@@ -212,7 +212,7 @@ pub struct StepState {
 }
 
 /// The stored plan: one item under the session (`sk = PLAN#<id>`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PlanRecord {
     /// UUID v7: plans sort by creation.
     pub id: String,
@@ -293,7 +293,7 @@ impl PlanRecord {
 
 /// Where a tool event comes from: the planner's own loop, or one plan step's
 /// executor (gap 4 of CURRENT_FLOW §9).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "source", rename_all = "snake_case")]
 pub enum ToolOrigin {
     #[default]

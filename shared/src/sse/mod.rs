@@ -256,14 +256,14 @@ pub enum StreamEvent {
 }
 
 /// Why the scope moved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ShiftReason {
     ProjectCreated,
 }
 
 /// One measurement of a turn (dev only), tagged by `kind`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Telemetry {
     /// The tools offered to the model this turn, by scope.
@@ -279,7 +279,7 @@ pub enum Telemetry {
 /// What the context builder made of this turn's log (dev only). Seqs are the
 /// log's message numbers; token counts are ours (`CONTEXT_TOKENIZER`) except
 /// `model_total`, the calibrated estimate `context_usage` reports.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DebugContext {
     /// Log messages sent, in order, the current one last.
     pub kept: Vec<u64>,
@@ -298,7 +298,7 @@ pub struct DebugContext {
 }
 
 /// Where the request's tokens go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DebugTokens {
     /// The whole system prompt, pack and agent state included.
     pub system_prompt: u64,

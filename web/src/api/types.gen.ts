@@ -8,6 +8,30 @@
  */
 export type AgentActivity = 'thinking' | 'executing' | 'waiting_on_user';
 /**
+ * How a new plan proceeds (CURRENT_FLOW §6.2).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "PlanMode".
+ */
+export type PlanMode = 'auto_execute' | 'draft_only' | 'agent_review';
+/**
+ * How the steps of one stage run.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "StageMode".
+ */
+export type StageMode = 'parallel' | 'sequence';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ExecutorKind".
+ */
+export type ExecutorKind = 'planner' | 'research' | 'writer' | 'editor' | 'tooling';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "StepIntent".
+ */
+export type StepIntent = 'research' | 'analysis' | 'draft' | 'edit' | 'create' | 'update' | 'review';
+/**
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "CacheStatus".
  */
@@ -261,6 +285,18 @@ export type SessionId = string;
  */
 export type SessionStatus = 'active' | 'closed';
 /**
+ * Why the scope moved.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ShiftReason".
+ */
+export type ShiftReason = 'project_created';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "StepStatus".
+ */
+export type StepStatus = 'pending' | 'done' | 'failed' | 'awaiting_confirmation' | 'skipped';
+/**
  * Every event a turn sends. `type` is the tag on the wire.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -286,12 +322,25 @@ export type StreamEvent =
       type: 'text_delta';
     }
   | {
+      /**
+       * Who made the call: the planner, or a plan step's executor.
+       */
+      origin?:
+        | {
+            source: 'planner';
+          }
+        | {
+            plan_id: string;
+            source: 'plan_step';
+            step_id: string;
+          };
       tool_call: ToolCall;
       type: 'tool_call';
     }
   | {
       name: string;
       ok: boolean;
+      origin?: ToolOrigin;
       /**
        * A bounded preview of the result, not the whole output.
        */
@@ -335,20 +384,163 @@ export type StreamEvent =
       turn_id: TurnId;
       type: 'done';
       usage?: null | Usage;
+    }
+  | {
+      plan: AgentPlan;
+      plan_id: string;
+      type: 'plan_created';
+    }
+  | {
+      plan_id: string;
+      type: 'plan_ready_for_review';
+    }
+  | {
+      approved: boolean;
+      plan_id: string;
+      reason: string;
+      type: 'plan_review';
+    }
+  | {
+      plan_id: string;
+      step_id: string;
+      title: string;
+      type: 'step_start';
+    }
+  | {
+      executor: ExecutorKind;
+      plan_id: string;
+      step_id: string;
+      tools: string[];
+      type: 'executor_spawned';
+    }
+  | {
+      ok: boolean;
+      plan_id: string;
+      step_id: string;
+      summary: string;
+      type: 'executor_result';
+    }
+  | {
+      error?: string | null;
+      outputs: StepOutputs;
+      plan_id: string;
+      status: StepStatus;
+      step_id: string;
+      type: 'step_complete';
+    }
+  | {
+      changes: PendingChange[];
+      plan_id: string;
+      step_id: string;
+      type: 'confirmation_required';
+    }
+  | {
+      questions: string[];
+      type: 'clarifying_questions';
+    }
+  | {
+      current: Focus;
+      /**
+       * The human name of what the conversation moved to.
+       */
+      entity_name: string;
+      reason: ShiftReason;
+      type: 'context_shift';
+    }
+  | ((
+      | {
+          context_type: ContextType;
+          kind: 'tool_selection';
+          offered: string[];
+          scope: string;
+        }
+      | {
+          kind: 'tool_selection_miss';
+          tool: string;
+        }
+      | {
+          duration_ms: number;
+          kind: 'tool_execution';
+          ok: boolean;
+          tool: string;
+          tool_call_id: string;
+        }
+      | {
+          duration_ms: number;
+          kind: 'plan_step';
+          ok: boolean;
+          plan_id: string;
+          step_id: string;
+        }
+    ) & {
+      type: 'telemetry';
+    })
+  | (DebugContext1 & {
+      type: 'debug_context';
+    });
+/**
+ * Where a tool event comes from: the planner's own loop, or one plan step's
+ * executor (gap 4 of CURRENT_FLOW §9).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ToolOrigin".
+ */
+export type ToolOrigin =
+  | {
+      source: 'planner';
+    }
+  | {
+      plan_id: string;
+      source: 'plan_step';
+      step_id: string;
     };
 /**
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "TurnId".
  */
 export type TurnId = string;
+/**
+ * One measurement of a turn (dev only), tagged by `kind`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Telemetry".
+ */
+export type Telemetry =
+  | {
+      context_type: ContextType;
+      kind: 'tool_selection';
+      offered: string[];
+      scope: string;
+    }
+  | {
+      kind: 'tool_selection_miss';
+      tool: string;
+    }
+  | {
+      duration_ms: number;
+      kind: 'tool_execution';
+      ok: boolean;
+      tool: string;
+      tool_call_id: string;
+    }
+  | {
+      duration_ms: number;
+      kind: 'plan_step';
+      ok: boolean;
+      plan_id: string;
+      step_id: string;
+    };
 
 export interface WireTypes {
   AgentActivity?: AgentActivity;
+  AgentPlan?: AgentPlan;
   CacheStatus?: CacheStatus;
   Change?: Change;
   ContextType?: ContextType;
   ContextUsage?: ContextUsage;
   CreatedProject?: CreatedProject;
+  DebugContext?: DebugContext;
+  DebugTokens?: DebugTokens;
   DeleteAnswer?: DeleteAnswer;
   Deleted?: Deleted;
   Description?: Description;
@@ -369,6 +561,7 @@ export interface WireTypes {
   Error?: Error;
   ErrorBody?: ErrorBody;
   ErrorDetail?: ErrorDetail;
+  ExecutorKind?: ExecutorKind;
   Focus?: Focus;
   FunctionCall?: FunctionCall;
   GoalFields?: GoalFields;
@@ -391,9 +584,13 @@ export interface WireTypes {
   NewProject?: NewProject;
   OperationAction?: OperationAction;
   OperationStatus?: OperationStatus;
+  PendingChange?: PendingChange;
   PlanFields?: PlanFields;
+  PlanMode?: PlanMode;
   PlanPatch?: PlanPatch;
+  PlanStage?: PlanStage;
   PlanState?: PlanState;
+  PlanStep?: PlanStep;
   Priority?: Priority;
   Project?: Project;
   ProjectFields?: ProjectFields;
@@ -416,17 +613,82 @@ export interface WireTypes {
   SessionList?: SessionList;
   SessionStatus?: SessionStatus;
   SessionView?: SessionView;
+  ShiftReason?: ShiftReason;
+  StageMode?: StageMode;
+  StepIntent?: StepIntent;
+  StepOutputs?: StepOutputs;
+  StepStatus?: StepStatus;
   StopAnswer?: StopAnswer;
   StopRequest?: StopRequest;
   StreamEvent?: StreamEvent;
   TaskFields?: TaskFields;
   TaskPatch?: TaskPatch;
   TaskState?: TaskState;
+  Telemetry?: Telemetry;
   ToolCall?: ToolCall;
   ToolCallView?: ToolCallView;
+  ToolOrigin?: ToolOrigin;
   TurnId?: TurnId;
   TurnRequest?: TurnRequest;
   Usage?: Usage;
+}
+/**
+ * The arguments of `agent_create_plan`: the plan as the model writes it.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "AgentPlan".
+ */
+export interface AgentPlan {
+  constraints?: string[];
+  /**
+   * What the whole plan achieves.
+   */
+  goal: string;
+  mode?: PlanMode;
+  /**
+   * Run in order; the steps of a `parallel` stage run at the same time.
+   */
+  stages: PlanStage[];
+}
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "PlanStage".
+ */
+export interface PlanStage {
+  id: string;
+  mode: StageMode;
+  name: string;
+  steps: PlanStep[];
+}
+/**
+ * One unit of work, run by one executor.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "PlanStep".
+ */
+export interface PlanStep {
+  executor: ExecutorKind;
+  /**
+   * Unique in the plan, e.g. "s1".
+   */
+  id: string;
+  /**
+   * Ids of earlier steps whose results this step reads.
+   */
+  inputs?: string[];
+  intent: StepIntent;
+  /**
+   * What the step should produce (e.g. "summary document").
+   */
+  outputs?: string[];
+  /**
+   * What the step does, in a few words (shown to the user).
+   */
+  title: string;
+  /**
+   * The tools this step's executor may call (names of this conversation's tools).
+   */
+  tools?: string[];
 }
 /**
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -597,6 +859,78 @@ export interface CreatedProject {
    */
   entities_created: Entity[];
   project: Project;
+}
+/**
+ * What the context builder made of this turn's log (dev only). Seqs are the
+ * log's message numbers; token counts are ours (`CONTEXT_TOKENIZER`) except
+ * `model_total`, the calibrated estimate `context_usage` reports.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DebugContext".
+ */
+export interface DebugContext {
+  chars_used: number;
+  /**
+   * Left out for the budgets or the tool-call protocol.
+   */
+  dropped: number[];
+  /**
+   * Log messages sent, in order, the current one last.
+   */
+  kept: number[];
+  /**
+   * The context pack's scope (`global`, `project`, `entity`); absent without a pack.
+   */
+  pack_scope?: string | null;
+  /**
+   * Not sent because the summary covers them.
+   */
+  summarized: number[];
+  summary_used: boolean;
+  tokens: DebugTokens;
+  /**
+   * False when the system prompt, summary and current message alone are over a budget.
+   */
+  within_budget: boolean;
+}
+/**
+ * Where the request's tokens go.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "DebugTokens".
+ */
+export interface DebugTokens {
+  agent_state: number;
+  /**
+   * `CONTEXT_MAX_TOKENS`.
+   */
+  budget: number;
+  /**
+   * Messages and tools, as we count them.
+   */
+  counted_total: number;
+  current: number;
+  /**
+   * The kept history before the current message.
+   */
+  history: number;
+  /**
+   * The same in the model's tokens, as calibrated (`context_usage.tokens_used`).
+   */
+  model_total: number;
+  /**
+   * Of which the context pack's JSON and the agent state block.
+   */
+  pack: number;
+  summary: number;
+  /**
+   * The whole system prompt, pack and agent state included.
+   */
+  system_prompt: number;
+  /**
+   * The tool definitions offered.
+   */
+  tools: number;
 }
 /**
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -981,6 +1315,18 @@ export interface NewProject {
   state?: ProjectState;
 }
 /**
+ * A change that needs the user's confirmation, in human terms.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "PendingChange".
+ */
+export interface PendingChange {
+  action: OperationAction;
+  entity_id: string;
+  entity_name: string;
+  entity_type: string;
+}
+/**
  * A partial update of PlanFields: only the fields sent change.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -1121,6 +1467,22 @@ export interface SessionView {
   title?: string | null;
 }
 /**
+ * What a step made or changed, by id.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "StepOutputs".
+ */
+export interface StepOutputs {
+  /**
+   * The documents among them.
+   */
+  doc_ids?: string[];
+  /**
+   * Every entity created or changed (documents included).
+   */
+  entity_ids?: string[];
+}
+/**
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "StopAnswer".
  */
@@ -1165,6 +1527,34 @@ export interface Usage {
   completion_tokens: number;
   prompt_tokens: number;
   total_tokens: number;
+}
+/**
+ * Dev only (`DEV_EVENTS=1`): what the context builder kept and dropped.
+ */
+export interface DebugContext1 {
+  chars_used: number;
+  /**
+   * Left out for the budgets or the tool-call protocol.
+   */
+  dropped: number[];
+  /**
+   * Log messages sent, in order, the current one last.
+   */
+  kept: number[];
+  /**
+   * The context pack's scope (`global`, `project`, `entity`); absent without a pack.
+   */
+  pack_scope?: string | null;
+  /**
+   * Not sent because the summary covers them.
+   */
+  summarized: number[];
+  summary_used: boolean;
+  tokens: DebugTokens;
+  /**
+   * False when the system prompt, summary and current message alone are over a budget.
+   */
+  within_budget: boolean;
 }
 /**
  * A partial update of TaskFields: only the fields sent change.
