@@ -49,7 +49,7 @@ impl Probes {
 #[derive(Clone)]
 pub enum Handler {
     /// The stream function's real handler.
-    Stream(StreamApp),
+    Stream(Box<StreamApp>),
     /// The harness's own floor: one static SSE frame at once, behind the same
     /// server, connection settings, probes and body wrapper. What its clients
     /// see between the handler's entry and the first byte is hyper, loopback

@@ -263,7 +263,7 @@ mod tests {
     /// The environment is process-wide: these tests take turns with it.
     static ENV: Mutex<()> = Mutex::new(());
 
-    const VARS: [&str; 7] = [
+    const VARS: [&str; 8] = [
         "DEV_EVENTS",
         "AUTH_JWT_SECRET",
         "AUTH_JWKS_URL",
