@@ -809,7 +809,10 @@ async fn read_until(
 
 #[tokio::test]
 async fn a_client_gone_mid_plan_stops_its_executors_and_leaves_the_plan_resumable() {
-    let t = TestApp::new().await;
+    let mut t = TestApp::new().await;
+    // A turn whose frames are not kept; one whose are goes on without its
+    // client, who can come back for the rest (tests/tests/resume.rs).
+    t.app.deps.frames = None;
     let p = project(&t).await;
     let plan = json!({"goal": "Two notes", "stages": [
         {"id": "a", "name": "Notes", "mode": "parallel", "steps": [
