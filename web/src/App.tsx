@@ -31,7 +31,12 @@ function useHashSession(): string | null {
 }
 
 /** A new chat: an id like `useChat`'s own, which the server takes as the session's key. */
+/** Chat ids this tab made and has not sent anything under yet: they have no
+ * stored history to ask for (asking would only log a 404 in the console). */
+const fresh = new Set<string>();
+
 function openSession(id: string = generateId()) {
+  fresh.add(id);
   window.location.hash = `#/s/${id}`;
 }
 
@@ -61,6 +66,10 @@ export function App({ config }: { config: AppConfig }) {
     if (!sessionId) return openSession();
     setHistory(null);
     setOperations([]);
+    if (fresh.delete(sessionId)) {
+      setHistory({ id: sessionId, messages: [] });
+      return;
+    }
     api.messages(sessionId).then(
       (page) => setHistory({ id: sessionId, messages: toUIMessages(page.messages) }),
       (e) => setError(String(e)),
