@@ -4,7 +4,7 @@
 
 use super::{FrameBatch, FrameLog, LatestTurn, StoredFrame, FRAMES_TTL_SECS};
 use crate::ids::{SessionId, TurnId, UserId};
-use crate::store::attr::{backend, get_n, get_s, n, s, Item, DELETING};
+use crate::store::attr::{backend, get_n, get_s, n, s, session_page, Item, DELETING};
 use crate::store::keys::{self, FRAMES_END, FRAMES_PREFIX, SESSION_SK};
 use crate::store::StoreError;
 use aws_sdk_dynamodb::Client;
@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 /// Items per page of the descending read of the latest turn: most turns'
 /// batches after a reconnect fit in one.
-const LATEST_PAGE: i32 = 25;
+const LATEST_PAGE: usize = 25;
 
 #[derive(Clone)]
 pub struct DynamoFrameLog {
@@ -69,25 +69,14 @@ impl FrameLog for DynamoFrameLog {
         let mut found: Option<LatestTurn> = None;
         let mut start = None;
         loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
-                .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
-                .expression_attribute_values(":a", s(FRAMES_PREFIX))
-                .expression_attribute_values(":b", s(FRAMES_END))
-                .scan_index_forward(false)
-                .consistent_read(true)
-                .limit(LATEST_PAGE)
-                .set_exclusive_start_key(start)
-                .send()
-                .instrument(tracing::debug_span!("ddb.query", what = "frames_latest"))
-                .await
-                .map_err(backend)?;
+            let range = (FRAMES_PREFIX.to_string(), FRAMES_END.to_string());
+            let pk = keys::session_pk(user, session);
+            let (items, next) =
+                session_page(&self.client, &self.table, pk, range, false, Some(LATEST_PAGE), start, "frames_latest")
+                    .await?;
             // Newest first: the latest turn's batches, last one first, until
             // the batch holding `after + 1` or an earlier turn.
-            for item in out.items() {
+            for item in &items {
                 let batch = batch_of(item)?;
                 let latest = found.get_or_insert_with(|| LatestTurn {
                     turn_id: batch.turn_id.clone(),
@@ -104,7 +93,7 @@ impl FrameLog for DynamoFrameLog {
                     return Ok(found.map(oldest_first));
                 }
             }
-            match out.last_evaluated_key {
+            match next {
                 Some(k) => start = Some(k),
                 None => return Ok(found.map(oldest_first)),
             }
@@ -121,24 +110,14 @@ impl FrameLog for DynamoFrameLog {
         let mut batches = Vec::new();
         let mut start = None;
         loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
-                .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
-                .expression_attribute_values(":a", s(keys::frames_sk(turn, from)))
-                .expression_attribute_values(":b", s(keys::frames_sk(turn, 9_999_999_999)))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .instrument(tracing::debug_span!("ddb.query", what = "frames_from"))
-                .await
-                .map_err(backend)?;
-            for item in out.items() {
+            let range = (keys::frames_sk(turn, from), keys::frames_sk(turn, 9_999_999_999));
+            let pk = keys::session_pk(user, session);
+            let (items, next) =
+                session_page(&self.client, &self.table, pk, range, true, None, start, "frames_from").await?;
+            for item in &items {
                 batches.push(batch_of(item)?);
             }
-            match out.last_evaluated_key {
+            match next {
                 Some(k) => start = Some(k),
                 None => return Ok(batches),
             }

@@ -66,3 +66,37 @@ pub(crate) async fn session_alive(
         .map_err(backend)?;
     Ok(out.item.is_some_and(|i| get_s(&i, "status") != Some(DELETING)))
 }
+
+/// One page of a session's items with `sk` in `lo..=hi` (`forward: false`
+/// reads the newest first), consistent, and the key the next page starts
+/// from. The one range query under the message pages, the turn's log read and
+/// the frame log.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn session_page(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    pk: String,
+    (lo, hi): (String, String),
+    forward: bool,
+    limit: Option<usize>,
+    start: Option<Item>,
+    what: &'static str,
+) -> Result<(Vec<Item>, Option<Item>), StoreError> {
+    use tracing::Instrument;
+    let out = client
+        .query()
+        .table_name(table)
+        .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
+        .expression_attribute_values(":pk", s(pk))
+        .expression_attribute_values(":a", s(lo))
+        .expression_attribute_values(":b", s(hi))
+        .scan_index_forward(forward)
+        .set_limit(limit.map(|l| l as i32))
+        .consistent_read(true)
+        .set_exclusive_start_key(start)
+        .send()
+        .instrument(tracing::debug_span!("ddb.query", what))
+        .await
+        .map_err(backend)?;
+    Ok((out.items.unwrap_or_default(), out.last_evaluated_key))
+}

@@ -55,22 +55,9 @@ impl DynamoStore {
         limit: usize,
         what: &'static str,
     ) -> Result<Vec<Item>, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
-            .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
-            .expression_attribute_values(":a", s(lo))
-            .expression_attribute_values(":b", s(hi))
-            .scan_index_forward(forward)
-            .limit(limit as i32)
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::debug_span!("ddb.query", what))
-            .await
-            .map_err(backend)?;
-        Ok(out.items.unwrap_or_default())
+        let pk = keys::session_pk(user, session);
+        let page = super::attr::session_page(&self.client, &self.table, pk, (lo, hi), forward, Some(limit), None, what);
+        Ok(page.await?.0)
     }
 
     /// One page of a session's messages with `sk` in `range`, in log order
