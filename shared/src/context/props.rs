@@ -179,6 +179,7 @@ proptest! {
 /// loaded history first): kept as the oracle the faster one must agree with.
 mod reference {
     use super::super::*;
+    use crate::message::to_model;
 
     /// Messages that are kept or dropped together.
     struct Group {
@@ -221,31 +222,28 @@ mod reference {
                     i += 1;
                 }
                 if pending.is_empty() {
-                    let mut g =
-                        Group { seqs: vec![m.seq], messages: vec![m.to_chat()], cost: Cost::default(), paste: false };
-                    for r in results {
-                        g.seqs.push(r.seq);
-                        g.messages.push(r.to_chat());
-                    }
+                    let mut g = Group { seqs: vec![m.seq], messages: vec![], cost: Cost::default(), paste: false };
+                    g.seqs.extend(results.iter().map(|r| r.seq));
+                    let whole: Vec<&StoredMessage> = std::iter::once(m).chain(results).collect();
+                    g.messages = to_model(&whole, false);
                     g.cost = g.messages.iter().fold(Cost::default(), |c, m| c.plus(Cost::of(m, counter)));
                     out.push(g);
                 } else {
                     dropped.extend(results.iter().map(|r| r.seq));
-                    let mut chat = m.to_chat();
-                    chat.tool_calls.clear();
-                    if chat.content.as_deref().is_some_and(|c| !c.is_empty()) {
-                        let cost = Cost::of(&chat, counter);
-                        out.push(Group { seqs: vec![m.seq], messages: vec![chat], cost, paste: false });
+                    let chats = to_model(&[m], true);
+                    if chats.iter().any(|c| c.content.as_deref().is_some_and(|c| !c.is_empty())) {
+                        let cost = chats.iter().fold(Cost::default(), |c, m| c.plus(Cost::of(m, counter)));
+                        out.push(Group { seqs: vec![m.seq], messages: chats, cost, paste: false });
                     } else {
                         dropped.push(m.seq);
                     }
                 }
                 continue;
             }
-            let chat = m.to_chat();
-            let cost = Cost::of(&chat, counter);
+            let chats = to_model(&[m], false);
+            let cost = chats.iter().fold(Cost::default(), |c, m| c.plus(Cost::of(m, counter)));
             let paste = m.role == Role::User && cost.chars >= budget.large_paste_chars;
-            out.push(Group { seqs: vec![m.seq], messages: vec![chat], cost, paste });
+            out.push(Group { seqs: vec![m.seq], messages: chats, cost, paste });
         }
         out
     }

@@ -360,7 +360,8 @@ fn method_not_allowed(allowed: &[Method]) -> Response<ResponseBody> {
 /// Every answer, preflight included, carries CORS headers when
 /// `CORS_ALLOW_ORIGIN` is set (local stacks; see [`crate::edge::with_cors`]).
 pub async fn handle_entities(app: &EntitiesApp, req: lambda_http::Request) -> Response<ResponseBody> {
-    crate::edge::with_cors(app.cors_allow_origin.as_deref(), route_entities(app, req).await)
+    let resp = crate::edge::or_internal_error(route_entities(app, req)).await;
+    crate::edge::with_cors(app.cors_allow_origin.as_deref(), resp)
 }
 
 async fn route_entities(app: &EntitiesApp, req: lambda_http::Request) -> Response<ResponseBody> {

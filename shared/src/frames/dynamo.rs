@@ -87,7 +87,8 @@ impl FrameLog for DynamoFrameLog {
                 if batch.turn_id != latest.turn_id {
                     return Ok(found.map(oldest_first));
                 }
-                let reaches = batch.first_id() <= after + 1;
+                // `after` may be anything a client sent: no `+ 1` on it.
+                let reaches = batch.first_id().saturating_sub(1) <= after;
                 latest.batches.push(batch);
                 if reaches {
                     return Ok(found.map(oldest_first));
@@ -110,7 +111,7 @@ impl FrameLog for DynamoFrameLog {
         let mut batches = Vec::new();
         let mut start = None;
         loop {
-            let range = (keys::frames_sk(turn, from), keys::frames_sk(turn, 9_999_999_999));
+            let range = (keys::frames_sk(turn, from), keys::frames_sk(turn, super::MAX_FRAME_ID));
             let pk = keys::session_pk(user, session);
             let (items, next) =
                 session_page(&self.client, &self.table, pk, range, true, None, start, "frames_from").await?;

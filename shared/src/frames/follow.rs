@@ -9,7 +9,7 @@
 //! (reason `error`) numbered after the last stored frame; or, without `done`,
 //! at the caller's `until` (the client comes back with its last id).
 
-use super::{FrameLog, LatestTurn, StoredFrame, POLL, RESUME_WINDOW};
+use super::{FrameLog, LatestTurn, StoredFrame, MAX_FRAME_ID, POLL, RESUME_WINDOW};
 use crate::ids::{SessionId, TurnId, UserId};
 use crate::sse::{DoneReason, StreamEvent};
 use crate::store::StoreError;
@@ -37,7 +37,8 @@ pub struct Follow {
 
 /// The session's latest turn after frame `after`, if one is running or
 /// finished less than [`RESUME_WINDOW`] ago (and has frames after `after`);
-/// `None` otherwise, also for a session that is not this user's.
+/// `None` otherwise, also for a session that is not this user's, and for an
+/// `after` no frame can follow ([`MAX_FRAME_ID`] or more).
 pub async fn follow(
     log: Arc<dyn FrameLog>,
     user: &UserId,
@@ -45,6 +46,9 @@ pub async fn follow(
     after: u64,
     until: Instant,
 ) -> Result<Option<Follow>, StoreError> {
+    if after >= MAX_FRAME_ID {
+        return Ok(None);
+    }
     let (latest, holder) = tokio::join!(log.latest(user, session, after), log.lease_holder(user, session));
     let (latest, holder) = (latest?, holder?);
     let latest = match (latest, holder.clone()) {
@@ -67,7 +71,8 @@ pub async fn follow(
 }
 
 /// `turn`'s frames after `after` (a retried `stream_run_id`: any turn whose
-/// frames are still stored); `None` when it has none stored.
+/// frames are still stored); `None` when it has none stored (or none can
+/// follow `after`).
 pub async fn follow_turn(
     log: Arc<dyn FrameLog>,
     user: &UserId,
@@ -76,6 +81,9 @@ pub async fn follow_turn(
     after: u64,
     until: Instant,
 ) -> Result<Option<Follow>, StoreError> {
+    if after >= MAX_FRAME_ID {
+        return Ok(None);
+    }
     let batches = log.batches_from(user, session, turn, 1).await?;
     let latest = match batches.last() {
         Some(last) => {

@@ -62,6 +62,12 @@ pub const BATCH_BYTES: usize = 300_000;
 pub const SETTLE_WAIT: Duration = Duration::from_secs(3);
 /// How often a follower looks for new frames.
 pub const POLL: Duration = Duration::from_millis(100);
+/// The largest frame id a turn can have: the sort key spells the id in ten
+/// digits (`keys::frames_sk`). A reader's `after` at or past it has nothing
+/// to follow, and every `after + 1` below is taken only under it, so the end
+/// of the id space (a client's `Last-Event-ID: 18446744073709551615`) never
+/// overflows (a panic in debug builds, a wrap to 0 in release).
+pub const MAX_FRAME_ID: u64 = 9_999_999_999;
 
 /// One frame of a turn, as the client was sent it: its SSE `id` and its
 /// event (the native event, not the wire bytes).
