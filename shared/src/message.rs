@@ -174,55 +174,65 @@ impl StoredMessage {
     }
 
     /// For an answer that failed or that the user stopped: what happened, as
-    /// a system note to send right after it. Never inside the assistant's
+    /// a system note to send right before it. Never inside the assistant's
     /// text: a model reads its own earlier messages as examples, and a small
     /// one answered every later turn with a `[LLM_ERROR …]` marker it had
-    /// been shown as its own words (issue 25).
+    /// been shown as its own words (issue 25). Before the answer, not after:
+    /// a note between the answer and the user's "continue" was what the
+    /// local model repeated or answered instead of continuing.
     pub fn interruption_note(&self) -> Option<ChatMessage> {
+        self.note(is_blank(&self.to_chat()))
+    }
+
+    /// The note, for an answer sent with text or calls, or as nothing (`blank`).
+    fn note(&self, blank: bool) -> Option<ChatMessage> {
         if self.role != Role::Assistant {
             return None;
         }
-        let partial = self.content.as_deref().is_some_and(|c| !c.trim().is_empty());
         let what = match (&self.error, self.stopped) {
             (Some(e), _) => format!("could not be completed ({}: {})", e.code, e.message),
-            (None, true) => "was stopped by the user".to_string(),
+            (None, true) => "was stopped by the user before it was complete".to_string(),
             _ => return None,
         };
-        let kept = if partial { "The text above is only its beginning." } else { "It had no text yet." };
-        Some(ChatMessage::system(format!(
-            "Note from the application, not from the user: your previous answer {what}. {kept} \
-             If the user asks you to continue, pick up exactly where it stopped; \
-             otherwise answer the user's new message."
-        )))
+        Some(ChatMessage::system(if blank {
+            format!("The assistant's answer to the message above {what} and has no text.")
+        } else {
+            format!("The assistant's next answer {what}; it ends where it was cut off.")
+        }))
     }
 }
 
+/// No text and no tool calls.
+fn is_blank(chat: &ChatMessage) -> bool {
+    chat.tool_calls.is_empty() && chat.content.as_deref().is_none_or(|c| c.trim().is_empty())
+}
+
 /// What the model is sent for one atomic group of the log (a message, or an
-/// assistant message and the tool results answering it): each message as it
-/// is stored (the first without its tool calls when `text_only`: their
-/// results were never stored), then the [`interruption_note`] of any of them,
-/// after the whole group (a note between a call and its results would break
-/// the protocol). An interrupted answer with no text and no calls is sent as
-/// its note alone.
+/// assistant message and the tool results answering it): the
+/// [`interruption_note`] of any of them first (never between a call and its
+/// results, which would break the protocol), then each message as it is
+/// stored (the first without its tool calls when `text_only`: their results
+/// were never stored). An interrupted answer with no text and no calls is
+/// sent as its note alone.
 ///
 /// [`interruption_note`]: StoredMessage::interruption_note
 pub fn to_model(group: &[&StoredMessage], text_only: bool) -> Vec<ChatMessage> {
-    let mut out = Vec::with_capacity(group.len() + 1);
     let mut notes = Vec::new();
+    let mut chats = Vec::with_capacity(group.len());
     for m in group {
         let mut chat = m.to_chat();
         if text_only {
             chat.tool_calls.clear();
         }
-        let note = m.interruption_note();
-        let bare = chat.tool_calls.is_empty() && chat.content.as_deref().is_none_or(|c| c.trim().is_empty());
-        if !(bare && note.is_some()) {
-            out.push(chat);
+        let blank = is_blank(&chat);
+        let note = m.note(blank);
+        if !(blank && note.is_some()) {
+            chats.push(chat);
         }
         notes.extend(note);
     }
-    out.extend(notes);
-    out
+    notes.extend(chats);
+    notes
 }
 
 #[cfg(test)]
@@ -234,15 +244,15 @@ mod tests {
     }
 
     #[test]
-    fn an_interrupted_answer_is_its_partial_text_then_a_system_note() {
+    fn an_interrupted_answer_is_a_system_note_then_its_partial_text() {
         let mut m = msg(Role::Assistant, "half an ans");
         m.error = Some(MessageError { code: "llm_stream_error".into(), message: "connection reset".into() });
         let sent = to_model(&[&m], false);
         assert_eq!(sent.len(), 2);
-        assert_eq!((sent[0].role, sent[0].content.as_deref()), (Role::Assistant, Some("half an ans")));
-        assert_eq!(sent[1].role, Role::System);
-        let note = sent[1].content.as_deref().unwrap();
-        assert!(note.contains("llm_stream_error") && note.contains("continue"), "{note}");
+        assert_eq!(sent[0].role, Role::System);
+        let note = sent[0].content.as_deref().unwrap();
+        assert!(note.contains("llm_stream_error") && note.contains("next answer"), "{note}");
+        assert_eq!((sent[1].role, sent[1].content.as_deref()), (Role::Assistant, Some("half an ans")));
 
         let mut stopped = msg(Role::Assistant, "");
         stopped.stopped = true;
@@ -250,11 +260,13 @@ mod tests {
         assert_eq!(sent.len(), 1, "no empty assistant message: {sent:?}");
         assert_eq!(sent[0].role, Role::System);
         assert!(sent[0].content.as_deref().unwrap().contains("stopped by the user"));
+        assert!(sent[0].content.as_deref().unwrap().contains("has no text"));
 
         let plain = msg(Role::Assistant, "all of it");
         assert_eq!(to_model(&[&plain], false), vec![plain.to_chat()]);
+        assert_eq!(msg(Role::User, "hi").interruption_note(), None);
 
-        // A stopped call's note comes after its results, never between.
+        // A stopped call's note comes before it, never between it and its results.
         let mut call = msg(Role::Assistant, "");
         call.stopped = true;
         call.tool_calls = vec![ToolCall {
@@ -265,8 +277,7 @@ mod tests {
         let mut result = msg(Role::Tool, "ok");
         result.tool_call_id = Some("c1".into());
         let roles: Vec<Role> = to_model(&[&call, &result], false).iter().map(|c| c.role).collect();
-        assert_eq!(roles, [Role::Assistant, Role::Tool, Role::System]);
-        assert_eq!(msg(Role::User, "hi").interruption_note(), None);
+        assert_eq!(roles, [Role::System, Role::Assistant, Role::Tool]);
     }
 
     #[test]

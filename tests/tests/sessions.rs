@@ -263,12 +263,13 @@ async fn stop_ends_a_running_turn_and_keeps_the_partial() {
     let roles: Vec<&str> = sent.as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(roles.iter().filter(|r| **r == "user").count(), 3);
     // The partial is the assistant's words as the user saw them; that it was
-    // stopped is a system note after it, never a marker in the assistant's
-    // own text (a small model imitates those: issue 25).
+    // stopped is a system note right before it, never a marker in the
+    // assistant's own text (a small model imitates those: issue 25).
     let sent = sent.as_array().unwrap();
     let at = sent.iter().position(|m| m["role"] == "assistant" && m["content"] == json!(partial)).expect("the partial");
-    assert_eq!(sent[at + 1]["role"], "system");
-    assert!(sent[at + 1]["content"].as_str().unwrap().contains("stopped by the user"), "{:?}", sent[at + 1]);
+    assert_eq!(sent[at - 1]["role"], "system");
+    assert!(sent[at - 1]["content"].as_str().unwrap().contains("stopped by the user"), "{:?}", sent[at - 1]);
+    assert_eq!(sent[at + 1], json!({"role": "user", "content": "continue"}));
     assert!(sent.iter().all(|m| !m["content"].as_str().unwrap_or("").contains("STOPPED")));
 }
 

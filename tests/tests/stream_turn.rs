@@ -148,15 +148,16 @@ async fn a_model_error_mid_stream_keeps_the_partial_answer() {
     assert_eq!(msgs[1].error.as_ref().unwrap().code, "llm_stream_error");
 
     // "continue" sees the partial answer as the assistant's words, and what
-    // cut it off as a system note after it: never a marker in the
+    // cut it off as a system note just before it: never a marker in the
     // assistant's own text, which a small model then imitates (issue 25).
     t.llm.push(Reply::text(&["ee steps."]));
     let next = t.turn("alice", json!({"message": "continue", "session_id": sid.to_string()})).await;
     assert_eq!(next.error_code(), None);
     let sent = roles_and_contents(&t.llm.requests()[1]);
-    assert_eq!((sent[2].0.as_str(), sent[2].1.as_str()), ("assistant", "The plan has thr"), "{sent:?}");
-    assert_eq!(sent[3].0, "system", "{sent:?}");
-    assert!(sent[3].1.contains("llm_stream_error") && sent[3].1.contains("continue"), "{sent:?}");
+    assert_eq!((sent[1].0.as_str(), sent[1].1.as_str()), ("user", "plan?"), "{sent:?}");
+    assert_eq!(sent[2].0, "system", "{sent:?}");
+    assert!(sent[2].1.contains("llm_stream_error") && sent[2].1.contains("next answer"), "{sent:?}");
+    assert_eq!((sent[3].0.as_str(), sent[3].1.as_str()), ("assistant", "The plan has thr"), "{sent:?}");
     assert_eq!((sent[4].0.as_str(), sent[4].1.as_str()), ("user", "continue"));
     assert!(sent.iter().all(|(_, c)| !c.contains("[LLM_ERROR")), "{sent:?}");
 }

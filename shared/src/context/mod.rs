@@ -19,7 +19,7 @@
 //!   text only, without `tool_calls`, because the protocol forbids an
 //!   unanswered call; without text it is dropped;
 //! - an errored or stopped assistant message is kept like any other, as its
-//!   partial text followed by a system note saying what cut it off
+//!   partial text after a system note saying what cut it off
 //!   ([`crate::message::to_model`]), so "continue" works and the model never
 //!   sees a marker in its own words to imitate;
 //! - large-paste exception (§5.3): the most recent user message of at least
@@ -406,12 +406,12 @@ mod tests {
         let b = build_context(&input, &ContextBudget::default(), &est());
         assert_eq!(b.kept, vec![2, 4]);
         assert_eq!(b.dropped, vec![1, 3]);
-        let sent = &b.messages[1];
-        assert!(sent.tool_calls.is_empty());
-        assert_eq!(sent.content.as_deref(), Some("let me look"), "the partial text, no marker");
-        let note = &b.messages[2];
+        let note = &b.messages[1];
         assert_eq!(note.role, Role::System);
         assert!(note.content.as_deref().unwrap().contains("llm_timeout"));
+        let sent = &b.messages[2];
+        assert!(sent.tool_calls.is_empty());
+        assert_eq!(sent.content.as_deref(), Some("let me look"), "the partial text, no marker");
         assert_eq!(b.messages[3].content.as_deref(), Some("continue"));
     }
 
