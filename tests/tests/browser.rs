@@ -5,6 +5,7 @@
 //! entity patch reach the panel; Stop keeps the partial; a reload mid-turn
 //! resumes without duplicated text; history after a reload) are in the script;
 //! this starts everything, answers as the model, and checks its exit code.
+//! The lock files' test is here too.
 //!
 //! `scripts/test.sh` builds `web/dist` and installs Chromium first. Without
 //! Node.js, the built page or Chromium the test is skipped, except in CI.
@@ -88,4 +89,54 @@ async fn the_chat_page_in_a_real_browser() {
         panic!("web/e2e/browser.mjs failed ({})", out.status);
     }
     eprintln!("browser test: node + chromium ran {} ms", started.elapsed().as_millis());
+}
+
+/// Each npm lock file lists every optional package its packages name (every
+/// platform's builds of rollup and esbuild, `fsevents`), so `npm ci` installs
+/// it on any platform, whatever subset of those packages the registry serves,
+/// and never finds it out of date (docs/web.md, "The npm lock files"). Reads
+/// the files only: no Node.js, no registry.
+#[test]
+fn the_npm_lock_files_list_every_platforms_optional_packages() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for lock in ["web/package-lock.json", "tests/node/package-lock.json"] {
+        let text = std::fs::read_to_string(root.join(lock)).unwrap_or_else(|e| panic!("{lock}: {e}"));
+        let json: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{lock}: {e}"));
+        assert_eq!(json["lockfileVersion"], 3, "{lock}");
+        let packages = json["packages"].as_object().unwrap_or_else(|| panic!("{lock}: no packages"));
+        let mut missing = vec![];
+        for (at, package) in packages {
+            for (name, version) in package["optionalDependencies"].as_object().into_iter().flatten() {
+                // Node's lookup: the package's own node_modules, then each enclosing one.
+                let mut dir = at.clone();
+                let found = loop {
+                    let candidate = if dir.is_empty() {
+                        format!("node_modules/{name}")
+                    } else {
+                        format!("{dir}/node_modules/{name}")
+                    };
+                    if packages.contains_key(&candidate) {
+                        break true;
+                    }
+                    if dir.is_empty() {
+                        break false;
+                    }
+                    dir = dir.rfind("/node_modules/").map(|i| dir[..i].to_string()).unwrap_or_default();
+                };
+                if !found {
+                    missing.push(format!(
+                        "{name}@{} (of {})",
+                        version.as_str().unwrap_or("?"),
+                        if at.is_empty() { "the root" } else { at }
+                    ));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "{lock} lacks {} optional packages: {}; regenerate it as docs/web.md (\"The npm lock files\") says",
+            missing.len(),
+            missing.join(", ")
+        );
+    }
 }
