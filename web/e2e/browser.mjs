@@ -39,9 +39,14 @@ const browser = await chromium.launchPersistentContext(profile, {
   ],
 });
 const pageErrors = [];
+// The body of every POST /chat the page made, in order.
+const posted = [];
 try {
   const page = browser.pages()[0] ?? (await browser.newPage());
   page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('request', (r) => {
+    if (r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/chat')) posted.push(r.postDataJSON());
+  });
   page.setDefaultTimeout(20_000);
 
   await scenario('the page loads its config, the session list and the project tree', async () => {
@@ -79,6 +84,22 @@ try {
     const stored = await lastAssistantText(page);
     assert.ok(stored.startsWith(shown) && stored.length < STOP_REPLY.length, 'the stored partial is kept');
     await page.locator('[data-testid=message-assistant]').last().getByText('(stopped)').waitFor();
+  });
+
+  await scenario('a turn posts only its last message, with the scope', async () => {
+    const chatId = /#\/s\/(.+)$/.exec(page.url())[1];
+    assert.equal(posted.length, 2, `POST /chat bodies: ${JSON.stringify(posted)}`);
+    const texts = ['Please add a launch checklist', 'Write a long essay'];
+    for (const [i, body] of posted.entries()) {
+      assert.equal(body.id, chatId);
+      assert.equal(body.trigger, 'submit-message');
+      // The second turn's conversation held three messages; only the last is sent.
+      assert.equal(body.messages.length, 1, `turn ${i + 1} sent ${body.messages.length} messages`);
+      assert.equal(body.messages[0].role, 'user');
+      assert.deepEqual(body.messages[0].parts, [{ type: 'text', text: texts[i] }]);
+      assert.equal(body.context_type, 'project');
+      assert.ok(body.projectFocus?.projectId, 'the turn names its project');
+    }
   });
 
   let resumeMs;

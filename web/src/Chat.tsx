@@ -6,7 +6,7 @@
  * ontology panel, the agent state (transient) to the status line.
  */
 import { useChat } from '@ai-sdk/react';
-import { DefaultChatTransport } from 'ai';
+import { DefaultChatTransport, type PrepareSendMessagesRequest } from 'ai';
 import { useEffect, useMemo, useRef, useState } from 'react';
 import type { Api } from './api/client';
 import type { EntityPatch } from './api/types.gen';
@@ -27,6 +27,17 @@ interface Props {
   onTurnEnd: () => void;
 }
 
+/**
+ * The body of `POST /chat`: `useChat`'s own fields and the scope, but of the
+ * conversation only its last message, the one the server reads (it keeps the
+ * history itself; docs/chat-protocol.md). Sending the whole conversation on
+ * every turn would grow each request with it, past what a function URL
+ * accepts (6 MB) in a long chat.
+ */
+export const lastMessageOnly: PrepareSendMessagesRequest<ChatMessage> = ({ id, messages, body, trigger, messageId }) => ({
+  body: { ...body, id, messages: messages.slice(-1), trigger, messageId },
+});
+
 export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOperations, onTurnEnd }: Props) {
   const [agentState, setAgentState] = useState<string | null>(null);
   const [input, setInput] = useState('');
@@ -43,6 +54,7 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
         // turn's scope, as in a native turn request (TurnRequest): a project
         // turn names its project in `projectFocus`.
         body: () => (project.current ? { context_type: 'project', projectFocus: { projectId: project.current } } : {}),
+        prepareSendMessagesRequest: lastMessageOnly,
       }),
     [api, config.streamUrl],
   );
