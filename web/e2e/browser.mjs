@@ -132,6 +132,14 @@ try {
     );
     assert.equal(after[1][1], CHECKLIST_REPLY);
     await page.locator('[data-testid=session]').first().waitFor();
+    // The first turn's tool call and its operation, rebuilt from the stored log:
+    // in its message and in the panel's feed.
+    const first = page.locator('[data-testid=message-assistant]').first();
+    await first.locator('[data-testid=tool]', { hasText: 'create document' }).waitFor();
+    await first.locator('.operation', { hasText: 'Created document “Launch checklist”' }).waitFor();
+    await page.locator('aside [data-testid=operation]', { hasText: 'Created document “Launch checklist”' }).waitFor();
+    assert.equal(await page.locator('aside [data-testid=operation]').count(), 1, 'the feed lists the operation once');
+    assert.deepEqual(pageErrors, [], 'the page threw');
   });
 
   assert.deepEqual(pageErrors, [], 'the page threw');
