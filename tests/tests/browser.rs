@@ -2,10 +2,11 @@
 //! handlers on loopback (one table, the scripted model), the built page served
 //! with its `config.json`, and `web/e2e/browser.mjs` driving Debian's Chromium
 //! through playwright-core. The scenarios (a turn streams; an operation and an
-//! entity patch reach the panel; Stop keeps the partial; a reload mid-turn
-//! resumes without duplicated text; history after a reload) are in the script;
-//! this starts everything, answers as the model, and checks its exit code.
-//! The lock files' test is here too.
+//! entity patch reach the panel; Stop keeps the partial; a turn posts only its
+//! last message; a reload mid-turn resumes without duplicated text; history,
+//! tool calls and operations after a reload; the pane follows a streaming
+//! answer) are in the script; this starts everything, answers as the model,
+//! and checks its exit code. The lock files' test is here too.
 //!
 //! `scripts/test.sh` builds `web/dist` and installs Chromium first. Without
 //! Node.js, the built page or Chromium the test is skipped, except in CI.
@@ -39,6 +40,7 @@ fn model(request: &Value) -> Reply {
         )]),
         _ if text.contains("long essay") => paced(words("essay", 120)),
         _ if text.contains("reload") => paced(words("resumed", 40)),
+        _ if text.contains("long story") => paced(words("story", 150)),
         _ => Reply::text(&["Hello."]),
     }
 }

@@ -21,6 +21,7 @@ const CHECKLIST_REPLY = 'I added the Launch checklist to the plan.';
 const words = (prefix, n) => Array.from({ length: n }, (_, i) => `${prefix}${i} `).join('');
 const STOP_REPLY = words('essay', 120);
 const RESUME_REPLY = words('resumed', 40);
+const STORY_REPLY = words('story', 150);
 
 const profile = mkdtempSync(join(tmpdir(), 'agentic-chat-chromium-'));
 const t0 = Date.now();
@@ -142,6 +143,45 @@ try {
     assert.deepEqual(pageErrors, [], 'the page threw');
   });
 
+  await scenario('the messages follow a streaming answer to its end, unless scrolled up', async () => {
+    await page.setViewportSize({ width: 1280, height: 480 });
+    const pane = page.locator('[data-testid=messages]');
+    await send(page, 'Tell me a long story');
+    // Once the answer overflows the pane, every step of it is in view.
+    await page.waitForFunction(() => {
+      const el = document.querySelector('[data-testid=messages]');
+      return el.scrollHeight > el.clientHeight + 60;
+    });
+    for (let i = 0; i < 3; i++) {
+      const shown = (await lastAssistantText(page)).length;
+      await page.waitForFunction((n) => {
+        const texts = document.querySelectorAll('[data-testid=message-assistant]');
+        return (texts[texts.length - 1]?.textContent.length ?? 0) > n;
+      }, shown + 20);
+      assert.ok(await atBottom(pane), `step ${i}: the pane is at its end (${await scrollState(pane)})`);
+    }
+    // Scrolled up by the user: it stays there while the answer goes on.
+    await pane.hover();
+    await page.mouse.wheel(0, -400);
+    await page.waitForFunction(() => {
+      const el = document.querySelector('[data-testid=messages]');
+      return el.scrollHeight - el.scrollTop - el.clientHeight > 200;
+    });
+    const top = await pane.evaluate((el) => el.scrollTop);
+    const shown = (await lastAssistantText(page)).length;
+    await page.waitForFunction((n) => {
+      const texts = document.querySelectorAll('[data-testid=message-assistant]');
+      return (texts[texts.length - 1]?.textContent.length ?? 0) > n;
+    }, shown + 40);
+    const now = await pane.evaluate((el) => ({ top: el.scrollTop, below: el.scrollHeight - el.scrollTop - el.clientHeight }));
+    assert.ok(now.top <= top && now.below > 200, `the pane stays where the user scrolled (${top} then ${JSON.stringify(now)})`);
+    // Back at the end: it follows again, to the answer's end.
+    await pane.evaluate((el) => el.scrollTo({ top: el.scrollHeight }));
+    await watchAssistant(page, (t) => t === STORY_REPLY);
+    assert.ok(await atBottom(pane), `the pane ends at the answer's end (${await scrollState(pane)})`);
+    await page.setViewportSize({ width: 1280, height: 760 });
+  });
+
   assert.deepEqual(pageErrors, [], 'the page threw');
   console.log(`browser: every scenario passed in ${Date.now() - t0} ms (resume: first text ${resumeMs} ms after reload)`);
 } finally {
@@ -177,6 +217,15 @@ async function waitReady(page) {
     const s = document.querySelector('[data-testid=status]')?.getAttribute('data-status');
     return s === 'ready' || s === 'error';
   });
+}
+
+/** Whether the scroll container `pane` shows its end. */
+async function atBottom(pane) {
+  return pane.evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight <= 2);
+}
+
+async function scrollState(pane) {
+  return pane.evaluate((el) => `scrollTop ${el.scrollTop}, clientHeight ${el.clientHeight}, scrollHeight ${el.scrollHeight}`);
 }
 
 /** The text of the last message when it is the assistant's (else ''). */

@@ -7,7 +7,7 @@
  */
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, type PrepareSendMessagesRequest } from 'ai';
-import { useEffect, useMemo, useRef, useState } from 'react';
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react';
 import type { Api } from './api/client';
 import type { EntityPatch } from './api/types.gen';
 import type { ChatMessage, OperationData } from './chat-types';
@@ -79,6 +79,20 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
   );
   useEffect(() => onOperations(operations), [operations, onOperations]);
 
+  // The pane follows the conversation to its end (a streaming answer too)
+  // while it is scrolled to the bottom; scrolled up, it stays where the user
+  // put it until they scroll back down or send.
+  const pane = useRef<HTMLDivElement>(null);
+  const follow = useRef(true);
+  const onScroll = () => {
+    const el = pane.current;
+    if (el) follow.current = el.scrollHeight - el.scrollTop - el.clientHeight < 24;
+  };
+  useLayoutEffect(() => {
+    const el = pane.current;
+    if (el && follow.current) el.scrollTop = el.scrollHeight;
+  }, [messages, status]);
+
   const busy = status === 'submitted' || status === 'streaming';
   // The agent state says what precedes the answer; once its text streams, that is what happens.
   const last = messages[messages.length - 1];
@@ -93,7 +107,14 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
 
   return (
     <section className="chat">
-      <div className="messages" data-testid="messages">
+      <div
+        className="messages"
+        data-testid="messages"
+        ref={pane}
+        onScroll={onScroll}
+        // Scrolling up lets go at once, before the scroll itself lands.
+        onWheel={(e) => e.deltaY < 0 && (follow.current = false)}
+      >
         {messages.map((m) => (
           <Message key={m.id} message={m} />
         ))}
@@ -106,6 +127,7 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
         onSubmit={(e) => {
           e.preventDefault();
           if (!input.trim() || busy) return;
+          follow.current = true;
           sendMessage({ text: input });
           setInput('');
         }}
