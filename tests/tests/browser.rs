@@ -5,8 +5,9 @@
 //! entity patch reach the panel; Stop keeps the partial; a turn posts only its
 //! last message; a reload mid-turn resumes without duplicated text; history,
 //! tool calls and operations after a reload; the pane follows a streaming
-//! answer) are in the script; this starts everything, answers as the model,
-//! and checks its exit code. The lock files' test is here too.
+//! answer; a turn of many tool calls and its replay render without an update
+//! loop) are in the script; this starts everything, answers as the model, and
+//! checks its exit code. The lock files' test is here too.
 //!
 //! `scripts/test.sh` builds `web/dist` and installs Chromium first. Without
 //! Node.js, the built page or Chromium the test is skipped, except in CI.
@@ -29,11 +30,21 @@ fn model(request: &Value) -> Reply {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let last = messages.last().cloned().unwrap_or_default();
     let text = last["content"].as_str().unwrap_or_default().to_string();
+    // The turn's question (the last user message), also when answering a tool result.
+    let asked = messages.iter().rev().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("");
     let gap = Duration::from_millis(120);
     let words = |prefix: &str, n: usize| -> Vec<String> { (0..n).map(|i| format!("{prefix}{i} ")).collect() };
     let paced = |pieces: Vec<String>| Reply::paced(&pieces.iter().map(String::as_str).collect::<Vec<_>>(), gap);
     match last["role"].as_str() {
+        Some("tool") if asked.contains("every list") => Reply::text(&["Everything ", "is in order."]),
         Some("tool") => paced(["I added ", "the Launch ", "checklist ", "to the plan", "."].map(String::from).to_vec()),
+        // Many reads at once: a turn of some 150 parts, arriving (and replayed) in bursts.
+        _ if text.contains("every list") => {
+            let kinds = ["document", "task", "goal", "plan", "milestone", "risk", "requirement"];
+            let calls: Vec<(&str, Value)> =
+                (0..28).map(|i| ("list_entities", json!({ "kind": kinds[i % kinds.len()] }))).collect();
+            Reply::tool_calls(&calls)
+        }
         _ if text.contains("launch checklist") => Reply::tool_calls(&[(
             "create_document",
             json!({ "title": "Launch checklist", "content": "- [ ] announce" }),

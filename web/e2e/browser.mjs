@@ -45,6 +45,7 @@ const posted = [];
 try {
   const page = browser.pages()[0] ?? (await browser.newPage());
   page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('console', (m) => m.type() === 'error' && /React error|Maximum update depth/.test(m.text()) && pageErrors.push(m.text()));
   page.on('request', (r) => {
     if (r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/chat')) posted.push(r.postDataJSON());
   });
@@ -180,6 +181,23 @@ try {
     await watchAssistant(page, (t) => t === STORY_REPLY);
     assert.ok(await atBottom(pane), `the pane ends at the answer's end (${await scrollState(pane)})`);
     await page.setViewportSize({ width: 1280, height: 760 });
+  });
+
+  await scenario('a turn of many tool calls, and a reload right after it, render without an update loop', async () => {
+    // Some 150 parts, most arriving together; within a minute of the turn's end
+    // the resume route replays it, all at once. Each part is a render: none
+    // may leave another update behind (React error #185 came of that).
+    await send(page, 'Please read every list of the project');
+    await watchAssistant(page, (t) => t === 'Everything is in order.');
+    const tools = () => page.locator('[data-testid=message-assistant]').last().locator('[data-testid=tool]');
+    assert.equal(await tools().count(), 28);
+    const before = await conversation(page);
+    await page.reload();
+    await page.locator('[data-testid=message-assistant]').nth(4).waitFor();
+    await waitReady(page);
+    assert.deepEqual(pageErrors, [], 'the page threw');
+    assert.deepEqual(await conversation(page), before);
+    assert.equal(await tools().count(), 28);
   });
 
   assert.deepEqual(pageErrors, [], 'the page threw');

@@ -9,7 +9,7 @@ import { useCallback, useEffect, useMemo, useState } from 'react';
 import { Api } from './api/client';
 import type { EntityPatch, SessionView } from './api/types.gen';
 import { Chat } from './Chat';
-import type { ChatMessage, OperationData } from './chat-types';
+import type { ChatMessage } from './chat-types';
 import type { AppConfig } from './config';
 import { toUIMessages } from './history';
 import { applyPatch, loadOntology, type Ontology } from './ontology';
@@ -46,7 +46,8 @@ export function App({ config }: { config: AppConfig }) {
   const [sessions, setSessions] = useState<SessionView[]>([]);
   const [history, setHistory] = useState<{ id: string; messages: ChatMessage[] } | null>(null);
   const [ontology, setOntology] = useState<Ontology | null>(null);
-  const [operations, setOperations] = useState<OperationData[]>([]);
+  // The panel's operations list, which the open chat fills (OntologyPanel).
+  const [feed, setFeed] = useState<HTMLOListElement | null>(null);
   const [error, setError] = useState<string | null>(null);
 
   const refreshSessions = useCallback(() => {
@@ -65,7 +66,6 @@ export function App({ config }: { config: AppConfig }) {
   useEffect(() => {
     if (!sessionId) return openSession();
     setHistory(null);
-    setOperations([]);
     if (fresh.delete(sessionId)) {
       setHistory({ id: sessionId, messages: [] });
       return;
@@ -77,7 +77,6 @@ export function App({ config }: { config: AppConfig }) {
   }, [api, sessionId]);
 
   const onPatch = useCallback((p: EntityPatch) => setOntology((o) => (o ? applyPatch(o, p) : o)), []);
-  const onOperations = useCallback((ops: OperationData[]) => setOperations(ops), []);
 
   return (
     <div className="layout">
@@ -107,14 +106,14 @@ export function App({ config }: { config: AppConfig }) {
             initial={history.messages}
             projectId={ontology?.projectId}
             onPatch={onPatch}
-            onOperations={onOperations}
+            feed={feed}
             onTurnEnd={refreshSessions}
           />
         ) : (
           <p className="muted">Loading…</p>
         )}
       </main>
-      <OntologyPanel ontology={ontology} operations={operations} />
+      <OntologyPanel ontology={ontology} feedRef={setFeed} />
     </div>
   );
 }

@@ -7,12 +7,14 @@
  */
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, type PrepareSendMessagesRequest } from 'ai';
-import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react';
+import { useLayoutEffect, useMemo, useRef, useState } from 'react';
+import { createPortal } from 'react-dom';
 import type { Api } from './api/client';
 import type { EntityPatch } from './api/types.gen';
-import type { ChatMessage, OperationData } from './chat-types';
+import type { ChatMessage } from './chat-types';
 import { join, type AppConfig } from './config';
 import { Message } from './Message';
+import { OperationsFeed } from './OntologyPanel';
 import { settled } from './operations';
 
 interface Props {
@@ -23,7 +25,8 @@ interface Props {
   /** The project the turn works in (its tools), when there is one. */
   projectId?: string;
   onPatch: (p: EntityPatch) => void;
-  onOperations: (ops: OperationData[]) => void;
+  /** The panel's operations list: the feed is drawn into it. */
+  feed: HTMLElement | null;
   onTurnEnd: () => void;
 }
 
@@ -38,7 +41,7 @@ export const lastMessageOnly: PrepareSendMessagesRequest<ChatMessage> = ({ id, m
   body: { ...body, id, messages: messages.slice(-1), trigger, messageId },
 });
 
-export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOperations, onTurnEnd }: Props) {
+export function Chat({ api, config, sessionId, initial, projectId, onPatch, feed, onTurnEnd }: Props) {
   const [agentState, setAgentState] = useState<string | null>(null);
   const [input, setInput] = useState('');
   // useChat keeps the transport it was first given, so the scope is read
@@ -73,11 +76,12 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
     },
   });
 
+  // The conversation's operations (stored turns' rebuilt from their tool
+  // calls, live ones as they arrive), drawn into the panel in this render.
   const operations = useMemo(
     () => settled(messages.flatMap((m) => m.parts.flatMap((p) => (p.type === 'data-operation' ? [p.data] : [])))),
     [messages],
   );
-  useEffect(() => onOperations(operations), [operations, onOperations]);
 
   // The pane follows the conversation to its end (a streaming answer too)
   // while it is scrolled to the bottom; scrolled up, it stays where the user
@@ -149,6 +153,7 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
           </button>
         )}
       </form>
+      {feed && createPortal(<OperationsFeed operations={operations} />, feed)}
     </section>
   );
 }
