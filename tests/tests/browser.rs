@@ -6,8 +6,9 @@
 //! last message; a reload mid-turn resumes without duplicated text; history,
 //! tool calls and operations after a reload; the pane follows a streaming
 //! answer; a turn of many tool calls and its replay render without an update
-//! loop) are in the script; this starts everything, answers as the model, and
-//! checks its exit code. The lock files' test is here too.
+//! loop; another project's session shows that project) are in the script;
+//! this starts everything (two projects, a session in the second), answers as
+//! the model, and checks its exit code. The lock files' test is here too.
 //!
 //! `scripts/test.sh` builds `web/dist` and installs Chromium first. Without
 //! Node.js, the built page or Chromium the test is skipped, except in CI.
@@ -56,7 +57,8 @@ fn model(request: &Value) -> Reply {
     }
 }
 
-async fn create_project(f: &FunctionUrls, name: &str) {
+/// A project of `USER`: its id.
+async fn create_project(f: &FunctionUrls, name: &str) -> String {
     let r = reqwest::Client::new()
         .post(format!("{}projects", f.url("entities")))
         .bearer_auth(token(USER))
@@ -65,6 +67,39 @@ async fn create_project(f: &FunctionUrls, name: &str) {
         .await
         .unwrap();
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let created: Value = r.json().await.unwrap();
+    created["data"]["project"]["id"].as_str().expect("the project's id").to_string()
+}
+
+async fn create_document(f: &FunctionUrls, project: &str, title: &str) {
+    let r = reqwest::Client::new()
+        .post(format!("{}projects/{project}/documents", f.url("entities")))
+        .bearer_auth(token(USER))
+        .json(&json!({ "title": title, "content": "- tomatoes" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+/// A finished session `id` in `project`: one turn through `POST /chat`, as
+/// another client of the same user made it.
+async fn session_in(f: &FunctionUrls, id: &str, project: &str) {
+    let r = reqwest::Client::new()
+        .post(format!("{}chat", f.url("stream")))
+        .bearer_auth(token(USER))
+        .json(&json!({
+            "id": id,
+            "messages": [{ "id": "m1", "role": "user", "parts": [{ "type": "text", "text": "Hello garden" }] }],
+            "context_type": "project",
+            "projectFocus": { "projectId": project },
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body = r.text().await.unwrap();
+    assert!(body.contains(r#""type":"finish""#), "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,12 +115,22 @@ async fn the_chat_page_in_a_real_browser() {
     let f = FunctionUrls::with_config(|c| c.cors_allow_origin = Some("*".into())).await;
     f.t.llm.set_default(Reply::dynamic(model));
     create_project(&f, "Product launch").await;
+    // A second project (not the first the page would pick) with a session in it.
+    let garden = create_project(&f, "Garden planner").await;
+    create_document(&f, &garden, "Seed list").await;
+    let other_session = "gardenSession0001";
+    session_in(&f, other_session, &garden).await;
     let config = json!({ "streamUrl": f.url("stream"), "entitiesUrl": f.url("entities"), "token": token(USER) });
     let site = StaticSite::serve(dist, config.to_string()).await;
 
     let started = Instant::now();
     let mut cmd = Command::new("node");
-    cmd.current_dir(web::WEB_DIR).arg("e2e/browser.mjs").arg(site.url()).env("CHROMIUM", &chromium);
+    cmd.current_dir(web::WEB_DIR)
+        .arg("e2e/browser.mjs")
+        .arg(site.url())
+        .env("CHROMIUM", &chromium)
+        .env("OTHER_SESSION", other_session)
+        .env("OTHER_PROJECT", &garden);
     if let Some(shot) = std::env::var_os("BROWSER_SCREENSHOT") {
         cmd.arg(shot);
     }

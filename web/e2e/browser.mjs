@@ -3,11 +3,13 @@
 // with the scripted model (tests/tests/browser.rs starts them, serves web/dist
 // with its config.json, and runs this).
 //
-//   node e2e/browser.mjs <page URL> [screenshot.png]
+//   OTHER_SESSION=<id> OTHER_PROJECT=<id> node e2e/browser.mjs <page URL> [screenshot.png]
 //
 // Exits 0 when every scenario passed; prints one line per scenario. The
 // scripted model's answers are fixed by tests/tests/browser.rs: keep the
-// prompts and texts below in step with it.
+// prompts and texts below in step with it. OTHER_SESSION is a finished
+// session of OTHER_PROJECT, which is not the user's first project (named
+// OTHER_PROJECT_NAME, with the document OTHER_DOC).
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,6 +24,10 @@ const words = (prefix, n) => Array.from({ length: n }, (_, i) => `${prefix}${i} 
 const STOP_REPLY = words('essay', 120);
 const RESUME_REPLY = words('resumed', 40);
 const STORY_REPLY = words('story', 150);
+const OTHER_PROJECT_NAME = 'Garden planner';
+const OTHER_DOC = 'Seed list';
+const { OTHER_SESSION, OTHER_PROJECT } = process.env;
+if (!OTHER_SESSION || !OTHER_PROJECT) throw new Error('OTHER_SESSION and OTHER_PROJECT must be set');
 
 const profile = mkdtempSync(join(tmpdir(), 'agentic-chat-chromium-'));
 const t0 = Date.now();
@@ -198,6 +204,25 @@ try {
     assert.deepEqual(pageErrors, [], 'the page threw');
     assert.deepEqual(await conversation(page), before);
     assert.equal(await tools().count(), 28);
+  });
+
+  await scenario("a session of another project shows that project's tree and names it in its turns", async () => {
+    await page.goto(new URL(`#/s/${OTHER_SESSION}`, site).href);
+    await page.reload();
+    await page.locator('[data-testid=message-assistant]').first().waitFor();
+    await page.locator('aside h2', { hasText: OTHER_PROJECT_NAME }).waitFor();
+    await page.locator('[data-testid=doc]', { hasText: OTHER_DOC }).waitFor();
+    assert.equal(await page.locator('[data-testid=doc]', { hasText: 'Launch checklist' }).count(), 0);
+    await waitReady(page);
+    const before = posted.length;
+    await send(page, 'Hello again');
+    await page.locator('[data-testid=message-assistant]').nth(1).waitFor();
+    await watchAssistant(page, (t) => t === 'Hello.' && posted.length > before);
+    const body = posted.at(-1);
+    assert.equal(body.id, OTHER_SESSION);
+    assert.equal(body.projectFocus?.projectId, OTHER_PROJECT, 'the turn stays in the session\'s project');
+    assert.equal(body.messages.length, 1);
+    await page.locator('aside h2', { hasText: OTHER_PROJECT_NAME }).waitFor();
   });
 
   assert.deepEqual(pageErrors, [], 'the page threw');
