@@ -478,13 +478,15 @@ ensure_nextest() {
 
 # The AI SDK's own client for tests/tests/ai_sdk.rs: `npm ci` of tests/node
 # (ai, pinned by its package-lock.json) into tests/node/node_modules
-# (gitignored), again only when the lock changed. Needs Node 20+.
+# (gitignored), again only when the lock changed. Needs Node 20+. `npm ci`
+# never rewrites the lock; one out of step with package.json is an error
+# (docs/web.md, "The npm lock files", says how to regenerate it).
 ensure_ai_sdk_check() {
   local dir="$REPO_ROOT/tests/node"
   have node && have npm || die "node and npm (Node 20+) are required for the AI SDK check (tests/node)"
   if [[ ! -f "$dir/node_modules/.package-lock.json" || "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]]; then
     log "installing the AI SDK check's packages (npm ci in tests/node)"
-    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2 || die "npm ci in tests/node failed"
+    npm_ci "$dir" tests/node
   fi
 }
 
@@ -687,23 +689,35 @@ check_local_cors() {
 WEB_DIR="$REPO_ROOT/web"
 CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 
-# web_deps: installs web/package-lock.json's packages unless node_modules has
-# them already. `npm install`, not `npm ci`: the registry reachable here serves
-# only some of rollup's per-platform optional packages, so the lock file lists
-# only those and `npm ci` calls it out of sync; `npm install` installs exactly
-# the locked versions, and a lock file it had to change is an error.
+# npm_ci DIR NAME: `npm ci` in DIR: exactly the packages of its
+# package-lock.json, of every platform's optional packages only this
+# machine's, and the lock never rewritten. The locks list every platform's
+# optional packages (docs/web.md, "The npm lock files"), so this works whatever
+# subset of them the registry serves. Fails, naming the fix, when the lock is
+# out of step with package.json.
+npm_ci() {
+  local dir="$1" name="$2" logf
+  logf="$(log_file "npm-ci-${name//\//-}")"
+  if ! (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) >"$logf" 2>&1; then
+    if grep -q 'in sync\|from lock file\|does not satisfy' "$logf"; then
+      head -n 20 "$logf" >&2 # what npm found missing or different (the rest is its usage text)
+      die "$name/package-lock.json is out of date with $name/package.json: regenerate it as docs/web.md (\"The npm lock files\") says and commit it"
+    fi
+    print_log_tail "$logf"
+    die "npm ci in $name/ failed (see $logf)"
+  fi
+}
+
+# web_deps: installs web/package-lock.json's packages (npm ci) unless
+# node_modules has them already.
 web_deps() {
   have node && have npm || die "node and npm are required for web/ (Node.js 20)"
   local stamp="$WEB_DIR/node_modules/.agentic-chat-lock"
   if [[ -d "$WEB_DIR/node_modules" ]] && cmp -s "$WEB_DIR/package-lock.json" "$stamp"; then
     return 0
   fi
-  log "npm install in web/ (from package-lock.json)"
-  local before="$LOCAL_DIR/web-package-lock.before"
-  cp "$WEB_DIR/package-lock.json" "$before"
-  (cd "$WEB_DIR" && npm install --no-audit --no-fund --loglevel=error) || die "npm install in web/ failed"
-  cmp -s "$WEB_DIR/package-lock.json" "$before" ||
-    die "npm install changed web/package-lock.json: check the change and commit it"
+  log "npm ci in web/ (from package-lock.json)"
+  npm_ci "$WEB_DIR" web
   cp "$WEB_DIR/package-lock.json" "$stamp"
 }
 

@@ -7,7 +7,9 @@
 // saw, and any error the client raised (its reader throws on a broken stream).
 // With CHAT_MODE=resume: a second client on the same chat id calls
 // `resumeStream()` (what `useChat({resume: true})` does on load) while the
-// first one's turn is running; it prints both clients' messages.
+// first one's turn is running; it prints both clients' messages. Its first
+// client's second turn posts the whole conversation, as an unconfigured
+// transport does: the server must take it (it reads the last message).
 //
 //   CHAT_URL=http://…/lambda-url/stream/chat CHAT_TOKEN=… CHAT_BODY='{"context_type":…}' node chat-check.mjs
 import { AbstractChat, DefaultChatTransport } from 'ai';
@@ -38,7 +40,9 @@ const requests = [];
 const fetch = async (url, init) => {
   const sent = Date.now() - t0;
   const response = await globalThis.fetch(url, init);
-  requests.push({ method: init?.method, url: String(url), status: response.status, sent, answered: Date.now() - t0 });
+  // How many messages a POST carried: an unconfigured transport sends the whole conversation.
+  const messages = init?.method === 'POST' ? JSON.parse(init.body).messages.length : undefined;
+  requests.push({ method: init?.method, url: String(url), status: response.status, messages, sent, answered: Date.now() - t0 });
   return response;
 };
 const transport = () => new DefaultChatTransport({
@@ -67,6 +71,10 @@ if (process.env.CHAT_MODE === 'resume') {
   const reloaded = new Chat({ id: chat.id, messages: history, transport: transport(), onError: e => errors.push(String(e)) });
   const resuming = reloaded.resumeStream();
   await Promise.all([sending, resuming]);
+  // The server reads only the last message but accepts the whole history:
+  // the second turn's POST carried all three messages (docs/chat-protocol.md).
+  const posts = requests.filter(r => r.method === 'POST').map(r => r.messages);
+  if (posts.join() !== '1,3') errors.push(`expected POSTs of 1 and 3 messages (the whole history), got ${posts.join()}`);
   console.log(JSON.stringify({ chatId: chat.id, live: chat.messages, reloaded: reloaded.messages, status: reloaded.status, errors, requests }));
   process.exit(0);
 }

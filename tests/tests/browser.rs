@@ -2,9 +2,13 @@
 //! handlers on loopback (one table, the scripted model), the built page served
 //! with its `config.json`, and `web/e2e/browser.mjs` driving Debian's Chromium
 //! through playwright-core. The scenarios (a turn streams; an operation and an
-//! entity patch reach the panel; Stop keeps the partial; a reload mid-turn
-//! resumes without duplicated text; history after a reload) are in the script;
-//! this starts everything, answers as the model, and checks its exit code.
+//! entity patch reach the panel; Stop keeps the partial; a turn posts only its
+//! last message; a reload mid-turn resumes without duplicated text; history,
+//! tool calls and operations after a reload; the pane follows a streaming
+//! answer; a turn of many tool calls and its replay render without an update
+//! loop; another project's session shows that project) are in the script;
+//! this starts everything (two projects, a session in the second), answers as
+//! the model, and checks its exit code. The lock files' test is here too.
 //!
 //! `scripts/test.sh` builds `web/dist` and installs Chromium first. Without
 //! Node.js, the built page or Chromium the test is skipped, except in CI.
@@ -27,22 +31,34 @@ fn model(request: &Value) -> Reply {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let last = messages.last().cloned().unwrap_or_default();
     let text = last["content"].as_str().unwrap_or_default().to_string();
+    // The turn's question (the last user message), also when answering a tool result.
+    let asked = messages.iter().rev().find(|m| m["role"] == "user").and_then(|m| m["content"].as_str()).unwrap_or("");
     let gap = Duration::from_millis(120);
     let words = |prefix: &str, n: usize| -> Vec<String> { (0..n).map(|i| format!("{prefix}{i} ")).collect() };
     let paced = |pieces: Vec<String>| Reply::paced(&pieces.iter().map(String::as_str).collect::<Vec<_>>(), gap);
     match last["role"].as_str() {
+        Some("tool") if asked.contains("every list") => Reply::text(&["Everything ", "is in order."]),
         Some("tool") => paced(["I added ", "the Launch ", "checklist ", "to the plan", "."].map(String::from).to_vec()),
+        // Many reads at once: a turn of some 150 parts, arriving (and replayed) in bursts.
+        _ if text.contains("every list") => {
+            let kinds = ["document", "task", "goal", "plan", "milestone", "risk", "requirement"];
+            let calls: Vec<(&str, Value)> =
+                (0..28).map(|i| ("list_entities", json!({ "kind": kinds[i % kinds.len()] }))).collect();
+            Reply::tool_calls(&calls)
+        }
         _ if text.contains("launch checklist") => Reply::tool_calls(&[(
             "create_document",
             json!({ "title": "Launch checklist", "content": "- [ ] announce" }),
         )]),
         _ if text.contains("long essay") => paced(words("essay", 120)),
         _ if text.contains("reload") => paced(words("resumed", 40)),
+        _ if text.contains("long story") => paced(words("story", 150)),
         _ => Reply::text(&["Hello."]),
     }
 }
 
-async fn create_project(f: &FunctionUrls, name: &str) {
+/// A project of `USER`: its id.
+async fn create_project(f: &FunctionUrls, name: &str) -> String {
     let r = reqwest::Client::new()
         .post(format!("{}projects", f.url("entities")))
         .bearer_auth(token(USER))
@@ -51,6 +67,39 @@ async fn create_project(f: &FunctionUrls, name: &str) {
         .await
         .unwrap();
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let created: Value = r.json().await.unwrap();
+    created["data"]["project"]["id"].as_str().expect("the project's id").to_string()
+}
+
+async fn create_document(f: &FunctionUrls, project: &str, title: &str) {
+    let r = reqwest::Client::new()
+        .post(format!("{}projects/{project}/documents", f.url("entities")))
+        .bearer_auth(token(USER))
+        .json(&json!({ "title": title, "content": "- tomatoes" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+/// A finished session `id` in `project`: one turn through `POST /chat`, as
+/// another client of the same user made it.
+async fn session_in(f: &FunctionUrls, id: &str, project: &str) {
+    let r = reqwest::Client::new()
+        .post(format!("{}chat", f.url("stream")))
+        .bearer_auth(token(USER))
+        .json(&json!({
+            "id": id,
+            "messages": [{ "id": "m1", "role": "user", "parts": [{ "type": "text", "text": "Hello garden" }] }],
+            "context_type": "project",
+            "projectFocus": { "projectId": project },
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body = r.text().await.unwrap();
+    assert!(body.contains(r#""type":"finish""#), "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,12 +115,22 @@ async fn the_chat_page_in_a_real_browser() {
     let f = FunctionUrls::with_config(|c| c.cors_allow_origin = Some("*".into())).await;
     f.t.llm.set_default(Reply::dynamic(model));
     create_project(&f, "Product launch").await;
+    // A second project (not the first the page would pick) with a session in it.
+    let garden = create_project(&f, "Garden planner").await;
+    create_document(&f, &garden, "Seed list").await;
+    let other_session = "gardenSession0001";
+    session_in(&f, other_session, &garden).await;
     let config = json!({ "streamUrl": f.url("stream"), "entitiesUrl": f.url("entities"), "token": token(USER) });
     let site = StaticSite::serve(dist, config.to_string()).await;
 
     let started = Instant::now();
     let mut cmd = Command::new("node");
-    cmd.current_dir(web::WEB_DIR).arg("e2e/browser.mjs").arg(site.url()).env("CHROMIUM", &chromium);
+    cmd.current_dir(web::WEB_DIR)
+        .arg("e2e/browser.mjs")
+        .arg(site.url())
+        .env("CHROMIUM", &chromium)
+        .env("OTHER_SESSION", other_session)
+        .env("OTHER_PROJECT", &garden);
     if let Some(shot) = std::env::var_os("BROWSER_SCREENSHOT") {
         cmd.arg(shot);
     }
@@ -88,4 +147,54 @@ async fn the_chat_page_in_a_real_browser() {
         panic!("web/e2e/browser.mjs failed ({})", out.status);
     }
     eprintln!("browser test: node + chromium ran {} ms", started.elapsed().as_millis());
+}
+
+/// Each npm lock file lists every optional package its packages name (every
+/// platform's builds of rollup and esbuild, `fsevents`), so `npm ci` installs
+/// it on any platform, whatever subset of those packages the registry serves,
+/// and never finds it out of date (docs/web.md, "The npm lock files"). Reads
+/// the files only: no Node.js, no registry.
+#[test]
+fn the_npm_lock_files_list_every_platforms_optional_packages() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for lock in ["web/package-lock.json", "tests/node/package-lock.json"] {
+        let text = std::fs::read_to_string(root.join(lock)).unwrap_or_else(|e| panic!("{lock}: {e}"));
+        let json: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{lock}: {e}"));
+        assert_eq!(json["lockfileVersion"], 3, "{lock}");
+        let packages = json["packages"].as_object().unwrap_or_else(|| panic!("{lock}: no packages"));
+        let mut missing = vec![];
+        for (at, package) in packages {
+            for (name, version) in package["optionalDependencies"].as_object().into_iter().flatten() {
+                // Node's lookup: the package's own node_modules, then each enclosing one.
+                let mut dir = at.clone();
+                let found = loop {
+                    let candidate = if dir.is_empty() {
+                        format!("node_modules/{name}")
+                    } else {
+                        format!("{dir}/node_modules/{name}")
+                    };
+                    if packages.contains_key(&candidate) {
+                        break true;
+                    }
+                    if dir.is_empty() {
+                        break false;
+                    }
+                    dir = dir.rfind("/node_modules/").map(|i| dir[..i].to_string()).unwrap_or_default();
+                };
+                if !found {
+                    missing.push(format!(
+                        "{name}@{} (of {})",
+                        version.as_str().unwrap_or("?"),
+                        if at.is_empty() { "the root" } else { at }
+                    ));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "{lock} lacks {} optional packages: {}; regenerate it as docs/web.md (\"The npm lock files\") says",
+            missing.len(),
+            missing.join(", ")
+        );
+    }
 }

@@ -3,11 +3,13 @@
 // with the scripted model (tests/tests/browser.rs starts them, serves web/dist
 // with its config.json, and runs this).
 //
-//   node e2e/browser.mjs <page URL> [screenshot.png]
+//   OTHER_SESSION=<id> OTHER_PROJECT=<id> node e2e/browser.mjs <page URL> [screenshot.png]
 //
 // Exits 0 when every scenario passed; prints one line per scenario. The
 // scripted model's answers are fixed by tests/tests/browser.rs: keep the
-// prompts and texts below in step with it.
+// prompts and texts below in step with it. OTHER_SESSION is a finished
+// session of OTHER_PROJECT, which is not the user's first project (named
+// OTHER_PROJECT_NAME, with the document OTHER_DOC).
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,6 +23,11 @@ const CHECKLIST_REPLY = 'I added the Launch checklist to the plan.';
 const words = (prefix, n) => Array.from({ length: n }, (_, i) => `${prefix}${i} `).join('');
 const STOP_REPLY = words('essay', 120);
 const RESUME_REPLY = words('resumed', 40);
+const STORY_REPLY = words('story', 150);
+const OTHER_PROJECT_NAME = 'Garden planner';
+const OTHER_DOC = 'Seed list';
+const { OTHER_SESSION, OTHER_PROJECT } = process.env;
+if (!OTHER_SESSION || !OTHER_PROJECT) throw new Error('OTHER_SESSION and OTHER_PROJECT must be set');
 
 const profile = mkdtempSync(join(tmpdir(), 'agentic-chat-chromium-'));
 const t0 = Date.now();
@@ -39,9 +46,15 @@ const browser = await chromium.launchPersistentContext(profile, {
   ],
 });
 const pageErrors = [];
+// The body of every POST /chat the page made, in order.
+const posted = [];
 try {
   const page = browser.pages()[0] ?? (await browser.newPage());
   page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('console', (m) => m.type() === 'error' && /React error|Maximum update depth/.test(m.text()) && pageErrors.push(m.text()));
+  page.on('request', (r) => {
+    if (r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/chat')) posted.push(r.postDataJSON());
+  });
   page.setDefaultTimeout(20_000);
 
   await scenario('the page loads its config, the session list and the project tree', async () => {
@@ -81,6 +94,22 @@ try {
     await page.locator('[data-testid=message-assistant]').last().getByText('(stopped)').waitFor();
   });
 
+  await scenario('a turn posts only its last message, with the scope', async () => {
+    const chatId = /#\/s\/(.+)$/.exec(page.url())[1];
+    assert.equal(posted.length, 2, `POST /chat bodies: ${JSON.stringify(posted)}`);
+    const texts = ['Please add a launch checklist', 'Write a long essay'];
+    for (const [i, body] of posted.entries()) {
+      assert.equal(body.id, chatId);
+      assert.equal(body.trigger, 'submit-message');
+      // The second turn's conversation held three messages; only the last is sent.
+      assert.equal(body.messages.length, 1, `turn ${i + 1} sent ${body.messages.length} messages`);
+      assert.equal(body.messages[0].role, 'user');
+      assert.deepEqual(body.messages[0].parts, [{ type: 'text', text: texts[i] }]);
+      assert.equal(body.context_type, 'project');
+      assert.ok(body.projectFocus?.projectId, 'the turn names its project');
+    }
+  });
+
   let resumeMs;
   await scenario('a reload mid-turn resumes it with no duplicated text', async () => {
     await send(page, 'Now reload while I answer');
@@ -111,6 +140,89 @@ try {
     );
     assert.equal(after[1][1], CHECKLIST_REPLY);
     await page.locator('[data-testid=session]').first().waitFor();
+    // The first turn's tool call and its operation, rebuilt from the stored log:
+    // in its message and in the panel's feed.
+    const first = page.locator('[data-testid=message-assistant]').first();
+    await first.locator('[data-testid=tool]', { hasText: 'create document' }).waitFor();
+    await first.locator('.operation', { hasText: 'Created document “Launch checklist”' }).waitFor();
+    await page.locator('aside [data-testid=operation]', { hasText: 'Created document “Launch checklist”' }).waitFor();
+    assert.equal(await page.locator('aside [data-testid=operation]').count(), 1, 'the feed lists the operation once');
+    assert.deepEqual(pageErrors, [], 'the page threw');
+  });
+
+  await scenario('the messages follow a streaming answer to its end, unless scrolled up', async () => {
+    await page.setViewportSize({ width: 1280, height: 480 });
+    const pane = page.locator('[data-testid=messages]');
+    await send(page, 'Tell me a long story');
+    // Once the answer overflows the pane, every step of it is in view.
+    await page.waitForFunction(() => {
+      const el = document.querySelector('[data-testid=messages]');
+      return el.scrollHeight > el.clientHeight + 60;
+    });
+    for (let i = 0; i < 3; i++) {
+      const shown = (await lastAssistantText(page)).length;
+      await page.waitForFunction((n) => {
+        const texts = document.querySelectorAll('[data-testid=message-assistant]');
+        return (texts[texts.length - 1]?.textContent.length ?? 0) > n;
+      }, shown + 20);
+      assert.ok(await atBottom(pane), `step ${i}: the pane is at its end (${await scrollState(pane)})`);
+    }
+    // Scrolled up by the user: it stays there while the answer goes on.
+    await pane.hover();
+    await page.mouse.wheel(0, -400);
+    await page.waitForFunction(() => {
+      const el = document.querySelector('[data-testid=messages]');
+      return el.scrollHeight - el.scrollTop - el.clientHeight > 200;
+    });
+    const top = await pane.evaluate((el) => el.scrollTop);
+    const shown = (await lastAssistantText(page)).length;
+    await page.waitForFunction((n) => {
+      const texts = document.querySelectorAll('[data-testid=message-assistant]');
+      return (texts[texts.length - 1]?.textContent.length ?? 0) > n;
+    }, shown + 40);
+    const now = await pane.evaluate((el) => ({ top: el.scrollTop, below: el.scrollHeight - el.scrollTop - el.clientHeight }));
+    assert.ok(now.top <= top && now.below > 200, `the pane stays where the user scrolled (${top} then ${JSON.stringify(now)})`);
+    // Back at the end: it follows again, to the answer's end.
+    await pane.evaluate((el) => el.scrollTo({ top: el.scrollHeight }));
+    await watchAssistant(page, (t) => t === STORY_REPLY);
+    assert.ok(await atBottom(pane), `the pane ends at the answer's end (${await scrollState(pane)})`);
+    await page.setViewportSize({ width: 1280, height: 760 });
+  });
+
+  await scenario('a turn of many tool calls, and a reload right after it, render without an update loop', async () => {
+    // Some 150 parts, most arriving together; within a minute of the turn's end
+    // the resume route replays it, all at once. Each part is a render: none
+    // may leave another update behind (React error #185 came of that).
+    await send(page, 'Please read every list of the project');
+    await watchAssistant(page, (t) => t === 'Everything is in order.');
+    const tools = () => page.locator('[data-testid=message-assistant]').last().locator('[data-testid=tool]');
+    assert.equal(await tools().count(), 28);
+    const before = await conversation(page);
+    await page.reload();
+    await page.locator('[data-testid=message-assistant]').nth(4).waitFor();
+    await waitReady(page);
+    assert.deepEqual(pageErrors, [], 'the page threw');
+    assert.deepEqual(await conversation(page), before);
+    assert.equal(await tools().count(), 28);
+  });
+
+  await scenario("a session of another project shows that project's tree and names it in its turns", async () => {
+    await page.goto(new URL(`#/s/${OTHER_SESSION}`, site).href);
+    await page.reload();
+    await page.locator('[data-testid=message-assistant]').first().waitFor();
+    await page.locator('aside h2', { hasText: OTHER_PROJECT_NAME }).waitFor();
+    await page.locator('[data-testid=doc]', { hasText: OTHER_DOC }).waitFor();
+    assert.equal(await page.locator('[data-testid=doc]', { hasText: 'Launch checklist' }).count(), 0);
+    await waitReady(page);
+    const before = posted.length;
+    await send(page, 'Hello again');
+    await page.locator('[data-testid=message-assistant]').nth(1).waitFor();
+    await watchAssistant(page, (t) => t === 'Hello.' && posted.length > before);
+    const body = posted.at(-1);
+    assert.equal(body.id, OTHER_SESSION);
+    assert.equal(body.projectFocus?.projectId, OTHER_PROJECT, 'the turn stays in the session\'s project');
+    assert.equal(body.messages.length, 1);
+    await page.locator('aside h2', { hasText: OTHER_PROJECT_NAME }).waitFor();
   });
 
   assert.deepEqual(pageErrors, [], 'the page threw');
@@ -148,6 +260,15 @@ async function waitReady(page) {
     const s = document.querySelector('[data-testid=status]')?.getAttribute('data-status');
     return s === 'ready' || s === 'error';
   });
+}
+
+/** Whether the scroll container `pane` shows its end. */
+async function atBottom(pane) {
+  return pane.evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight <= 2);
+}
+
+async function scrollState(pane) {
+  return pane.evaluate((el) => `scrollTop ${el.scrollTop}, clientHeight ${el.clientHeight}, scrollHeight ${el.scrollHeight}`);
 }
 
 /** The text of the last message when it is the assistant's (else ''). */

@@ -7,9 +7,9 @@
 import { generateId } from 'ai';
 import { useCallback, useEffect, useMemo, useState } from 'react';
 import { Api } from './api/client';
-import type { EntityPatch, SessionView } from './api/types.gen';
+import type { EntityPatch, Project, SessionView } from './api/types.gen';
 import { Chat } from './Chat';
-import type { ChatMessage, OperationData } from './chat-types';
+import type { ChatMessage } from './chat-types';
 import type { AppConfig } from './config';
 import { toUIMessages } from './history';
 import { applyPatch, loadOntology, type Ontology } from './ontology';
@@ -40,13 +40,24 @@ function openSession(id: string = generateId()) {
   window.location.hash = `#/s/${id}`;
 }
 
+/** The project a session works in, from its focus (`projectFocus`: `projectId`), if it names one. */
+function focusProject(focus: unknown): string | null {
+  const f = focus as { projectId?: unknown; project_id?: unknown } | null | undefined;
+  const id = f?.projectId ?? f?.project_id;
+  return typeof id === 'string' && id ? id : null;
+}
+
 export function App({ config }: { config: AppConfig }) {
   const api = useMemo(() => new Api(config), [config]);
   const sessionId = useHashSession();
   const [sessions, setSessions] = useState<SessionView[]>([]);
-  const [history, setHistory] = useState<{ id: string; messages: ChatMessage[] } | null>(null);
+  // The open session: its history, and the project it works in (its stored
+  // focus; null for a new chat or one without a project).
+  const [history, setHistory] = useState<{ id: string; messages: ChatMessage[]; project: string | null } | null>(null);
+  const [projects, setProjects] = useState<Project[] | null>(null);
   const [ontology, setOntology] = useState<Ontology | null>(null);
-  const [operations, setOperations] = useState<OperationData[]>([]);
+  // The panel's operations list, which the open chat fills (OntologyPanel).
+  const [feed, setFeed] = useState<HTMLOListElement | null>(null);
   const [error, setError] = useState<string | null>(null);
 
   const refreshSessions = useCallback(() => {
@@ -56,28 +67,55 @@ export function App({ config }: { config: AppConfig }) {
   useEffect(refreshSessions, [refreshSessions]);
 
   useEffect(() => {
-    api
-      .projects()
-      .then((p) => (p.items[0] ? loadOntology(api, p.items[0].id, p.items[0].name) : null))
-      .then(setOntology, (e) => setError(String(e)));
+    api.projects().then(
+      (p) => setProjects(p.items),
+      (e) => {
+        setError(String(e));
+        setProjects([]);
+      },
+    );
   }, [api]);
 
   useEffect(() => {
     if (!sessionId) return openSession();
     setHistory(null);
-    setOperations([]);
     if (fresh.delete(sessionId)) {
-      setHistory({ id: sessionId, messages: [] });
+      setHistory({ id: sessionId, messages: [], project: null });
       return;
     }
-    api.messages(sessionId).then(
-      (page) => setHistory({ id: sessionId, messages: toUIMessages(page.messages) }),
-      (e) => setError(String(e)),
+    let live = true;
+    Promise.all([api.messages(sessionId), api.session(sessionId)]).then(
+      ([page, session]) =>
+        live &&
+        setHistory({ id: sessionId, messages: toUIMessages(page.messages), project: focusProject(session?.focus) }),
+      (e) => live && setError(String(e)),
     );
+    return () => {
+      live = false;
+    };
   }, [api, sessionId]);
 
+  // The session's project, else (a new chat, or one without a project) the
+  // first project: what the panel shows and what the next turn names.
+  const current = history && history.id === sessionId ? history : null;
+  const projectId = current ? (current.project ?? projects?.[0]?.id) : undefined;
+  const projectName = projects?.find((p) => p.id === projectId)?.name;
+
+  const loaded = projects !== null;
+  useEffect(() => {
+    if (!projectId || !loaded) return;
+    let live = true;
+    setOntology((o) => (o?.projectId === projectId ? o : null));
+    loadOntology(api, projectId, projectName ?? projectId).then(
+      (o) => live && setOntology(o),
+      (e) => live && setError(String(e)),
+    );
+    return () => {
+      live = false;
+    };
+  }, [api, projectId, projectName, loaded]);
+
   const onPatch = useCallback((p: EntityPatch) => setOntology((o) => (o ? applyPatch(o, p) : o)), []);
-  const onOperations = useCallback((ops: OperationData[]) => setOperations(ops), []);
 
   return (
     <div className="layout">
@@ -98,23 +136,23 @@ export function App({ config }: { config: AppConfig }) {
       </nav>
       <main>
         {error && <p className="error">{error}</p>}
-        {history && history.id === sessionId ? (
+        {current && projects ? (
           <Chat
-            key={history.id}
+            key={current.id}
             api={api}
             config={config}
-            sessionId={history.id}
-            initial={history.messages}
-            projectId={ontology?.projectId}
+            sessionId={current.id}
+            initial={current.messages}
+            projectId={projectId}
             onPatch={onPatch}
-            onOperations={onOperations}
+            feed={feed}
             onTurnEnd={refreshSessions}
           />
         ) : (
           <p className="muted">Loading…</p>
         )}
       </main>
-      <OntologyPanel ontology={ontology} operations={operations} />
+      <OntologyPanel ontology={ontology} feedRef={setFeed} />
     </div>
   );
 }

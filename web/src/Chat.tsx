@@ -6,13 +6,15 @@
  * ontology panel, the agent state (transient) to the status line.
  */
 import { useChat } from '@ai-sdk/react';
-import { DefaultChatTransport } from 'ai';
-import { useEffect, useMemo, useRef, useState } from 'react';
+import { DefaultChatTransport, type PrepareSendMessagesRequest } from 'ai';
+import { useLayoutEffect, useMemo, useRef, useState } from 'react';
+import { createPortal } from 'react-dom';
 import type { Api } from './api/client';
 import type { EntityPatch } from './api/types.gen';
-import type { ChatMessage, OperationData } from './chat-types';
+import type { ChatMessage } from './chat-types';
 import { join, type AppConfig } from './config';
 import { Message } from './Message';
+import { OperationsFeed } from './OntologyPanel';
 import { settled } from './operations';
 
 interface Props {
@@ -23,11 +25,23 @@ interface Props {
   /** The project the turn works in (its tools), when there is one. */
   projectId?: string;
   onPatch: (p: EntityPatch) => void;
-  onOperations: (ops: OperationData[]) => void;
+  /** The panel's operations list: the feed is drawn into it. */
+  feed: HTMLElement | null;
   onTurnEnd: () => void;
 }
 
-export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOperations, onTurnEnd }: Props) {
+/**
+ * The body of `POST /chat`: `useChat`'s own fields and the scope, but of the
+ * conversation only its last message, the one the server reads (it keeps the
+ * history itself; docs/chat-protocol.md). Sending the whole conversation on
+ * every turn would grow each request with it, past what a function URL
+ * accepts (6 MB) in a long chat.
+ */
+export const lastMessageOnly: PrepareSendMessagesRequest<ChatMessage> = ({ id, messages, body, trigger, messageId }) => ({
+  body: { ...body, id, messages: messages.slice(-1), trigger, messageId },
+});
+
+export function Chat({ api, config, sessionId, initial, projectId, onPatch, feed, onTurnEnd }: Props) {
   const [agentState, setAgentState] = useState<string | null>(null);
   const [input, setInput] = useState('');
   // useChat keeps the transport it was first given, so the scope is read
@@ -43,6 +57,7 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
         // turn's scope, as in a native turn request (TurnRequest): a project
         // turn names its project in `projectFocus`.
         body: () => (project.current ? { context_type: 'project', projectFocus: { projectId: project.current } } : {}),
+        prepareSendMessagesRequest: lastMessageOnly,
       }),
     [api, config.streamUrl],
   );
@@ -61,11 +76,26 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
     },
   });
 
+  // The conversation's operations (stored turns' rebuilt from their tool
+  // calls, live ones as they arrive), drawn into the panel in this render.
   const operations = useMemo(
     () => settled(messages.flatMap((m) => m.parts.flatMap((p) => (p.type === 'data-operation' ? [p.data] : [])))),
     [messages],
   );
-  useEffect(() => onOperations(operations), [operations, onOperations]);
+
+  // The pane follows the conversation to its end (a streaming answer too)
+  // while it is scrolled to the bottom; scrolled up, it stays where the user
+  // put it until they scroll back down or send.
+  const pane = useRef<HTMLDivElement>(null);
+  const follow = useRef(true);
+  const onScroll = () => {
+    const el = pane.current;
+    if (el) follow.current = el.scrollHeight - el.scrollTop - el.clientHeight < 24;
+  };
+  useLayoutEffect(() => {
+    const el = pane.current;
+    if (el && follow.current) el.scrollTop = el.scrollHeight;
+  }, [messages, status]);
 
   const busy = status === 'submitted' || status === 'streaming';
   // The agent state says what precedes the answer; once its text streams, that is what happens.
@@ -81,7 +111,14 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
 
   return (
     <section className="chat">
-      <div className="messages" data-testid="messages">
+      <div
+        className="messages"
+        data-testid="messages"
+        ref={pane}
+        onScroll={onScroll}
+        // Scrolling up lets go at once, before the scroll itself lands.
+        onWheel={(e) => e.deltaY < 0 && (follow.current = false)}
+      >
         {messages.map((m) => (
           <Message key={m.id} message={m} />
         ))}
@@ -94,6 +131,7 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
         onSubmit={(e) => {
           e.preventDefault();
           if (!input.trim() || busy) return;
+          follow.current = true;
           sendMessage({ text: input });
           setInput('');
         }}
@@ -115,6 +153,7 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, onOp
           </button>
         )}
       </form>
+      {feed && createPortal(<OperationsFeed operations={operations} />, feed)}
     </section>
   );
 }

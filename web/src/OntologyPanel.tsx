@@ -1,4 +1,13 @@
-/** The project's document tree (in `order`) and the current turn's operations. */
+/**
+ * The project's document tree (in `order`) and the conversation's operations.
+ * The operations list is an empty slot (`feedRef`) the open chat renders its
+ * feed into (`OperationsFeed`, through a portal), so the feed is drawn in the
+ * same render as the messages it comes from: a copy kept in the page's state
+ * and set from an effect would be one more update after every render of a
+ * streaming message, and a burst of parts (a replayed turn arrives at once)
+ * would exceed React's limit of nested updates (error #185).
+ */
+import type { Ref } from 'react';
 import type { DocNode } from './api/types.gen';
 import type { OperationData } from './chat-types';
 import { sorted, type Ontology } from './ontology';
@@ -19,7 +28,7 @@ function Tree({ nodes, titles }: { nodes: DocNode[]; titles: Ontology['titles'] 
   );
 }
 
-export function OntologyPanel({ ontology, operations }: { ontology: Ontology | null; operations: OperationData[] }) {
+export function OntologyPanel({ ontology, feedRef }: { ontology: Ontology | null; feedRef: Ref<HTMLOListElement> }) {
   return (
     <aside className="ontology">
       <h2>{ontology ? ontology.projectName : 'No project'}</h2>
@@ -29,13 +38,16 @@ export function OntologyPanel({ ontology, operations }: { ontology: Ontology | n
         </div>
       )}
       <h2>Operations</h2>
-      <ol className="operations" data-testid="operations">
-        {operations.map((op, i) => (
-          <li key={i} className={op.status} data-testid="operation">
-            {describeOperation(op)}
-          </li>
-        ))}
-      </ol>
+      <ol className="operations" data-testid="operations" ref={feedRef} />
     </aside>
   );
+}
+
+/** The feed's rows: each operation once, settled (`settled`), in order. */
+export function OperationsFeed({ operations }: { operations: OperationData[] }) {
+  return operations.map((op, i) => (
+    <li key={i} className={op.status} data-testid="operation">
+      {describeOperation(op)}
+    </li>
+  ));
 }

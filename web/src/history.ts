@@ -1,11 +1,12 @@
 /**
  * A session's stored messages (`GET /sessions/{id}/messages`) as the AI SDK's
  * UI messages, `useChat`'s initial messages: one user message each, and one
- * assistant message per turn (its text and its tool calls, in order), with
- * the turn's id: the shape, and the id, a live `POST /chat` turn builds.
+ * assistant message per turn (its text, its tool calls and their operations,
+ * in order), with the turn's id: the shape, and the id, a live `POST /chat`
+ * turn builds.
  */
-import type { MessageView } from './api/types.gen';
-import type { ChatMessage } from './chat-types';
+import type { MessageView, OperationAction, ToolCallView } from './api/types.gen';
+import type { ChatMessage, OperationData } from './chat-types';
 
 export function toUIMessages(views: MessageView[]): ChatMessage[] {
   const out: ChatMessage[] = [];
@@ -30,6 +31,7 @@ export function toUIMessages(views: MessageView[]): ChatMessage[] {
           ? { ...base, state: 'input-available' }
           : { ...base, state: 'output-available', output: call.result_preview },
       );
+      for (const data of storedOperations(call)) turn.parts.push({ type: 'data-operation', data });
     }
     turn.metadata = { reason: v.status };
   }
@@ -43,4 +45,100 @@ function parseArgs(text: string): unknown {
   } catch {
     return text;
   }
+}
+
+const KINDS = ['document', 'task', 'goal', 'plan', 'milestone', 'risk', 'requirement'];
+/** Failures the server reports before the call reaches the ontology: no operation was sent for them. */
+const REFUSED = new Set(['invalid_arguments', 'unknown_tool', 'out_of_scope', 'invalid_id']);
+
+/**
+ * The operations a stored tool call sent when it ran (`data-operation`), as
+ * far as the log keeps what they said: operations are not stored, but the
+ * call (its name and arguments) and its result's preview are, and the server
+ * derives each operation from those (`shared::tools`). The action and kind
+ * always follow from the call; the name comes from the arguments for creates,
+ * lists and searches (as the server names them), else from the result's
+ * preview (`title` or `name` of the entity read or written), else the id.
+ * The status: `success`, `error` when the result is an error, `start` when
+ * the result is missing (the turn ended during the call). One operation per
+ * call: the settled one the live feed shows.
+ */
+export function storedOperations(call: ToolCallView): OperationData[] {
+  const args = parseArgs(call.arguments);
+  const a = (args && typeof args === 'object' ? args : {}) as Record<string, unknown>;
+  const str = (k: string) => (typeof a[k] === 'string' ? (a[k] as string) : undefined);
+  const kind = str('kind');
+  const preview = call.result_preview;
+  const failed = preview != null && /^\{"error":/.test(preview);
+  if (failed && REFUSED.has(/^\{"error":\{"code":"([^"]*)"/.exec(preview)?.[1] ?? '')) return [];
+  const named = (fallback: string | undefined) => (preview && !failed ? nameIn(preview) : undefined) ?? fallback ?? '';
+
+  let op: [OperationAction, string, string, string?] | undefined;
+  const create = /^create_(document|task|goal|plan|milestone|risk|requirement)$/.exec(call.name);
+  if (create) op = ['create', create[1], str('title') ?? str('name') ?? ''];
+  else
+    switch (call.name) {
+      case 'create_project':
+      case 'create_onto_project':
+        op = ['create', 'project', str('name') ?? ''];
+        break;
+      case 'list_projects':
+        op = ['list', 'project', 'projects'];
+        break;
+      case 'search_workspace':
+      case 'search_project':
+        op = ['search', 'project', `“${str('query') ?? ''}”`];
+        break;
+      case 'get_project':
+        op = ['read', 'project', named(str('project_id')), str('project_id')];
+        break;
+      case 'update_project':
+        op = ['update', 'project', named(str('project_id')), str('project_id')];
+        break;
+      case 'list_entities':
+        if (kind && KINDS.includes(kind)) op = ['list', kind, `${kind}s`];
+        break;
+      case 'get_entity':
+        if (kind) op = ['read', kind, named(str('id')), str('id')];
+        break;
+      case 'read_document':
+        op = ['read', 'document', named(str('document_id')), str('document_id')];
+        break;
+      case 'update_entity':
+        if (kind) op = ['update', kind, named(str('id')), str('id')];
+        break;
+      case 'delete_entity':
+        if (kind) op = ['delete', kind, named(str('id')), str('id')];
+        break;
+      case 'move_document':
+        op = ['update', 'document', named(str('document_id')), str('document_id')];
+        break;
+      case 'link_entities':
+      case 'unlink_entities': {
+        const relation = (str('relation') ?? '').replace(/_/g, ' ');
+        if (str('from_kind')) op = ['update', str('from_kind')!, `${str('from_id')} ${relation} ${str('to_id')}`, str('from_id')];
+        break;
+      }
+      case 'get_document_metadata': {
+        const ids = Array.isArray(a.document_ids) ? a.document_ids : [];
+        const titles = preview && !failed ? namesIn(preview) : [];
+        op = ['read', 'document', titles.length ? titles.join(', ') : `${ids.length} documents`];
+        break;
+      }
+    }
+  if (!op) return []; // the calls that send no operation (questions, edges, the doc tree, plans)
+  const [action, entity_type, entity_name, entity_id] = op;
+  const status = preview == null ? 'start' : failed ? 'error' : 'success';
+  return [{ action, entity_type, entity_name, status, ...(entity_id ? { entity_id } : {}) }];
+}
+
+const NAME = /"(?:title|name)":("(?:[^"\\]|\\.)*")/g;
+
+/** Every `title` or `name` string in `preview` (JSON, possibly cut short). */
+function namesIn(preview: string): string[] {
+  return [...preview.matchAll(NAME)].map((m) => JSON.parse(m[1]) as string);
+}
+
+function nameIn(preview: string): string | undefined {
+  return namesIn(preview)[0];
 }

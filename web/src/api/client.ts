@@ -12,6 +12,7 @@ import type {
   MessagesPage,
   Project,
   SessionList,
+  SessionView,
   StopAnswer,
   StopRequest,
 } from './types.gen';
@@ -52,6 +53,16 @@ export class Api {
 
   sessions(): Promise<SessionList> {
     return this.call(this.config.streamUrl, 'sessions?limit=50');
+  }
+
+  /** One session (its scope and focus); null for an unknown one. */
+  async session(sessionId: string): Promise<SessionView | null> {
+    try {
+      return await this.call(this.config.streamUrl, `sessions/${encodeURIComponent(sessionId)}`);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return null;
+      throw e;
+    }
   }
 
   /** The newest page of a session's messages (chronological); an unknown session is empty. */
