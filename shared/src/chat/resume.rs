@@ -4,8 +4,10 @@
 //! turn is read from the frame log ([`crate::frames::follow`]) from its first
 //! frame, re-encoded by a fresh UI encoder with the same `messageId` (the
 //! turn id) as the original response, then followed live to its `done`. The
-//! log holds the frames as the client was sent them and the encoder is
-//! deterministic in them, so the replay is the live stream, byte for byte.
+//! log holds the frames as the client was sent them, so the replay is the
+//! same message (parts, order, ids, content), not the same bytes: the sink
+//! merges consecutive text deltas while its channel is full, which a replay
+//! written faster than it is read makes happen (docs/chat-protocol.md).
 //!
 //! 204 when there is nothing to resume (no frame log, no turn running or
 //! finished within [`crate::frames::RESUME_WINDOW`]). A turn cut off for good

@@ -24,7 +24,8 @@
 //!
 //! The encoder is deterministic in the event sequence: the same events through
 //! a fresh encoder with the same `messageId` give the same bytes, which is
-//! what lets a resumed stream replay a turn from its start.
+//! what lets a resumed stream replay a turn from its start (as the same
+//! message: the replay's sink may merge text deltas, so not the same bytes).
 
 use super::{DoneReason, StreamEvent};
 use bytes::Bytes;
