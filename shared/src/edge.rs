@@ -77,7 +77,9 @@ pub async fn or_internal_error(
     handler: impl std::future::Future<Output = Response<ResponseBody>>,
 ) -> Response<ResponseBody> {
     use futures::FutureExt;
-    match std::panic::AssertUnwindSafe(handler).catch_unwind().await {
+    // Boxed: a route's future is large, and on a thread's stack (a test's
+    // 2 MB, debug build) the wrapper around it overflowed.
+    match std::panic::AssertUnwindSafe(Box::pin(handler)).catch_unwind().await {
         Ok(resp) => resp,
         Err(_) => {
             tracing::error!("the request's handler panicked");
