@@ -40,7 +40,7 @@ log "dependencies ready ($((SECONDS - t0))s)"
 # Build first, each binary on its own as `cargo lambda watch` builds it
 # (lib.sh build_like_watch), so that the watch finds it fresh and the time
 # below is the run's; checked below (the watch compiles nothing).
-build_like_watch entities agentic-chat
+build_like_watch entities stream agentic-chat
 CLI="$REPO_ROOT/target/debug/agentic-chat"
 
 ddb_port="$(free_port)"
@@ -56,6 +56,12 @@ export RUST_LOG="${RUST_LOG:-warn}"
 # The functions' own CORS, for one origin; checked below against what the
 # emulator answers (lib.sh check_local_cors).
 export CORS_ALLOW_ORIGIN="http://app.example"
+# The stream function's model for the local stack check: 40 words, 0.25 s
+# apart (scripts/local_stack/paced_model.py).
+model_port="$(free_port)"
+start_service "$SERVICE_PREFIX-model" "$(log_file "$LOG_PREFIX-model")" "paced_model" \
+  "$PYTHON" scripts/local_stack/paced_model.py "$model_port" 40 0.25
+export LLM_BASE_URL="http://127.0.0.1:$model_port/v1" LLM_MODEL="paced" LLM_API_KEY="local"
 
 run_child "$CLI" create-table
 TOKEN="$("$CLI" token --sub schemathesis --ttl-secs 3600)"
@@ -63,7 +69,8 @@ TOKEN="$("$CLI" token --sub schemathesis --ttl-secs 3600)"
 env_file="$LOCAL_DIR/schemathesis.env"
 : >"$env_file"
 for name in TABLE_NAME AUTH_JWT_SECRET RUST_LOG AWS_REGION AWS_DEFAULT_REGION AWS_ACCESS_KEY_ID \
-  AWS_SECRET_ACCESS_KEY AWS_EC2_METADATA_DISABLED AWS_ENDPOINT_URL_DYNAMODB CORS_ALLOW_ORIGIN; do
+  AWS_SECRET_ACCESS_KEY AWS_EC2_METADATA_DISABLED AWS_ENDPOINT_URL_DYNAMODB CORS_ALLOW_ORIGIN \
+  LLM_BASE_URL LLM_MODEL LLM_API_KEY; do
   printf "%s='%s'\n" "$name" "${!name}" >>"$env_file"
 done
 
@@ -80,11 +87,16 @@ log "entities function ready at $base ($((SECONDS - t0))s)"
 # The local stack's own promises, checked on the same emulator: it built
 # nothing the build above had not (scripts/stack.sh builds the same way), and
 # only CORS_ALLOW_ORIGIN is allowed (the emulator's own CORS layer is off).
+check_local_cors "$base/projects" "$CORS_ALLOW_ORIGIN" || die "the local stack's CORS is not the functions' own"
+run_child "$PYTHON" scripts/local_stack/check.py "http://127.0.0.1:$lambda_port/lambda-url/stream" "$TOKEN" || {
+  print_log_tail "$(log_file "$LOG_PREFIX-lambda")"
+  die "the local stack cut a running turn off (scripts/local_stack/check.py)"
+}
+# Both functions have run by now: the watch must have compiled neither.
 if watch_compiled "$(log_file "$LOG_PREFIX-lambda")"; then
   die "cargo lambda watch compiled again after build_like_watch (above): the first run would build twice"
 fi
-check_local_cors "$base/projects" "$CORS_ALLOW_ORIGIN" || die "the local stack's CORS is not the functions' own"
-log "local stack checks passed: the watch compiled nothing; CORS allows only $CORS_ALLOW_ORIGIN"
+log "local stack checks passed: the watch compiled nothing; CORS allows only $CORS_ALLOW_ORIGIN; requests during a turn are served at once, Stop stops it, the turn and its resume end with done"
 
 report_dir="$LOCAL_DIR/schemathesis"
 rm -rf "$report_dir"
