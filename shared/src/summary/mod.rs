@@ -31,6 +31,7 @@
 
 mod batch;
 mod config;
+mod parse;
 mod publish;
 mod run;
 

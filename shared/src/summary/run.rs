@@ -338,9 +338,7 @@ pub fn validate_output(
     compress: &[StoredMessage],
     recent: &[StoredMessage],
 ) -> Result<(SummarizerOutput, u64), String> {
-    let json = extract_json(raw).ok_or("no JSON object in the answer")?;
-    let out: SummarizerOutput =
-        serde_json::from_str(json).map_err(|e| format!("invalid JSON of the required shape: {e}"))?;
+    let out = super::parse::parse_output(raw)?;
     if out.summary.trim().is_empty() {
         return Err("`summary` is empty".into());
     }
@@ -412,13 +410,6 @@ pub fn validate_output(
         return Err(format!("the summary loses entity ids or names that only the dropped messages held: {list:?}"));
     }
     Ok((out, through))
-}
-
-/// The JSON object in a model's answer, tolerating code fences and prose around it.
-fn extract_json(raw: &str) -> Option<&str> {
-    let start = raw.find('{')?;
-    let end = raw.rfind('}')?;
-    (end > start).then(|| &raw[start..=end])
 }
 
 /// UUIDs (entity, project, message ids) in free text, lowercased.
@@ -583,6 +574,57 @@ mod tests {
             "agent_state_item_updates": [{"op": "remove", "id": "i1"}]})
         .to_string();
         assert!(validate_output(&remove, None, &c, &r).unwrap_err().contains("never deleted"));
+    }
+
+    /// Issue 25: an answer a 1.5B local model wrote, 14 times rejected with
+    /// "data did not match any variant of untagged enum OneOrMany at line 30
+    /// column 1": fenced, a sentence after it, `assumptions` one object with
+    /// its confidence a string. The summary itself is faithful.
+    #[test]
+    fn a_near_miss_of_a_small_model_is_accepted_as_meant() {
+        let c = vec![m(1, Role::User, "plan Apollo"), m(2, Role::Assistant, "ok")];
+        let r = vec![m(3, Role::User, "and weekly updates")];
+        let raw = format!(
+            r#"```json
+{{
+  "summary": "The user plans Apollo.",
+  "kept_message_ids": [
+    "{kept}"
+  ],
+  "dropped_message_ids": [
+    "{d1}",
+    "{d2}"
+  ],
+  "agent_state_item_updates": [
+    {{
+      "op": "add",
+      "item": {{
+        "id": "i1",
+        "kind": "task",
+        "title": "Weekly update",
+        "status": "active"
+      }}
+    }}
+  ],
+  "agent_state_updates": {{
+    "assumptions": {{
+      "id": "a1",
+      "hypothesis": "The user wants weekly updates",
+      "confidence": "0.8"
+    }},
+    "expectations": [],
+    "tentative_hypotheses": []
+  }}
+}}
+```
+This JSON object summarizes the conversation {{as requested}}."#,
+            kept = r[0].id.as_str(),
+            d1 = c[0].id.as_str(),
+            d2 = c[1].id.as_str()
+        );
+        let (out, through) = validate_output(&raw, None, &c, &r).unwrap();
+        assert_eq!(through, 2);
+        assert_eq!(out.state.agent_state_updates[0].assumptions[0].confidence, 0.8);
     }
 
     #[test]
