@@ -653,7 +653,7 @@ async fn superseding_is_one_transaction_and_refuses_a_plan_changed_meanwhile() {
         },
     );
     let first = t.turn("alice", in_project(&p, "plan the newsletter, show me first", None)).await;
-    let sid = SessionId::parse(&first.session_id()).unwrap();
+    let sid = SessionId::parse(first.session_id()).unwrap();
     let store = DynamoPlanStore::new(t.dynamo.clone(), t.table.clone());
     let (draft, version) = store.current(&user(), &sid).await.unwrap().unwrap();
 
