@@ -8,9 +8,7 @@ use shared::ids::{SessionId, TurnId, UserId};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall};
 use shared::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
 use shared::store::Store;
-use shared::summary::{
-    handle_batch, publish_bounded, summarize_session, Outcome, SqsTurnEvents, SummarizeError, TurnCompleted,
-};
+use shared::summary::{handle_batch, publish_bounded, summarize_session, Outcome, SqsTurnEvents, TurnCompleted};
 use std::sync::Arc;
 use std::time::Duration;
 use tests::scripted_llm::{Reply as LlmReply, Step};
@@ -224,9 +222,8 @@ async fn invalid_json_or_a_lost_entity_is_rejected_and_history_stays() {
     p.llm.push(LlmReply::text(&["Sure! The user created a project."]));
     p.llm.push(LlmReply::text(&[&answer("The user created Apollo Launch and asked questions.", &compress, &recent)]));
     let deps = summarizer_deps(&p.dynamo, &p.table, &p.llm.base_url(), |c| c.max_attempts = 2);
-    let err = summarize_session(&deps, &ev).await.unwrap_err();
-    match &err {
-        SummarizeError::Rejected { attempts: 2, reason } => assert!(reason.contains(project), "{reason}"),
+    match summarize_session(&deps, &ev).await.unwrap() {
+        Outcome::Rejected { attempts: 2, reason } => assert!(reason.contains(project), "{reason}"),
         other => panic!("expected a rejection, got {other:?}"),
     }
     // The retry told the model why its first answer was refused.
@@ -235,11 +232,16 @@ async fn invalid_json_or_a_lost_entity_is_rejected_and_history_stays() {
     assert!(p.summaries().current(&alice, &ev.session_id).await.unwrap().is_none());
     assert_eq!(all_messages(&store, &alice, &ev.session_id).await, before);
 
-    // A later run with a faithful answer commits.
-    let good = format!("The user created project Apollo Launch ({project}) and asked questions q0 to q5.");
+    // A later run over new messages (the backlog's answers were refused
+    // SUMMARY_MAX_ATTEMPTS times: only a new backlog is asked) with a
+    // faithful answer commits.
+    let ev = write_turn(&store, &alice, Some(&ev.session_id), "q10", vec![Reply::text("a10")]).await;
+    let (compress, recent) = split(&all_messages(&store, &alice, &ev.session_id).await, 8);
+    let good = format!("The user created project Apollo Launch ({project}) and asked questions q0 to q6.");
     p.llm.push(LlmReply::text(&[&answer(&good, &compress, &recent)]));
     let out = summarize_session(&deps, &ev).await.unwrap();
     assert!(matches!(out, Outcome::Committed { version: 1, .. }), "{out:?}");
+    assert_eq!(p.llm.request_count(), 3);
 }
 
 #[tokio::test]
@@ -255,7 +257,9 @@ async fn one_failing_session_fails_only_its_own_records() {
         let all = all_messages(&store, &ev.user_id, &ev.session_id).await;
         let (compress, recent) = split(&all, 8);
         if i == 1 {
-            p.llm.push(LlmReply::text(&["{\"summary\": \"\"}"]));
+            // A model error: the run fails and its records come back. (A
+            // rejected answer would not: see summarizer_failures.rs.)
+            p.llm.push(LlmReply::Status(500, r#"{"error": {"message": "overloaded"}}"#.into()));
         } else {
             p.llm.push(LlmReply::text(&[&answer("Questions were asked and answered.", &compress, &recent)]));
         }

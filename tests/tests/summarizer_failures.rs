@@ -325,3 +325,56 @@ async fn a_summary_never_replaces_one_whose_deltas_are_pending() {
     // The audit copies never carry the mark.
     assert!(s.versions(&alice, &ev.session_id).await.unwrap().iter().all(|v| !v.deltas_pending));
 }
+
+fn ids(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+/// Issue 25: a model that cannot write the required shape was asked again on
+/// every redelivery of the same event, without end (14 rejected answers,
+/// 1,391 s of the one local model). The rejected answers are counted per
+/// backlog across deliveries: SUMMARY_MAX_ATTEMPTS in all, then the event is
+/// done (not redelivered, not parked), and only new messages are asked about.
+#[tokio::test]
+async fn rejected_answers_are_bounded_per_backlog_across_deliveries() {
+    let p = Parts::new().await;
+    let store = p.store();
+    let alice = user("alice");
+    let ev = chatty_session(&store, &alice, 12).await;
+    let deps = summarizer_deps(&p.dynamo, &p.table, &p.llm.base_url(), |c| c.max_attempts = 3);
+    let garbage = || LlmReply::text(&["Sure! The user asked twelve questions."]);
+    p.llm.set_default(garbage());
+
+    // Delivery 1: a rejected answer, then the model fails (HTTP 500): a run
+    // error, so the record is reported and comes back.
+    p.llm.push(garbage());
+    p.llm.push(LlmReply::Status(500, r#"{"error": {"message": "overloaded"}}"#.into()));
+    let resp = handle_batch(&deps, sqs_event(&[("m1", &ev)])).await;
+    assert_eq!(failed(&resp), ids(&["m1"]), "a model error is retried by redelivery");
+    assert_eq!(p.llm.request_count(), 2);
+
+    // Delivery 2: two more rejected answers make SUMMARY_MAX_ATTEMPTS for this
+    // backlog; the event is done.
+    let resp = handle_batch(&deps, sqs_event(&[("m1", &ev)])).await;
+    assert_eq!(p.llm.request_count(), 4, "two more answers: three rejected in all, across both deliveries");
+    assert_eq!(failed(&resp), ids(&[]), "a rejected backlog is not redelivered");
+    // It told the model why the earlier delivery's answer was refused.
+    let input = p.llm.requests()[2]["messages"][1]["content"].as_str().unwrap().to_string();
+    assert!(input.contains("An earlier answer to this input was rejected: no JSON object in the answer"), "{input}");
+
+    // Delivery 3 (SQS may deliver an event twice): nothing is asked.
+    let resp = handle_batch(&deps, sqs_event(&[("m1", &ev)])).await;
+    assert_eq!((failed(&resp), p.llm.request_count()), (ids(&[]), 4));
+    let reason = "no JSON object in the answer".to_string();
+    assert_eq!(summarize_session(&deps, &ev).await.unwrap(), Outcome::Rejected { attempts: 3, reason });
+    assert!(p.summaries().current(&alice, &ev.session_id).await.unwrap().is_none(), "nothing written");
+
+    // The next turn is a new backlog: asked again, and a faithful answer commits.
+    let next = write_turn(&store, &alice, Some(&ev.session_id), "question 13", vec![Reply::text("answer 13")]).await;
+    p.llm.set_default(LlmReply::dynamic(|req| {
+        LlmReply::text(&[&scripted_summary_answer(req).expect("a summary request")])
+    }));
+    let out = summarize_session(&deps, &next).await.unwrap();
+    assert!(matches!(out, Outcome::Committed { version: 1, .. }), "{out:?}");
+    assert_eq!(p.llm.request_count(), 5);
+}

@@ -9,7 +9,7 @@ use crate::ids::{SessionId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent};
 use crate::message::{ChatMessage, Role, StoredMessage};
 use crate::store::agent_state::SaveError;
-use crate::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
+use crate::store::summary::{Backlog, CommitOutcome, SessionSummary, SummaryStore};
 use crate::store::{MessagesFrom, Store, StoreError};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -47,6 +47,15 @@ pub enum Outcome {
     },
     /// Another run committed first. Nothing written; its summary stands.
     Superseded,
+    /// The model's answers for this backlog were rejected
+    /// `SUMMARY_MAX_ATTEMPTS` times, in this run or in earlier ones (a
+    /// redelivery asks nothing more). Nothing but the count was written; the
+    /// event is done: a retry of the same input would cost as much and fail
+    /// alike, and the session's next turn brings a new backlog.
+    Rejected {
+        attempts: u32,
+        reason: String,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,9 +64,6 @@ pub enum SummarizeError {
     Store(#[from] StoreError),
     #[error("summarizer model: {0}")]
     Llm(#[from] LlmError),
-    /// Every attempt's output failed validation; nothing was written.
-    #[error("the summarizer's output was rejected {attempts} times; last: {reason}")]
-    Rejected { attempts: u32, reason: String },
     /// The agent state kept changing under every attempt to apply a summary's
     /// deltas; they stay pending and the next delivery applies them.
     #[error("the agent state kept changing; the summary's deltas stay pending")]
@@ -137,10 +143,30 @@ pub async fn commit_summary(
     let previous = current.as_ref().map(|s| s.text.as_str());
     tracing::info!(version, through, compress = compress.len(), recent = recent.len(), chars, "summarizing");
 
-    let mut conversation =
-        vec![ChatMessage::system(SYSTEM_PROMPT), ChatMessage::user(input_json(previous, compress, recent))];
-    let mut last_reason = String::new();
-    for attempt in 1..=cfg.max_attempts {
+    // Rejected answers count per backlog across runs (issue 25: the same
+    // event redelivered without end re-asked the model 14 times): a backlog
+    // whose answers were refused SUMMARY_MAX_ATTEMPTS times waits for new
+    // messages, which make a new input.
+    let backlog = Backlog { after_seq: through, last_seq: messages.last().map_or(through, |m| m.seq) };
+    let earlier = deps.summaries.rejections(user, session).await?.filter(|r| r.backlog == backlog);
+    let mut rejected = earlier.as_ref().map_or(0, |r| r.attempts);
+    let mut last_reason = earlier.as_ref().map(|r| r.reason.clone()).unwrap_or_default();
+    if rejected >= cfg.max_attempts {
+        tracing::info!(rejected, reason = %last_reason, "this backlog's answers were rejected before; not asking again");
+        return Ok((Outcome::Rejected { attempts: rejected, reason: last_reason }, None));
+    }
+    let mut input = input_json(previous, compress, recent);
+    if let Some(r) = &earlier {
+        // The conversation of the earlier run is gone; its last reason is not.
+        input.push_str(&format!(
+            "\n\nAn earlier answer to this input was rejected: {}. Answer with only the JSON object, avoiding that.",
+            r.reason
+        ));
+    }
+    let mut conversation = vec![ChatMessage::system(SYSTEM_PROMPT), ChatMessage::user(input)];
+    let mut attempt = 0;
+    while rejected < cfg.max_attempts {
+        attempt += 1;
         let request = ChatRequest {
             model: cfg.model.clone(),
             messages: conversation.clone(),
@@ -190,7 +216,8 @@ pub async fn commit_summary(
                 };
             }
             Err(reason) => {
-                tracing::warn!(attempt, reason = %reason, "summarizer output rejected");
+                rejected = deps.summaries.record_rejection(user, session, backlog, &reason).await?;
+                tracing::warn!(attempt, rejected, reason = %reason, "summarizer output rejected");
                 conversation.push(ChatMessage {
                     role: Role::Assistant,
                     content: Some(raw),
@@ -204,7 +231,8 @@ pub async fn commit_summary(
             }
         }
     }
-    Err(SummarizeError::Rejected { attempts: cfg.max_attempts, reason: last_reason })
+    tracing::warn!(rejected, reason = %last_reason, "every answer for this backlog was rejected; waiting for new messages");
+    Ok((Outcome::Rejected { attempts: rejected, reason: last_reason }, None))
 }
 
 /// The messages after the watermark `through`, oldest first, at most
