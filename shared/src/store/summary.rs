@@ -29,7 +29,7 @@
 //! atomic count) and then checked against the session as the agent state is
 //! (`attr::session_alive`; removed again when a delete has begun).
 
-use super::attr::{backend, get_n, get_s, is_conditional, n, s, session_alive};
+use super::attr::{backend, get_n, get_s, is_conditional, n, s, session_alive, DELETING};
 use super::keys::{self, SESSION_SK, SUMMARY_SK};
 use super::StoreError;
 use crate::ids::{SessionId, UserId};
@@ -72,6 +72,11 @@ pub struct SessionSummary {
     #[serde(skip)]
     pub deltas_pending: bool,
 }
+
+/// How many of a user's most recently active sessions
+/// [`SummaryStore::running_turn`] looks at: a turn bumps its session to the
+/// front of the index as it starts, so a running one is among the first.
+const RECENT_SESSIONS: i32 = 10;
 
 /// The key of the rejected-answers count. Outside every range the turn and
 /// the summarizer read (`MSG#`…`MSG~~`, `SUMMARY#`): only a delete sweeps it.
@@ -131,6 +136,17 @@ pub trait SummaryStore: Send + Sync {
     /// them (they cannot apply). `false` if they were not pending: settled
     /// already, or `version` is not the current one.
     async fn settle(&self, user: &UserId, session: &SessionId, version: u64) -> Result<bool, StoreError>;
+
+    /// A session of `user` with a live turn lease (a chat turn running
+    /// now): `session` itself (consistent read), and with `all_sessions` also
+    /// the user's most recently active sessions (the sessions index; a turn
+    /// moves its session to the front when it starts). `None`: no turn runs.
+    async fn running_turn(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        all_sessions: bool,
+    ) -> Result<Option<SessionId>, StoreError>;
 
     /// The rejected answers recorded for the session (consistent read).
     async fn rejections(&self, user: &UserId, session: &SessionId) -> Result<Option<Rejections>, StoreError>;
@@ -303,6 +319,53 @@ impl SummaryStore for DynamoSummaryStore {
                 _ => Err(backend(e)),
             },
         }
+    }
+
+    async fn running_turn(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        all_sessions: bool,
+    ) -> Result<Option<SessionId>, StoreError> {
+        let now = crate::now_ms();
+        let live = |item: &Item| {
+            get_n(item, "lease_until").is_some_and(|u| u > now) && get_s(item, "status") != Some(DELETING)
+        };
+        let own = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(keys::session_pk(user, session)))
+            .key("sk", s(SESSION_SK))
+            .projection_expression("lease_until, #st")
+            .expression_attribute_names("#st", "status")
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.get_item", what = "session_lease"))
+            .await
+            .map_err(backend)?;
+        if own.item.as_ref().is_some_and(live) {
+            return Ok(Some(session.clone()));
+        }
+        if !all_sessions {
+            return Ok(None);
+        }
+        let recent = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(keys::GSI1)
+            .key_condition_expression("gsi1pk = :p")
+            .expression_attribute_values(":p", s(keys::sessions_gsi_pk(user)))
+            .projection_expression("session_id, lease_until, #st")
+            .expression_attribute_names("#st", "status")
+            .scan_index_forward(false)
+            .limit(RECENT_SESSIONS)
+            .send()
+            .instrument(tracing::debug_span!("ddb.query", what = "sessions_leases"))
+            .await
+            .map_err(backend)?;
+        Ok(recent.items().iter().filter(|i| live(i)).find_map(|i| SessionId::parse(get_s(i, "session_id")?).ok()))
     }
 
     async fn rejections(&self, user: &UserId, session: &SessionId) -> Result<Option<Rejections>, StoreError> {

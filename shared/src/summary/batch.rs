@@ -31,28 +31,32 @@ pub async fn handle_batch(deps: &SummarizerDeps, event: SqsEvent) -> SqsBatchRes
         match result {
             // A rejected backlog is done too: redelivering the event would ask
             // nothing (the rejections are counted per backlog), and the next
-            // turn's event brings new messages.
+            // turn's event brings new messages. So is a run deferred to a
+            // running turn: that turn's end (or the session's next) event
+            // brings the work back.
             Ok(outcome) => {
                 span.in_scope(|| tracing::info!(?outcome, "summarizer run done"));
-                let rejected = matches!(outcome, Outcome::Rejected { .. });
-                (Vec::new(), rejected)
+                (Vec::new(), Some(outcome))
             }
             Err(e) => {
                 span.in_scope(|| tracing::warn!(error = %e, "summarizer run failed; its records will be retried"));
-                (ids, false)
+                (ids, None)
             }
         }
     }))
     .buffer_unordered(deps.config.concurrency.max(1))
-    .collect::<Vec<(Vec<String>, bool)>>()
+    .collect::<Vec<(Vec<String>, Option<Outcome>)>>()
     .await;
 
     let failed_sessions = runs.iter().filter(|(ids, _)| !ids.is_empty()).count();
-    let rejected = runs.iter().filter(|(_, r)| *r).count();
+    let count = |f: fn(&Outcome) -> bool| runs.iter().filter(|(_, o)| o.as_ref().is_some_and(f)).count() as f64;
+    let rejected = count(|o| matches!(o, Outcome::Rejected { .. }));
+    let deferred = count(|o| matches!(o, Outcome::Deferred { .. }));
     crate::metrics::Record::new("summarizer")
         .metric("SummarizerRuns", runs.len() as f64, crate::metrics::Unit::Count)
         .metric("SummarizerFailures", failed_sessions as f64, crate::metrics::Unit::Count)
-        .metric("SummarizerRejected", rejected as f64, crate::metrics::Unit::Count)
+        .metric("SummarizerRejected", rejected, crate::metrics::Unit::Count)
+        .metric("SummarizerDeferred", deferred, crate::metrics::Unit::Count)
         .metric("SummarizerUnparseable", plan.unparseable as f64, crate::metrics::Unit::Count)
         .emit();
     let mut response = SqsBatchResponse::default();

@@ -22,6 +22,12 @@
 //!   deliveries; then the run ends [`Outcome::Rejected`], the record is done
 //!   (not redelivered: the same input would be refused alike), and the
 //!   session's next turn, a new backlog, is asked about again;
+//! - the summarizer never holds the model while a chat turn waits for it
+//!   (`SUMMARY_YIELD_TO_TURNS`, default `user`): no model call starts while a
+//!   turn of the session's user holds a session lease, a call running when
+//!   one starts is dropped (checked every `SUMMARY_YIELD_POLL_MS`), and the
+//!   run ends [`Outcome::Deferred`] with its record done: a turn's end
+//!   publishes a newer event (docs/summarizer.md);
 //! - agent state: the model's `agent_state_item_updates` / `agent_state_updates`
 //!   are parsed and validated (typed, no deletions per §5.4) and committed
 //!   inside the summary version that proposed them, under the same
@@ -43,7 +49,7 @@ mod publish;
 mod run;
 
 pub use batch::handle_batch;
-pub use config::SummaryConfig;
+pub use config::{SummaryConfig, YieldScope};
 pub use publish::{publish_bounded, NoTurnEvents, PublishError, SqsTurnEvents, TurnEvents};
 pub use run::{
     commit_summary, settle_state_deltas, summarize_session, validate_output, Outcome, Settled, SummarizeError,

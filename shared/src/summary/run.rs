@@ -2,7 +2,7 @@
 //! validation of its JSON, and the compare-and-set commit, then (a second
 //! phase) applying the committed version's agent-state deltas exactly once.
 
-use super::{SummaryConfig, TurnCompleted};
+use super::{SummaryConfig, TurnCompleted, YieldScope};
 use crate::agent_state::{AgentState, AgentStateDelta, ItemUpdate, StateUpdate};
 use crate::context::TokenCounter;
 use crate::ids::{SessionId, UserId};
@@ -47,6 +47,15 @@ pub enum Outcome {
     },
     /// Another run committed first. Nothing written; its summary stands.
     Superseded,
+    /// A chat turn (of this session, or with `SUMMARY_YIELD_TO_TURNS=user`
+    /// of another session of the user) was running, so the model was left to
+    /// it: nothing asked (or the call dropped), nothing written. The record
+    /// is done: a turn of this session publishes its own, newer event when
+    /// it ends; another session's turn leaves this backlog to this session's
+    /// next event.
+    Deferred {
+        running: SessionId,
+    },
     /// The model's answers for this backlog were rejected
     /// `SUMMARY_MAX_ATTEMPTS` times, in this run or in earlier ones (a
     /// redelivery asks nothing more). Nothing but the count was written; the
@@ -174,7 +183,13 @@ pub async fn commit_summary(
             max_tokens: Some(cfg.max_tokens),
             temperature: Some(0.0),
         };
-        let raw = complete(deps.llm.as_ref(), request).await?;
+        let raw = match complete_unless_a_turn_runs(deps, user, session, request).await? {
+            Completion::Answer(raw) => raw,
+            Completion::Yielded(running) => {
+                tracing::info!(running_session = %running, attempt, "a chat turn runs: the summarizer leaves the model to it");
+                return Ok((Outcome::Deferred { running }, None));
+            }
+        };
         match validate_output(&raw, previous, compress, recent) {
             Ok((output, new_through)) => {
                 let has_deltas = !output.state.agent_state_item_updates.is_empty()
@@ -327,6 +342,68 @@ fn input_json(previous: Option<&str>, compress: &[StoredMessage], recent: &[Stor
         "recent_message_ids": recent_ids,
     })
     .to_string()
+}
+
+/// How a summarizer model call ended.
+enum Completion {
+    Answer(String),
+    /// A chat turn of that session was running (or started): the call was not
+    /// made, or was dropped.
+    Yielded(SessionId),
+}
+
+/// The session a running chat turn holds, when `SUMMARY_YIELD_TO_TURNS` says
+/// the summarizer yields to it.
+async fn running_turn(
+    deps: &SummarizerDeps,
+    user: &UserId,
+    session: &SessionId,
+) -> Result<Option<SessionId>, StoreError> {
+    match deps.config.yield_to_turns {
+        YieldScope::Off => Ok(None),
+        YieldScope::Session => deps.summaries.running_turn(user, session, false).await,
+        YieldScope::User => deps.summaries.running_turn(user, session, true).await,
+    }
+}
+
+/// One model call that never holds the model while a chat turn waits for it
+/// (issue 25: summaries took 1,391 s of the one local model server in 35
+/// minutes and delayed turns by ~200 s). Not started while a turn runs;
+/// while it runs, a turn that starts is looked for every
+/// `SUMMARY_YIELD_POLL_MS`, and the call is dropped when one is found:
+/// dropping the response stream closes the connection, and the local model
+/// server stops generating at its next token. The run then ends
+/// [`Outcome::Deferred`]: the turn's own end event (or the session's next
+/// one) brings the work back, with a newer backlog.
+async fn complete_unless_a_turn_runs(
+    deps: &SummarizerDeps,
+    user: &UserId,
+    session: &SessionId,
+    request: ChatRequest,
+) -> Result<Completion, SummarizeError> {
+    if let Some(running) = running_turn(deps, user, session).await? {
+        return Ok(Completion::Yielded(running));
+    }
+    let call = complete(deps.llm.as_ref(), request);
+    if deps.config.yield_to_turns == YieldScope::Off {
+        return Ok(Completion::Answer(call.await?));
+    }
+    let watch = async {
+        loop {
+            tokio::time::sleep(deps.config.yield_poll).await;
+            match running_turn(deps, user, session).await {
+                Ok(Some(running)) => return running,
+                Ok(None) => {}
+                // Not knowing is not a reason to drop the work done so far.
+                Err(e) => tracing::warn!(error = %e, "could not look for running chat turns; the summary goes on"),
+            }
+        }
+    };
+    tokio::select! {
+        biased;
+        answer = call => Ok(Completion::Answer(answer?)),
+        running = watch => Ok(Completion::Yielded(running)),
+    }
 }
 
 async fn complete(llm: &dyn Llm, request: ChatRequest) -> Result<String, LlmError> {
