@@ -10,7 +10,7 @@
 //! | `SUMMARY_TRIGGER_TOKENS` | `6000` | ... or more tokens than this (`CONTEXT_TOKENIZER`) |
 //! | `SUMMARY_KEEP_RECENT` | `8` | the newest messages are never summarized |
 //! | `SUMMARY_MAX_INPUT_MESSAGES` | `200` | messages read per run; a longer backlog is summarized over several runs |
-//! | `SUMMARY_MAX_ATTEMPTS` | `3` | model calls per run when its output is rejected |
+//! | `SUMMARY_MAX_ATTEMPTS` | `3` | rejected model answers per backlog, across runs and deliveries (docs/summarizer.md) |
 //! | `SUMMARY_MAX_TOKENS` | `1500` | `max_tokens` for the summarizer's answer |
 //! | `SUMMARY_CONCURRENCY` | `4` | sessions summarized at once within one batch |
 //! | `SUMMARY_YIELD_TO_TURNS` | `user` | the summarizer leaves the model to chat turns: `user` while any turn of the session's user runs, `session` only for the session's own turns, `off` never (docs/summarizer.md) |
