@@ -283,10 +283,11 @@ mod tests {
     const M3: &str = "019ab3c2-5d10-7e21-9a01-0c1d2e3f4a53";
 
     /// Near misses in the shape a 1.5B model writes them: pretty-printed,
-    /// fenced, with a sentence after. This one is the issue's: the summary is
-    /// fine, `assumptions` is one object and its confidence a string, which
-    /// the untagged `OneOrMany` refused as a whole ("data did not match any
-    /// variant of untagged enum OneOrMany at line 30 column 1").
+    /// fenced, with a sentence after. This one reproduces the issue's error
+    /// (the logged answer was not kept): the summary is fine, `assumptions`
+    /// is one object and its confidence a string, which the untagged
+    /// `OneOrMany` refused as a whole ("data did not match any variant of
+    /// untagged enum OneOrMany at line 30 column 1").
     fn issue_sample() -> String {
         format!(
             r#"```json

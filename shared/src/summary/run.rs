@@ -681,10 +681,12 @@ mod tests {
         assert!(validate_output(&remove, None, &c, &r).unwrap_err().contains("never deleted"));
     }
 
-    /// Issue 25: an answer a 1.5B local model wrote, 14 times rejected with
+    /// Issue 25: the local 1.5B model's answers were rejected 14 times with
     /// "data did not match any variant of untagged enum OneOrMany at line 30
-    /// column 1": fenced, a sentence after it, `assumptions` one object with
-    /// its confidence a string. The summary itself is faithful.
+    /// column 1". The logged answer was not kept; this one is built in the
+    /// shape small models write (fenced, a sentence after it, `assumptions`
+    /// one object with its confidence a string) and fails with exactly that
+    /// error without the lenient reading. The summary itself is faithful.
     #[test]
     fn a_near_miss_of_a_small_model_is_accepted_as_meant() {
         let c = vec![m(1, Role::User, "plan Apollo"), m(2, Role::Assistant, "ok")];
