@@ -257,6 +257,12 @@ impl ScriptedLlm {
         self.state.lock().unwrap().requests.len()
     }
 
+    /// The streams being answered now (one ends when its script ends or its
+    /// client goes away).
+    pub fn in_flight(&self) -> usize {
+        self.state.lock().unwrap().in_flight
+    }
+
     /// The most streams that were being answered at the same moment.
     pub fn max_in_flight(&self) -> usize {
         self.state.lock().unwrap().max_in_flight

@@ -402,3 +402,81 @@ impl SummaryParts {
         shared::store::agent_state::DynamoAgentStateStore::new(self.dynamo.clone(), self.table.clone())
     }
 }
+
+/// The summarizer behind a local Lambda invoke endpoint, as `cargo lambda
+/// watch` serves it to `scripts/local-event-source.py`: each `POST` body is an
+/// SQS batch event, handled by [`handle_batch`](shared::summary::handle_batch),
+/// answered with its `batchItemFailures`. Returns the URL and the bodies of
+/// each batch's records, in order.
+pub async fn summarizer_invoke_endpoint(deps: SummarizerDeps) -> (String, Arc<std::sync::Mutex<Vec<Vec<String>>>>) {
+    use http_body_util::BodyExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let batches: Arc<std::sync::Mutex<Vec<Vec<String>>>> = Arc::default();
+    let (deps, seen) = (Arc::new(deps), batches.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else { return };
+            let (deps, seen) = (deps.clone(), seen.clone());
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (deps, seen) = (deps.clone(), seen.clone());
+                    async move {
+                        let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let event: SqsEvent = serde_json::from_slice(&body).expect("an SQS batch event");
+                        let bodies = event.records.iter().map(|r| r.body.clone().unwrap_or_default()).collect();
+                        seen.lock().unwrap().push(bodies);
+                        let resp = shared::summary::handle_batch(&deps, event).await;
+                        let json = serde_json::to_vec(&resp).expect("json");
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(
+                            bytes::Bytes::from(json),
+                        )))
+                    }
+                });
+                let io = hyper_util::rt::TokioIo::new(tcp);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+            });
+        }
+    });
+    (format!("http://{addr}/2015-03-31/functions/summarizer/invocations"), batches)
+}
+
+/// Runs `scripts/local-event-source.py` with `args` against moto's SQS (the
+/// tests' `AWS_ENDPOINT_URL_SQS`) and `PYTHON` (default `python3`): its exit
+/// status, stdout and stderr.
+pub async fn local_event_source(args: &[&str]) -> std::process::Output {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/local-event-source.py");
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let endpoint = sqs_endpoint();
+    // A blocking child (tokio's process feature is not enabled); the runtime
+    // keeps serving the invoke endpoint the script calls meanwhile.
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .args(args)
+            .env("AWS_ENDPOINT_URL_SQS", endpoint)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "local")
+            .env("AWS_SECRET_ACCESS_KEY", "local")
+            .env_remove("SUMMARY_MAX_RECEIVE_COUNT")
+            .output()
+            .expect("run scripts/local-event-source.py")
+    })
+    .await
+    .expect("the child's thread")
+}
+
+/// `maxReceiveCount` of the summarizer queue's redrive policy in
+/// `infra/template.yaml` (the one number the local event source must follow).
+pub fn template_max_receive_count() -> u32 {
+    let template = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/template.yaml"))
+        .expect("infra/template.yaml");
+    let counts: Vec<u32> = template
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("maxReceiveCount:"))
+        .map(|v| v.split('#').next().unwrap_or("").trim().parse().expect("a number"))
+        .collect();
+    assert_eq!(counts.len(), 1, "one redrive policy in the template: {counts:?}");
+    counts[0]
+}

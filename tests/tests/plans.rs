@@ -524,6 +524,183 @@ async fn a_draft_only_plan_waits_for_the_users_approval_on_the_next_turn() {
     assert_eq!(plan_record(&t, &sid, &plan_id(&first)).await.status, PlanStatus::Completed);
 }
 
+/// A one-step `draft_only` plan whose step writes the document `title`.
+fn newsletter_draft(step_id: &str, month: &str) -> Value {
+    json!({"goal": format!("{month} newsletter"), "mode": "draft_only", "stages": [
+        {"id": "s", "name": "Write", "mode": "sequence", "steps": [
+            step(step_id, &format!("Write the {month} newsletter"), "create", &["create_document"], &[])]},
+    ]})
+}
+
+/// The content of the planner's last tool message (a plan tool's result).
+fn last_tool_result(t: &TestApp) -> Value {
+    plan_result(t)
+}
+
+/// Issue 25: an edited draft stays open and runs later. The documented way to
+/// edit a draft is a second `agent_create_plan`; the first draft must then be
+/// retired, so the user's second "Approve." finds nothing to approve instead
+/// of running the replaced March plan.
+#[tokio::test]
+async fn an_edited_draft_replaces_the_first_and_a_second_approve_runs_nothing() {
+    let t = TestApp::new().await;
+    let p = project(&t).await;
+    let mut steps: HashMap<String, StepScript> = HashMap::new();
+    let march = json!({"title": "March newsletter", "content": "March news"});
+    let april = json!({"title": "April newsletter", "content": "April news"});
+    steps.insert("march".into(), calls_then(Duration::ZERO, vec![("create_document", march)], "wrote March"));
+    steps.insert("april".into(), calls_then(Duration::ZERO, vec![("create_document", april)], "wrote April"));
+    let approve = || Reply::tool_calls(&[("agent_continue_plan", json!({"decision": "approve"}))]);
+    let script = install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![
+                    Reply::tool_calls(&[("agent_create_plan", newsletter_draft("march", "March"))]),
+                    Reply::text(&["Here is the plan for the March newsletter. Approve?"]),
+                    Reply::tool_calls(&[("agent_create_plan", newsletter_draft("april", "April"))]),
+                    Reply::text(&["Changed: the April newsletter. Approve?"]),
+                    approve(),
+                    Reply::text(&["The April newsletter is written."]),
+                    approve(),
+                    Reply::text(&["There is nothing left to approve."]),
+                ]
+                .into(),
+            ),
+            steps,
+            ..Default::default()
+        },
+    );
+
+    let first = t.turn("alice", in_project(&p, "Plan the March newsletter; show me the plan first", None)).await;
+    assert_eq!(first.error_code(), None, "{:?}", first.events);
+    let sid = first.session_id();
+    let march_id = plan_id(&first);
+    let second = t.turn("alice", in_project(&p, "make it April instead", Some(&sid))).await;
+    assert_eq!(second.error_code(), None, "{:?}", second.events);
+    let april_id = plan_id(&second);
+    assert_ne!(march_id, april_id);
+
+    let third = t.turn("alice", in_project(&p, "Approve.", Some(&sid))).await;
+    assert_eq!(third.error_code(), None, "{:?}", third.events);
+    assert_eq!(plan_events(&third), ["step_start april", "step_complete april Done"]);
+
+    // The second "Approve.": the draft it would have found was replaced.
+    let fourth = t.turn("alice", in_project(&p, "Approve.", Some(&sid))).await;
+    assert_eq!(fourth.error_code(), None, "{:?}", fourth.events);
+    assert_eq!(plan_events(&fourth), Vec::<String>::new(), "nothing runs on the second approval");
+    assert_eq!(script.asked("march"), 0, "the replaced March draft never ran");
+    let docs = names(&t, &p, EntityKind::Document).await;
+    assert!(!docs.contains(&"March newsletter".to_string()), "{docs:?}");
+    assert_eq!(docs.iter().filter(|d| *d == "April newsletter").count(), 1, "{docs:?}");
+    let refused = last_tool_result(&t);
+    assert_eq!(refused["error"]["code"], "no_open_plan", "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("nothing to approve"), "{refused}");
+    assert_eq!(plan_record(&t, &sid, &april_id).await.status, PlanStatus::Completed);
+
+    // The replaced draft is kept, `superseded` by the April one, in the plan
+    // history; the April plan's creation said so in its result, which the
+    // session's log keeps.
+    let march = plan_record(&t, &sid, &march_id).await;
+    assert_eq!((march.status, march.superseded_by.as_deref()), (PlanStatus::Superseded, Some(april_id.as_str())));
+    let store = DynamoPlanStore::new(t.dynamo.clone(), t.table.clone());
+    let history: Vec<(String, PlanStatus)> = store
+        .list(&user(), &SessionId::parse(&sid).unwrap(), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(r, _)| (r.plan.goal, r.status))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            ("April newsletter".to_string(), PlanStatus::Completed),
+            ("March newsletter".to_string(), PlanStatus::Superseded)
+        ]
+    );
+    let log = t.store().recent_messages(&user(), &SessionId::parse(&sid).unwrap(), 50).await.unwrap();
+    let created_april: Value = log
+        .iter()
+        .filter_map(|m| serde_json::from_str::<Value>(m.content.as_deref()?).ok())
+        .find(|v| v["plan_id"] == april_id.as_str() && v["status"] == "awaiting_approval")
+        .expect("the April draft's result in the log");
+    assert_eq!(created_april["superseded"][0]["plan_id"], march_id.as_str(), "{created_april}");
+    assert_eq!(created_april["superseded"][0]["was"], "awaiting_approval");
+    assert_eq!(
+        script.asked("march") + script.asked("april"),
+        2,
+        "April ran once (a tool round and an answer), March never"
+    );
+}
+
+/// A decision naming a superseded plan is refused; a new plan replaces every
+/// open plan it finds, also more than fit in one transaction beside it.
+#[tokio::test]
+async fn superseding_is_one_transaction_and_refuses_a_plan_changed_meanwhile() {
+    let t = TestApp::new().await;
+    let p = project(&t).await;
+    install(
+        &t,
+        Script {
+            planner: Mutex::new(
+                vec![
+                    Reply::tool_calls(&[("agent_create_plan", newsletter_draft("march", "March"))]),
+                    Reply::text(&["Here is the plan."]),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        },
+    );
+    let first = t.turn("alice", in_project(&p, "plan the newsletter, show me first", None)).await;
+    let sid = SessionId::parse(first.session_id()).unwrap();
+    let store = DynamoPlanStore::new(t.dynamo.clone(), t.table.clone());
+    let (draft, version) = store.current(&user(), &sid).await.unwrap().unwrap();
+
+    // Eleven open plans, as a session from before superseding could hold.
+    let mut open = vec![(draft.clone(), version)];
+    for i in 0..10 {
+        let mut r = draft.clone();
+        r.id = uuid::Uuid::now_v7().to_string();
+        r.plan.goal = format!("old draft {i}");
+        store.save(&user(), &sid, &r, 0).await.unwrap();
+        open.push((r, 1));
+    }
+    let mut new = draft.clone();
+    new.id = uuid::Uuid::now_v7().to_string();
+    new.plan.goal = "the one current plan".into();
+
+    // One of them changed since it was read: nothing of the transaction is written.
+    let (mut changed, v) = open.last().cloned().unwrap();
+    changed.reason = Some("changed meanwhile".into());
+    store.save(&user(), &sid, &changed, v).await.unwrap();
+    let err = store.create(&user(), &sid, &new, &open).await.unwrap_err();
+    assert!(matches!(err, shared::store::StoreError::LeaseLost), "{err:?}");
+    assert!(store.load(&user(), &sid, &new.id).await.unwrap().is_none(), "the new plan was not stored");
+    let newest = store.current(&user(), &sid).await.unwrap().unwrap();
+    assert_eq!((newest.0.id.as_str(), newest.0.status), (changed.id.as_str(), PlanStatus::AwaitingApproval));
+
+    // Read again: all eleven are superseded by the new plan, which is current.
+    let open: Vec<_> = store.list(&user(), &sid, 20).await.unwrap();
+    assert_eq!(open.len(), 11);
+    assert_eq!(store.create(&user(), &sid, &new, &open).await.unwrap(), 1);
+    let all = store.list(&user(), &sid, 20).await.unwrap();
+    assert_eq!(all[0].0.id, new.id);
+    assert!(
+        all[1..]
+            .iter()
+            .all(|(r, _)| r.status == PlanStatus::Superseded && r.superseded_by.as_deref() == Some(new.id.as_str())),
+        "{all:?}"
+    );
+
+    // The same plan id twice is refused; a deleted session stores no plan.
+    assert!(matches!(store.create(&user(), &sid, &new, &[]).await, Err(shared::store::StoreError::LeaseLost)));
+    t.store().delete_session(&user(), &sid, None).await.unwrap();
+    let mut late = draft.clone();
+    late.id = uuid::Uuid::now_v7().to_string();
+    assert!(matches!(store.create(&user(), &sid, &late, &[]).await, Err(shared::store::StoreError::NotFound)));
+}
+
 #[tokio::test]
 async fn an_agent_review_rejection_runs_nothing() {
     let t = TestApp::new().await;

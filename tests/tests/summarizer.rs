@@ -5,11 +5,13 @@
 
 use shared::context::{build_context, ContextBudget, ContextInput, SummaryRef, TokenCounter};
 use shared::ids::{SessionId, TurnId, UserId};
+use shared::llm::{OpenAiClient, OpenAiConfig};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall};
+use shared::store::dynamo::DynamoStore;
 use shared::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
-use shared::store::Store;
+use shared::store::{Lease, Store};
 use shared::summary::{
-    handle_batch, publish_bounded, summarize_session, Outcome, SqsTurnEvents, SummarizeError, TurnCompleted,
+    handle_batch, publish_bounded, summarize_session, Outcome, SqsTurnEvents, TurnCompleted, YieldScope,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -224,9 +226,8 @@ async fn invalid_json_or_a_lost_entity_is_rejected_and_history_stays() {
     p.llm.push(LlmReply::text(&["Sure! The user created a project."]));
     p.llm.push(LlmReply::text(&[&answer("The user created Apollo Launch and asked questions.", &compress, &recent)]));
     let deps = summarizer_deps(&p.dynamo, &p.table, &p.llm.base_url(), |c| c.max_attempts = 2);
-    let err = summarize_session(&deps, &ev).await.unwrap_err();
-    match &err {
-        SummarizeError::Rejected { attempts: 2, reason } => assert!(reason.contains(project), "{reason}"),
+    match summarize_session(&deps, &ev).await.unwrap() {
+        Outcome::Rejected { attempts: 2, reason } => assert!(reason.contains(project), "{reason}"),
         other => panic!("expected a rejection, got {other:?}"),
     }
     // The retry told the model why its first answer was refused.
@@ -235,11 +236,16 @@ async fn invalid_json_or_a_lost_entity_is_rejected_and_history_stays() {
     assert!(p.summaries().current(&alice, &ev.session_id).await.unwrap().is_none());
     assert_eq!(all_messages(&store, &alice, &ev.session_id).await, before);
 
-    // A later run with a faithful answer commits.
-    let good = format!("The user created project Apollo Launch ({project}) and asked questions q0 to q5.");
+    // A later run over new messages (the backlog's answers were refused
+    // SUMMARY_MAX_ATTEMPTS times: only a new backlog is asked) with a
+    // faithful answer commits.
+    let ev = write_turn(&store, &alice, Some(&ev.session_id), "q10", vec![Reply::text("a10")]).await;
+    let (compress, recent) = split(&all_messages(&store, &alice, &ev.session_id).await, 8);
+    let good = format!("The user created project Apollo Launch ({project}) and asked questions q0 to q6.");
     p.llm.push(LlmReply::text(&[&answer(&good, &compress, &recent)]));
     let out = summarize_session(&deps, &ev).await.unwrap();
     assert!(matches!(out, Outcome::Committed { version: 1, .. }), "{out:?}");
+    assert_eq!(p.llm.request_count(), 3);
 }
 
 #[tokio::test]
@@ -255,7 +261,9 @@ async fn one_failing_session_fails_only_its_own_records() {
         let all = all_messages(&store, &ev.user_id, &ev.session_id).await;
         let (compress, recent) = split(&all, 8);
         if i == 1 {
-            p.llm.push(LlmReply::text(&["{\"summary\": \"\"}"]));
+            // A model error: the run fails and its records come back. (A
+            // rejected answer would not: see summarizer_failures.rs.)
+            p.llm.push(LlmReply::Status(500, r#"{"error": {"message": "overloaded"}}"#.into()));
         } else {
             p.llm.push(LlmReply::text(&[&answer("Questions were asked and answered.", &compress, &recent)]));
         }
@@ -443,4 +451,118 @@ async fn summary_agent_state_deltas_are_validated_then_applied() {
     assert!(item.created_at > 0, "the state's clock stamps it");
     let a = state.assumptions.iter().find(|a| a.id == "a1").expect("the assumption was added");
     assert_eq!(a.confidence, 0.7);
+}
+
+/// Takes the session's turn lease as a running chat turn holds it.
+async fn hold_lease(store: &DynamoStore, user: &UserId, sid: &SessionId) -> TurnId {
+    let turn = TurnId::new();
+    let lease = Lease { turn_id: turn.clone(), until_ms: shared::now_ms() + 60_000 };
+    store.acquire_lease(user, sid, &lease).await.expect("the lease");
+    turn
+}
+
+/// Waits for a condition the test's own actions make true; the bound only
+/// turns a hang into a failure.
+async fn until(what: &str, f: impl Fn() -> bool) {
+    let waited = async {
+        while !f() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), waited).await.unwrap_or_else(|_| panic!("never: {what}"));
+}
+
+fn faithful() -> LlmReply {
+    LlmReply::dynamic(|req| LlmReply::text(&[&scripted_summary_answer(req).expect("a summarizer request")]))
+}
+
+/// Issue 25: summaries held the one local model server while chat turns
+/// waited (~200 s). The summarizer asks nothing while a chat turn of the
+/// session, or by default of its user, holds a lease, and the record is done:
+/// the turn's own end event brings the work back.
+#[tokio::test]
+async fn a_running_chat_turn_defers_the_summary_and_the_model_is_not_asked() {
+    let p = SummaryParts::new().await;
+    let store = p.store();
+    let (alice, bob) = (user("alice"), user("bob"));
+    let ev = chatty_session(&store, &alice, 12).await;
+    let ev2 = chatty_session(&store, &alice, 12).await;
+    let other = chatty_session(&store, &alice, 1).await;
+    let bobs = chatty_session(&store, &bob, 1).await;
+    p.llm.set_default(faithful());
+    let deps = summarizer_deps(&p.dynamo, &p.table, &p.llm.base_url(), |c| c.yield_poll = Duration::from_millis(10));
+
+    // A turn of this session runs: nothing asked, and the record is not retried.
+    let turn = hold_lease(&store, &alice, &ev.session_id).await;
+    let resp = handle_batch(&deps, sqs_event(&[("m1", &ev)])).await;
+    assert!(resp.batch_item_failures.is_empty(), "{resp:?}");
+    assert_eq!(p.llm.request_count(), 0, "the model is left to the running turn");
+    let deferred = summarize_session(&deps, &ev).await.unwrap();
+    assert_eq!(deferred, Outcome::Deferred { running: ev.session_id.clone() });
+    store.release_lease(&alice, &ev.session_id, &turn).await.unwrap();
+
+    // A turn of another session of the user: deferred too (one model server).
+    let turn = hold_lease(&store, &alice, &other.session_id).await;
+    let deferred = summarize_session(&deps, &ev).await.unwrap();
+    assert_eq!(deferred, Outcome::Deferred { running: other.session_id.clone() });
+    assert_eq!(p.llm.request_count(), 0);
+    // Not with SUMMARY_YIELD_TO_TURNS=session, which yields to the session's own turns only.
+    let own_only = summarizer_deps(&p.dynamo, &p.table, &p.llm.base_url(), |c| {
+        c.yield_poll = Duration::from_millis(10);
+        c.yield_to_turns = YieldScope::Session;
+    });
+    let out = summarize_session(&own_only, &ev).await.unwrap();
+    assert!(matches!(out, Outcome::Committed { version: 1, .. }), "{out:?}");
+    assert_eq!(p.llm.request_count(), 1);
+    store.release_lease(&alice, &other.session_id, &turn).await.unwrap();
+
+    // Another user's turn is not this user's: the summary goes on.
+    hold_lease(&store, &bob, &bobs.session_id).await;
+    let out = summarize_session(&deps, &ev2).await.unwrap();
+    assert!(matches!(out, Outcome::Committed { version: 1, .. }), "{out:?}");
+    assert_eq!(p.llm.request_count(), 2);
+}
+
+/// A turn that starts while the summarizer's model call runs takes the model
+/// back: the call is dropped (the connection closes, so a real server stops
+/// generating) and the run defers to the turn, whose own event summarizes later.
+#[tokio::test]
+async fn a_turn_starting_mid_summary_takes_the_model_back() {
+    let p = SummaryParts::new().await;
+    let store = p.store();
+    let alice = user("alice");
+    let ev = chatty_session(&store, &alice, 12).await;
+    // A model still at work: keep-alives, no token, for up to ten minutes.
+    let busy: Vec<Step> = (0..30_000).flat_map(|_| [Step::KeepAlive, Step::Delay(Duration::from_millis(20))]).collect();
+    p.llm.push(LlmReply::Stream(busy));
+    let mut deps =
+        summarizer_deps(&p.dynamo, &p.table, &p.llm.base_url(), |c| c.yield_poll = Duration::from_millis(10));
+    deps.llm = Arc::new(OpenAiClient::new(OpenAiConfig {
+        base_url: p.llm.base_url(),
+        api_key: None,
+        model: "scripted-summarizer".into(),
+        connect_timeout: Duration::from_secs(10),
+        first_token_timeout: Duration::from_secs(600),
+        idle_timeout: Duration::from_secs(600),
+        max_retries: 0,
+        max_tokens: None,
+    }));
+    let run = tokio::spawn({
+        let (deps, ev) = (deps.clone(), ev.clone());
+        async move { summarize_session(&deps, &ev).await }
+    });
+    until("the summarizer's request is being answered", || p.llm.in_flight() == 1).await;
+    let turn = hold_lease(&store, &alice, &ev.session_id).await;
+    let out = tokio::time::timeout(Duration::from_secs(120), run).await.expect("the run yields to the turn");
+    assert_eq!(out.unwrap().unwrap(), Outcome::Deferred { running: ev.session_id.clone() });
+    until("the summarizer's request is closed", || p.llm.in_flight() == 0).await;
+    assert!(p.summaries().current(&alice, &ev.session_id).await.unwrap().is_none());
+
+    // The turn ends, and its event is summarized.
+    store.release_lease(&alice, &ev.session_id, &turn).await.unwrap();
+    let next = write_turn(&store, &alice, Some(&ev.session_id), "question 13", vec![Reply::text("answer 13")]).await;
+    p.llm.set_default(faithful());
+    let out = summarize_session(&deps, &next).await.unwrap();
+    assert!(matches!(out, Outcome::Committed { version: 1, .. }), "{out:?}");
+    assert_eq!(p.llm.request_count(), 2);
 }

@@ -136,6 +136,11 @@ pub enum PlanStatus {
     Rejected,
     /// The user declined a confirmation.
     Cancelled,
+    /// Replaced by a newer plan of the same session before it finished (the
+    /// planner's way to edit a draft is a new `agent_create_plan`): never runs
+    /// again, so a later "approve" cannot reach it. `superseded_by` names the
+    /// plan that replaced it.
+    Superseded,
 }
 
 impl PlanStatus {
@@ -225,6 +230,12 @@ pub struct PlanRecord {
     /// The reviewer's reason, or the user's, when rejected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The plan that replaced this one (status `superseded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
+    /// The open plans this one replaced when it was created.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supersedes: Vec<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -260,6 +271,8 @@ impl PlanRecord {
             status,
             steps,
             reason: None,
+            superseded_by: None,
+            supersedes: vec![],
             created_at: now,
             updated_at: now,
         }
@@ -286,8 +299,12 @@ impl PlanRecord {
                     "outputs": st.outputs, "error": st.error, "awaiting_confirmation": st.changes})
             })
             .collect();
-        serde_json::json!({"plan_id": self.id, "goal": self.plan.goal, "status": self.status,
-            "reason": self.reason, "steps": steps})
+        let mut v = serde_json::json!({"plan_id": self.id, "goal": self.plan.goal, "status": self.status,
+            "reason": self.reason, "steps": steps});
+        if let Some(by) = &self.superseded_by {
+            v["superseded_by"] = serde_json::Value::String(by.clone());
+        }
+        v
     }
 }
 

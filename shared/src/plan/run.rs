@@ -25,7 +25,7 @@ use crate::ids::{EntityId, SessionId, TurnId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmEvent};
 use crate::message::{ChatMessage, Role, StoredMessage, ToolCall, Usage};
 use crate::sse::{EventSink, OperationAction, OperationStatus, SseDecoder, StreamEvent};
-use crate::store::plans::PlanStore;
+use crate::store::plans::{PlanStore, OPEN_LOOKBACK};
 use crate::store::{Store, StoreError};
 use crate::tools::plan::{ContinuePlanArgs, PlanDecision, AGENT_CREATE_PLAN};
 use crate::tools::{ToolName, ToolScope};
@@ -120,6 +120,11 @@ fn failure(code: &str, message: &str) -> ToolRun {
     ToolRun { ok: false, preview: message.chars().take(400).collect(), content, events: vec![] }
 }
 
+/// A status as the wire spells it (`awaiting_approval`, ...).
+fn status_name(status: PlanStatus) -> String {
+    serde_json::to_value(status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
 fn answer(rec: &PlanRecord, next: &str) -> ToolRun {
     let mut v = rec.result();
     v["next"] = serde_json::Value::String(next.into());
@@ -158,11 +163,24 @@ async fn create<'a>(env: &'a Env<'a>, call: &ToolCall, sink: &mut EventSink) -> 
             return Ok((ToolRun { ok: false, preview: problems.join("; "), content, events: vec![] }, None));
         }
     };
-    let mut book = Book { env, rec: PlanRecord::new(&valid, env.turn_id.clone()), version: 0 };
-    book.save().await?;
+    // One current plan per session: a new plan (the edit of a draft is a new
+    // plan) replaces every open one, in the same transaction that stores it,
+    // so a later decision without a plan id can only reach this one.
+    let replaced: Vec<(PlanRecord, u64)> = env
+        .plans
+        .store
+        .list(env.user, env.sid, OPEN_LOOKBACK)
+        .await?
+        .into_iter()
+        .filter(|(r, _)| r.status.is_open())
+        .collect();
+    let mut rec = PlanRecord::new(&valid, env.turn_id.clone());
+    rec.supersedes = replaced.iter().map(|(r, _)| r.id.clone()).collect();
+    let version = env.plans.store.create(env.user, env.sid, &rec, &replaced).await?;
+    let mut book = Book { env, rec, version };
     let plan_id = book.rec.id.clone();
     let _ = sink.send(StreamEvent::PlanCreated { plan_id: plan_id.clone(), plan: book.rec.plan.clone() }).await;
-    match book.rec.plan.mode {
+    let mut ran = match book.rec.plan.mode {
         PlanMode::DraftOnly => {
             let _ = sink.send(StreamEvent::PlanReadyForReview { plan_id }).await;
             let next = "show the user this plan and ask them to approve, change or reject it; on their answer call \
@@ -181,7 +199,30 @@ async fn create<'a>(env: &'a Env<'a>, call: &ToolCall, sink: &mut EventSink) -> 
             execute(book, sink).await
         }
         PlanMode::AutoExecute => execute(book, sink).await,
+    };
+    // The planner tells the user which plans will not run any more (and the
+    // session's log keeps it: the plan history).
+    if let Ok((run, _)) = &mut ran {
+        if !replaced.is_empty() {
+            note_replaced(run, &replaced);
+        }
     }
+    ran
+}
+
+/// Adds `superseded` (the plans this one replaced, as they were) to a plan
+/// tool's result.
+fn note_replaced(run: &mut ToolRun, replaced: &[(PlanRecord, u64)]) {
+    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(&run.content) else { return };
+    let list: Vec<serde_json::Value> = replaced
+        .iter()
+        .map(|(r, _)| serde_json::json!({"plan_id": r.id, "goal": r.plan.goal, "was": r.status}))
+        .collect();
+    v["superseded"] = serde_json::Value::Array(list);
+    v["superseded_note"] =
+        "the plans in `superseded` were replaced by this one and will never run: say so if the user may expect them"
+            .into();
+    run.content = v.to_string();
 }
 
 async fn decide<'a>(env: &'a Env<'a>, call: &ToolCall, sink: &mut EventSink) -> Ran {
@@ -189,9 +230,34 @@ async fn decide<'a>(env: &'a Env<'a>, call: &ToolCall, sink: &mut EventSink) -> 
         Ok(a) => a,
         Err(e) => return Ok((failure("invalid_arguments", &format!("agent_continue_plan: {e}")), None)),
     };
+    let verb = match args.decision {
+        PlanDecision::Approve => "approve",
+        PlanDecision::Reject => "reject",
+        PlanDecision::Confirm => "confirm",
+        PlanDecision::Cancel => "cancel",
+        PlanDecision::Continue => "continue",
+    };
     let found = match &args.plan_id {
         Some(id) => env.plans.store.load(env.user, env.sid, id).await?,
-        None => env.plans.store.latest_open(env.user, env.sid).await?,
+        // No plan named: the session's current plan (its newest) only. An
+        // older plan is never reached this way: it was replaced, or it ended.
+        None => match env.plans.store.current(env.user, env.sid).await? {
+            None => {
+                let why = format!("there is nothing to {verb}: this conversation has no plan");
+                return Ok((failure("no_open_plan", &why), None));
+            }
+            Some((rec, _)) if !rec.status.is_open() => {
+                let why = format!(
+                    "there is nothing to {verb}: the current plan \"{}\" ({}) is {}; nothing was run. Tell the \
+                     user so; a new plan needs agent_create_plan",
+                    rec.plan.goal,
+                    rec.id,
+                    status_name(rec.status)
+                );
+                return Ok((failure("no_open_plan", &why), None));
+            }
+            open => open,
+        },
     };
     let Some((rec, version)) = found else {
         return Ok((failure("plan_not_found", "there is no such plan in this conversation"), None));
@@ -220,11 +286,13 @@ async fn decide<'a>(env: &'a Env<'a>, call: &ToolCall, sink: &mut EventSink) -> 
             book.save().await?;
             Ok((answer(&book.rec, "nothing more of this plan runs: tell the user what was and was not done"), None))
         }
+        (_, S::Superseded) => {
+            let by = book.rec.superseded_by.as_deref().unwrap_or("a newer plan");
+            let why = format!("the plan was replaced by plan {by} and never runs; there is nothing to {verb} in it");
+            Ok((failure("plan_decision_not_applicable", &why), None))
+        }
         (decision, status) => {
-            let why = format!(
-                "the plan is {}; {decision:?} does not apply to it",
-                serde_json::to_value(status).unwrap_or_default()
-            );
+            let why = format!("the plan is {}; {decision:?} does not apply to it", status_name(status));
             Ok((failure("plan_decision_not_applicable", &why), None))
         }
     }

@@ -54,7 +54,8 @@
 //! | store a context pack | `PutItem`, condition: missing or `version <= :built_from` |
 //! | save a plan (compare-and-set) | `PutItem pk, sk=PLAN#<id>`, `version = n+1`, condition `version = n` (or not exists for 0); then `GetItem sk=SESSION` (alive? else deleted again, `NotFound`) |
 //! | a plan by id | `GetItem pk, sk=PLAN#<id>` (consistent) |
-//! | the session's newest open plan (approve, confirm, continue) | `Query pk AND begins_with(sk, "PLAN#")`, `ScanIndexForward=false`, `Limit=10`, consistent; the first whose status is open |
+//! | the session's plans, newest first (its current plan: `Limit=1`; approve, confirm, continue act on it only while open) | `Query pk AND begins_with(sk, "PLAN#")`, `ScanIndexForward=false`, `Limit`, consistent |
+//! | create a plan, superseding the open ones (one current plan per session) | `TransactWriteItems`: put `PLAN#<new>` (must not exist) + put each open `PLAN#<old>` as `superseded` (condition `version = n`) + condition check `SESSION` (exists, not deleting); at most 8 replaced plans per transaction (DynamoDB Local's limit is 10 items), more are saved one by one first |
 //! | store a frame log batch (the turn's background writer, one in flight) | `PutItem pk, sk=FRAMES#<turn>#<first>` (`data`: the frames' JSON, `written_at`, `ttl`) |
 //! | the session's latest turn's frames after id N (resume) | `Query pk AND sk BETWEEN "FRAMES#" AND "FRAMES$"`, `ScanIndexForward=false`, `Limit=25`, consistent; read until the batch holding N+1 or an earlier turn (turn ids sort by start) — beside `GetItem sk=SESSION` (projection `lease_turn, lease_until, status`: the running turn) |
 //! | a turn's batches from frame N (follow, retry) | `Query pk AND sk BETWEEN FRAMES#<turn>#<N> AND FRAMES#<turn>#9999999999`, consistent |

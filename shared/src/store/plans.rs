@@ -6,14 +6,20 @@
 //! must not exist), so two writers of one plan cannot both win; a plan saved
 //! to a session that is gone or being deleted is removed again and the save
 //! fails with `NotFound` (checked after the write, as the agent state does:
-//! see `attr::session_alive`). Deleting the session removes its plans with the
-//! rest of the partition.
+//! see `attr::session_alive`). [`PlanStore::create`] stores a new plan and
+//! marks the plans it replaces `superseded` in one transaction, each replaced
+//! one compare-and-set on its version and the session checked in the same
+//! transaction: either the new plan is the session's one current plan, or
+//! nothing changed. Deleting the session removes its plans with the rest of
+//! the partition.
 
-use super::attr::{backend, get_n, get_s, is_conditional, n, s, session_alive};
-use super::keys;
+use super::attr::{backend, get_n, get_s, is_conditional, n, s, session_alive, Item, DELETING};
+use super::keys::{self, SESSION_SK};
+use super::summary::cancellation_codes;
 use super::StoreError;
 use crate::ids::{SessionId, UserId};
-use crate::plan::PlanRecord;
+use crate::plan::{PlanRecord, PlanStatus};
+use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
 use tracing::Instrument;
 
@@ -23,8 +29,15 @@ pub fn plan_sk(plan_id: &str) -> String {
     format!("{PLAN_PREFIX}{plan_id}")
 }
 
-/// How many of the newest plans [`PlanStore::latest_open`] looks through.
-const OPEN_LOOKBACK: i32 = 10;
+/// How many of the newest plans [`PlanStore::create`]'s caller looks through
+/// for open ones to supersede. Every create supersedes all the open plans it
+/// sees, so since plans are superseded (issue 25) a session has at most one
+/// open plan and this only matters for sessions from before.
+pub const OPEN_LOOKBACK: usize = 10;
+
+/// Items of one `TransactWriteItems` the store uses at most: DynamoDB Local
+/// (the test and local stack) refuses more than 10 (AWS allows 100).
+const MAX_TRANSACTION_ITEMS: usize = 10;
 
 #[async_trait::async_trait]
 pub trait PlanStore: Send + Sync {
@@ -38,6 +51,20 @@ pub trait PlanStore: Send + Sync {
         expected_version: u64,
     ) -> Result<u64, StoreError>;
 
+    /// Stores the new plan `plan` (version 1) and marks each of `replaced`
+    /// (a plan and the version it was read at) `superseded` by it, in one
+    /// transaction with a check that the session is alive. Returns the new
+    /// plan's version. `LeaseLost` when a replaced plan changed since it was
+    /// read (or the new one exists); `NotFound` when the session is gone or
+    /// being deleted. Nothing is written then.
+    async fn create(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        plan: &PlanRecord,
+        replaced: &[(PlanRecord, u64)],
+    ) -> Result<u64, StoreError>;
+
     /// A plan and its version (consistent read).
     async fn load(
         &self,
@@ -46,9 +73,21 @@ pub trait PlanStore: Send + Sync {
         plan_id: &str,
     ) -> Result<Option<(PlanRecord, u64)>, StoreError>;
 
-    /// The newest plan of the session that can still be acted on
-    /// ([`crate::plan::PlanStatus::is_open`]), with its version.
-    async fn latest_open(&self, user: &UserId, session: &SessionId) -> Result<Option<(PlanRecord, u64)>, StoreError>;
+    /// The session's newest plans, newest first, at most `limit` (consistent):
+    /// every status, `superseded` ones included (the plan history).
+    async fn list(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        limit: usize,
+    ) -> Result<Vec<(PlanRecord, u64)>, StoreError>;
+
+    /// The session's current plan: its newest, whatever its status. A
+    /// decision that names no plan acts on this one only, and only while it is
+    /// open ([`crate::plan::PlanStatus::is_open`]).
+    async fn current(&self, user: &UserId, session: &SessionId) -> Result<Option<(PlanRecord, u64)>, StoreError> {
+        Ok(self.list(user, session, 1).await?.into_iter().next())
+    }
 }
 
 #[derive(Clone)]
@@ -63,7 +102,20 @@ impl DynamoPlanStore {
     }
 }
 
-fn decode(item: &super::attr::Item) -> Result<(PlanRecord, u64), StoreError> {
+/// The item of `plan` at `version`.
+fn plan_item(pk: &str, plan: &PlanRecord, version: u64) -> Result<Item, StoreError> {
+    let data = serde_json::to_string(plan).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok(Item::from([
+        ("pk".to_string(), s(pk)),
+        ("sk".to_string(), s(plan_sk(&plan.id))),
+        ("kind".to_string(), s("plan")),
+        ("version".to_string(), n(version)),
+        ("updated_at".to_string(), n(crate::now_ms())),
+        ("data".to_string(), s(data)),
+    ]))
+}
+
+fn decode(item: &Item) -> Result<(PlanRecord, u64), StoreError> {
     let data = get_s(item, "data").ok_or_else(|| StoreError::Corrupt("plan data".into()))?;
     let version = get_n(item, "version").ok_or_else(|| StoreError::Corrupt("plan version".into()))?;
     let plan = serde_json::from_str(data).map_err(|e| StoreError::Corrupt(format!("plan: {e}")))?;
@@ -80,17 +132,8 @@ impl PlanStore for DynamoPlanStore {
         expected_version: u64,
     ) -> Result<u64, StoreError> {
         let pk = keys::session_pk(user, session);
-        let data = serde_json::to_string(plan).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .item("pk", s(&pk))
-            .item("sk", s(plan_sk(&plan.id)))
-            .item("kind", s("plan"))
-            .item("version", n(expected_version + 1))
-            .item("updated_at", n(crate::now_ms()))
-            .item("data", s(data));
+        let put =
+            self.client.put_item().table_name(&self.table).set_item(Some(plan_item(&pk, plan, expected_version + 1)?));
         let put = if expected_version == 0 {
             put.condition_expression("attribute_not_exists(pk)")
         } else {
@@ -115,6 +158,89 @@ impl PlanStore for DynamoPlanStore {
         Err(StoreError::NotFound)
     }
 
+    async fn create(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        plan: &PlanRecord,
+        replaced: &[(PlanRecord, u64)],
+    ) -> Result<u64, StoreError> {
+        let pk = keys::session_pk(user, session);
+        let superseded = |(old, version): &(PlanRecord, u64)| {
+            let mut old = old.clone();
+            old.status = PlanStatus::Superseded;
+            old.superseded_by = Some(plan.id.clone());
+            old.updated_at = crate::now_ms();
+            (old, *version)
+        };
+        // The new plan and the session check take two items; the replaced
+        // plans that do not fit beside them (only in sessions from before
+        // plans were superseded) are marked first, each compare-and-set: a
+        // failure below leaves them superseded by a plan that was not
+        // stored, which only means they cannot run any more.
+        let room = MAX_TRANSACTION_ITEMS - 2;
+        let (extra, batch) = replaced.split_at(replaced.len().saturating_sub(room));
+        for r in extra {
+            let (old, version) = superseded(r);
+            self.save(user, session, &old, version).await?;
+        }
+        let built = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Backend(e.to_string());
+        let mut items = vec![TransactWriteItem::builder()
+            .put(
+                Put::builder()
+                    .table_name(&self.table)
+                    .set_item(Some(plan_item(&pk, plan, 1)?))
+                    .condition_expression("attribute_not_exists(pk)")
+                    .build()
+                    .map_err(built)?,
+            )
+            .build()];
+        for r in batch {
+            let (old, version) = superseded(r);
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(plan_item(&pk, &old, version + 1)?))
+                .condition_expression("version = :v")
+                .expression_attribute_values(":v", n(version))
+                .build()
+                .map_err(built)?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        let alive = ConditionCheck::builder()
+            .table_name(&self.table)
+            .key("pk", s(&pk))
+            .key("sk", s(SESSION_SK))
+            .condition_expression("attribute_exists(pk) AND #st <> :deleting")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":deleting", s(DELETING))
+            .build()
+            .map_err(built)?;
+        items.push(TransactWriteItem::builder().condition_check(alive).build());
+        let res = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .instrument(tracing::debug_span!(
+                "ddb.transact_write_items",
+                what = "create_plan",
+                replaced = replaced.len()
+            ))
+            .await;
+        match res {
+            Ok(_) => Ok(1),
+            Err(e) => match cancellation_codes(&e) {
+                Some(c) if c.last().map(String::as_str) == Some("ConditionalCheckFailed") => Err(StoreError::NotFound),
+                // A replaced plan changed since it was read (or a concurrent
+                // transaction touched it): another writer; nothing was written.
+                Some(c) if c.iter().any(|c| c == "ConditionalCheckFailed" || c == "TransactionConflict") => {
+                    Err(StoreError::LeaseLost)
+                }
+                _ => Err(backend(e)),
+            },
+        }
+    }
+
     async fn load(
         &self,
         user: &UserId,
@@ -135,7 +261,12 @@ impl PlanStore for DynamoPlanStore {
         out.item.as_ref().map(decode).transpose()
     }
 
-    async fn latest_open(&self, user: &UserId, session: &SessionId) -> Result<Option<(PlanRecord, u64)>, StoreError> {
+    async fn list(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        limit: usize,
+    ) -> Result<Vec<(PlanRecord, u64)>, StoreError> {
         let out = self
             .client
             .query()
@@ -144,18 +275,12 @@ impl PlanStore for DynamoPlanStore {
             .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
             .expression_attribute_values(":p", s(PLAN_PREFIX))
             .scan_index_forward(false)
-            .limit(OPEN_LOOKBACK)
+            .limit(limit.clamp(1, 100) as i32)
             .consistent_read(true)
             .send()
             .instrument(tracing::debug_span!("ddb.query", what = "plans"))
             .await
             .map_err(backend)?;
-        for item in out.items() {
-            let (plan, version) = decode(item)?;
-            if plan.status.is_open() {
-                return Ok(Some((plan, version)));
-            }
-        }
-        Ok(None)
+        out.items().iter().map(decode).collect()
     }
 }

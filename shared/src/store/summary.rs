@@ -18,14 +18,24 @@
 //! so they apply exactly once even if the summarizer dies between the commit
 //! and the apply; [`SummaryStore::settle`] clears the mark of deltas that
 //! cannot apply. A version never replaces one whose deltas are still pending.
+//!
+//! Rejected answers are counted per *backlog* (the messages after the
+//! current watermark, up to the last one read) in one small item,
+//! `sk = SUMMARY~REJECTED` ([`SummaryStore::record_rejection`]): a run that
+//! finds `SUMMARY_MAX_ATTEMPTS` rejections for the backlog it would send asks
+//! the model nothing, whichever delivery of whichever event it serves, so a
+//! model that cannot write the shape costs a bounded number of calls per
+//! backlog; new messages make a new backlog. Written with an update (an
+//! atomic count) and then checked against the session as the agent state is
+//! (`attr::session_alive`; removed again when a delete has begun).
 
-use super::attr::{backend, n, s};
+use super::attr::{backend, get_n, get_s, is_conditional, n, s, session_alive, DELETING};
 use super::keys::{self, SESSION_SK, SUMMARY_SK};
 use super::StoreError;
 use crate::ids::{SessionId, UserId};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, ReturnValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -63,6 +73,39 @@ pub struct SessionSummary {
     pub deltas_pending: bool,
 }
 
+/// How many of a user's most recently active sessions
+/// [`SummaryStore::running_turn`] looks at: a turn bumps its session to the
+/// front of the index as it starts, so a running one is among the first.
+const RECENT_SESSIONS: i32 = 10;
+
+/// The key of the rejected-answers count. Outside every range the turn and
+/// the summarizer read (`MSG#`…`MSG~~`, `SUMMARY#`): only a delete sweeps it.
+pub const SUMMARY_REJECTED_SK: &str = "SUMMARY~REJECTED";
+
+/// What a summarizer run would summarize: the messages after `after_seq`
+/// (the current summary's watermark) through `last_seq`. The same backlog is
+/// the same input, so the model's answer to it is the same kind of answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backlog {
+    pub after_seq: u64,
+    pub last_seq: u64,
+}
+
+impl Backlog {
+    fn key(&self) -> String {
+        format!("{}..{}", self.after_seq, self.last_seq)
+    }
+}
+
+/// The rejected answers recorded for a session: for which backlog, how
+/// many, and the last reason (given to the model on the next try).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejections {
+    pub backlog: Backlog,
+    pub attempts: u32,
+    pub reason: String,
+}
+
 /// How a compare-and-set commit ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitOutcome {
@@ -93,6 +136,31 @@ pub trait SummaryStore: Send + Sync {
     /// them (they cannot apply). `false` if they were not pending: settled
     /// already, or `version` is not the current one.
     async fn settle(&self, user: &UserId, session: &SessionId, version: u64) -> Result<bool, StoreError>;
+
+    /// A session of `user` with a live turn lease (a chat turn running
+    /// now): `session` itself (consistent read), and with `all_sessions` also
+    /// the user's most recently active sessions (the sessions index; a turn
+    /// moves its session to the front when it starts). `None`: no turn runs.
+    async fn running_turn(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        all_sessions: bool,
+    ) -> Result<Option<SessionId>, StoreError>;
+
+    /// The rejected answers recorded for the session (consistent read).
+    async fn rejections(&self, user: &UserId, session: &SessionId) -> Result<Option<Rejections>, StoreError>;
+
+    /// Counts one more rejected answer for `backlog` (from 1 again when the
+    /// recorded ones were for another backlog) and returns the count.
+    /// `NotFound` if the session is gone or being deleted.
+    async fn record_rejection(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        backlog: Backlog,
+        reason: &str,
+    ) -> Result<u32, StoreError>;
 }
 
 /// The item attribute marking the current summary's deltas as still to apply.
@@ -251,6 +319,142 @@ impl SummaryStore for DynamoSummaryStore {
                 _ => Err(backend(e)),
             },
         }
+    }
+
+    async fn running_turn(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        all_sessions: bool,
+    ) -> Result<Option<SessionId>, StoreError> {
+        let now = crate::now_ms();
+        let live = |item: &Item| {
+            get_n(item, "lease_until").is_some_and(|u| u > now) && get_s(item, "status") != Some(DELETING)
+        };
+        let own = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(keys::session_pk(user, session)))
+            .key("sk", s(SESSION_SK))
+            .projection_expression("lease_until, #st")
+            .expression_attribute_names("#st", "status")
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.get_item", what = "session_lease"))
+            .await
+            .map_err(backend)?;
+        if own.item.as_ref().is_some_and(live) {
+            return Ok(Some(session.clone()));
+        }
+        if !all_sessions {
+            return Ok(None);
+        }
+        let recent = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(keys::GSI1)
+            .key_condition_expression("gsi1pk = :p")
+            .expression_attribute_values(":p", s(keys::sessions_gsi_pk(user)))
+            .projection_expression("session_id, lease_until, #st")
+            .expression_attribute_names("#st", "status")
+            .scan_index_forward(false)
+            .limit(RECENT_SESSIONS)
+            .send()
+            .instrument(tracing::debug_span!("ddb.query", what = "sessions_leases"))
+            .await
+            .map_err(backend)?;
+        Ok(recent.items().iter().filter(|i| live(i)).find_map(|i| SessionId::parse(get_s(i, "session_id")?).ok()))
+    }
+
+    async fn rejections(&self, user: &UserId, session: &SessionId) -> Result<Option<Rejections>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(keys::session_pk(user, session)))
+            .key("sk", s(SUMMARY_REJECTED_SK))
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.get_item", what = "summary_rejections"))
+            .await
+            .map_err(backend)?;
+        let Some(item) = out.item else { return Ok(None) };
+        let backlog = get_s(&item, "backlog").and_then(|b| {
+            let (a, l) = b.split_once("..")?;
+            Some(Backlog { after_seq: a.parse().ok()?, last_seq: l.parse().ok()? })
+        });
+        let backlog = backlog.ok_or_else(|| StoreError::Corrupt("summary rejections backlog".into()))?;
+        Ok(Some(Rejections {
+            backlog,
+            attempts: get_n(&item, "attempts").unwrap_or(0).clamp(0, u32::MAX as i64) as u32,
+            reason: get_s(&item, "reason").unwrap_or_default().to_string(),
+        }))
+    }
+
+    async fn record_rejection(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        backlog: Backlog,
+        reason: &str,
+    ) -> Result<u32, StoreError> {
+        let pk = keys::session_pk(user, session);
+        // Reasons quote the answer; the item stays small.
+        let reason: String = reason.chars().take(1000).collect();
+        // One more for the same backlog, atomically (a redelivery overlapping
+        // a slow run counts both); another backlog starts again at 1.
+        let counted = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(&pk))
+            .key("sk", s(SUMMARY_REJECTED_SK))
+            .update_expression("SET backlog = :b, reason = :r, at_ms = :t, kind = :k ADD attempts :one")
+            .condition_expression("attribute_not_exists(pk) OR backlog = :b")
+            .expression_attribute_values(":b", s(backlog.key()))
+            .expression_attribute_values(":r", s(&reason))
+            .expression_attribute_values(":t", n(crate::now_ms()))
+            .expression_attribute_values(":k", s("summary_rejections"))
+            .expression_attribute_values(":one", n(1))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .instrument(tracing::debug_span!("ddb.update_item", what = "summary_rejection"))
+            .await;
+        let attempts = match counted {
+            Ok(out) => out.attributes.as_ref().and_then(|a| get_n(a, "attempts")).unwrap_or(1),
+            Err(e) if is_conditional(&e) => {
+                self.client
+                    .put_item()
+                    .table_name(&self.table)
+                    .item("pk", s(&pk))
+                    .item("sk", s(SUMMARY_REJECTED_SK))
+                    .item("kind", s("summary_rejections"))
+                    .item("backlog", s(backlog.key()))
+                    .item("reason", s(&reason))
+                    .item("at_ms", n(crate::now_ms()))
+                    .item("attempts", n(1))
+                    .send()
+                    .instrument(tracing::debug_span!("ddb.put_item", what = "summary_rejection"))
+                    .await
+                    .map_err(backend)?;
+                1
+            }
+            Err(e) => return Err(backend(e)),
+        };
+        if !session_alive(&self.client, &self.table, &pk).await? {
+            let _ = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .key("pk", s(&pk))
+                .key("sk", s(SUMMARY_REJECTED_SK))
+                .send()
+                .await;
+            return Err(StoreError::NotFound);
+        }
+        Ok(attempts.clamp(1, u32::MAX as i64) as u32)
     }
 
     async fn versions(&self, user: &UserId, session: &SessionId) -> Result<Vec<SessionSummary>, StoreError> {

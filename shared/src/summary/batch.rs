@@ -1,6 +1,6 @@
 //! The summarizer function's SQS batch handler, with partial batch failures.
 
-use super::{summarize_session, SummarizerDeps, TurnCompleted};
+use super::{summarize_session, Outcome, SummarizerDeps, TurnCompleted};
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
 use std::collections::{BTreeMap, HashSet};
@@ -29,28 +29,38 @@ pub async fn handle_batch(deps: &SummarizerDeps, event: SqsEvent) -> SqsBatchRes
             last_message_seq = ev.last_message_seq);
         let result = tracing::Instrument::instrument(summarize_session(deps, &ev), span.clone()).await;
         match result {
+            // A rejected backlog is done too: redelivering the event would ask
+            // nothing (the rejections are counted per backlog), and the next
+            // turn's event brings new messages. So is a run deferred to a
+            // running turn: that turn's end (or the session's next) event
+            // brings the work back.
             Ok(outcome) => {
                 span.in_scope(|| tracing::info!(?outcome, "summarizer run done"));
-                Vec::new()
+                (Vec::new(), Some(outcome))
             }
             Err(e) => {
                 span.in_scope(|| tracing::warn!(error = %e, "summarizer run failed; its records will be retried"));
-                ids
+                (ids, None)
             }
         }
     }))
     .buffer_unordered(deps.config.concurrency.max(1))
-    .collect::<Vec<Vec<String>>>()
+    .collect::<Vec<(Vec<String>, Option<Outcome>)>>()
     .await;
 
-    let failed_sessions = runs.iter().filter(|ids| !ids.is_empty()).count();
+    let failed_sessions = runs.iter().filter(|(ids, _)| !ids.is_empty()).count();
+    let count = |f: fn(&Outcome) -> bool| runs.iter().filter(|(_, o)| o.as_ref().is_some_and(f)).count() as f64;
+    let rejected = count(|o| matches!(o, Outcome::Rejected { .. }));
+    let deferred = count(|o| matches!(o, Outcome::Deferred { .. }));
     crate::metrics::Record::new("summarizer")
         .metric("SummarizerRuns", runs.len() as f64, crate::metrics::Unit::Count)
         .metric("SummarizerFailures", failed_sessions as f64, crate::metrics::Unit::Count)
+        .metric("SummarizerRejected", rejected, crate::metrics::Unit::Count)
+        .metric("SummarizerDeferred", deferred, crate::metrics::Unit::Count)
         .metric("SummarizerUnparseable", plan.unparseable as f64, crate::metrics::Unit::Count)
         .emit();
     let mut response = SqsBatchResponse::default();
-    for id in plan.failed.into_iter().chain(runs.into_iter().flatten()) {
+    for id in plan.failed.into_iter().chain(runs.into_iter().flat_map(|(ids, _)| ids)) {
         let mut failure = BatchItemFailure::default();
         failure.item_identifier = id;
         response.batch_item_failures.push(failure);

@@ -10,12 +10,39 @@
 //! | `SUMMARY_TRIGGER_TOKENS` | `6000` | ... or more tokens than this (`CONTEXT_TOKENIZER`) |
 //! | `SUMMARY_KEEP_RECENT` | `8` | the newest messages are never summarized |
 //! | `SUMMARY_MAX_INPUT_MESSAGES` | `200` | messages read per run; a longer backlog is summarized over several runs |
-//! | `SUMMARY_MAX_ATTEMPTS` | `3` | model calls per run when its output is rejected |
+//! | `SUMMARY_MAX_ATTEMPTS` | `3` | rejected model answers per backlog, across runs and deliveries (docs/summarizer.md) |
 //! | `SUMMARY_MAX_TOKENS` | `1500` | `max_tokens` for the summarizer's answer |
 //! | `SUMMARY_CONCURRENCY` | `4` | sessions summarized at once within one batch |
+//! | `SUMMARY_YIELD_TO_TURNS` | `user` | the summarizer leaves the model to chat turns: `user` while any turn of the session's user runs, `session` only for the session's own turns, `off` never (docs/summarizer.md) |
+//! | `SUMMARY_YIELD_POLL_MS` | `1000` | while its model call runs, how often the summarizer looks for a turn that started (one small read; more with `user`) |
 
 use crate::config::{env_or, env_parse, ConfigError};
 use std::time::Duration;
+
+/// Whose running chat turns the summarizer yields the model to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum YieldScope {
+    /// Never: summaries run beside turns (a model server that serves many
+    /// requests at once loses nothing by it).
+    Off,
+    /// The session's own turns: that turn's event brings a newer backlog anyway.
+    Session,
+    /// Any turn of the session's user (the local stack: one user, one model
+    /// server answering one request at a time).
+    User,
+}
+
+impl std::str::FromStr for YieldScope {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(YieldScope::Off),
+            "session" => Ok(YieldScope::Session),
+            "user" => Ok(YieldScope::User),
+            other => Err(format!("{other:?} is not one of user, session, off")),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SummaryConfig {
@@ -30,6 +57,8 @@ pub struct SummaryConfig {
     pub max_attempts: u32,
     pub max_tokens: u32,
     pub concurrency: usize,
+    pub yield_to_turns: YieldScope,
+    pub yield_poll: Duration,
 }
 
 impl SummaryConfig {
@@ -50,8 +79,13 @@ impl SummaryConfig {
             max_attempts: env_parse("SUMMARY_MAX_ATTEMPTS", c.max_attempts)?,
             max_tokens: env_parse("SUMMARY_MAX_TOKENS", c.max_tokens)?,
             concurrency: env_parse("SUMMARY_CONCURRENCY", c.concurrency)?,
+            yield_to_turns: env_parse("SUMMARY_YIELD_TO_TURNS", c.yield_to_turns)?,
+            yield_poll: Duration::from_millis(env_parse("SUMMARY_YIELD_POLL_MS", 1_000u64)?),
             ..c
         };
+        if c.yield_poll.is_zero() {
+            return Err(ConfigError { var: "SUMMARY_YIELD_POLL_MS", reason: "must be at least 1".into() });
+        }
         if c.max_attempts == 0 || c.concurrency == 0 || c.max_input_messages == 0 {
             return Err(ConfigError {
                 var: "SUMMARY_MAX_ATTEMPTS/SUMMARY_CONCURRENCY/SUMMARY_MAX_INPUT_MESSAGES",
@@ -75,6 +109,8 @@ impl SummaryConfig {
             max_attempts: 3,
             max_tokens: 1_500,
             concurrency: 4,
+            yield_to_turns: YieldScope::User,
+            yield_poll: Duration::from_millis(1_000),
         }
     }
 }

@@ -10,11 +10,24 @@
 //!   turn's event covers the missed work;
 //! - the summarizer ([`summarize_session`]) reads the current summary and the
 //!   messages after its watermark, decides by the triggers, asks the
-//!   summarizer model for the spec's JSON, validates it (rejecting and retrying
-//!   otherwise) and commits with compare-and-set on the summary version. A
-//!   redelivered or already-covered event is a no-op, a concurrent run never
-//!   overwrites a newer summary, and a failed run changes nothing: the stored
-//!   log is never modified, the context window just stays longer;
+//!   summarizer model for the spec's JSON, validates it (accepting the
+//!   unambiguous near misses small models write, see `parse`; rejecting and
+//!   retrying otherwise, with the reason) and commits with compare-and-set on
+//!   the summary version. A redelivered or already-covered event is a no-op,
+//!   a concurrent run never overwrites a newer summary, and a failed run
+//!   changes nothing: the stored log is never modified, the context window
+//!   just stays longer;
+//! - rejected answers are bounded: at most `SUMMARY_MAX_ATTEMPTS` per backlog
+//!   (the messages the run would send), counted in the table across runs and
+//!   deliveries; then the run ends [`Outcome::Rejected`], the record is done
+//!   (not redelivered: the same input would be refused alike), and the
+//!   session's next turn, a new backlog, is asked about again;
+//! - the summarizer never holds the model while a chat turn waits for it
+//!   (`SUMMARY_YIELD_TO_TURNS`, default `user`): no model call starts while a
+//!   turn of the session's user holds a session lease, a call running when
+//!   one starts is dropped (checked every `SUMMARY_YIELD_POLL_MS`), and the
+//!   run ends [`Outcome::Deferred`] with its record done: a turn's end
+//!   publishes a newer event (docs/summarizer.md);
 //! - agent state: the model's `agent_state_item_updates` / `agent_state_updates`
 //!   are parsed and validated (typed, no deletions per §5.4) and committed
 //!   inside the summary version that proposed them, under the same
@@ -31,11 +44,12 @@
 
 mod batch;
 mod config;
+mod parse;
 mod publish;
 mod run;
 
 pub use batch::handle_batch;
-pub use config::SummaryConfig;
+pub use config::{SummaryConfig, YieldScope};
 pub use publish::{publish_bounded, NoTurnEvents, PublishError, SqsTurnEvents, TurnEvents};
 pub use run::{
     commit_summary, settle_state_deltas, summarize_session, validate_output, Outcome, Settled, SummarizeError,

@@ -2,14 +2,14 @@
 //! validation of its JSON, and the compare-and-set commit, then (a second
 //! phase) applying the committed version's agent-state deltas exactly once.
 
-use super::{SummaryConfig, TurnCompleted};
+use super::{SummaryConfig, TurnCompleted, YieldScope};
 use crate::agent_state::{AgentState, AgentStateDelta, ItemUpdate, StateUpdate};
 use crate::context::TokenCounter;
 use crate::ids::{SessionId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent};
 use crate::message::{ChatMessage, Role, StoredMessage};
 use crate::store::agent_state::SaveError;
-use crate::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
+use crate::store::summary::{Backlog, CommitOutcome, SessionSummary, SummaryStore};
 use crate::store::{MessagesFrom, Store, StoreError};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -47,6 +47,24 @@ pub enum Outcome {
     },
     /// Another run committed first. Nothing written; its summary stands.
     Superseded,
+    /// A chat turn (of this session, or with `SUMMARY_YIELD_TO_TURNS=user`
+    /// of another session of the user) was running, so the model was left to
+    /// it: nothing asked (or the call dropped), nothing written. The record
+    /// is done: a turn of this session publishes its own, newer event when
+    /// it ends; another session's turn leaves this backlog to this session's
+    /// next event.
+    Deferred {
+        running: SessionId,
+    },
+    /// The model's answers for this backlog were rejected
+    /// `SUMMARY_MAX_ATTEMPTS` times, in this run or in earlier ones (a
+    /// redelivery asks nothing more). Nothing but the count was written; the
+    /// event is done: a retry of the same input would cost as much and fail
+    /// alike, and the session's next turn brings a new backlog.
+    Rejected {
+        attempts: u32,
+        reason: String,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,9 +73,6 @@ pub enum SummarizeError {
     Store(#[from] StoreError),
     #[error("summarizer model: {0}")]
     Llm(#[from] LlmError),
-    /// Every attempt's output failed validation; nothing was written.
-    #[error("the summarizer's output was rejected {attempts} times; last: {reason}")]
-    Rejected { attempts: u32, reason: String },
     /// The agent state kept changing under every attempt to apply a summary's
     /// deltas; they stay pending and the next delivery applies them.
     #[error("the agent state kept changing; the summary's deltas stay pending")]
@@ -137,10 +152,30 @@ pub async fn commit_summary(
     let previous = current.as_ref().map(|s| s.text.as_str());
     tracing::info!(version, through, compress = compress.len(), recent = recent.len(), chars, "summarizing");
 
-    let mut conversation =
-        vec![ChatMessage::system(SYSTEM_PROMPT), ChatMessage::user(input_json(previous, compress, recent))];
-    let mut last_reason = String::new();
-    for attempt in 1..=cfg.max_attempts {
+    // Rejected answers count per backlog across runs (issue 25: the same
+    // event redelivered without end re-asked the model 14 times): a backlog
+    // whose answers were refused SUMMARY_MAX_ATTEMPTS times waits for new
+    // messages, which make a new input.
+    let backlog = Backlog { after_seq: through, last_seq: messages.last().map_or(through, |m| m.seq) };
+    let earlier = deps.summaries.rejections(user, session).await?.filter(|r| r.backlog == backlog);
+    let mut rejected = earlier.as_ref().map_or(0, |r| r.attempts);
+    let mut last_reason = earlier.as_ref().map(|r| r.reason.clone()).unwrap_or_default();
+    if rejected >= cfg.max_attempts {
+        tracing::info!(rejected, reason = %last_reason, "this backlog's answers were rejected before; not asking again");
+        return Ok((Outcome::Rejected { attempts: rejected, reason: last_reason }, None));
+    }
+    let mut input = input_json(previous, compress, recent);
+    if let Some(r) = &earlier {
+        // The conversation of the earlier run is gone; its last reason is not.
+        input.push_str(&format!(
+            "\n\nAn earlier answer to this input was rejected: {}. Answer with only the JSON object, avoiding that.",
+            r.reason
+        ));
+    }
+    let mut conversation = vec![ChatMessage::system(SYSTEM_PROMPT), ChatMessage::user(input)];
+    let mut attempt = 0;
+    while rejected < cfg.max_attempts {
+        attempt += 1;
         let request = ChatRequest {
             model: cfg.model.clone(),
             messages: conversation.clone(),
@@ -148,7 +183,13 @@ pub async fn commit_summary(
             max_tokens: Some(cfg.max_tokens),
             temperature: Some(0.0),
         };
-        let raw = complete(deps.llm.as_ref(), request).await?;
+        let raw = match complete_unless_a_turn_runs(deps, user, session, request).await? {
+            Completion::Answer(raw) => raw,
+            Completion::Yielded(running) => {
+                tracing::info!(running_session = %running, attempt, "a chat turn runs: the summarizer leaves the model to it");
+                return Ok((Outcome::Deferred { running }, None));
+            }
+        };
         match validate_output(&raw, previous, compress, recent) {
             Ok((output, new_through)) => {
                 let has_deltas = !output.state.agent_state_item_updates.is_empty()
@@ -190,7 +231,8 @@ pub async fn commit_summary(
                 };
             }
             Err(reason) => {
-                tracing::warn!(attempt, reason = %reason, "summarizer output rejected");
+                rejected = deps.summaries.record_rejection(user, session, backlog, &reason).await?;
+                tracing::warn!(attempt, rejected, reason = %reason, "summarizer output rejected");
                 conversation.push(ChatMessage {
                     role: Role::Assistant,
                     content: Some(raw),
@@ -204,7 +246,8 @@ pub async fn commit_summary(
             }
         }
     }
-    Err(SummarizeError::Rejected { attempts: cfg.max_attempts, reason: last_reason })
+    tracing::warn!(rejected, reason = %last_reason, "every answer for this backlog was rejected; waiting for new messages");
+    Ok((Outcome::Rejected { attempts: rejected, reason: last_reason }, None))
 }
 
 /// The messages after the watermark `through`, oldest first, at most
@@ -301,6 +344,68 @@ fn input_json(previous: Option<&str>, compress: &[StoredMessage], recent: &[Stor
     .to_string()
 }
 
+/// How a summarizer model call ended.
+enum Completion {
+    Answer(String),
+    /// A chat turn of that session was running (or started): the call was not
+    /// made, or was dropped.
+    Yielded(SessionId),
+}
+
+/// The session a running chat turn holds, when `SUMMARY_YIELD_TO_TURNS` says
+/// the summarizer yields to it.
+async fn running_turn(
+    deps: &SummarizerDeps,
+    user: &UserId,
+    session: &SessionId,
+) -> Result<Option<SessionId>, StoreError> {
+    match deps.config.yield_to_turns {
+        YieldScope::Off => Ok(None),
+        YieldScope::Session => deps.summaries.running_turn(user, session, false).await,
+        YieldScope::User => deps.summaries.running_turn(user, session, true).await,
+    }
+}
+
+/// One model call that never holds the model while a chat turn waits for it
+/// (issue 25: summaries took 1,391 s of the one local model server in 35
+/// minutes and delayed turns by ~200 s). Not started while a turn runs;
+/// while it runs, a turn that starts is looked for every
+/// `SUMMARY_YIELD_POLL_MS`, and the call is dropped when one is found:
+/// dropping the response stream closes the connection, and the local model
+/// server stops generating at its next token. The run then ends
+/// [`Outcome::Deferred`]: the turn's own end event (or the session's next
+/// one) brings the work back, with a newer backlog.
+async fn complete_unless_a_turn_runs(
+    deps: &SummarizerDeps,
+    user: &UserId,
+    session: &SessionId,
+    request: ChatRequest,
+) -> Result<Completion, SummarizeError> {
+    if let Some(running) = running_turn(deps, user, session).await? {
+        return Ok(Completion::Yielded(running));
+    }
+    let call = complete(deps.llm.as_ref(), request);
+    if deps.config.yield_to_turns == YieldScope::Off {
+        return Ok(Completion::Answer(call.await?));
+    }
+    let watch = async {
+        loop {
+            tokio::time::sleep(deps.config.yield_poll).await;
+            match running_turn(deps, user, session).await {
+                Ok(Some(running)) => return running,
+                Ok(None) => {}
+                // Not knowing is not a reason to drop the work done so far.
+                Err(e) => tracing::warn!(error = %e, "could not look for running chat turns; the summary goes on"),
+            }
+        }
+    };
+    tokio::select! {
+        biased;
+        answer = call => Ok(Completion::Answer(answer?)),
+        running = watch => Ok(Completion::Yielded(running)),
+    }
+}
+
 async fn complete(llm: &dyn Llm, request: ChatRequest) -> Result<String, LlmError> {
     let mut stream = llm.stream_chat(request).await?;
     let mut text = String::new();
@@ -338,9 +443,7 @@ pub fn validate_output(
     compress: &[StoredMessage],
     recent: &[StoredMessage],
 ) -> Result<(SummarizerOutput, u64), String> {
-    let json = extract_json(raw).ok_or("no JSON object in the answer")?;
-    let out: SummarizerOutput =
-        serde_json::from_str(json).map_err(|e| format!("invalid JSON of the required shape: {e}"))?;
+    let out = super::parse::parse_output(raw)?;
     if out.summary.trim().is_empty() {
         return Err("`summary` is empty".into());
     }
@@ -412,13 +515,6 @@ pub fn validate_output(
         return Err(format!("the summary loses entity ids or names that only the dropped messages held: {list:?}"));
     }
     Ok((out, through))
-}
-
-/// The JSON object in a model's answer, tolerating code fences and prose around it.
-fn extract_json(raw: &str) -> Option<&str> {
-    let start = raw.find('{')?;
-    let end = raw.rfind('}')?;
-    (end > start).then(|| &raw[start..=end])
 }
 
 /// UUIDs (entity, project, message ids) in free text, lowercased.
@@ -583,6 +679,59 @@ mod tests {
             "agent_state_item_updates": [{"op": "remove", "id": "i1"}]})
         .to_string();
         assert!(validate_output(&remove, None, &c, &r).unwrap_err().contains("never deleted"));
+    }
+
+    /// Issue 25: the local 1.5B model's answers were rejected 14 times with
+    /// "data did not match any variant of untagged enum OneOrMany at line 30
+    /// column 1". The logged answer was not kept; this one is built in the
+    /// shape small models write (fenced, a sentence after it, `assumptions`
+    /// one object with its confidence a string) and fails with exactly that
+    /// error without the lenient reading. The summary itself is faithful.
+    #[test]
+    fn a_near_miss_of_a_small_model_is_accepted_as_meant() {
+        let c = vec![m(1, Role::User, "plan Apollo"), m(2, Role::Assistant, "ok")];
+        let r = vec![m(3, Role::User, "and weekly updates")];
+        let raw = format!(
+            r#"```json
+{{
+  "summary": "The user plans Apollo.",
+  "kept_message_ids": [
+    "{kept}"
+  ],
+  "dropped_message_ids": [
+    "{d1}",
+    "{d2}"
+  ],
+  "agent_state_item_updates": [
+    {{
+      "op": "add",
+      "item": {{
+        "id": "i1",
+        "kind": "task",
+        "title": "Weekly update",
+        "status": "active"
+      }}
+    }}
+  ],
+  "agent_state_updates": {{
+    "assumptions": {{
+      "id": "a1",
+      "hypothesis": "The user wants weekly updates",
+      "confidence": "0.8"
+    }},
+    "expectations": [],
+    "tentative_hypotheses": []
+  }}
+}}
+```
+This JSON object summarizes the conversation {{as requested}}."#,
+            kept = r[0].id.as_str(),
+            d1 = c[0].id.as_str(),
+            d2 = c[1].id.as_str()
+        );
+        let (out, through) = validate_output(&raw, None, &c, &r).unwrap();
+        assert_eq!(through, 2);
+        assert_eq!(out.state.agent_state_updates[0].assumptions[0].confidence, 0.8);
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub enum PlanDecision {
 #[serde(deny_unknown_fields)]
 pub struct ContinuePlanArgs {
     pub decision: PlanDecision,
-    /// The plan; the conversation's newest open plan when left out.
+    /// The plan; when left out, the conversation's current plan (its newest), if it is still open.
     #[serde(default)]
     pub plan_id: Option<String>,
     /// The user's reason, for a rejection or cancellation.
