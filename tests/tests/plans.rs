@@ -1001,10 +1001,12 @@ async fn a_client_gone_mid_plan_stops_its_executors_and_leaves_the_plan_resumabl
     let mut steps: HashMap<String, StepScript> = HashMap::new();
     steps.insert("n1".into(), calls_then(Duration::ZERO, note("Note one"), "wrote note one"));
     let n2 = calls_then(Duration::ZERO, note("Note two"), "wrote note two");
-    // Its first request is slow: the client leaves while it waits.
+    // Its first request is slow: the client leaves while it waits. 30 s: far
+    // past the 20 s wait below, so a turn that waited for it cannot pass on
+    // a machine of any load (a 3 s answer against a 2.5 s wait could).
     steps.insert(
         "n2".into(),
-        Box::new(move |req, n| if n == 0 { after(Duration::from_secs(3), n2(req, n)) } else { n2(req, n) }),
+        Box::new(move |req, n| if n == 0 { after(Duration::from_secs(30), n2(req, n)) } else { n2(req, n) }),
     );
     let script = install(
         &t,
@@ -1049,7 +1051,7 @@ async fn a_client_gone_mid_plan_stops_its_executors_and_leaves_the_plan_resumabl
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
-    tokio::time::timeout(Duration::from_millis(2500), ended).await.expect("the turn ended when its client left");
+    tokio::time::timeout(Duration::from_secs(20), ended).await.expect("the turn ended when its client left");
     let rec = plan_record(&t, &sid, &pid).await;
     assert_eq!(rec.status, PlanStatus::Running);
     assert_eq!((rec.step("n1").status, rec.step("n2").status), (StepStatus::Done, StepStatus::Pending));

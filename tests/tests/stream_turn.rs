@@ -249,13 +249,24 @@ async fn a_second_concurrent_turn_on_the_same_session_is_busy_and_writes_nothing
     let t = TestApp::new().await;
     let first = t.turn("alice", json!({"message": "hello"})).await;
     let sid = first.session_id();
-    t.llm.push(Reply::paced(&["slow ", "answer"], Duration::from_millis(600)));
+    // 5 s between the two pieces: the window the second turn must land in,
+    // a margin a loaded machine meets.
+    t.llm.push(Reply::Stream(vec![
+        Step::Text("slow ".into()),
+        Step::Delay(Duration::from_secs(5)),
+        Step::Text("answer".into()),
+        Step::Done,
+    ]));
     let long = {
         let body = json!({"message": "long one", "session_id": sid});
         let resp = t.post(Some(&token("alice")), serde_json::to_vec(&body).unwrap()).await;
         tokio::spawn(Turn::read(resp))
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The long turn holds the session once its model request is out (no
+    // fixed sleep: a loaded machine may not be there yet).
+    while t.llm.request_count() < 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let busy = t.turn("alice", json!({"message": "interrupting", "session_id": sid})).await;
     assert_eq!(busy.kinds(), vec!["agent_state", "error", "done"]);
     assert_eq!(busy.error_code().as_deref(), Some("session_busy"));
@@ -272,12 +283,15 @@ async fn a_lease_left_by_a_crashed_turn_expires() {
     let t = TestApp::with_config(|c| c.session_lease = Duration::from_millis(600)).await;
     let first = t.turn("alice", json!({"message": "hello"})).await;
     let sid = SessionId::parse(first.session_id()).unwrap();
-    // A turn that took the lease and died.
-    let ghost = shared::store::Lease { turn_id: shared::ids::TurnId::new(), until_ms: shared::now_ms() + 600 };
+    // A turn that took the lease and died; 5 s for the turn below to meet it
+    // (a margin a loaded machine meets).
+    let ghost = shared::store::Lease { turn_id: shared::ids::TurnId::new(), until_ms: shared::now_ms() + 5_000 };
     t.store().acquire_lease(&user("alice"), &sid, &ghost).await.unwrap();
     let busy = t.turn("alice", json!({"message": "now?", "session_id": sid.to_string()})).await;
     assert_eq!(busy.error_code().as_deref(), Some("session_busy"));
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    while shared::now_ms() <= ghost.until_ms {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let ok = t.turn("alice", json!({"message": "now?", "session_id": sid.to_string()})).await;
     assert_eq!(ok.error_code(), None, "{:?}", ok.events);
 }

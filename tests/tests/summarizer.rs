@@ -402,7 +402,9 @@ async fn a_stuck_queue_never_holds_the_turn_up() {
     };
     let started = std::time::Instant::now();
     assert!(!publish_bounded(events, ev.clone(), Duration::from_millis(20)).await);
-    assert!(started.elapsed() < Duration::from_millis(200), "{:?}", started.elapsed());
+    // Bounded: the server never answers, so only the bound can end the call
+    // (a 200 ms budget here is one a loaded machine misses; issue 25).
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
 
     // A queue that does not exist: logged, not fatal.
     let sqs = sqs_client();

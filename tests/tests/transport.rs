@@ -77,7 +77,8 @@ async fn one_process_serves_many_concurrent_streams() {
         let turn = t.turn(user, serde_json::json!({"message": format!("open {i}")})).await;
         sessions.push((user, turn.session_id()));
     }
-    t.llm.set_default(Reply::Echo { gap: Duration::from_millis(150) });
+    // 500 ms a word: the busy request below lands while the turns stream.
+    t.llm.set_default(Reply::Echo { gap: Duration::from_millis(500) });
     let app = t.app.clone();
     let runtime = tokio::spawn(lambda_http::run_with_streaming_response_concurrent(service_fn(move |req| {
         let app = app.clone();
@@ -88,8 +89,11 @@ async fn one_process_serves_many_concurrent_streams() {
             serde_json::json!({"message": format!("turn for session {i} with several words"), "session_id": sid});
         api.invoke(&format!("req-{i}"), function_url_post(&token(user), &body));
     }
-    // While those run, a second turn on session 0 must be refused.
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // While those run (all eight have asked the model, so each holds its
+    // session), a second turn on session 0 must be refused.
+    while t.llm.request_count() < 16 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let (user0, sid0) = &sessions[0];
     api.invoke(
         "req-busy",

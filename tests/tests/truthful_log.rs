@@ -102,7 +102,9 @@ async fn stored_result(t: &TestApp, sid: &SessionId, call_id: &str) -> Value {
 
 #[tokio::test]
 async fn a_stop_while_a_tool_call_is_in_flight_keeps_its_real_result() {
-    let t = slow_tools_app(Duration::from_millis(1_500)).await;
+    // The call's answer is held 5 s after its write: the stop below lands
+    // inside that (a margin a loaded machine meets).
+    let t = slow_tools_app(Duration::from_secs(5)).await;
     let p = project(&t, "alice").await;
     let first = t.turn("alice", in_project(&p, "hello", "r-0")).await;
     let sid = first.session_id();
@@ -111,7 +113,10 @@ async fn a_stop_while_a_tool_call_is_in_flight_keeps_its_real_result() {
     body["session_id"] = json!(sid);
     let resp = t.post(Some(&token("alice")), body.to_string()).await;
     let reader = tokio::spawn(Turn::read(resp));
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // In flight: its write is applied, its answer held (no fixed sleep).
+    while tasks(&t, &p).await == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let stop = http::Request::builder()
         .method("POST")
         .uri(format!("/sessions/{sid}/stop"))
