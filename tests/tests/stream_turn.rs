@@ -249,14 +249,11 @@ async fn a_second_concurrent_turn_on_the_same_session_is_busy_and_writes_nothing
     let t = TestApp::new().await;
     let first = t.turn("alice", json!({"message": "hello"})).await;
     let sid = first.session_id();
-    // 5 s between the two pieces: the window the second turn must land in,
-    // a margin a loaded machine meets.
-    t.llm.push(Reply::Stream(vec![
-        Step::Text("slow ".into()),
-        Step::Delay(Duration::from_secs(5)),
-        Step::Text("answer".into()),
-        Step::Done,
-    ]));
+    // 20 words 250 ms apart: a 5 s window for the second turn to land in,
+    // a margin a loaded machine meets (one 5 s pause would trip the model
+    // client's idle timeout).
+    let words: Vec<String> = (0..20).map(|i| format!("w{i} ")).collect();
+    t.llm.push(Reply::paced(&words.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_millis(250)));
     let long = {
         let body = json!({"message": "long one", "session_id": sid});
         let resp = t.post(Some(&token("alice")), serde_json::to_vec(&body).unwrap()).await;
@@ -271,7 +268,7 @@ async fn a_second_concurrent_turn_on_the_same_session_is_busy_and_writes_nothing
     assert_eq!(busy.kinds(), vec!["agent_state", "error", "done"]);
     assert_eq!(busy.error_code().as_deref(), Some("session_busy"));
     let long = long.await.unwrap();
-    assert_eq!(long.text(), "slow answer");
+    assert_eq!(long.text(), words.concat());
     let msgs = t.store().recent_messages(&user("alice"), &SessionId::parse(sid).unwrap(), 10).await.unwrap();
     let contents: Vec<_> = msgs.iter().map(|m| m.content.clone().unwrap_or_default()).collect();
     assert_eq!(contents.len(), 4, "{contents:?}");
