@@ -75,8 +75,10 @@ for name in TABLE_NAME AUTH_JWT_SECRET RUST_LOG AWS_REGION AWS_DEFAULT_REGION AW
 done
 
 lambda_port="$(free_port)"
-# --ignore-changes: the run writes files (reports); nothing may reload the function.
-start_cargo_lambda_watch "$lambda_port" --ignore-changes --env-file "$env_file"
+# Watching, as scripts/stack.sh runs it (the local stack check below needs the
+# watch's reloads on): the run's own files (reports) are under .local/, which
+# .gitignore keeps out of what the watch reacts to.
+start_cargo_lambda_watch "$lambda_port" --env-file "$env_file"
 base="http://127.0.0.1:$lambda_port/lambda-url/entities"
 # The first request boots the function; the document itself is public.
 wait_for_http "$base/openapi.json" 300 || {
@@ -88,7 +90,10 @@ log "entities function ready at $base ($((SECONDS - t0))s)"
 # nothing the build above had not (scripts/stack.sh builds the same way), and
 # only CORS_ALLOW_ORIGIN is allowed (the emulator's own CORS layer is off).
 check_local_cors "$base/projects" "$CORS_ALLOW_ORIGIN" || die "the local stack's CORS is not the functions' own"
-run_child "$PYTHON" scripts/local_stack/check.py "http://127.0.0.1:$lambda_port/lambda-url/stream" "$TOKEN" || {
+repo_arg=()
+if git -C "$REPO_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then repo_arg=("$REPO_ROOT"); fi
+run_child "$PYTHON" scripts/local_stack/check.py "http://127.0.0.1:$lambda_port/lambda-url/stream" "$TOKEN" \
+  "${repo_arg[@]}" || {
   print_log_tail "$(log_file "$LOG_PREFIX-lambda")"
   die "the local stack cut a running turn off (scripts/local_stack/check.py)"
 }
