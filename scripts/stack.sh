@@ -135,6 +135,9 @@ if [[ -z "${LLM_BASE_URL:-}" ]]; then
   # default would abandon it. A late first token is not retried (the server
   # is still computing), so this bounds one attempt, not three.
   export LLM_FIRST_TOKEN_TIMEOUT_MS="${LLM_FIRST_TOKEN_TIMEOUT_MS:-600000}"
+  # One model server answering one request at a time: summaries leave it to
+  # any running chat turn of the user (docs/summarizer.md).
+  export SUMMARY_YIELD_TO_TURNS="${SUMMARY_YIELD_TO_TURNS:-user}"
 else
   use_local_model=0
   export LLM_BASE_URL

@@ -480,7 +480,7 @@ fn faithful() -> LlmReply {
 
 /// Issue 25: summaries held the one local model server while chat turns
 /// waited (~200 s). The summarizer asks nothing while a chat turn of the
-/// session, or by default of its user, holds a lease, and the record is done:
+/// session, or with `user` (the local stack's setting) of its user, holds a lease, and the record is done:
 /// the turn's own end event brings the work back.
 #[tokio::test]
 async fn a_running_chat_turn_defers_the_summary_and_the_model_is_not_asked() {
@@ -492,7 +492,10 @@ async fn a_running_chat_turn_defers_the_summary_and_the_model_is_not_asked() {
     let other = chatty_session(&store, &alice, 1).await;
     let bobs = chatty_session(&store, &bob, 1).await;
     p.llm.set_default(faithful());
-    let deps = summarizer_deps(&p.dynamo, &p.table, &p.llm.base_url(), |c| c.yield_poll = Duration::from_millis(10));
+    let deps = summarizer_deps(&p.dynamo, &p.table, &p.llm.base_url(), |c| {
+        c.yield_poll = Duration::from_millis(10);
+        c.yield_to_turns = YieldScope::User;
+    });
 
     // A turn of this session runs: nothing asked, and the record is not retried.
     let turn = hold_lease(&store, &alice, &ev.session_id).await;

@@ -13,7 +13,7 @@
 //! | `SUMMARY_MAX_ATTEMPTS` | `3` | rejected model answers per backlog, across runs and deliveries (docs/summarizer.md) |
 //! | `SUMMARY_MAX_TOKENS` | `1500` | `max_tokens` for the summarizer's answer |
 //! | `SUMMARY_CONCURRENCY` | `4` | sessions summarized at once within one batch |
-//! | `SUMMARY_YIELD_TO_TURNS` | `user` | the summarizer leaves the model to chat turns: `user` while any turn of the session's user runs, `session` only for the session's own turns, `off` never (docs/summarizer.md) |
+//! | `SUMMARY_YIELD_TO_TURNS` | `session` | the summarizer leaves the model to chat turns: `session` to the session's own turns, `user` to any turn of the session's user (what `scripts/stack.sh` sets for the one local model server), `off` never (docs/summarizer.md) |
 //! | `SUMMARY_YIELD_POLL_MS` | `1000` | while its model call runs, how often the summarizer looks for a turn that started (one small read; more with `user`) |
 
 use crate::config::{env_or, env_parse, ConfigError};
@@ -109,7 +109,11 @@ impl SummaryConfig {
             max_attempts: 3,
             max_tokens: 1_500,
             concurrency: 4,
-            yield_to_turns: YieldScope::User,
+            // `user` is the local stack's (one model server, one request at a
+            // time; scripts/stack.sh sets it): a hosted model loses nothing by
+            // summaries beside turns, and deferring to another session's turn
+            // would only leave the backlog to a later event.
+            yield_to_turns: YieldScope::Session,
             yield_poll: Duration::from_millis(1_000),
         }
     }

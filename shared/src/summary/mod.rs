@@ -23,8 +23,9 @@
 //!   (not redelivered: the same input would be refused alike), and the
 //!   session's next turn, a new backlog, is asked about again;
 //! - the summarizer never holds the model while a chat turn waits for it
-//!   (`SUMMARY_YIELD_TO_TURNS`, default `user`): no model call starts while a
-//!   turn of the session's user holds a session lease, a call running when
+//!   (`SUMMARY_YIELD_TO_TURNS`: `session` by default, `user` on the local
+//!   stack's one model server): no model call starts while a turn of the
+//!   session (or of its user) holds a session lease, a call running when
 //!   one starts is dropped (checked every `SUMMARY_YIELD_POLL_MS`), and the
 //!   run ends [`Outcome::Deferred`] with its record done: a turn's end
 //!   publishes a newer event (docs/summarizer.md);
