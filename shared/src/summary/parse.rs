@@ -273,32 +273,25 @@ fn check<T: DeserializeOwned>(v: Value, path: &str) -> Result<(), String> {
     serde_json::from_value::<T>(v).map(|_| ()).map_err(|e| format!("`{path}`: {e}"))
 }
 
+/// Near misses in the shape a 1.5B model writes them, for the tests here
+/// and in `run.rs`: pretty-printed, fenced, with a sentence after. This one
+/// reproduces the issue's error (the logged answer was not kept): the
+/// summary is fine, `assumptions` is one object and its confidence a string,
+/// which the untagged `OneOrMany` refused as a whole ("data did not match
+/// any variant of untagged enum OneOrMany at line 30 column 1").
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::agent_state::StateUpdate;
-
-    const M1: &str = "019ab3c2-5d10-7e21-9a01-0c1d2e3f4a51";
-    const M2: &str = "019ab3c2-5d10-7e21-9a01-0c1d2e3f4a52";
-    const M3: &str = "019ab3c2-5d10-7e21-9a01-0c1d2e3f4a53";
-
-    /// Near misses in the shape a 1.5B model writes them: pretty-printed,
-    /// fenced, with a sentence after. This one reproduces the issue's error
-    /// (the logged answer was not kept): the summary is fine, `assumptions`
-    /// is one object and its confidence a string, which the untagged
-    /// `OneOrMany` refused as a whole ("data did not match any variant of
-    /// untagged enum OneOrMany at line 30 column 1").
-    fn issue_sample() -> String {
-        format!(
-            r#"```json
+pub(crate) fn issue_sample(summary: &str, kept: &str, dropped: [&str; 2]) -> String {
+    let [d1, d2] = dropped;
+    format!(
+        r#"```json
 {{
-  "summary": "The user created the project Apollo Launch and asked for a weekly update task.",
+  "summary": "{summary}",
   "kept_message_ids": [
-    "{M3}"
+    "{kept}"
   ],
   "dropped_message_ids": [
-    "{M1}",
-    "{M2}"
+    "{d1}",
+    "{d2}"
   ],
   "agent_state_item_updates": [
     {{
@@ -323,12 +316,21 @@ mod tests {
 }}
 ```
 This JSON object summarizes the conversation {{as requested}}."#
-        )
-    }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent_state::StateUpdate;
+
+    const M1: &str = "019ab3c2-5d10-7e21-9a01-0c1d2e3f4a51";
+    const M2: &str = "019ab3c2-5d10-7e21-9a01-0c1d2e3f4a52";
+    const M3: &str = "019ab3c2-5d10-7e21-9a01-0c1d2e3f4a53";
 
     #[test]
     fn the_issue_sample_is_read_as_meant() {
-        let out = parse_output(&issue_sample()).unwrap();
+        let out = parse_output(&issue_sample("The user created the project Apollo Launch.", M3, [M1, M2])).unwrap();
         assert_eq!(out.dropped_message_ids, [M1, M2]);
         assert_eq!(out.kept_message_ids, [M3]);
         assert_eq!(out.state.agent_state_item_updates.len(), 1);

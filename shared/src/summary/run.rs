@@ -691,43 +691,10 @@ mod tests {
     fn a_near_miss_of_a_small_model_is_accepted_as_meant() {
         let c = vec![m(1, Role::User, "plan Apollo"), m(2, Role::Assistant, "ok")];
         let r = vec![m(3, Role::User, "and weekly updates")];
-        let raw = format!(
-            r#"```json
-{{
-  "summary": "The user plans Apollo.",
-  "kept_message_ids": [
-    "{kept}"
-  ],
-  "dropped_message_ids": [
-    "{d1}",
-    "{d2}"
-  ],
-  "agent_state_item_updates": [
-    {{
-      "op": "add",
-      "item": {{
-        "id": "i1",
-        "kind": "task",
-        "title": "Weekly update",
-        "status": "active"
-      }}
-    }}
-  ],
-  "agent_state_updates": {{
-    "assumptions": {{
-      "id": "a1",
-      "hypothesis": "The user wants weekly updates",
-      "confidence": "0.8"
-    }},
-    "expectations": [],
-    "tentative_hypotheses": []
-  }}
-}}
-```
-This JSON object summarizes the conversation {{as requested}}."#,
-            kept = r[0].id.as_str(),
-            d1 = c[0].id.as_str(),
-            d2 = c[1].id.as_str()
+        let raw = crate::summary::parse::issue_sample(
+            "The user plans Apollo.",
+            r[0].id.as_str(),
+            [c[0].id.as_str(), c[1].id.as_str()],
         );
         let (out, through) = validate_output(&raw, None, &c, &r).unwrap();
         assert_eq!(through, 2);
