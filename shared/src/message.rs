@@ -163,7 +163,7 @@ impl StoredMessage {
 
     /// This message as an OpenAI `messages[]` entry, its text as stored: an
     /// interrupted answer's partial text, without a word about what cut it
-    /// off ([`StoredMessage::interruption_note`] says that).
+    /// off ([`to_model`] adds a note that says it).
     pub fn to_chat(&self) -> ChatMessage {
         ChatMessage {
             role: self.role,
@@ -174,18 +174,14 @@ impl StoredMessage {
     }
 
     /// For an answer that failed or that the user stopped: what happened, as
-    /// a system note to send right before it. Never inside the assistant's
+    /// a system note to send right before it, for an answer sent with text or
+    /// calls, or sent as nothing (`blank`). Never inside the assistant's
     /// text: a model reads its own earlier messages as examples, and a small
     /// one answered every later turn with a `[LLM_ERROR …]` marker it had
     /// been shown as its own words (issue 25). Before the answer, not after:
     /// a note between the answer and the user's "continue" was what the
     /// local model repeated or answered instead of continuing.
-    pub fn interruption_note(&self) -> Option<ChatMessage> {
-        self.note(is_blank(&self.to_chat()))
-    }
-
-    /// The note, for an answer sent with text or calls, or as nothing (`blank`).
-    fn note(&self, blank: bool) -> Option<ChatMessage> {
+    fn interruption_note(&self, blank: bool) -> Option<ChatMessage> {
         if self.role != Role::Assistant {
             return None;
         }
@@ -209,13 +205,11 @@ fn is_blank(chat: &ChatMessage) -> bool {
 
 /// What the model is sent for one atomic group of the log (a message, or an
 /// assistant message and the tool results answering it): the
-/// [`interruption_note`] of any of them first (never between a call and its
+/// interruption note of any of them first (never between a call and its
 /// results, which would break the protocol), then each message as it is
 /// stored (the first without its tool calls when `text_only`: their results
 /// were never stored). An interrupted answer with no text and no calls is
 /// sent as its note alone.
-///
-/// [`interruption_note`]: StoredMessage::interruption_note
 pub fn to_model(group: &[&StoredMessage], text_only: bool) -> Vec<ChatMessage> {
     let mut notes = Vec::new();
     let mut chats = Vec::with_capacity(group.len());
@@ -225,7 +219,7 @@ pub fn to_model(group: &[&StoredMessage], text_only: bool) -> Vec<ChatMessage> {
             chat.tool_calls.clear();
         }
         let blank = is_blank(&chat);
-        let note = m.note(blank);
+        let note = m.interruption_note(blank);
         if !(blank && note.is_some()) {
             chats.push(chat);
         }
@@ -264,7 +258,8 @@ mod tests {
 
         let plain = msg(Role::Assistant, "all of it");
         assert_eq!(to_model(&[&plain], false), vec![plain.to_chat()]);
-        assert_eq!(msg(Role::User, "hi").interruption_note(), None);
+        let user = msg(Role::User, "hi");
+        assert_eq!(to_model(&[&user], false), vec![user.to_chat()]);
 
         // A stopped call's note comes before it, never between it and its results.
         let mut call = msg(Role::Assistant, "");
