@@ -258,64 +258,22 @@ fn groups(sendable: &[&StoredMessage], budget: &ContextBudget, dropped: &mut Vec
 
 /// Builds one request's `messages[]` within `budget` (see the module contract).
 pub fn build_context(input: &ContextInput<'_>, budget: &ContextBudget, counter: &TokenCounter) -> BuiltContext {
-    let through = input.summary.map_or(0, |s| s.through_seq);
-    let mut summarized = Vec::new();
+    let (sendable, summarized) = partition_history(input);
     let mut dropped = Vec::new();
-    let mut sendable = Vec::with_capacity(input.history.len());
-    for m in input.history.iter().filter(|m| m.seq < input.current.seq) {
-        if m.seq <= through && input.summary.is_some() {
-            summarized.push(m.seq);
-        } else if m.include_in_context && m.role != Role::System {
-            sendable.push(m);
-        }
-    }
     let groups = groups(&sendable, budget, &mut dropped);
 
     let system = ChatMessage::system(input.system_prompt);
     let summary = input.summary.map(|s| summary_message(s.text, s.through_seq));
     let current = input.current.to_chat();
     let mut used = Cost::of(&current, counter);
-    let system_cost = Cost::of(&system, counter);
-    let mut fixed_tokens = system_cost.tokens + REPLY_PRIMING;
-    let mut fixed_chars = system_cost.chars;
-    if let Some(s) = &summary {
-        let c = Cost::of(s, counter);
-        fixed_tokens += c.tokens;
-        fixed_chars += c.chars;
+    for fixed in std::iter::once(&system).chain(summary.as_ref()) {
+        let c = Cost::of(fixed, counter);
+        used.tokens += c.tokens;
+        used.chars += c.chars;
     }
-    used.tokens += fixed_tokens;
-    used.chars += fixed_chars;
+    used.tokens += REPLY_PRIMING;
     let within_budget = used.fits(budget);
-
-    // Kept groups by index, with their messages; priced newest first and
-    // only until the first group that does not fit.
-    let mut keep: Vec<(usize, Vec<ChatMessage>)> = Vec::new();
-    // The pasted document the conversation is about is reserved first.
-    let paste = groups.iter().rposition(|g| g.paste);
-    if let Some(p) = paste {
-        let (messages, cost) = groups[p].materialize(&sendable, counter);
-        if used.plus(cost).fits(budget) {
-            used = used.plus(cost);
-            keep.push((p, messages));
-        }
-    }
-    let reserved = keep.first().map(|(p, _)| *p);
-    for (i, g) in groups.iter().enumerate().rev() {
-        if Some(i) == reserved {
-            continue;
-        }
-        // The message count alone rules a group out without pricing it.
-        if used.messages + g.len() > budget.max_messages {
-            break;
-        }
-        let (messages, cost) = g.materialize(&sendable, counter);
-        if !used.plus(cost).fits(budget) {
-            break;
-        }
-        used = used.plus(cost);
-        keep.push((i, messages));
-    }
-    keep.sort_unstable_by_key(|(i, _)| *i);
+    let keep = choose_groups(&groups, &sendable, budget, counter, &mut used);
 
     let mut messages = Vec::with_capacity(keep.iter().map(|(_, m)| m.len()).sum::<usize>() + 3);
     messages.push(system);
@@ -345,6 +303,62 @@ pub fn build_context(input: &ContextInput<'_>, budget: &ContextBudget, counter: 
         chars_used: used.chars,
         within_budget,
     }
+}
+
+/// The history before the current message, split into what may be sent
+/// (in context, not a system note) and the seqs the summary already covers.
+fn partition_history<'m>(input: &ContextInput<'m>) -> (Vec<&'m StoredMessage>, Vec<u64>) {
+    let through = input.summary.map_or(0, |s| s.through_seq);
+    let mut summarized = Vec::new();
+    let mut sendable = Vec::with_capacity(input.history.len());
+    for m in input.history.iter().filter(|m| m.seq < input.current.seq) {
+        if m.seq <= through && input.summary.is_some() {
+            summarized.push(m.seq);
+        } else if m.include_in_context && m.role != Role::System {
+            sendable.push(m);
+        }
+    }
+    (sendable, summarized)
+}
+
+/// The groups kept, by index and sorted, with their messages: the pasted
+/// document the conversation is about first, then the newest groups, priced
+/// newest first and only until the first group that does not fit. `used`
+/// grows by what is kept.
+fn choose_groups(
+    groups: &[Group],
+    sendable: &[&StoredMessage],
+    budget: &ContextBudget,
+    counter: &TokenCounter,
+    used: &mut Cost,
+) -> Vec<(usize, Vec<ChatMessage>)> {
+    let mut keep: Vec<(usize, Vec<ChatMessage>)> = Vec::new();
+    let paste = groups.iter().rposition(|g| g.paste);
+    if let Some(p) = paste {
+        let (messages, cost) = groups[p].materialize(sendable, counter);
+        if used.plus(cost).fits(budget) {
+            *used = used.plus(cost);
+            keep.push((p, messages));
+        }
+    }
+    let reserved = keep.first().map(|(p, _)| *p);
+    for (i, g) in groups.iter().enumerate().rev() {
+        if Some(i) == reserved {
+            continue;
+        }
+        // The message count alone rules a group out without pricing it.
+        if used.messages + g.len() > budget.max_messages {
+            break;
+        }
+        let (messages, cost) = g.materialize(sendable, counter);
+        if !used.plus(cost).fits(budget) {
+            break;
+        }
+        *used = used.plus(cost);
+        keep.push((i, messages));
+    }
+    keep.sort_unstable_by_key(|(i, _)| *i);
+    keep
 }
 
 #[cfg(test)]
