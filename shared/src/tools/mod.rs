@@ -256,3 +256,6 @@ fn arguments(text: &str) -> Result<Map<String, Value>, String> {
         },
     }
 }
+
+#[cfg(test)]
+mod tests;

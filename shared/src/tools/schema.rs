@@ -132,6 +132,18 @@ fn is_null_type(v: &Value) -> bool {
 /// `enum` goes, and `oneOf: [{"type": "null"}, X]` becomes X (keeping the
 /// field's own keys, such as its description).
 fn drop_null_alternatives(o: &mut Map<String, Value>) {
+    // The `oneOf` first: the alternative it leaves may bring its own `null`s.
+    if let Some(Value::Array(alternatives)) = o.get_mut("oneOf") {
+        alternatives.retain(|a| !is_null_type(a));
+        if alternatives.len() == 1 {
+            if let Some(Value::Object(only)) = alternatives.pop() {
+                o.remove("oneOf");
+                for (k, v) in only {
+                    o.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
     if let Some(Value::Array(types)) = o.get_mut("type") {
         types.retain(|t| t != "null");
         if types.len() == 1 {
@@ -141,14 +153,5 @@ fn drop_null_alternatives(o: &mut Map<String, Value>) {
     }
     if let Some(Value::Array(values)) = o.get_mut("enum") {
         values.retain(|v| !v.is_null());
-    }
-    let Some(Value::Array(alternatives)) = o.get_mut("oneOf") else { return };
-    alternatives.retain(|a| !is_null_type(a));
-    if alternatives.len() == 1 {
-        let Some(Value::Object(only)) = alternatives.pop() else { return };
-        o.remove("oneOf");
-        for (k, v) in only {
-            o.entry(k).or_insert(v);
-        }
     }
 }
