@@ -20,11 +20,10 @@ pub mod validate;
 pub use validate::{validate, ValidPlan, MAX_STAGES, MAX_STEPS};
 
 use crate::ids::TurnId;
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How the steps of one stage run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StageMode {
     /// Concurrently, at most `PLAN_STEP_CONCURRENCY` at once.
@@ -33,7 +32,7 @@ pub enum StageMode {
     Sequence,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepIntent {
     Research,
@@ -52,7 +51,7 @@ impl StepIntent {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutorKind {
     Planner,
@@ -63,7 +62,7 @@ pub enum ExecutorKind {
 }
 
 /// One unit of work, run by one executor.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanStep {
     /// Unique in the plan, e.g. "s1".
@@ -83,7 +82,7 @@ pub struct PlanStep {
     pub outputs: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanStage {
     pub id: String,
@@ -93,7 +92,7 @@ pub struct PlanStage {
 }
 
 /// How a new plan proceeds (CURRENT_FLOW §6.2).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanMode {
     /// Run at once.
@@ -106,7 +105,7 @@ pub enum PlanMode {
 }
 
 /// The arguments of `agent_create_plan`: the plan as the model writes it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentPlan {
     /// What the whole plan achieves.
@@ -116,6 +115,7 @@ pub struct AgentPlan {
     #[serde(default)]
     pub constraints: Vec<String>,
     #[serde(default)]
+    #[schema(default = PlanMode::default)]
     pub mode: PlanMode,
 }
 

@@ -4,9 +4,9 @@
 //! project scope, where steps have tools to work with; steps never get them.
 
 use crate::plan::AgentPlan;
-use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 
 pub const AGENT_CREATE_PLAN: &str = "agent_create_plan";
 pub const AGENT_CONTINUE_PLAN: &str = "agent_continue_plan";
@@ -17,7 +17,7 @@ pub fn is_plan_tool(name: &str) -> bool {
 }
 
 /// What the user said about an open plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanDecision {
     /// Run a draft plan.
@@ -33,7 +33,7 @@ pub enum PlanDecision {
 }
 
 /// The arguments of `agent_continue_plan`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContinuePlanArgs {
     pub decision: PlanDecision,
@@ -54,13 +54,13 @@ pub fn plan_definitions() -> Vec<Value> {
                 time, stages in order. Each step gets its own executor with only the tools you list for it and the \
                 results of its inputs. Use it for work of 3 or more steps; you then answer from the steps' results. \
                 mode: auto_execute (default), draft_only (show the plan to the user first), agent_review.",
-            "parameters": super::schema::<AgentPlan>(),
+            "parameters": super::schema::of::<AgentPlan>(),
         }}),
         json!({"type": "function", "function": {
             "name": AGENT_CONTINUE_PLAN,
             "description": "Act on an open plan when the user answers about it: approve or reject a draft, confirm or \
                 cancel the changes it paused for, or continue a plan that was cut off.",
-            "parameters": super::schema::<ContinuePlanArgs>(),
+            "parameters": super::schema::of::<ContinuePlanArgs>(),
         }}),
     ]
 }

@@ -76,37 +76,44 @@ impl ToolScope {
 
     /// The tools this scope offers the model, in a stable order.
     pub fn offered(&self) -> Vec<ToolName> {
-        use ToolName::*;
+        type T = ToolName;
         match self {
-            ToolScope::Global => vec![ListProjects, SearchWorkspace, GetProject, CreateProject],
+            ToolScope::Global => vec![T::ListProjects, T::SearchWorkspace, T::GetProject, T::CreateProject],
             ToolScope::Project { .. } => vec![
-                GetProject,
-                UpdateProject,
-                SearchProject,
-                ListEntities,
-                GetEntity,
-                CreateDocument,
-                CreateTask,
-                CreateGoal,
-                CreatePlan,
-                CreateMilestone,
-                CreateRisk,
-                CreateRequirement,
-                UpdateEntity,
-                DeleteEntity,
-                LinkEntities,
-                UnlinkEntities,
-                ListEdges,
-                GetDocStructure,
-                GetDocumentMetadata,
-                ReadDocument,
-                MoveDocument,
+                T::GetProject,
+                T::UpdateProject,
+                T::SearchProject,
+                T::ListEntities,
+                T::GetEntity,
+                T::CreateDocument,
+                T::CreateTask,
+                T::CreateGoal,
+                T::CreatePlan,
+                T::CreateMilestone,
+                T::CreateRisk,
+                T::CreateRequirement,
+                T::UpdateEntity,
+                T::DeleteEntity,
+                T::LinkEntities,
+                T::UnlinkEntities,
+                T::ListEdges,
+                T::GetDocStructure,
+                T::GetDocumentMetadata,
+                T::ReadDocument,
+                T::MoveDocument,
             ],
             ToolScope::Entity { kind, .. } => {
                 // A document in focus (or one of unknown kind) may be read.
-                let mut v = vec![GetEntity, UpdateEntity, ListEdges, LinkEntities, UnlinkEntities, SearchProject];
+                let mut v = vec![
+                    T::GetEntity,
+                    T::UpdateEntity,
+                    T::ListEdges,
+                    T::LinkEntities,
+                    T::UnlinkEntities,
+                    T::SearchProject,
+                ];
                 if matches!(kind, None | Some(EntityKind::Document)) {
-                    v.extend([ReadDocument, GetDocumentMetadata]);
+                    v.extend([T::ReadDocument, T::GetDocumentMetadata]);
                 }
                 v
             }

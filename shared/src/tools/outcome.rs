@@ -1,0 +1,179 @@
+//! What a tool call produces: a handler's [`Done`] (its result, the steps it
+//! took, its patches and turn events) or a [`Refusal`], folded by
+//! [`outcome`] into the [`ToolOutcome`] the turn logs and streams. Every
+//! failure reads the same way: `{"error": {"code", "message"}}`, with store
+//! details kept for the logs.
+
+use crate::entities::{EntityError, EntityPatch};
+use crate::sse::{OperationAction, OperationStatus, StreamEvent};
+use serde_json::{json, Value};
+
+/// The most characters of a result shown in `tool_result` and the UI.
+pub const PREVIEW_CHARS: usize = 400;
+
+/// The result of one tool call, ready for the log and the stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    pub ok: bool,
+    /// The full result (or `{"error": {"code", "message"}}`) as JSON text:
+    /// the `role=tool` message's content.
+    pub content: String,
+    /// At most [`PREVIEW_CHARS`] characters of `content`, for `tool_result`.
+    pub preview: String,
+    /// The machine code of a failure (`invalid_arguments`, `unknown_tool`,
+    /// `out_of_scope`, or an [`EntityError::code`]).
+    pub error_code: Option<String>,
+    /// `StreamEvent::Operation`s, in order: start, then success or error.
+    pub operations: Vec<StreamEvent>,
+    /// What the service's writes returned, in order, unchanged.
+    pub patches: Vec<EntityPatch>,
+    /// Events about the turn itself, after the patches: `clarifying_questions`
+    /// (`ask_clarifying_questions`), `context_shift` (`create_onto_project`).
+    pub turn_events: Vec<StreamEvent>,
+}
+
+impl ToolOutcome {
+    /// The stream events of this call, in order: the operation's start and
+    /// end, then each `entity_patch`, then the turn events (`tool_call`
+    /// before and `tool_result` after are the caller's).
+    pub fn events(&self) -> Vec<StreamEvent> {
+        let patches = self.patches.iter().map(|p| StreamEvent::EntityPatch { patch: p.clone() });
+        self.operations.iter().cloned().chain(patches).chain(self.turn_events.iter().cloned()).collect()
+    }
+}
+
+/// A step in human terms, before its status is known.
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub action: OperationAction,
+    pub entity_type: &'static str,
+    pub name: String,
+    pub id: Option<String>,
+}
+
+impl Op {
+    fn event(&self, status: OperationStatus) -> StreamEvent {
+        StreamEvent::Operation {
+            action: self.action,
+            entity_type: self.entity_type.to_string(),
+            entity_name: self.name.clone(),
+            status,
+            entity_id: self.id.clone(),
+        }
+    }
+}
+
+/// Why a call did not reach (or was refused by) the service.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The arguments are not what the tool takes: `invalid_arguments`.
+    Args(String),
+    Entity(EntityError),
+}
+
+impl From<EntityError> for Refusal {
+    fn from(e: EntityError) -> Self {
+        Refusal::Entity(e)
+    }
+}
+
+/// What a handler did: its result, the steps it took (each with whether it
+/// succeeded; a compound create takes several), the patches, and the events
+/// about the turn a success sends.
+#[derive(Debug)]
+pub struct Done {
+    pub result: Result<Value, EntityError>,
+    pub ops: Vec<(Op, bool)>,
+    pub patches: Vec<EntityPatch>,
+    pub turn_events: Vec<StreamEvent>,
+}
+
+impl Done {
+    /// A read: one step, no patch.
+    pub fn read(result: Result<Value, EntityError>, op: Op) -> Self {
+        let ok = result.is_ok();
+        Done { result, ops: vec![(op, ok)], patches: vec![], turn_events: vec![] }
+    }
+
+    /// A result that is not an entity operation (no step, no patch).
+    pub fn quiet(result: Result<Value, EntityError>) -> Self {
+        Done { result, ops: vec![], patches: vec![], turn_events: vec![] }
+    }
+}
+
+pub fn preview(content: &str) -> String {
+    if content.chars().count() <= PREVIEW_CHARS {
+        return content.to_string();
+    }
+    let mut p: String = content.chars().take(PREVIEW_CHARS - 1).collect();
+    p.push('…');
+    p
+}
+
+pub fn failure(code: &str, message: &str) -> ToolOutcome {
+    let content = json!({ "error": { "code": code, "message": message } }).to_string();
+    ToolOutcome {
+        ok: false,
+        preview: preview(&content),
+        content,
+        error_code: Some(code.to_string()),
+        operations: vec![],
+        patches: vec![],
+        turn_events: vec![],
+    }
+}
+
+/// What the model is told about a refused operation. Store failures say no
+/// more than "unavailable": their details are for logs, not prompts.
+pub fn entity_failure(e: &EntityError) -> (String, String) {
+    let message = match e {
+        EntityError::Store(_) => "the ontology store is unavailable right now; try again later".to_string(),
+        e => e.to_string(),
+    };
+    (e.code().to_string(), message)
+}
+
+/// The outcome of a call to `tool` that ran (or was refused): a refusal of
+/// the arguments is `invalid_arguments` prefixed with the tool's name; a
+/// handler's steps become start and end operations whatever its result.
+pub fn outcome(tool: &str, run: Result<Done, Refusal>) -> ToolOutcome {
+    let done = match run {
+        Ok(done) => done,
+        Err(Refusal::Args(m)) => return failure("invalid_arguments", &format!("{tool}: {m}")),
+        Err(Refusal::Entity(e)) => {
+            let (code, message) = entity_failure(&e);
+            return failure(&code, &message);
+        }
+    };
+    let mut outcome = match &done.result {
+        Ok(v) => {
+            let content = v.to_string();
+            ToolOutcome {
+                ok: true,
+                preview: preview(&content),
+                content,
+                error_code: None,
+                operations: vec![],
+                patches: vec![],
+                turn_events: done.turn_events,
+            }
+        }
+        Err(e) => {
+            if matches!(e, EntityError::Store(_)) {
+                tracing::error!(tool, error = %e, "tool call failed in the store");
+            }
+            let (code, message) = entity_failure(e);
+            failure(&code, &message)
+        }
+    };
+    outcome.operations = done
+        .ops
+        .iter()
+        .flat_map(|(op, ok)| {
+            let end = if *ok { OperationStatus::Success } else { OperationStatus::Error };
+            [op.event(OperationStatus::Start), op.event(end)]
+        })
+        .collect();
+    outcome.patches = done.patches;
+    outcome
+}
