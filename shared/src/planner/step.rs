@@ -228,9 +228,9 @@ pub(super) async fn describe(env: &Env<'_>, held: &[ToolCall]) -> Vec<PendingCha
 }
 
 /// A step's tools: only those the plan gave it, whatever the scope offers.
-struct StepTools<'a> {
-    inner: &'a dyn TurnTools,
-    allowed: Vec<ToolName>,
+pub(super) struct StepTools<'a> {
+    pub inner: &'a dyn TurnTools,
+    pub allowed: Vec<ToolName>,
 }
 
 #[async_trait::async_trait]
@@ -251,9 +251,9 @@ impl TurnTools for StepTools<'_> {
 /// [`BULK_UPDATE_CALLS`] or more: they wait for the user's confirmation.
 /// Only calls of the step's own tools (others are refused by [`StepTools`],
 /// so a confirmation can never run a tool the step was not given).
-struct StepGate {
-    allowed: Vec<ToolName>,
-    held: Mutex<Vec<ToolCall>>,
+pub(super) struct StepGate {
+    pub allowed: Vec<ToolName>,
+    pub held: Mutex<Vec<ToolCall>>,
 }
 
 impl CallGate for StepGate {
