@@ -151,9 +151,8 @@ pub(super) async fn ask_once(env: &LoopEnv<'_>, messages: Vec<ChatMessage>) -> R
         let mut stream = env.llm.stream_chat(request).await?;
         let mut text = String::new();
         while let Some(ev) = stream.next().await {
-            match ev? {
-                LlmEvent::TextDelta(t) => text.push_str(&t),
-                _ => {}
+            if let LlmEvent::TextDelta(t) = ev? {
+                text.push_str(&t);
             }
         }
         Ok(text)

@@ -368,7 +368,7 @@ async fn held_calls_pause_the_plan_and_confirming_runs_them_then_the_rest() {
     let rec = turn.plans.only();
     assert_eq!(rec.status, PlanStatus::AwaitingConfirmation);
     assert_eq!(rec.step("a").status, StepStatus::AwaitingConfirmation);
-    assert_eq!(rec.step("a").held, [delete.clone()]);
+    assert_eq!(rec.step("a").held, std::slice::from_ref(&delete));
     assert_eq!(rec.step("a").changes[0].entity_id, "t1");
     assert_eq!(rec.step("b").status, StepStatus::Pending, "later stages wait");
     assert!(turn.tools.0.lock().unwrap().is_empty(), "nothing held ran");
@@ -463,22 +463,20 @@ async fn a_draft_waits_for_approval_and_a_new_plan_supersedes_it() {
 
 #[tokio::test(start_paused = true)]
 async fn a_reviewed_plan_runs_only_when_the_reviewer_approves() {
-    let mut runner = Runner::default();
-    runner.review = Some(Ok(r#"{"verdict":"reject","reason":"too risky"}"#.into()));
+    let runner =
+        Runner { review: Some(Ok(r#"{"verdict":"reject","reason":"too risky"}"#.into())), ..Runner::default() };
     let turn = Turn::new(runner);
     turn.create(plan(PlanMode::AgentReview, vec![(StageMode::Sequence, vec![step("a", &[])])])).await;
     let rec = turn.plans.only();
     assert_eq!((rec.status, rec.reason.as_deref()), (PlanStatus::Rejected, Some("too risky")));
     assert!(turn.runner.order().is_empty());
 
-    let mut runner = Runner::default();
-    runner.review = Some(Err(AskError::OutOfTime));
+    let runner = Runner { review: Some(Err(AskError::OutOfTime)), ..Runner::default() };
     let turn = Turn::new(runner);
     turn.create(plan(PlanMode::AgentReview, vec![(StageMode::Sequence, vec![step("a", &[])])])).await;
     assert_eq!(turn.plans.only().reason.as_deref(), Some("the review ran out of time"), "no review, no run");
 
-    let mut runner = Runner::default();
-    runner.review = Some(Ok(r#"{"verdict":"approve","reason":"fine"}"#.into()));
+    let runner = Runner { review: Some(Ok(r#"{"verdict":"approve","reason":"fine"}"#.into())), ..Runner::default() };
     let turn = Turn::new(runner);
     turn.create(plan(PlanMode::AgentReview, vec![(StageMode::Sequence, vec![step("a", &[])])])).await;
     assert_eq!(turn.plans.only().status, PlanStatus::Completed);
