@@ -720,6 +720,7 @@ async fn calls_run_with_the_stream_go_after_the_others_with_their_events_before_
     let result_e = pos(&|e| matches!(e, StreamEvent::ToolResult { tool_call_id, .. } if tool_call_id == "e"));
     assert!(streamed < result_s && result_s < result_e, "{events:?}");
     assert_eq!(log.rounds[0][1].content.as_deref(), Some("streamed s"));
+    assert_eq!(content(&log.rounds[0][2])["ok"], true, "the other call's own result");
 }
 
 #[tokio::test]
