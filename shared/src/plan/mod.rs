@@ -2,7 +2,9 @@
 //! model hands to executors. [`AgentPlan`] is what the model writes (the
 //! arguments of `agent_create_plan`); [`validate`] turns it into a
 //! [`ValidPlan`] or the problems the model reads; [`PlanRecord`] is the one
-//! stored record with each step's status; [`run`] executes it.
+//! stored record with each step's status. Running plans is not here: that is
+//! a tool layer of the turn ([`crate::planner`]), and this module imports
+//! neither it nor the model loop.
 //!
 //! Contract:
 //! - nothing runs before the plan is valid: step ids unique, `inputs` naming
@@ -14,10 +16,9 @@
 //! - a delete or a bulk update never runs unconfirmed: the plan pauses with
 //!   the change named, and only the user's confirmation runs it.
 
-pub mod run;
 pub mod validate;
 
-pub use validate::{validate, ValidPlan, MAX_STAGES, MAX_STEPS};
+pub use validate::{validate, StepTool, ValidPlan, MAX_STAGES, MAX_STEPS};
 
 use crate::ids::TurnId;
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,6 @@
 //! the model can fix them all in one more call.
 
 use super::{AgentPlan, StageMode};
-use crate::tools::{ToolName, ToolScope};
 use std::collections::HashMap;
 
 /// The most stages a plan may have.
@@ -22,9 +21,20 @@ impl ValidPlan {
     }
 }
 
-/// Checks `plan` against the rules of the module contract; `Err` lists every
-/// problem found.
-pub fn validate(plan: AgentPlan, scope: &ToolScope) -> Result<ValidPlan, Vec<String>> {
+/// Whether a step may be given a tool, as the scope the plan runs in says
+/// (the caller knows the tools; plans only name them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepTool {
+    Allowed,
+    /// A tool, but not one this conversation's scope allows.
+    NotInScope,
+    /// No tool a step can use (plan tools among them: plans never nest).
+    Unknown,
+}
+
+/// Checks `plan` against the rules of the module contract, each step tool
+/// through `tool`; `Err` lists every problem found.
+pub fn validate(plan: AgentPlan, tool: impl Fn(&str) -> StepTool) -> Result<ValidPlan, Vec<String>> {
     let mut problems = vec![];
     if plan.goal.trim().is_empty() {
         problems.push("goal is empty".to_string());
@@ -69,7 +79,7 @@ pub fn validate(plan: AgentPlan, scope: &ToolScope) -> Result<ValidPlan, Vec<Str
                     )),
                 }
             }
-            check_tools(&at, &step.tools, step.intent.writes(), scope, &mut problems);
+            check_tools(&at, &step.tools, step.intent.writes(), &tool, &mut problems);
             seen.insert(&step.id, (si, position));
             position += 1;
         }
@@ -81,9 +91,9 @@ pub fn validate(plan: AgentPlan, scope: &ToolScope) -> Result<ValidPlan, Vec<Str
     }
 }
 
-/// A step's tools: known, allowed in this scope (the gate of
-/// [`ToolScope::allows`]), not a plan tool, few; a writing step needs one.
-fn check_tools(at: &str, tools: &[String], writes: bool, scope: &ToolScope, problems: &mut Vec<String>) {
+/// A step's tools: known, allowed in this scope, not a plan tool, few; a
+/// writing step needs one.
+fn check_tools(at: &str, tools: &[String], writes: bool, tool: &dyn Fn(&str) -> StepTool, problems: &mut Vec<String>) {
     if tools.len() > MAX_STEP_TOOLS {
         problems.push(format!("{at}: at most {MAX_STEP_TOOLS} tools per step"));
     }
@@ -91,10 +101,12 @@ fn check_tools(at: &str, tools: &[String], writes: bool, scope: &ToolScope, prob
         problems.push(format!("{at}: a step that writes needs the tools it writes with"));
     }
     for t in tools {
-        match ToolName::parse(t) {
-            Some(tool) if scope.allows(tool) => {}
-            Some(_) => problems.push(format!("{at}: tool {t:?} is not available in this conversation's scope")),
-            None => problems.push(format!("{at}: there is no tool named {t:?} a step can use")),
+        match tool(t) {
+            StepTool::Allowed => {}
+            StepTool::NotInScope => {
+                problems.push(format!("{at}: tool {t:?} is not available in this conversation's scope"))
+            }
+            StepTool::Unknown => problems.push(format!("{at}: there is no tool named {t:?} a step can use")),
         }
     }
 }
@@ -104,6 +116,13 @@ mod tests {
     use super::*;
     use crate::ids::ProjectId;
     use crate::plan::{ExecutorKind, PlanMode, PlanStage, PlanStep, StepIntent};
+    use crate::planner::step_tool_in;
+    use crate::tools::ToolScope;
+
+    /// `plan` checked against `scope`'s tools, as the planner checks it.
+    fn validate(plan: AgentPlan, scope: &ToolScope) -> Result<ValidPlan, Vec<String>> {
+        super::validate(plan, step_tool_in(scope))
+    }
 
     fn step(id: &str, tools: &[&str], inputs: &[&str]) -> PlanStep {
         PlanStep {

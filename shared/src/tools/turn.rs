@@ -5,7 +5,7 @@
 use super::{ToolContext, ToolRegistry, ToolScope};
 use crate::ids::UserId;
 use crate::message::ToolCall;
-use crate::turn::{ToolRun, TurnScope, TurnTools};
+use crate::model_loop::{ToolRun, TurnScope, TurnTools};
 
 fn scope(s: &TurnScope) -> ToolScope {
     ToolScope::from_focus(s.context_type, s.entity_id.as_deref(), s.focus.as_ref())

@@ -9,19 +9,21 @@
 //! fails the turn: a pack that cannot be loaded leaves the prompt without it.
 
 use super::lease::Exit;
-use super::signals::tool_names;
 use super::start::Started;
-use super::telemetry::Telemetry;
-use super::tools::{read_tool_output_definition, TurnScope};
 use super::TurnDeps;
 use crate::agent_state::render;
 use crate::context::pack::{build_pack, ContextPack};
 use crate::context::{
-    build_context, message_tokens, BuiltContext, CalibrationLine, ContextBudget, ContextInput, SummaryRef, TokenCounter,
+    build_context, message_tokens, BuiltContext, CalibrationLine, ContextBudget, ContextInput, SummaryRef,
+    TokenCalibration, TokenCounter, REPLY_PRIMING,
 };
 use crate::entities::EntityService;
 use crate::ids::{ProjectId, UserId};
-use crate::message::ChatMessage;
+use crate::message::{ChatMessage, Usage};
+use crate::model_loop::call_signals::tool_names;
+use crate::model_loop::outputs::read_tool_output_definition;
+use crate::model_loop::telemetry::Telemetry;
+use crate::model_loop::{Counting, TurnScope};
 use crate::prompt::{PromptBuilder, PromptInputs};
 use crate::session::SessionView;
 use crate::sse::{CacheStatus, DebugContext, DebugTokens, EventSink, StreamEvent, Telemetry as Measure};
@@ -131,6 +133,44 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
     Prepared { scope, messages: built.messages, offered, counter, tools_tokens, counted, line }
 }
 
+impl Prepared {
+    /// How the loop counts what it asks: with this turn's counter, and
+    /// calibrating against the model's count of the first request.
+    pub fn counting<'a>(&self, calibration: &'a TokenCalibration) -> RequestCount<'a> {
+        RequestCount {
+            counter: self.counter,
+            line: self.line,
+            calibration,
+            tools_tokens: self.tools_tokens,
+            counted: self.counted,
+        }
+    }
+}
+
+/// The loop's [`Counting`] for a turn (and its plan steps' loops).
+pub struct RequestCount<'a> {
+    counter: TokenCounter,
+    line: CalibrationLine,
+    calibration: &'a TokenCalibration,
+    /// Our count of the tool definitions, and of the first request's messages.
+    tools_tokens: u64,
+    counted: u64,
+}
+
+impl Counting for RequestCount<'_> {
+    fn estimate(&self, messages: &[ChatMessage], reply: &str, tools: bool) -> Usage {
+        let counted = messages.iter().map(|m| message_tokens(m, &self.counter)).sum::<u64>() + REPLY_PRIMING;
+        let prompt = if tools { self.line.model_tokens(counted) } else { counted };
+        let completion = self.counter.count(reply);
+        Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+    }
+
+    fn calibrate(&self, prompt_tokens: u64) {
+        // The first request is exactly what the context phase counted.
+        self.calibration.observe(self.tools_tokens, self.counted, prompt_tokens);
+    }
+}
+
 /// What the system prompt and request were made of, beside the messages.
 struct Parts<'a> {
     pack: Option<&'a ContextPack>,
@@ -181,11 +221,8 @@ fn offered_tools(deps: &TurnDeps, scope: &TurnScope) -> Vec<serde_json::Value> {
         Some(t) if deps.config.tool_max_rounds > 0 => {
             let mut defs = t.offered(scope);
             defs.push(read_tool_output_definition());
-            // Plans work in a project: their steps need its tools.
-            let tool_scope =
-                ToolScope::from_focus(scope.context_type, scope.entity_id.as_deref(), scope.focus.as_ref());
-            if deps.plans.is_some() && matches!(tool_scope, ToolScope::Project { .. }) {
-                defs.extend(crate::tools::plan::plan_definitions());
+            if deps.plans.is_some() {
+                defs.extend(crate::planner::definitions(scope));
             }
             defs
         }

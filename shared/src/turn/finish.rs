@@ -8,11 +8,11 @@
 //! and the lease guard then gives the lease back.
 
 use super::lease::LeaseGuard;
-use super::model_loop::{LoopEnd, Outcome, RoundLog};
 use super::TurnDeps;
 use crate::agent_state::AgentState;
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{MessageError, Role, StoredMessage, Usage};
+use crate::model_loop::{LoopEnd, Outcome, RoundLog};
 use crate::session::TurnStatus;
 use crate::sse::{DoneReason, EventSink, StreamEvent};
 use crate::store::agent_state::{AgentStateStore, SaveError};

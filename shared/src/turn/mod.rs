@@ -2,11 +2,10 @@
 //! [`EventSink`] (BACKEND_FAST_STREAM_SPEC §5), in rooms named for its phases:
 //! [`request`] (the body, validated before the stream opens), [`start`] (lease,
 //! history, run check, the user message), [`context`] (pack, agent state,
-//! prompt, budget), [`model_loop`] (the model-and-tools loop), [`finish`]
-//! (persistence, then `done`), [`retry`] (a repeated `stream_run_id`),
-//! [`lease`] (the guard that gives the lease back on every exit),
-//! [`signals`] (what tool calls tell the turn: a `context_shift` to store,
-//! questions that end it) and [`telemetry`] (the dev-only measurements).
+//! prompt, budget), then the model loop ([`crate::model_loop`]) over the
+//! turn's tool layers, [`finish`] (persistence, then `done`), [`retry`] (a
+//! repeated `stream_run_id`) and [`lease`] (the guard that gives the lease
+//! back on every exit, and the watch for Stop).
 //!
 //! Contract:
 //! - `agent_state: thinking` is on the wire before any I/O (the edge sends it);
@@ -24,10 +23,12 @@
 //!   stores anything twice nor calls the model again;
 //! - a `context_shift` is stored on the session in the write that ends the
 //!   turn; `telemetry` and `debug_context` only with `DEV_EVENTS` on;
-//! - a plan tool call ([`crate::plan`]) runs inside the model loop like any
-//!   call: its events (steps, executors, their tool events with their
-//!   `origin`) all come before its `tool_result`; its executors run this same
-//!   loop and write to the plan record, never to the session's log.
+//! - the turn's tools are layers ([`Layers`]): the plan tools
+//!   ([`crate::planner`], with the session's plan records) before the
+//!   ontology tools (watched for the signals calls send the turn,
+//!   [`Watched`]); a plan call's events all come before its `tool_result`,
+//!   and its executors run the same loop, writing to the plan record, never
+//!   to the session's log.
 //!
 //! [`Store`]: crate::store::Store
 //! [`Llm`]: crate::llm::Llm
@@ -35,16 +36,12 @@
 pub mod context;
 pub mod finish;
 pub mod lease;
-pub mod model_loop;
 pub mod request;
 pub mod retry;
-pub mod signals;
 pub mod start;
-pub mod telemetry;
-pub mod tools;
 
+pub use crate::model_loop::{ToolRun, TurnScope, TurnTools};
 pub use request::{BadTurn, TurnRequest, ValidTurn};
-pub use tools::{ToolRun, TurnScope, TurnTools};
 
 use crate::config::Config;
 use crate::context::{ContextConfig, TokenCalibration, TokenCounter};
@@ -53,19 +50,20 @@ use crate::ids::{SessionId, TurnId, UserId};
 use crate::llm::Llm;
 use crate::message::Usage;
 use crate::metrics::{Record, Unit};
-use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent};
+use crate::model_loop::call_signals::Watched;
+use crate::model_loop::telemetry::Telemetry;
+use crate::model_loop::{Interrupts, Layers, Limits, LoopAbort, LoopEnv, ModelLoop, Settings, ToolOutputs};
+use crate::planner::PlanLayer;
+use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent, ToolOrigin};
 use crate::store::agent_state::AgentStateStore;
 use crate::store::cache::ContextCache;
 use crate::store::{Store, StoreError};
 use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
 use futures::FutureExt;
 use lease::Exit;
-use model_loop::{Counting, Limits, LoopAbort, ModelLoop};
-use signals::Watched;
 use start::Refused;
 use std::sync::Arc;
 use std::time::Duration;
-use telemetry::Telemetry;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -219,33 +217,29 @@ async fn run(
     let watch = started.lease.watch(&deps.config);
     let mut agent_state = started.agent_state;
     let watched = deps.tools.as_deref().map(|t| Watched::new(t, Telemetry::current(), &prepared.offered));
-    let mut model_loop = ModelLoop {
+    let plans = watched.as_ref().and_then(|w| plan_layer(deps, w));
+    let layers = watched.as_ref().map(|w| match &plans {
+        Some(p) => Layers::new(vec![p, w]),
+        None => Layers::new(vec![w]),
+    });
+    let outputs = SessionOutputs(deps.store.as_ref());
+    let counting = prepared.counting(deps.counter.calibration());
+    let env = LoopEnv {
         llm: deps.llm.as_ref(),
-        tools: watched.as_ref().map(|w| w as &dyn TurnTools),
-        store: deps.store.as_ref(),
-        cfg: &deps.config,
+        outputs: &outputs,
+        settings: settings(&deps.config),
         user,
         sid: &sid,
         turn_id,
         scope: &prepared.scope,
         limits: limits(&deps.config, deadline),
-        watch: &watch,
-        counting: Counting {
-            counter: prepared.counter,
-            line: prepared.line,
-            calibration: deps.counter.calibration(),
-            tools_tokens: prepared.tools_tokens,
-            counted: prepared.counted,
-            calibrate: true,
-        },
-        agent_state: agent_state.as_mut().map(|(s, _)| s),
-        observed: false,
-        next_seq: started.user_message.seq + 1,
-        usage: Usage::default(),
-        origin: crate::plan::ToolOrigin::Planner,
-        plans: deps.plans.as_deref().map(|store| crate::plan::run::PlanCtx { store, entities: deps.entities.as_ref() }),
-        gate: None,
+        interrupts: Interrupts { stopped: &watch.stopped, lease_lost: &watch.lease_lost },
+        counting: &counting,
     };
+    let mut model_loop = ModelLoop::new(env, layers.as_ref().map(|l| l as &dyn TurnTools), ToolOrigin::Planner);
+    model_loop.calibrates = true;
+    model_loop.agent_state = agent_state.as_mut().map(|(s, _)| s);
+    model_loop.next_seq = started.user_message.seq + 1;
     let mut log = finish::TurnLog {
         store: deps.store.clone(),
         user: user.clone(),
@@ -266,6 +260,47 @@ async fn run(
             let _ = sink.send(StreamEvent::error(e.code(), e.to_string(), matches!(e, StoreError::Backend(_)))).await;
             (done(DoneReason::Error, Some(&sid), turn_id, None), None)
         }
+    }
+}
+
+/// The plan tools, when plan records are kept: their steps work with the
+/// turn's own (watched) tools.
+fn plan_layer<'a>(deps: &'a TurnDeps, tools: &'a Watched<'a>) -> Option<PlanLayer<'a>> {
+    Some(PlanLayer {
+        store: deps.plans.as_deref()?,
+        entities: deps.entities.as_ref(),
+        tools,
+        step_concurrency: deps.config.plan_step_concurrency,
+        step_max_rounds: deps.config.plan_step_max_rounds,
+    })
+}
+
+fn settings(cfg: &Config) -> Settings<'_> {
+    Settings { model: &cfg.llm.model, max_tokens: cfg.llm.max_tokens, inline_bytes: cfg.tool_output_inline_bytes }
+}
+
+/// Tool outputs kept apart, in the session's store.
+struct SessionOutputs<'a>(&'a dyn Store);
+
+#[async_trait::async_trait]
+impl ToolOutputs for SessionOutputs<'_> {
+    async fn put_tool_output(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        call_id: &str,
+        content: &str,
+    ) -> Result<(), StoreError> {
+        self.0.put_tool_output(user, session, call_id, content).await
+    }
+
+    async fn tool_output(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        call_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.0.tool_output(user, session, call_id).await
     }
 }
 

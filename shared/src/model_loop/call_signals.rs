@@ -4,14 +4,14 @@
 //! `DEV_EVENTS`, how long each call took and which calls missed the offered
 //! set (`telemetry`).
 //!
-//! [`Watched`] wraps the turn's [`TurnTools`] for one turn: every call passes
+//! [`Watched`] wraps a layer of tools for one turn: every call passes
 //! through it unchanged, except that the recorder's events are appended to
 //! the call's events (so they reach the client before its `tool_result`).
 //! The model loop asks [`TurnTools::asked_user`] after each tool round; the
 //! turn reads [`Watched::shift`] when the loop has ended.
 
+use super::layer::{ToolRun, TurnScope, TurnTools};
 use super::telemetry::{millis, Telemetry};
-use super::tools::{ToolRun, TurnScope, TurnTools};
 use crate::ids::UserId;
 use crate::message::ToolCall;
 use crate::sse::{Focus, StreamEvent, Telemetry as Measure};
