@@ -26,7 +26,8 @@ use crate::llm::{ChatRequest, Llm, LlmEvent};
 use crate::message::{ChatMessage, Role, StoredMessage, ToolCall, Usage};
 use crate::sse::{EventSink, OperationAction, OperationStatus, SseDecoder, StreamEvent};
 use crate::store::plans::{PlanStore, OPEN_LOOKBACK};
-use crate::store::{Store, StoreError};
+use crate::session::store::ToolOutputs;
+use crate::store::StoreError;
 use crate::tools::plan::{ContinuePlanArgs, PlanDecision, AGENT_CREATE_PLAN};
 use crate::tools::{ToolName, ToolScope};
 use crate::turn::lease::Watch;
@@ -55,7 +56,7 @@ pub const BULK_UPDATE_CALLS: usize = 3;
 struct Env<'a> {
     llm: &'a dyn Llm,
     tools: &'a dyn TurnTools,
-    store: &'a dyn Store,
+    store: &'a dyn ToolOutputs,
     cfg: &'a crate::config::Config,
     user: &'a UserId,
     sid: &'a SessionId,

@@ -1,4 +1,4 @@
-//! One chat turn, as a plain async function over a [`Store`], an [`Llm`] and an
+//! One chat turn, as a plain async function over a [`SessionStore`], an [`Llm`] and an
 //! [`EventSink`] (BACKEND_FAST_STREAM_SPEC §5), in rooms named for its phases:
 //! [`request`] (the body, validated before the stream opens), [`start`] (lease,
 //! history, run check, the user message), [`context`] (pack, agent state,
@@ -29,11 +29,12 @@
 //!   `origin`) all come before its `tool_result`; its executors run this same
 //!   loop and write to the plan record, never to the session's log.
 //!
-//! [`Store`]: crate::store::Store
+//! [`SessionStore`]: crate::session::store::SessionStore
 //! [`Llm`]: crate::llm::Llm
 
 pub mod context;
 pub mod finish;
+pub mod history;
 pub mod lease;
 pub mod model_loop;
 pub mod request;
@@ -56,7 +57,8 @@ use crate::metrics::{Record, Unit};
 use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent};
 use crate::store::agent_state::AgentStateStore;
 use crate::store::cache::ContextCache;
-use crate::store::{Store, StoreError};
+use crate::session::store::SessionStore;
+use crate::store::StoreError;
 use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
 use futures::FutureExt;
 use lease::Exit;
@@ -72,7 +74,9 @@ use tracing::Instrument;
 /// What a turn runs on. Shared by every concurrent turn of the process.
 #[derive(Clone)]
 pub struct TurnDeps {
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn SessionStore>,
+    /// The turn's one read of its log before the model call.
+    pub history: Arc<dyn history::TurnHistory>,
     pub llm: Arc<dyn Llm>,
     pub config: Arc<Config>,
     /// The tools offered to the model; `None`: a talk-only turn.

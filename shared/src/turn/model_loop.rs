@@ -28,7 +28,8 @@ use crate::message::{ChatMessage, Role, StoredMessage, ToolCall, Usage};
 use crate::plan::run::PlanCtx;
 use crate::plan::ToolOrigin;
 use crate::sse::{AgentActivity, EventSink, StreamEvent};
-use crate::store::{Store, StoreError};
+use crate::session::store::ToolOutputs;
+use crate::store::StoreError;
 use crate::tools::plan::is_plan_tool;
 use futures::StreamExt;
 use std::time::Duration;
@@ -139,7 +140,7 @@ pub trait CallGate: Send + Sync {
 pub struct ModelLoop<'a> {
     pub llm: &'a dyn Llm,
     pub tools: Option<&'a dyn TurnTools>,
-    pub store: &'a dyn Store,
+    pub store: &'a dyn ToolOutputs,
     pub cfg: &'a Config,
     pub user: &'a UserId,
     pub sid: &'a SessionId,

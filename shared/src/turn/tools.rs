@@ -15,7 +15,8 @@ use crate::ids::{SessionId, UserId};
 use crate::message::ToolCall;
 use crate::session::ContextType;
 use crate::sse::StreamEvent;
-use crate::store::{Store, StoreError};
+use crate::session::store::ToolOutputs;
+use crate::store::StoreError;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
@@ -99,7 +100,7 @@ impl CallEnd {
 /// Runs one call of the turn (a tool of the registry or a built-in).
 pub struct CallRunner<'a> {
     pub tools: &'a dyn TurnTools,
-    pub store: &'a dyn Store,
+    pub store: &'a dyn ToolOutputs,
     pub user: &'a UserId,
     pub sid: &'a SessionId,
     pub scope: &'a TurnScope,
@@ -180,7 +181,7 @@ pub fn read_tool_output_definition() -> serde_json::Value {
     }})
 }
 
-async fn read_tool_output(store: &dyn Store, user: &UserId, sid: &SessionId, call: &ToolCall) -> ToolRun {
+async fn read_tool_output(store: &dyn ToolOutputs, user: &UserId, sid: &SessionId, call: &ToolCall) -> ToolRun {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Args {
@@ -220,7 +221,7 @@ async fn read_tool_output(store: &dyn Store, user: &UserId, sid: &SessionId, cal
 /// A tool output over `TOOL_OUTPUT_INLINE_BYTES` is stored apart in full; the
 /// log (and so the model's context) gets a preview and a reference to it.
 pub async fn keep_apart(
-    store: &dyn Store,
+    store: &dyn ToolOutputs,
     user: &UserId,
     sid: &SessionId,
     call: &ToolCall,
