@@ -16,22 +16,12 @@ use crate::message::{Role, StoredMessage, Usage};
 use crate::session::{ContextType, Scope, SessionStatus, SessionView, TurnRecord, TurnStatus};
 use crate::store::StoreError;
 
-/// Turns every named case into a `#[tokio::test]` over the store `$store`
-/// makes (an expression, evaluated in each test's async body). Without a
-/// list: every case.
+/// One `#[tokio::test]` per case, each over a store `$store` makes (an
+/// expression, evaluated in the test's async body).
 #[macro_export]
 macro_rules! session_store_contract {
-    ($store:expr; $($case:ident),+ $(,)?) => {
-        $(
-            #[tokio::test]
-            async fn $case() {
-                let store = $store;
-                $crate::session::store::contract::$case(&store).await;
-            }
-        )+
-    };
     ($store:expr) => {
-        $crate::session_store_contract!($store;
+        $crate::session_store_contract_cases!($store;
             open_session_stores_the_session_the_turn_and_the_user_message,
             open_session_retried_by_its_turn_succeeds_and_another_turns_run_is_duplicate,
             create_session_is_leased_claims_the_run_and_takes_an_id_once,
@@ -58,6 +48,21 @@ macro_rules! session_store_contract {
             tool_outputs_read_back_whole_and_a_later_one_replaces,
             a_large_message_reads_back_whole,
         );
+    };
+}
+
+/// The tests [`session_store_contract!`](crate::session_store_contract) makes, one per named case.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! session_store_contract_cases {
+    ($store:expr; $($case:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let store = $store;
+                $crate::session::store::contract::$case(&store).await;
+            }
+        )+
     };
 }
 
