@@ -175,7 +175,7 @@ impl DynamoStore {
     }
 
     /// Plain `PutItem`s, a few at a time: for chunk items, which are confirmed
-    /// after writing (by their message's transaction, or [`session_alive`])
+    /// after writing (by their message's transaction, or [`super::attr::session_alive`])
     /// rather than in a transaction with a check on the session item: that is
     /// as safe (a delete marks the session before it sweeps), costs half the
     /// write capacity on every chunk byte, and does not conflict with the

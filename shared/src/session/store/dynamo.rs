@@ -47,7 +47,7 @@ impl DynamoStore {
     ) -> Result<Vec<Item>, StoreError> {
         let pk = keys::session_pk(user, session);
         let page = crate::store::attr::session_page(
-            &self.client(),
+            self.client(),
             self.table(),
             pk,
             (lo, hi),
@@ -964,7 +964,7 @@ impl ToolOutputs for DynamoStore {
             .collect();
         self.put_items(&items).await?;
         // Checked after writing: see `session_alive`.
-        if session_alive(&self.client(), self.table(), &pk).await? {
+        if session_alive(self.client(), self.table(), &pk).await? {
             return Ok(());
         }
         self.forget(&items).await;
