@@ -77,6 +77,7 @@ impl StreamApp {
         let auth = crate::edge::authenticator(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
         let deps = TurnDeps {
+            history: store.clone(),
             store,
             llm,
             config: Arc::new(config),

@@ -4,9 +4,9 @@
 use shared::agent_state::{observe_tool_result, AgentState, ToolObservation};
 use shared::entities::{Change, Edge, EdgeEnd, EntityKind, EntityPatch};
 use shared::ids::{EntityId, ProjectId, SessionId, UserId};
+use shared::session::store::Sessions;
 use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore, SaveError};
 use shared::store::dynamo::DynamoStore;
-use shared::store::Store;
 use tests::{dynamo_client, fresh_table};
 
 /// The agent-state store, and the session store on the same table.
@@ -21,7 +21,7 @@ async fn new_session(sessions: &DynamoStore, u: &UserId) -> SessionId {
     let turn = shared::ids::TurnId::new();
     let run = shared::ids::RunId::parse(turn.as_str()).unwrap();
     let view = shared::session::SessionView::new(Default::default(), None, None);
-    let lease = shared::store::Lease { turn_id: turn, until_ms: 0 };
+    let lease = shared::session::store::Lease { turn_id: turn, until_ms: 0 };
     sessions.create_session(u, &view, &lease, &run).await.unwrap().view.id
 }
 

@@ -11,7 +11,7 @@ use shared::entities::{EntityService, NewProject};
 use shared::http::handle_stream;
 use shared::ids::{SessionId, UserId};
 use shared::message::Role;
-use shared::store::Store;
+use shared::session::store::{SessionLog, Sessions};
 use std::collections::HashSet;
 use tests::{token, Reply, TestApp};
 
@@ -489,7 +489,8 @@ async fn the_ai_sdks_own_client_reads_our_stream() {
     assert_eq!(texts.len(), 1);
     assert_eq!(texts[0]["text"], "Regenerated answer.");
     // And the stored history agrees: one question, one answer.
-    let history = t.store().messages_page(&uid("alice"), &sid, shared::store::MessagesFrom::Before(None), 50).await;
+    let history =
+        t.store().messages_page(&uid("alice"), &sid, shared::session::store::MessagesFrom::Before(None), 50).await;
     let visible = shared::message::without_superseded(history.unwrap());
     let roles: Vec<Role> = visible.iter().map(|m| m.role).collect();
     assert_eq!(roles, [Role::User, Role::Assistant]);

@@ -10,10 +10,10 @@ use serde_json::{json, Value};
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{ProjectId, SessionId, UserId};
 use shared::message::Role;
+use shared::session::store::{SessionLog, Sessions};
 use shared::session::ContextType;
 use shared::sse::{AgentActivity, ShiftReason, StreamEvent};
 use shared::store::entities::EntityStore;
-use shared::store::Store;
 use tests::{Reply, TestApp, Turn};
 
 fn user(u: &str) -> UserId {

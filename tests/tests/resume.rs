@@ -7,8 +7,8 @@ use serde_json::json;
 use shared::frames::{DynamoFrameLog, FrameBatch, FrameLog, StoredFrame};
 use shared::http::{handle_stream, StreamApp};
 use shared::ids::{SessionId, TurnId, UserId};
+use shared::session::store::{SessionLog, Sessions};
 use shared::sse::{DoneReason, SseDecoder, SseFrame, StreamEvent};
-use shared::store::Store;
 use std::time::Duration;
 use tests::{token, Reply, TestApp, Turn};
 

@@ -12,8 +12,8 @@
 use serde_json::{json, Value};
 use shared::entities::{EntityService, NewProject};
 use shared::ids::{ProjectId, UserId};
+use shared::session::store::Sessions;
 use shared::store::entities::EntityStore;
-use shared::store::Store;
 use std::time::Duration;
 use tests::fault_proxy::{Action, Fault, FaultProxy, Op, Seen};
 use tests::{Reply, TestApp};

@@ -4,8 +4,8 @@
 use serde_json::{json, Value};
 use shared::ids::{SessionId, UserId};
 use shared::session::http::{MessageStatus, MessagesPage, SessionList, StopAnswer};
+use shared::session::store::{DeleteProgress, SessionLog, Sessions};
 use shared::sse::{DoneReason, StreamEvent};
-use shared::store::{DeleteProgress, Store};
 use std::time::Duration;
 use tests::{token, Reply, Step, TestApp, Turn};
 

@@ -7,10 +7,13 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use shared::agent_state::AgentState;
 use shared::ids::{RunId, SessionId, TurnId, UserId};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall, Usage};
+use shared::session::store::{
+    DeleteProgress, Lease, Leases, MessagesFrom, RunClaim, SessionLog, Sessions, ToolOutputs, TurnEnd, TurnStart,
+};
 use shared::session::{ContextType, SessionView, TurnRecord, TurnStatus};
 use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
 use shared::store::dynamo::DynamoStore;
-use shared::store::{DeleteProgress, Lease, MessagesFrom, RunClaim, Store, StoreError, TurnEnd, TurnStart};
+use shared::store::StoreError;
 use tests::{dynamo_client, fresh_table};
 
 struct Db {

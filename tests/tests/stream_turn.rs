@@ -4,8 +4,8 @@
 use serde_json::json;
 use shared::ids::{SessionId, UserId};
 use shared::message::Role;
+use shared::session::store::{Leases, SessionLog};
 use shared::sse::{AgentActivity, DoneReason, StreamEvent};
-use shared::store::Store;
 use std::time::Duration;
 use tests::scripted_llm::roles_and_contents;
 use tests::{token, Reply, Step, TestApp, Turn};
@@ -282,7 +282,8 @@ async fn a_lease_left_by_a_crashed_turn_expires() {
     let sid = SessionId::parse(first.session_id()).unwrap();
     // A turn that took the lease and died; 5 s for the turn below to meet it
     // (a margin a loaded machine meets).
-    let ghost = shared::store::Lease { turn_id: shared::ids::TurnId::new(), until_ms: shared::now_ms() + 5_000 };
+    let ghost =
+        shared::session::store::Lease { turn_id: shared::ids::TurnId::new(), until_ms: shared::now_ms() + 5_000 };
     t.store().acquire_lease(&user("alice"), &sid, &ghost).await.unwrap();
     let busy = t.turn("alice", json!({"message": "now?", "session_id": sid.to_string()})).await;
     assert_eq!(busy.error_code().as_deref(), Some("session_busy"));

@@ -7,9 +7,9 @@ use shared::context::{build_context, ContextBudget, ContextInput, SummaryRef, To
 use shared::ids::{SessionId, TurnId, UserId};
 use shared::llm::{OpenAiClient, OpenAiConfig};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall};
+use shared::session::store::{Lease, Leases, SessionLog, Sessions};
 use shared::store::dynamo::DynamoStore;
 use shared::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
-use shared::store::{Lease, Store};
 use shared::summary::{
     handle_batch, publish_bounded, summarize_session, Outcome, SqsTurnEvents, TurnCompleted, YieldScope,
 };

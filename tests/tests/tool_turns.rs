@@ -7,10 +7,10 @@ use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{ProjectId, SessionId, UserId};
 use shared::message::Role;
 use shared::message::{FunctionCall, ToolCall};
+use shared::session::store::{SessionLog, Sessions};
 use shared::sse::{OperationAction, OperationStatus, StreamEvent};
 use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
 use shared::store::entities::EntityStore;
-use shared::store::Store;
 use shared::tools::{ToolContext, ToolRegistry, ToolScope};
 use tests::{Reply, Step, TestApp};
 

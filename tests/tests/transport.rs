@@ -64,7 +64,7 @@ async fn runtime_api_connections_have_nagle_off_and_frames_stream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_process_serves_many_concurrent_streams() {
     use shared::ids::{SessionId, UserId};
-    use shared::store::Store;
+    use shared::session::store::SessionLog;
     let mut api = FakeRuntimeApi::start().await;
     api.set_env();
     // Room for the 8 turns and the one that must be refused.

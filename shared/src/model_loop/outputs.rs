@@ -12,27 +12,9 @@ use crate::message::ToolCall;
 use crate::store::StoreError;
 use serde::Deserialize;
 
-/// Where outputs kept apart are stored (the session's, so deleting the
+/// Where outputs kept apart are stored: the session's store (so deleting the
 /// session removes them).
-#[async_trait::async_trait]
-pub trait ToolOutputs: Send + Sync {
-    /// Stores a tool's whole output. `NotFound` when the session is gone.
-    async fn put_tool_output(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        call_id: &str,
-        content: &str,
-    ) -> Result<(), StoreError>;
-
-    /// An output stored apart, whole.
-    async fn tool_output(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        call_id: &str,
-    ) -> Result<Option<String>, StoreError>;
-}
+pub use crate::session::store::ToolOutputs;
 
 /// The built-in tool that reads back a tool output kept apart from the log.
 pub const READ_TOOL_OUTPUT: &str = "read_tool_output";

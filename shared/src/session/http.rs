@@ -20,9 +20,10 @@ use crate::edge::{json, json_error, no_content, query_params, ResponseBody};
 use crate::frames::FrameLog;
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{MessageError, Role, StoredMessage};
+use crate::session::store::{DeleteProgress, MessagesFrom, SessionStore, Sessions, StopSignals};
 use crate::sse::SseBody;
 use crate::store::agent_state::AgentStateStore;
-use crate::store::{DeleteProgress, MessagesFrom, Store, StoreError};
+use crate::store::StoreError;
 use http::{header, Method, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -166,7 +167,7 @@ fn number(q: &HashMap<String, String>, key: &str, max: u64) -> Result<Option<u64
 
 /// What the sessions API runs on.
 pub struct Api<'a> {
-    pub store: &'a dyn Store,
+    pub store: &'a dyn SessionStore,
     pub agent_state: Option<&'a dyn AgentStateStore>,
     /// `None`: turns are not resumable; the stream route answers 204.
     pub frames: Option<&'a std::sync::Arc<dyn FrameLog>>,
@@ -279,7 +280,7 @@ async fn stream(
         .expect("static response parts are valid")
 }
 
-async fn list(store: &dyn Store, user: &UserId, q: &HashMap<String, String>) -> Response<ResponseBody> {
+async fn list(store: &dyn Sessions, user: &UserId, q: &HashMap<String, String>) -> Response<ResponseBody> {
     let limit = match number(q, "limit", 100) {
         Ok(l) => l.unwrap_or(20).max(1) as usize,
         Err(m) => return bad("invalid_query", m),
@@ -292,7 +293,7 @@ async fn list(store: &dyn Store, user: &UserId, q: &HashMap<String, String>) -> 
 }
 
 async fn messages(
-    store: &dyn Store,
+    store: &dyn SessionStore,
     user: &UserId,
     sid: &SessionId,
     q: &HashMap<String, String>,
@@ -383,7 +384,7 @@ fn preview(s: &str) -> String {
     format!("{cut}…")
 }
 
-async fn rename(store: &dyn Store, user: &UserId, sid: &SessionId, body: &[u8]) -> Response<ResponseBody> {
+async fn rename(store: &dyn Sessions, user: &UserId, sid: &SessionId, body: &[u8]) -> Response<ResponseBody> {
     let req: RenameSession = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => return bad("invalid_json", e.to_string()),
@@ -398,7 +399,7 @@ async fn rename(store: &dyn Store, user: &UserId, sid: &SessionId, body: &[u8]) 
     }
 }
 
-async fn stop(store: &dyn Store, user: &UserId, sid: &SessionId, body: &[u8]) -> Response<ResponseBody> {
+async fn stop(store: &dyn StopSignals, user: &UserId, sid: &SessionId, body: &[u8]) -> Response<ResponseBody> {
     let req: StopRequest = if body.iter().all(u8::is_ascii_whitespace) {
         StopRequest::default()
     } else {

@@ -6,9 +6,13 @@
 //! before it writes anything until after its last write; a second turn on the
 //! same session is refused with `session_busy`, and a lease left by a crashed
 //! invocation expires after `SESSION_LEASE_MS`.
+//!
+//! Its persistence is [`store`]: the session traits, their DynamoDB
+//! implementation and an in-memory twin held to one contract.
 
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 pub mod http;
+pub mod store;
 
 use serde::{Deserialize, Serialize};
 
@@ -107,6 +111,16 @@ impl SessionView {
             last_activity_at: now,
         }
     }
+}
+
+/// Where a conversation is: its context type, the entity it is about, the
+/// client's focus metadata. A turn that moves (`context_shift`) stores it on
+/// the session in the write that ends it ([`store::TurnEnd::scope`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scope {
+    pub context_type: ContextType,
+    pub entity_id: Option<String>,
+    pub focus: Option<serde_json::Value>,
 }
 
 /// The stored session item: the view plus bookkeeping that never leaves the backend.

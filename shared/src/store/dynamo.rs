@@ -1,42 +1,25 @@
-//! [`Store`] over DynamoDB, with the key scheme of [`crate::store`].
+//! The one table: [`DynamoStore`] is the DynamoDB client and the table name
+//! every feature's store works on (each feature implements its own store
+//! traits on it, e.g. [`crate::session::store`]), and the DynamoDB helpers
+//! they share: the table's creation, transactions whose cancellation is an
+//! answer ([`Commit`]), chunk writes, and batched deletes.
 //!
-//! Every call runs inside a `tracing` span named `ddb.<operation>`. Conditional
-//! failures are turned into the domain's errors here and nowhere else.
-//!
-//! Contract beyond the trait's:
-//! - A message whose JSON body exceeds [`MESSAGE_INLINE_BYTES`] keeps its item
-//!   (key, seq, role, `message_id`, `chunks: n`) and its body goes to `n` chunk
-//!   items (`BODY#…`, see [`keys::message_body_prefix`]) written before the
-//!   transaction that puts the message; every read returns it whole.
-//! - Nothing a turn writes under a session's partition outlives a delete that
-//!   began: the turn's transactions require the session not `deleting`; body
-//!   chunks are removed again when their message's transaction is cancelled;
-//!   tool outputs are checked by one read after writing and removed when the
-//!   delete won (see `attr::session_alive`).
-//! - A lease or session-create write that DynamoDB applied but whose response
-//!   was lost succeeds when retried by the same turn.
+//! Every call runs inside a `tracing` span named `ddb.<operation>`.
 
-use super::attr::{backend, get_n, get_s, is_conditional, n, s, session_alive, DELETING};
-use super::keys::{self, AGENT_STATE_SK, GSI1, MSG_END, MSG_PREFIX, RUN_CLAIM_SK, SESSION_SK, SUMMARY_SK};
-use super::{
-    DeleteProgress, Lease, MessagesFrom, RecentLog, RunClaim, SessionsPage, Store, StoreError, TurnEnd, TurnStart,
-};
-use crate::ids::{MessageId, RunId, SessionId, TurnId, UserId};
-use crate::message::StoredMessage;
-use crate::session::{ContextType, Session, SessionStatus, SessionView, TurnRecord};
+use super::attr::{backend, s, Item};
+use super::keys::GSI1;
+use super::StoreError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, DeleteRequest, GlobalSecondaryIndex, KeySchemaElement, KeyType,
-    Projection, ProjectionType, Put, ReturnValue, ScalarAttributeType, TransactWriteItem, Update, WriteRequest,
+    AttributeDefinition, BillingMode, DeleteRequest, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, Put, ScalarAttributeType, TransactWriteItem, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
-use base64::Engine;
 use futures::{StreamExt, TryStreamExt};
 use std::collections::HashMap;
 use tracing::Instrument;
 
-type Item = HashMap<String, AttributeValue>;
-
+/// The table: a cheap handle (the client is reference-counted).
 #[derive(Clone)]
 pub struct DynamoStore {
     client: Client,
@@ -44,41 +27,6 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
-    /// One page of a session's items with `sk` in `range`, as read
-    /// (`forward: false` reads the newest first).
-    async fn query_range(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        (lo, hi): (String, String),
-        forward: bool,
-        limit: usize,
-        what: &'static str,
-    ) -> Result<Vec<Item>, StoreError> {
-        let pk = keys::session_pk(user, session);
-        let page = super::attr::session_page(&self.client, &self.table, pk, (lo, hi), forward, Some(limit), None, what);
-        Ok(page.await?.0)
-    }
-
-    /// One page of a session's messages with `sk` in `range`, in log order
-    /// whichever way it was read (`forward: false` reads the newest first).
-    async fn query_messages(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        range: (String, String),
-        forward: bool,
-        limit: usize,
-        what: &'static str,
-    ) -> Result<Vec<StoredMessage>, StoreError> {
-        let items = self.query_range(user, session, range, forward, limit, what).await?;
-        let mut msgs = futures::future::try_join_all(items.iter().map(|i| self.message_from_item(i))).await?;
-        if !forward {
-            msgs.reverse();
-        }
-        Ok(msgs)
-    }
-
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self { client, table: table.into() }
     }
@@ -91,149 +39,9 @@ impl DynamoStore {
         &self.table
     }
 
-    fn key(pk: String, sk: String) -> Item {
+    /// An item's key.
+    pub(crate) fn key(pk: String, sk: String) -> Item {
         HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))])
-    }
-
-    fn session_key(user: &UserId, session: &SessionId) -> Item {
-        Self::key(keys::session_pk(user, session), SESSION_SK.to_string())
-    }
-
-    /// Why a conditional write on the session failed: one consistent read, on
-    /// the slow path only.
-    async fn why_not_leased(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> StoreError {
-        match self.get_session(user, session).await {
-            Ok(None) => StoreError::NotFound,
-            Ok(Some(s)) if s.view.status == SessionStatus::Closed => StoreError::Closed,
-            Ok(Some(s)) => match s.lease {
-                Some((holder, _)) if &holder == turn => StoreError::LeaseLost,
-                Some(_) => StoreError::Busy,
-                None => StoreError::LeaseLost,
-            },
-            Err(e) => e,
-        }
-    }
-
-    /// Why creating a session failed a condition (one read of each item, on
-    /// the slow path only): another turn's claim on the run (`DuplicateRun`),
-    /// our own earlier write whose answer was lost (the session, as success),
-    /// or an id already taken (`Busy`: a client replaying one).
-    async fn why_not_created(
-        &self,
-        user: &UserId,
-        view: &SessionView,
-        lease: &Lease,
-        run: &RunId,
-    ) -> Result<Session, StoreError> {
-        let (claim, item) = tokio::join!(self.run_claim(user, run), self.get_session_item(user, &view.id));
-        let (claim, item) = (claim?, item?);
-        let ours = RunClaim { session_id: view.id.clone(), turn_id: lease.turn_id.clone() };
-        match (claim, item) {
-            (Some(c), _) if c != ours => Err(StoreError::DuplicateRun),
-            (Some(_), Some(i))
-                if get_s(&i, "lease_turn") == Some(lease.turn_id.as_str()) && get_s(&i, "status") != Some(DELETING) =>
-            {
-                session_from_item(user, &i)
-            }
-            (_, Some(_)) => Err(StoreError::Busy),
-            // Ours, but deleted since.
-            (_, None) => Err(StoreError::NotFound),
-        }
-    }
-
-    /// The session, if it exists and is not being deleted (consistent read).
-    pub async fn get_session(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError> {
-        self.get_session_item(user, session)
-            .await?
-            .filter(|i| get_s(i, "status") != Some(DELETING))
-            .map(|i| session_from_item(user, &i))
-            .transpose()
-    }
-
-    async fn get_session_item(&self, user: &UserId, session: &SessionId) -> Result<Option<Item>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::debug_span!("ddb.get_item", what = "session"))
-            .await
-            .map_err(backend)?;
-        Ok(out.item)
-    }
-
-    /// A conditional update of the session item that must find it visible;
-    /// answers the updated session, or `NotFound`.
-    async fn update_visible_session(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        expr: &str,
-        values: Vec<(&str, AttributeValue)>,
-    ) -> Result<Session, StoreError> {
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .update_expression(expr)
-            .condition_expression("attribute_exists(pk) AND #st <> :deleting")
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":deleting", s(DELETING))
-            .return_values(ReturnValue::AllNew);
-        for (k, v) in values {
-            req = req.expression_attribute_values(k, v);
-        }
-        match req.send().instrument(tracing::debug_span!("ddb.update_item", what = "session")).await {
-            Ok(out) => session_from_item(user, &out.attributes.unwrap_or_default()),
-            Err(e) if is_conditional(&e) => Err(StoreError::NotFound),
-            Err(e) => Err(backend(e)),
-        }
-    }
-
-    /// The session update of `start_turn`: stats and scope, if we hold the
-    /// lease, the count is the one we read and no delete has begun.
-    fn start_update(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<Update, StoreError> {
-        let now = start.user_message.created_at;
-        let mut update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .condition_expression("lease_turn = :t AND message_count = :expected AND #st <> :deleting")
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":deleting", s(DELETING))
-            .expression_attribute_values(":t", s(start.turn.turn_id.as_str()))
-            .expression_attribute_values(":expected", n(start.user_message.seq - 1))
-            .expression_attribute_values(":count", n(start.user_message.seq))
-            .expression_attribute_values(":now", n(now))
-            .expression_attribute_values(":g", s(keys::sessions_gsi_sk(now, session)))
-            .expression_attribute_values(":ct", s(start.context_type.as_str()));
-        let mut set = vec!["message_count = :count", "last_activity_at = :now", "gsi1sk = :g", "context_type = :ct"];
-        let mut remove = vec![];
-        match &start.entity_id {
-            Some(e) => {
-                set.push("entity_id = :e");
-                update = update.expression_attribute_values(":e", s(e.clone()));
-            }
-            None => remove.push("entity_id"),
-        }
-        match &start.focus {
-            Some(f) => {
-                set.push("focus = :f");
-                update = update.expression_attribute_values(":f", s(f.to_string()));
-            }
-            None => remove.push("focus"),
-        }
-        if let Some(t) = &start.title {
-            set.push("title = if_not_exists(title, :title)");
-            update = update.expression_attribute_values(":title", s(t.clone()));
-        }
-        let mut expr = format!("SET {}", set.join(", "));
-        if !remove.is_empty() {
-            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
-        }
-        update.update_expression(expr).build().map_err(|e| StoreError::Backend(e.to_string()))
     }
 
     /// Creates the table with the key scheme's attributes and index, if missing.
@@ -284,22 +92,16 @@ impl DynamoStore {
 
 /// Bytes of text per chunk item (tool outputs, message bodies), well under the
 /// 400 KB item limit.
-const CHUNK_BYTES: usize = 300_000;
-
-/// A message whose JSON body is longer is stored in chunks. Inline bodies
-/// keep a transaction of 9 messages + the session under DynamoDB's 4 MB.
-pub const MESSAGE_INLINE_BYTES: usize = CHUNK_BYTES;
-/// Messages `finish_turn` writes in its own transaction.
-const FINISH_MESSAGES: usize = 8;
+pub(crate) const CHUNK_BYTES: usize = 300_000;
 
 /// Chunk items written at once (each up to [`CHUNK_BYTES`]).
 const CHUNK_WRITES_IN_FLIGHT: usize = 4;
 
-/// How long a `stream_run_id` claim is kept (the table's TTL on `ttl`).
-const RUN_CLAIM_TTL_SECS: i64 = 7 * 24 * 3600;
+/// Items deleted per `BatchWriteItem` (DynamoDB's limit).
+pub(crate) const DELETE_BATCH: usize = 25;
 
 /// Splits text into pieces of at most `max` bytes, never inside a character.
-fn utf8_chunks(text: &str, max: usize) -> impl Iterator<Item = &str> {
+pub(crate) fn utf8_chunks(text: &str, max: usize) -> impl Iterator<Item = &str> {
     let mut rest = text;
     std::iter::from_fn(move || {
         if rest.is_empty() {
@@ -315,185 +117,8 @@ fn utf8_chunks(text: &str, max: usize) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Items deleted per `BatchWriteItem` (DynamoDB's limit).
-const DELETE_BATCH: usize = 25;
-
-fn corrupt(what: &str) -> StoreError {
-    StoreError::Corrupt(what.to_string())
-}
-
-fn session_from_item(user: &UserId, item: &Item) -> Result<Session, StoreError> {
-    let id = SessionId::parse(get_s(item, "session_id").ok_or_else(|| corrupt("session_id"))?)
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let context_type = get_s(item, "context_type").and_then(ContextType::parse).unwrap_or_default();
-    let status = match get_s(item, "status") {
-        Some("closed") => SessionStatus::Closed,
-        _ => SessionStatus::Active,
-    };
-    let lease = match (get_s(item, "lease_turn"), get_n(item, "lease_until")) {
-        (Some(t), Some(until)) => TurnId::parse(t).ok().map(|t| (t, until)),
-        _ => None,
-    };
-    Ok(Session {
-        user_id: user.clone(),
-        view: SessionView {
-            id,
-            title: get_s(item, "title").map(str::to_string),
-            context_type,
-            entity_id: get_s(item, "entity_id").map(str::to_string),
-            focus: get_s(item, "focus").and_then(|f| serde_json::from_str(f).ok()),
-            status,
-            message_count: get_n(item, "message_count").unwrap_or(0).max(0) as u64,
-            created_at: get_n(item, "created_at").unwrap_or(0),
-            last_activity_at: get_n(item, "last_activity_at").unwrap_or(0),
-        },
-        prompt_tokens: get_n(item, "prompt_tokens").unwrap_or(0).max(0) as u64,
-        completion_tokens: get_n(item, "completion_tokens").unwrap_or(0).max(0) as u64,
-        lease,
-    })
-}
-
-fn new_session_item(user: &UserId, view: &SessionView, lease: &Lease) -> Item {
-    let mut item = DynamoStore::session_key(user, &view.id);
-    item.insert("kind".into(), s("session"));
-    item.insert("gsi1pk".into(), s(keys::sessions_gsi_pk(user)));
-    item.insert("gsi1sk".into(), s(keys::sessions_gsi_sk(view.last_activity_at, &view.id)));
-    item.insert("user_id".into(), s(user.as_str()));
-    item.insert("session_id".into(), s(view.id.as_str()));
-    if let Some(t) = &view.title {
-        item.insert("title".into(), s(t.clone()));
-    }
-    item.insert("context_type".into(), s(view.context_type.as_str()));
-    if let Some(e) = &view.entity_id {
-        item.insert("entity_id".into(), s(e.clone()));
-    }
-    if let Some(f) = &view.focus {
-        item.insert("focus".into(), s(f.to_string()));
-    }
-    item.insert("status".into(), s("active"));
-    item.insert("message_count".into(), n(view.message_count));
-    item.insert("created_at".into(), n(view.created_at));
-    item.insert("last_activity_at".into(), n(view.last_activity_at));
-    item.insert("prompt_tokens".into(), n(0));
-    item.insert("completion_tokens".into(), n(0));
-    item.insert("lease_turn".into(), s(lease.turn_id.as_str()));
-    item.insert("lease_until".into(), n(lease.until_ms));
-    item
-}
-
-/// A turn's record as written at its start (its end is recorded beside `data`).
-fn turn_item(user: &UserId, session: &SessionId, start: &TurnStart) -> Result<Item, StoreError> {
-    let mut item = DynamoStore::key(keys::session_pk(user, session), keys::turn_sk(&start.turn.run_id));
-    item.insert("kind".into(), s("turn"));
-    item.insert("turn_id".into(), s(start.turn.turn_id.as_str()));
-    let data = serde_json::to_string(&start.turn).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    item.insert("data".into(), s(data));
-    Ok(item)
-}
-
-/// The user's claim on `run` for `turn` in `session`, expiring after
-/// [`RUN_CLAIM_TTL_SECS`] (a retry comes within minutes).
-fn run_claim_item(user: &UserId, run: &RunId, session: &SessionId, turn: &TurnId) -> Item {
-    let mut item = DynamoStore::key(keys::run_claim_pk(user, run), RUN_CLAIM_SK.to_string());
-    item.insert("kind".into(), s("run_claim"));
-    item.insert("session_id".into(), s(session.as_str()));
-    item.insert("turn_id".into(), s(turn.as_str()));
-    item.insert("ttl".into(), n(crate::now_ms() / 1000 + RUN_CLAIM_TTL_SECS));
-    item
-}
-
-fn run_claim_from_item(item: &Item) -> Result<RunClaim, StoreError> {
-    let session = get_s(item, "session_id").and_then(|v| SessionId::parse(v).ok());
-    let turn = get_s(item, "turn_id").and_then(|v| TurnId::parse(v).ok());
-    match (session, turn) {
-        (Some(session_id), Some(turn_id)) => Ok(RunClaim { session_id, turn_id }),
-        _ => Err(corrupt("run claim")),
-    }
-}
-
-/// What storing one message writes: its item (for the transaction) and, when
-/// its body is too large for the item, the body's chunks (written before).
-struct MessageWrite {
-    item: Item,
-    id: MessageId,
-    bodies: Vec<Item>,
-}
-
-impl MessageWrite {
-    fn of(user: &UserId, m: &StoredMessage) -> Result<Self, StoreError> {
-        let data = serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let pk = keys::session_pk(user, &m.session_id);
-        let mut item = DynamoStore::key(pk.clone(), keys::message_sk(m.seq));
-        item.insert("kind".into(), s("message"));
-        item.insert("seq".into(), n(m.seq));
-        item.insert(
-            "role".into(),
-            s(serde_json::to_value(m.role).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()),
-        );
-        item.insert("turn_id".into(), s(m.turn_id.as_str()));
-        let mut bodies = Vec::new();
-        if data.len() <= MESSAGE_INLINE_BYTES {
-            item.insert("data".into(), s(data));
-        } else {
-            for (i, chunk) in utf8_chunks(&data, CHUNK_BYTES).enumerate() {
-                let mut body = DynamoStore::key(pk.clone(), keys::message_body_sk(m.seq, &m.id, i));
-                body.insert("kind".into(), s("message_body"));
-                body.insert("data".into(), s(chunk));
-                bodies.push(body);
-            }
-            item.insert("message_id".into(), s(m.id.as_str()));
-            item.insert("chunks".into(), n(bodies.len()));
-        }
-        Ok(MessageWrite { item, id: m.id.clone(), bodies })
-    }
-
-    /// The message item as a transaction put that must not overwrite a message.
-    fn put(&self, table: &str) -> Result<TransactWriteItem, StoreError> {
-        put(table, self.item.clone(), "attribute_not_exists(pk)")
-    }
-}
-
-/// The messages of one transaction.
-struct MessageWrites(Vec<MessageWrite>);
-
-impl MessageWrites {
-    fn of<'a>(user: &UserId, messages: impl IntoIterator<Item = &'a StoredMessage>) -> Result<Self, StoreError> {
-        Ok(MessageWrites(messages.into_iter().map(|m| MessageWrite::of(user, m)).collect::<Result<_, _>>()?))
-    }
-
-    fn puts(&self, table: &str) -> Result<Vec<TransactWriteItem>, StoreError> {
-        self.0.iter().map(|w| w.put(table)).collect()
-    }
-
-    fn bodies(&self) -> Vec<Item> {
-        self.0.iter().flat_map(|w| w.bodies.iter().cloned()).collect()
-    }
-}
-
-/// Where a message item's body is: inline, or in `chunks` items.
-enum Body<'a> {
-    Inline(&'a str),
-    Chunked { pk: &'a str, seq: u64, id: MessageId, chunks: usize },
-}
-
-fn message_body_of(item: &Item) -> Result<Body<'_>, StoreError> {
-    if let Some(data) = get_s(item, "data") {
-        return Ok(Body::Inline(data));
-    }
-    let id = get_s(item, "message_id").and_then(|i| MessageId::parse(i).ok()).ok_or_else(|| corrupt("message id"))?;
-    Ok(Body::Chunked {
-        pk: get_s(item, "pk").ok_or_else(|| corrupt("message pk"))?,
-        seq: get_n(item, "seq").filter(|s| *s > 0).ok_or_else(|| corrupt("message seq"))? as u64,
-        id,
-        chunks: get_n(item, "chunks").filter(|c| *c > 0).ok_or_else(|| corrupt("message data"))? as usize,
-    })
-}
-
-fn parse_message(data: &str) -> Result<StoredMessage, StoreError> {
-    serde_json::from_str(data).map_err(|e| StoreError::Corrupt(format!("message: {e}")))
-}
-
-fn put(table: &str, item: Item, condition: &str) -> Result<TransactWriteItem, StoreError> {
+/// A transaction put of `item` under `condition`.
+pub(crate) fn put(table: &str, item: Item, condition: &str) -> Result<TransactWriteItem, StoreError> {
     let p = Put::builder()
         .table_name(table)
         .set_item(Some(item))
@@ -504,7 +129,7 @@ fn put(table: &str, item: Item, condition: &str) -> Result<TransactWriteItem, St
 }
 
 /// How a transaction that reached DynamoDB ended.
-enum Commit {
+pub(crate) enum Commit {
     Done,
     /// Cancelled, so nothing was written: each item's reason code, in item
     /// order (empty when the server gives none; old DynamoDB Local builds).
@@ -513,678 +138,24 @@ enum Commit {
 
 impl Commit {
     /// Whether item `i`'s condition failed.
-    fn failed(&self, i: usize) -> bool {
+    pub(crate) fn failed(&self, i: usize) -> bool {
         matches!(self, Commit::Cancelled(codes) if codes.get(i).map(String::as_str) == Some(CONDITION_FAILED))
     }
 
-    fn any_failed(&self) -> bool {
+    pub(crate) fn any_failed(&self) -> bool {
         matches!(self, Commit::Cancelled(codes) if codes.iter().any(|c| c == CONDITION_FAILED))
     }
 }
 
-const CONDITION_FAILED: &str = "ConditionalCheckFailed";
-
-#[async_trait::async_trait]
-impl Store for DynamoStore {
-    async fn create_session(
-        &self,
-        user: &UserId,
-        view: &SessionView,
-        lease: &Lease,
-        run: &RunId,
-    ) -> Result<Session, StoreError> {
-        let item = new_session_item(user, view, lease);
-        let claim = run_claim_item(user, run, &view.id, &lease.turn_id);
-        let items = vec![
-            put(&self.table, item.clone(), "attribute_not_exists(pk)")?,
-            put(&self.table, claim, "attribute_not_exists(pk)")?,
-        ];
-        match self.transact(items, "create_session").await? {
-            Commit::Done => session_from_item(user, &item),
-            Commit::Cancelled(codes) if codes.iter().any(|c| c == CONDITION_FAILED) => {
-                self.why_not_created(user, view, lease, run).await
-            }
-            Commit::Cancelled(codes) => Err(StoreError::Backend(format!("create_session cancelled: {codes:?}"))),
-        }
-    }
-
-    async fn open_session(
-        &self,
-        user: &UserId,
-        view: &SessionView,
-        lease: &Lease,
-        start: &TurnStart,
-    ) -> Result<(), StoreError> {
-        let (run, seq) = (&start.turn.run_id, start.user_message.seq);
-        let stored = SessionView {
-            message_count: seq,
-            last_activity_at: start.user_message.created_at,
-            title: view.title.clone().or_else(|| start.title.clone()),
-            ..view.clone()
-        };
-        let writes = MessageWrites::of(user, [&start.user_message])?;
-        // Item order matters below: the session, the claim.
-        let mut items = vec![
-            put(&self.table, new_session_item(user, &stored, lease), "attribute_not_exists(pk)")?,
-            put(&self.table, run_claim_item(user, run, &view.id, &lease.turn_id), "attribute_not_exists(pk)")?,
-            put(&self.table, turn_item(user, &view.id, start)?, "attribute_not_exists(pk)")?,
-        ];
-        let first = items.len();
-        items.extend(writes.puts(&self.table)?);
-        match self.commit_messages(&writes, items, first, "open_session").await? {
-            Commit::Done => Ok(()),
-            c if c.any_failed() => self.why_not_created(user, view, lease, run).await.map(|_| ()),
-            Commit::Cancelled(codes) => Err(StoreError::Backend(format!("open_session cancelled: {codes:?}"))),
-        }
-    }
-
-    async fn run_claim(&self, user: &UserId, run: &RunId) -> Result<Option<RunClaim>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::key(keys::run_claim_pk(user, run), RUN_CLAIM_SK.to_string())))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::debug_span!("ddb.get_item", what = "run_claim"))
-            .await
-            .map_err(backend)?;
-        out.item.as_ref().map(run_claim_from_item).transpose()
-    }
-
-    async fn acquire_lease(&self, user: &UserId, session: &SessionId, lease: &Lease) -> Result<Session, StoreError> {
-        let now = crate::now_ms();
-        let res = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .update_expression("SET lease_turn = :t, lease_until = :u")
-            // `lease_turn = :t`: our own write again, whose answer was lost.
-            .condition_expression(
-                "attribute_exists(pk) AND #st = :active \
-                 AND (attribute_not_exists(lease_until) OR lease_until < :now OR lease_turn = :t)",
-            )
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":t", s(lease.turn_id.as_str()))
-            .expression_attribute_values(":u", n(lease.until_ms))
-            .expression_attribute_values(":now", n(now))
-            .expression_attribute_values(":active", s("active"))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .instrument(tracing::debug_span!("ddb.update_item", what = "acquire_lease"))
-            .await;
-        match res {
-            Ok(out) => session_from_item(user, &out.attributes.unwrap_or_default()),
-            Err(e) if is_conditional(&e) => Err(match self.why_not_leased(user, session, &lease.turn_id).await {
-                // Not ours and not someone else's: it expired between the two reads.
-                StoreError::LeaseLost => StoreError::Busy,
-                other => other,
-            }),
-            Err(e) => Err(backend(e)),
-        }
-    }
-
-    async fn renew_lease(&self, user: &UserId, session: &SessionId, lease: &Lease) -> Result<(), StoreError> {
-        let res = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .update_expression("SET lease_until = :u")
-            // A delete that began takes the session from its turn.
-            .condition_expression("lease_turn = :t AND #st <> :deleting")
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":deleting", s(DELETING))
-            .expression_attribute_values(":t", s(lease.turn_id.as_str()))
-            .expression_attribute_values(":u", n(lease.until_ms))
-            .send()
-            .instrument(tracing::debug_span!("ddb.update_item", what = "renew_lease"))
-            .await;
-        match res {
-            Ok(_) => Ok(()),
-            Err(e) if is_conditional(&e) => Err(StoreError::LeaseLost),
-            Err(e) => Err(backend(e)),
-        }
-    }
-
-    async fn release_lease(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> Result<(), StoreError> {
-        let res = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .update_expression("REMOVE lease_turn, lease_until")
-            .condition_expression("lease_turn = :t")
-            .expression_attribute_values(":t", s(turn.as_str()))
-            .send()
-            .instrument(tracing::debug_span!("ddb.update_item", what = "release_lease"))
-            .await;
-        match res {
-            Ok(_) => Ok(()),
-            Err(e) if is_conditional(&e) => Ok(()),
-            Err(e) => Err(backend(e)),
-        }
-    }
-
-    async fn recent_messages(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        limit: usize,
-    ) -> Result<Vec<StoredMessage>, StoreError> {
-        let limit = limit.clamp(1, 1000);
-        self.query_messages(
-            user,
-            session,
-            (MSG_PREFIX.to_string(), MSG_END.to_string()),
-            false,
-            limit,
-            "recent_messages",
-        )
-        .await
-    }
-
-    async fn recent_log(&self, user: &UserId, session: &SessionId, limit: usize) -> Result<RecentLog, StoreError> {
-        let limit = limit.clamp(1, 1000);
-        let range = (MSG_PREFIX.to_string(), keys::LOG_END.to_string());
-        // The summary and the agent state come first, when they exist.
-        let items = self.query_range(user, session, range, false, limit + 2, "recent_log").await?;
-        let mut log = RecentLog { messages: Vec::new(), summary: Ok(None), agent_state: Ok(None) };
-        let mut messages = Vec::new();
-        for item in &items {
-            match get_s(item, "sk") {
-                Some(SUMMARY_SK) => log.summary = super::summary::from_item(item).map(Some),
-                Some(AGENT_STATE_SK) => log.agent_state = super::agent_state::from_item(item).map(Some),
-                _ if messages.len() < limit => messages.push(item),
-                _ => {}
-            }
-        }
-        log.messages = futures::future::try_join_all(messages.into_iter().map(|i| self.message_from_item(i))).await?;
-        log.messages.reverse();
-        Ok(log)
-    }
-
-    async fn turn_by_run(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        run: &RunId,
-    ) -> Result<Option<TurnRecord>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::key(keys::session_pk(user, session), keys::turn_sk(run))))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::debug_span!("ddb.get_item", what = "turn"))
-            .await
-            .map_err(backend)?;
-        match out.item {
-            None => Ok(None),
-            Some(item) => {
-                let data = get_s(&item, "data").ok_or_else(|| corrupt("turn data"))?;
-                let mut turn: TurnRecord =
-                    serde_json::from_str(data).map_err(|e| StoreError::Corrupt(format!("turn: {e}")))?;
-                // `data` is written once at start; the end is recorded beside it.
-                if let Some(st) = get_s(&item, "turn_status") {
-                    turn.status = serde_json::from_value(serde_json::Value::String(st.to_string()))
-                        .map_err(|e| StoreError::Corrupt(format!("turn status: {e}")))?;
-                    turn.ended_at = get_n(&item, "ended_at");
-                    turn.assistant_message_seq = get_n(&item, "assistant_seq").filter(|s| *s > 0).map(|s| s as u64);
-                }
-                Ok(Some(turn))
-            }
-        }
-    }
-
-    async fn start_turn(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<(), StoreError> {
-        let turn_id = &start.turn.turn_id;
-        let turn_item = turn_item(user, session, start)?;
-        let claim = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(run_claim_item(user, &start.turn.run_id, session, turn_id)))
-            // Ours already: `create_session` claimed it for this very turn.
-            .condition_expression("attribute_not_exists(pk) OR (turn_id = :t AND session_id = :s)")
-            .expression_attribute_values(":t", s(turn_id.as_str()))
-            .expression_attribute_values(":s", s(session.as_str()))
-            .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
-        let writes = MessageWrites::of(user, [&start.user_message])?;
-        // Item order matters below: the turn record, the claim, the session.
-        let mut items = vec![
-            put(&self.table, turn_item, "attribute_not_exists(pk)")?,
-            TransactWriteItem::builder().put(claim).build(),
-            TransactWriteItem::builder().update(self.start_update(user, session, start)?).build(),
-        ];
-        let first = items.len();
-        items.extend(writes.puts(&self.table)?);
-        let commit = self.commit_messages(&writes, items, first, "start_turn").await?;
-        if commit.failed(0) || commit.failed(1) {
-            return Err(StoreError::DuplicateRun);
-        }
-        match commit {
-            Commit::Done => Ok(()),
-            c if c.any_failed() => Err(self.lost_or_gone(user, session).await),
-            Commit::Cancelled(codes) => Err(StoreError::Backend(format!("start_turn cancelled: {codes:?}"))),
-        }
-    }
-
-    async fn append_messages(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        turn: &TurnId,
-        messages: &[StoredMessage],
-    ) -> Result<(), StoreError> {
-        // DynamoDB Local caps a transaction at 10 items: 9 messages + the session.
-        for chunk in messages.chunks(9) {
-            let writes = MessageWrites::of(user, chunk)?;
-            let mut items = writes.puts(&self.table)?;
-            let update = Update::builder()
-                .table_name(&self.table)
-                .set_key(Some(Self::session_key(user, session)))
-                .update_expression("SET message_count = message_count + :added")
-                .condition_expression("lease_turn = :t AND #st <> :deleting")
-                .expression_attribute_names("#st", "status")
-                .expression_attribute_values(":deleting", s(DELETING))
-                .expression_attribute_values(":t", s(turn.as_str()))
-                .expression_attribute_values(":added", n(chunk.len()))
-                .build()
-                .map_err(|e| StoreError::Backend(e.to_string()))?;
-            items.push(TransactWriteItem::builder().update(update).build());
-            match self.commit_messages(&writes, items, 0, "append_messages").await? {
-                Commit::Done => {}
-                c if c.any_failed() => return Err(self.lost_or_gone(user, session).await),
-                Commit::Cancelled(codes) => {
-                    return Err(StoreError::Backend(format!("append_messages cancelled: {codes:?}")))
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn put_tool_output(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        call_id: &str,
-        content: &str,
-    ) -> Result<(), StoreError> {
-        let prefix = keys::tool_output_prefix(call_id);
-        let pk = keys::session_pk(user, session);
-        let chunks: Vec<&str> = utf8_chunks(content, CHUNK_BYTES).collect();
-        let items: Vec<Item> = chunks
-            .iter()
-            .enumerate()
-            .map(|(i, chunk)| {
-                let mut item = Self::key(pk.clone(), format!("{prefix}{i:04}"));
-                item.insert("kind".into(), s("tool_output"));
-                item.insert("data".into(), s(*chunk));
-                if i == 0 {
-                    // A later output under the same call id overwrites from
-                    // chunk 0 but may be shorter: the count says where it ends.
-                    item.insert("chunks".into(), n(chunks.len()));
-                }
-                item
-            })
-            .collect();
-        self.put_items(&items).await?;
-        // Checked after writing: see `session_alive`.
-        if session_alive(&self.client, &self.table, &pk).await? {
-            return Ok(());
-        }
-        self.forget(&items).await;
-        Err(StoreError::NotFound)
-    }
-
-    async fn tool_output(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        call_id: &str,
-    ) -> Result<Option<String>, StoreError> {
-        let mut out = String::new();
-        let (mut found, mut taken, mut expected) = (false, 0usize, usize::MAX);
-        let mut start = None;
-        loop {
-            let out_page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
-                .expression_attribute_values(":pk", s(keys::session_pk(user, session)))
-                .expression_attribute_values(":p", s(keys::tool_output_prefix(call_id)))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .instrument(tracing::debug_span!("ddb.query", what = "tool_output"))
-                .await
-                .map_err(backend)?;
-            for item in out_page.items.unwrap_or_default() {
-                if !found {
-                    // Stored before the count was kept: every chunk is this output's.
-                    expected = get_n(&item, "chunks").map_or(usize::MAX, |c| c as usize);
-                }
-                found = true;
-                if taken < expected {
-                    out.push_str(get_s(&item, "data").unwrap_or_default());
-                    taken += 1;
-                }
-            }
-            match out_page.last_evaluated_key {
-                Some(k) if !k.is_empty() && taken < expected => start = Some(k),
-                _ => break,
-            }
-        }
-        Ok(found.then_some(out))
-    }
-
-    async fn finish_turn(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<(), StoreError> {
-        // DynamoDB Local caps a transaction at 10 items: the turn record, the
-        // session and 8 messages. Earlier ones (a cut-off round with many
-        // calls) go first, as a tool round would.
-        let (earlier, closing) = end.messages.split_at(end.messages.len().saturating_sub(FINISH_MESSAGES));
-        if !earlier.is_empty() {
-            self.append_messages(user, session, &end.turn_id, earlier).await?;
-        }
-        let pk = keys::session_pk(user, session);
-        let now = crate::now_ms();
-        let last_seq = end.messages.last().map(|m| m.seq);
-        let writes = MessageWrites::of(user, closing)?;
-        let mut items = writes.puts(&self.table)?;
-        let status =
-            serde_json::to_value(end.status).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-        let turn_update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(Self::key(pk.clone(), keys::turn_sk(&end.run_id))))
-            .update_expression("SET turn_status = :st, ended_at = :now, assistant_seq = :seq")
-            .condition_expression("attribute_exists(pk) AND turn_id = :t")
-            .expression_attribute_values(":st", s(status))
-            .expression_attribute_values(":now", n(now))
-            .expression_attribute_values(":seq", n(last_seq.unwrap_or(0)))
-            .expression_attribute_values(":t", s(end.turn_id.as_str()))
-            .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
-        items.push(TransactWriteItem::builder().update(turn_update).build());
-        let added = closing.len() as u64;
-        let (mut set, mut remove) = (
-            "SET message_count = message_count + :added, last_activity_at = :now, gsi1sk = :g, \
-             prompt_tokens = prompt_tokens + :pt, completion_tokens = completion_tokens + :ct"
-                .to_string(),
-            "REMOVE lease_turn, lease_until, stop_turn".to_string(),
-        );
-        let mut session_update = Update::builder();
-        if let Some(scope) = &end.scope {
-            set.push_str(", context_type = :sct");
-            session_update = session_update.expression_attribute_values(":sct", s(scope.context_type.as_str()));
-            for (name, value) in
-                [("entity_id", scope.entity_id.clone()), ("focus", scope.focus.as_ref().map(|f| f.to_string()))]
-            {
-                match value {
-                    Some(v) => {
-                        set.push_str(&format!(", {name} = :s_{name}"));
-                        session_update = session_update.expression_attribute_values(format!(":s_{name}"), s(v));
-                    }
-                    None => remove.push_str(&format!(", {name}")),
-                }
-            }
-        }
-        let session_update = session_update
-            .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .update_expression(format!("{set} {remove}"))
-            .condition_expression("lease_turn = :t AND #st <> :deleting")
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":deleting", s(DELETING))
-            .expression_attribute_values(":t", s(end.turn_id.as_str()))
-            .expression_attribute_values(":added", n(added))
-            .expression_attribute_values(":now", n(now))
-            .expression_attribute_values(":g", s(keys::sessions_gsi_sk(now, session)))
-            .expression_attribute_values(":pt", n(end.usage.prompt_tokens))
-            .expression_attribute_values(":ct", n(end.usage.completion_tokens))
-            .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
-        items.push(TransactWriteItem::builder().update(session_update).build());
-        match self.commit_messages(&writes, items, 0, "finish_turn").await? {
-            Commit::Done => Ok(()),
-            c if c.any_failed() => Err(self.lost_or_gone(user, session).await),
-            Commit::Cancelled(codes) => Err(StoreError::Backend(format!("finish_turn cancelled: {codes:?}"))),
-        }
-    }
-
-    async fn session(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError> {
-        self.get_session(user, session).await
-    }
-
-    async fn list_sessions(
-        &self,
-        user: &UserId,
-        limit: usize,
-        cursor: Option<&str>,
-    ) -> Result<SessionsPage, StoreError> {
-        let gsi_pk = keys::sessions_gsi_pk(user);
-        let mut q = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(GSI1)
-            .key_condition_expression("gsi1pk = :p")
-            .expression_attribute_values(":p", s(gsi_pk.clone()))
-            .scan_index_forward(false)
-            .limit(limit.clamp(1, 100) as i32);
-        if let Some(c) = cursor {
-            let start = decode_cursor(c).ok_or(StoreError::NotFound)?;
-            // A cursor is only good for the user it was made for.
-            if get_s(&start, "gsi1pk") != Some(gsi_pk.as_str()) {
-                return Err(StoreError::NotFound);
-            }
-            q = q.set_exclusive_start_key(Some(start));
-        }
-        let out =
-            q.send().instrument(tracing::debug_span!("ddb.query", what = "list_sessions")).await.map_err(backend)?;
-        let sessions = out
-            .items
-            .unwrap_or_default()
-            .iter()
-            .filter(|i| get_s(i, "status") != Some(DELETING))
-            .map(|i| session_from_item(user, i).map(|s| s.view))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(SessionsPage {
-            sessions,
-            cursor: out.last_evaluated_key.filter(|k| !k.is_empty()).map(|k| encode_cursor(&k)),
-        })
-    }
-
-    async fn messages_page(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        from: MessagesFrom,
-        limit: usize,
-    ) -> Result<Vec<StoredMessage>, StoreError> {
-        let (lo, hi, forward) = match from {
-            MessagesFrom::Before(None) => (MSG_PREFIX.to_string(), MSG_END.to_string(), false),
-            MessagesFrom::Before(Some(0)) => return Ok(vec![]),
-            MessagesFrom::Before(Some(b)) => (MSG_PREFIX.to_string(), keys::message_sk(b - 1), false),
-            MessagesFrom::After(a) => (keys::message_sk(a + 1), MSG_END.to_string(), true),
-        };
-        self.query_messages(user, session, (lo, hi), forward, limit.clamp(1, 200), "messages_page").await
-    }
-
-    async fn rename_session(&self, user: &UserId, session: &SessionId, title: &str) -> Result<Session, StoreError> {
-        self.update_visible_session(
-            user,
-            session,
-            "SET title = :t, title_source = :user",
-            vec![(":t", s(title)), (":user", s("user"))],
-        )
-        .await
-    }
-
-    async fn close_session(&self, user: &UserId, session: &SessionId) -> Result<Session, StoreError> {
-        self.update_visible_session(user, session, "SET #st = :closed", vec![(":closed", s("closed"))]).await
-    }
-
-    async fn request_stop(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        run: Option<&RunId>,
-    ) -> Result<Option<TurnId>, StoreError> {
-        let Some(current) = self.get_session(user, session).await? else { return Err(StoreError::NotFound) };
-        let Some((turn, until)) = current.lease else { return Ok(None) };
-        if until < crate::now_ms() {
-            return Ok(None);
-        }
-        if let Some(run) = run {
-            match self.turn_by_run(user, session, run).await? {
-                Some(t) if t.turn_id == turn => {}
-                _ => return Ok(None),
-            }
-        }
-        let res = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .update_expression("SET stop_turn = :t")
-            .condition_expression("lease_turn = :t AND lease_until >= :now")
-            .expression_attribute_values(":t", s(turn.as_str()))
-            .expression_attribute_values(":now", n(crate::now_ms()))
-            .send()
-            .instrument(tracing::debug_span!("ddb.update_item", what = "request_stop"))
-            .await;
-        match res {
-            Ok(_) => Ok(Some(turn)),
-            // The turn ended between the read and the write.
-            Err(e) if is_conditional(&e) => Ok(None),
-            Err(e) => Err(backend(e)),
-        }
-    }
-
-    async fn stop_requested(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> Result<bool, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .projection_expression("stop_turn")
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::debug_span!("ddb.get_item", what = "stop_requested"))
-            .await
-            .map_err(backend)?;
-        Ok(out.item.as_ref().and_then(|i| get_s(i, "stop_turn")) == Some(turn.as_str()))
-    }
-
-    async fn delete_session(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        budget: Option<usize>,
-    ) -> Result<DeleteProgress, StoreError> {
-        // Step 1: invisible at once, and every later write of a turn fails. A
-        // session already marked (an interrupted delete) passes the condition
-        // too, so a retry resumes; one whose item is gone still has its
-        // partition swept (items a retry or a racing writer left behind).
-        let res = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .update_expression("SET #st = :deleting REMOVE gsi1pk, gsi1sk")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":deleting", s(DELETING))
-            .send()
-            .instrument(tracing::debug_span!("ddb.update_item", what = "mark_deleting"))
-            .await;
-        let marked = match res {
-            Ok(_) => true,
-            Err(e) if is_conditional(&e) => false,
-            Err(e) => return Err(backend(e)),
-        };
-        // Step 2: everything under the session's key but the session item, in
-        // batches; the session item goes last so a retry can always find it.
-        let pk = keys::session_pk(user, session);
-        let mut deleted = 0;
-        let mut batches = 0;
-        loop {
-            if budget.is_some_and(|b| batches >= b) {
-                return Ok(DeleteProgress::Partial { items_deleted: deleted });
-            }
-            let keys = self.delete_page(&pk).await?;
-            if keys.is_empty() {
-                break;
-            }
-            deleted += keys.len();
-            self.batch_delete(keys).await?;
-            batches += 1;
-        }
-        if !marked {
-            return if deleted == 0 {
-                Err(StoreError::NotFound)
-            } else {
-                Ok(DeleteProgress::Done { items_deleted: deleted })
-            };
-        }
-        self.client
-            .delete_item()
-            .table_name(&self.table)
-            .set_key(Some(Self::session_key(user, session)))
-            .send()
-            .instrument(tracing::debug_span!("ddb.delete_item", what = "session"))
-            .await
-            .map_err(backend)?;
-        Ok(DeleteProgress::Done { items_deleted: deleted + 1 })
-    }
-}
+pub(crate) const CONDITION_FAILED: &str = "ConditionalCheckFailed";
 
 impl DynamoStore {
-    /// A message from its item; a chunked body costs one more read (paged
-    /// when over 1 MB), inline ones none.
-    async fn message_from_item(&self, item: &Item) -> Result<StoredMessage, StoreError> {
-        let (pk, seq, id, chunks) = match message_body_of(item)? {
-            Body::Inline(data) => return parse_message(data),
-            Body::Chunked { pk, seq, id, chunks } => (pk, seq, id, chunks),
-        };
-        let mut data = String::new();
-        let mut read = 0;
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND sk BETWEEN :a AND :b")
-                .expression_attribute_values(":pk", s(pk))
-                .expression_attribute_values(":a", s(keys::message_body_sk(seq, &id, 0)))
-                .expression_attribute_values(":b", s(keys::message_body_sk(seq, &id, chunks - 1)))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .instrument(tracing::debug_span!("ddb.query", what = "message_body"))
-                .await
-                .map_err(backend)?;
-            for chunk in page.items() {
-                data.push_str(get_s(chunk, "data").ok_or_else(|| corrupt("message body chunk"))?);
-                read += 1;
-            }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
-        if read != chunks {
-            return Err(StoreError::Corrupt(format!("message {seq}: {read} of {chunks} body chunks")));
-        }
-        parse_message(&data)
-    }
-
     /// Sends a transaction; a cancellation is an answer, not an error.
-    async fn transact(&self, items: Vec<TransactWriteItem>, what: &'static str) -> Result<Commit, StoreError> {
+    pub(crate) async fn transact(
+        &self,
+        items: Vec<TransactWriteItem>,
+        what: &'static str,
+    ) -> Result<Commit, StoreError> {
         let res = self
             .client
             .transact_write_items()
@@ -1203,62 +174,13 @@ impl DynamoStore {
         }
     }
 
-    /// A transaction that puts messages (theirs are the items from `first`
-    /// on): the body chunks of the large ones go first, and are removed again
-    /// when the transaction is cancelled. Its session guard is the check that
-    /// no delete has begun, so chunks it did not commit are never left under a
-    /// deleted session. Kept: the chunks of a message already stored with the
-    /// same id (this very write, committed by an earlier attempt whose answer
-    /// was lost), and all chunks after an unknown outcome (a backend error:
-    /// they may belong to a committed message; unreferenced ones are never read).
-    async fn commit_messages(
-        &self,
-        writes: &MessageWrites,
-        items: Vec<TransactWriteItem>,
-        first: usize,
-        what: &'static str,
-    ) -> Result<Commit, StoreError> {
-        let bodies = writes.bodies();
-        if let Err(e) = self.put_items(&bodies).await {
-            self.forget(&bodies).await;
-            return Err(e);
-        }
-        let commit = self.transact(items, what).await?;
-        if let Commit::Cancelled(_) = commit {
-            for (i, w) in writes.0.iter().enumerate().filter(|(_, w)| !w.bodies.is_empty()) {
-                let ours_stored = commit.failed(first + i) && self.stored_as(w).await;
-                if !ours_stored {
-                    self.forget(&w.bodies).await;
-                }
-            }
-        }
-        Ok(commit)
-    }
-
-    /// Whether the message item `w` would write is stored with `w`'s id
-    /// (false when unsure: the caller then removes chunks nothing references).
-    async fn stored_as(&self, w: &MessageWrite) -> bool {
-        let key = ["pk", "sk"].map(|k| (k.to_string(), w.item[k].clone()));
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(HashMap::from(key)))
-            .projection_expression("message_id")
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::debug_span!("ddb.get_item", what = "message_id"))
-            .await;
-        out.ok().and_then(|o| o.item).is_some_and(|i| get_s(&i, "message_id") == Some(w.id.as_str()))
-    }
-
     /// Plain `PutItem`s, a few at a time: for chunk items, which are confirmed
-    /// after writing (by their message's transaction, or [`session_alive`])
+    /// after writing (by their message's transaction, or [`super::attr::session_alive`])
     /// rather than in a transaction with a check on the session item: that is
     /// as safe (a delete marks the session before it sweeps), costs half the
     /// write capacity on every chunk byte, and does not conflict with the
     /// turn's own writes to the session item.
-    async fn put_items(&self, items: &[Item]) -> Result<(), StoreError> {
+    pub(crate) async fn put_items(&self, items: &[Item]) -> Result<(), StoreError> {
         futures::stream::iter(items.iter().cloned())
             .map(|item| async move {
                 self.client
@@ -1277,7 +199,7 @@ impl DynamoStore {
     }
 
     /// Deletes the given items by key, best effort (a failure is logged).
-    async fn forget(&self, items: &[Item]) {
+    pub(crate) async fn forget(&self, items: &[Item]) {
         let keys: Vec<Item> = items
             .iter()
             .map(|i| i.iter().filter(|(k, _)| *k == "pk" || *k == "sk").map(|(k, v)| (k.clone(), v.clone())).collect())
@@ -1289,44 +211,8 @@ impl DynamoStore {
         }
     }
 
-    /// Why a turn's write on the session failed its condition: the session
-    /// is gone or being deleted (`NotFound`), or the lease is not ours.
-    async fn lost_or_gone(&self, user: &UserId, session: &SessionId) -> StoreError {
-        match self.get_session(user, session).await {
-            Ok(None) => StoreError::NotFound,
-            Ok(Some(_)) => StoreError::LeaseLost,
-            Err(e) => e,
-        }
-    }
-
-    /// The keys of up to one batch of items under `pk`, the session item
-    /// excepted. Consistent, so the sweep sees every write that landed before
-    /// the session was marked.
-    async fn delete_page(&self, pk: &str) -> Result<Vec<Item>, StoreError> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(pk))
-            .projection_expression("pk, sk")
-            .limit(DELETE_BATCH as i32 + 1)
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::debug_span!("ddb.query", what = "delete_page"))
-            .await
-            .map_err(backend)?;
-        Ok(out
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|i| get_s(i, "sk") != Some(SESSION_SK))
-            .take(DELETE_BATCH)
-            .collect())
-    }
-
     /// One `BatchWriteItem` of deletes, retrying unprocessed items with backoff.
-    async fn batch_delete(&self, keys: Vec<Item>) -> Result<(), StoreError> {
+    pub(crate) async fn batch_delete(&self, keys: Vec<Item>) -> Result<(), StoreError> {
         let mut pending: Vec<WriteRequest> = keys
             .into_iter()
             .map(|k| {
@@ -1354,18 +240,4 @@ impl DynamoStore {
         }
         Err(StoreError::Backend(format!("{} deletes stayed unprocessed after retries", pending.len())))
     }
-}
-
-/// Cursors are the last evaluated key, as base64url JSON: opaque to clients,
-/// checked against the caller on the way back in.
-fn encode_cursor(key: &Item) -> String {
-    let map: std::collections::BTreeMap<&str, &str> =
-        key.iter().filter_map(|(k, v)| v.as_s().ok().map(|v| (k.as_str(), v.as_str()))).collect();
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&map).unwrap_or_default())
-}
-
-fn decode_cursor(c: &str) -> Option<Item> {
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c).ok()?;
-    let map: std::collections::BTreeMap<String, String> = serde_json::from_slice(&bytes).ok()?;
-    Some(map.into_iter().map(|(k, v)| (k, s(v))).collect())
 }

@@ -1,5 +1,8 @@
-//! Persistence: the [`Store`] trait the turn is written against, and the one
-//! DynamoDB key scheme ([`dynamo`] implements it).
+//! Persistence shared by every feature: the table handle and its helpers
+//! ([`dynamo`]), the one DynamoDB key scheme (documented here, spelled in
+//! [`keys`]), the attribute helpers and [`StoreError`]. It knows no feature:
+//! each feature owns its store traits and implements them on the table
+//! ([`crate::session::store`], [`crate::frames`], …).
 //!
 //! # Key scheme (one table, `TABLE_NAME`)
 //!
@@ -97,10 +100,6 @@ pub mod keys;
 pub mod plans;
 pub mod summary;
 
-use crate::ids::{RunId, SessionId, TurnId, UserId};
-use crate::message::{StoredMessage, Usage};
-use crate::session::{ContextType, Session, SessionView, TurnRecord, TurnStatus};
-
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("not found")]
@@ -111,7 +110,7 @@ pub enum StoreError {
     #[error("the session is closed")]
     Closed,
     /// This `stream_run_id` was already used by this user: in this session,
-    /// or claimed by another turn in any session (see [`Store::run_claim`]).
+    /// or claimed by another turn in any session (see [`crate::session::store::SessionLog::run_claim`]).
     #[error("this stream_run_id was already used")]
     DuplicateRun,
     /// Our lease expired and someone else took the session; nothing was written.
@@ -135,242 +134,4 @@ impl StoreError {
             StoreError::Backend(_) => "store_unavailable",
         }
     }
-}
-
-/// Who claimed a `stream_run_id` for this user (any session).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunClaim {
-    pub session_id: SessionId,
-    pub turn_id: TurnId,
-}
-
-/// The lease a turn takes on its session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    pub turn_id: TurnId,
-    pub until_ms: i64,
-}
-
-/// What a turn changes on the session when its user message lands.
-#[derive(Debug, Clone)]
-pub struct TurnStart {
-    pub turn: TurnRecord,
-    pub user_message: StoredMessage,
-    /// The turn's scope (`turn::start::scoped_view`: the request's wins over
-    /// the stored one, a gap of the old flow); all three replace the stored
-    /// ones, an absent `entity_id` or focus removing it.
-    pub context_type: ContextType,
-    pub entity_id: Option<String>,
-    pub focus: Option<serde_json::Value>,
-    /// Set on the session only if it has no title yet.
-    pub title: Option<String>,
-}
-
-/// A turn's read of its session's log (one request, [`Store::recent_log`]):
-/// the newest messages and the items that sort right after them. A summary
-/// or agent state that cannot be parsed is an `Err` of its own: the turn goes
-/// on without it.
-#[derive(Debug)]
-pub struct RecentLog {
-    /// Oldest first.
-    pub messages: Vec<StoredMessage>,
-    pub summary: Result<Option<summary::SessionSummary>, StoreError>,
-    /// The stored agent state and its version.
-    pub agent_state: Result<Option<(crate::agent_state::AgentState, u64)>, StoreError>,
-}
-
-/// What a turn writes when it ends.
-#[derive(Debug, Clone)]
-pub struct TurnEnd {
-    pub turn_id: TurnId,
-    pub run_id: RunId,
-    pub status: TurnStatus,
-    /// Assistant (and later tool) messages, in order, seqs continuing the log.
-    pub messages: Vec<StoredMessage>,
-    pub usage: Usage,
-    /// A scope the turn moved to (`context_shift`): the session stores it in
-    /// the same write, replacing its `context_type`, `entity_id` and focus.
-    pub scope: Option<crate::sse::Focus>,
-}
-
-/// Where a page of messages starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MessagesFrom {
-    /// The newest messages (with seq below this one, when given).
-    Before(Option<u64>),
-    /// The oldest messages with seq above this one.
-    After(u64),
-}
-
-/// One page of a user's sessions, and the cursor for the next one.
-#[derive(Debug, Clone)]
-pub struct SessionsPage {
-    pub sessions: Vec<SessionView>,
-    pub cursor: Option<String>,
-}
-
-/// How far a session delete got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeleteProgress {
-    /// Everything is gone.
-    Done { items_deleted: usize },
-    /// The work budget ran out; the session is invisible and a retry resumes.
-    Partial { items_deleted: usize },
-}
-
-#[async_trait::async_trait]
-pub trait Store: Send + Sync {
-    /// Creates a new session already leased to `lease.turn_id`, claiming `run` for the user in the
-    /// same transaction. `DuplicateRun` when another turn already claimed `run`; a retry of our
-    /// own write (claim and session already ours) is Ok.
-    async fn create_session(
-        &self,
-        user: &UserId,
-        view: &SessionView,
-        lease: &Lease,
-        run: &RunId,
-    ) -> Result<Session, StoreError>;
-
-    /// Creates a new session with its first turn started, in one
-    /// transaction: the session (leased to `lease.turn_id`, counting the user
-    /// message), the user's claim on the run id, the turn record and the user
-    /// message. `DuplicateRun` when another turn already claimed the run id; a
-    /// retry of our own write (claim and session already ours) is Ok.
-    async fn open_session(
-        &self,
-        user: &UserId,
-        view: &SessionView,
-        lease: &Lease,
-        start: &TurnStart,
-    ) -> Result<(), StoreError>;
-
-    /// The claim on `run` for this user, if any (consistent read).
-    async fn run_claim(&self, user: &UserId, run: &RunId) -> Result<Option<RunClaim>, StoreError>;
-
-    /// Takes the lease on an existing session and returns it as it now is.
-    /// `NotFound`, `Busy` or `Closed` when it cannot. A lease this turn
-    /// already holds is taken again (a retried write whose answer was lost).
-    async fn acquire_lease(&self, user: &UserId, session: &SessionId, lease: &Lease) -> Result<Session, StoreError>;
-
-    /// Extends our lease; `LeaseLost` if it is no longer ours or the session
-    /// is being deleted.
-    async fn renew_lease(&self, user: &UserId, session: &SessionId, lease: &Lease) -> Result<(), StoreError>;
-
-    /// Gives the lease back without writing anything else (for turns that end
-    /// before their first write). A lease that is no longer ours is left alone.
-    async fn release_lease(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> Result<(), StoreError>;
-
-    /// The last `limit` messages, oldest first.
-    async fn recent_messages(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        limit: usize,
-    ) -> Result<Vec<StoredMessage>, StoreError>;
-
-    /// The last `limit` messages with the session's current summary and
-    /// agent state, in one request (they sort right after the messages).
-    async fn recent_log(&self, user: &UserId, session: &SessionId, limit: usize) -> Result<RecentLog, StoreError>;
-
-    async fn turn_by_run(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        run: &RunId,
-    ) -> Result<Option<TurnRecord>, StoreError>;
-
-    /// Atomically: the turn record (`DuplicateRun` if the run id exists in
-    /// this session), the user's claim on the run id (`DuplicateRun` if
-    /// another turn holds it, in any session), the user message, and the
-    /// session's stats and scope. Requires the lease and a session no delete
-    /// has begun on (`NotFound`).
-    async fn start_turn(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<(), StoreError>;
-
-    /// Appends messages of a running turn (a tool round: the assistant's calls
-    /// and their results), with the session's count, in transactions of at most
-    /// 9 messages. Requires the lease (`LeaseLost`) and a session no delete has
-    /// begun on (`NotFound`).
-    async fn append_messages(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        turn: &TurnId,
-        messages: &[StoredMessage],
-    ) -> Result<(), StoreError>;
-
-    /// Stores a tool's whole output apart from the log (chunked under the
-    /// session's key, so deleting the session removes it). `NotFound`, with
-    /// nothing left behind, when the session is gone or being deleted.
-    async fn put_tool_output(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        call_id: &str,
-        content: &str,
-    ) -> Result<(), StoreError>;
-
-    /// A tool output stored apart, whole.
-    async fn tool_output(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        call_id: &str,
-    ) -> Result<Option<String>, StoreError>;
-
-    /// Atomically: the turn's remaining messages, its record's final status, the
-    /// session's stats, and the lease released. Requires the lease (`LeaseLost`)
-    /// and a session no delete has begun on (`NotFound`).
-    async fn finish_turn(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<(), StoreError>;
-
-    /// The session as the client may see it: `None` when missing, another
-    /// user's, or being deleted.
-    async fn session(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError>;
-
-    /// One page of the user's sessions, most recently active first. `cursor` is
-    /// opaque to clients; a cursor of another user's is refused as `NotFound`.
-    async fn list_sessions(
-        &self,
-        user: &UserId,
-        limit: usize,
-        cursor: Option<&str>,
-    ) -> Result<SessionsPage, StoreError>;
-
-    /// Up to `limit` messages, in chronological order.
-    async fn messages_page(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        from: MessagesFrom,
-        limit: usize,
-    ) -> Result<Vec<StoredMessage>, StoreError>;
-
-    /// Sets a title the user chose; it is never overwritten by a generated one.
-    async fn rename_session(&self, user: &UserId, session: &SessionId, title: &str) -> Result<Session, StoreError>;
-
-    /// Marks the session closed; later turns are refused with `session_closed`.
-    async fn close_session(&self, user: &UserId, session: &SessionId) -> Result<Session, StoreError>;
-
-    /// Asks the running turn to stop: the turn whose lease is live, and only if
-    /// it is the one `run` names when given. `Ok(None)`: no such running turn.
-    async fn request_stop(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        run: Option<&RunId>,
-    ) -> Result<Option<TurnId>, StoreError>;
-
-    /// Whether `turn` was asked to stop (one small consistent read).
-    async fn stop_requested(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> Result<bool, StoreError>;
-
-    /// Deletes the session and everything under its key, at most `budget`
-    /// batches of 25 this call (`None`: all). The session disappears from
-    /// lists and reads at the first call, and every later write of a turn to
-    /// it fails; a later call resumes, also when only the session item is
-    /// already gone. `NotFound` only when nothing at all is under the key.
-    async fn delete_session(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        budget: Option<usize>,
-    ) -> Result<DeleteProgress, StoreError>;
 }

@@ -10,7 +10,8 @@ use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent};
 use crate::message::{ChatMessage, Role, StoredMessage};
 use crate::store::agent_state::SaveError;
 use crate::store::summary::{Backlog, CommitOutcome, SessionSummary, SummaryStore};
-use crate::store::{MessagesFrom, Store, StoreError};
+use crate::session::store::{MessagesFrom, SessionLog};
+use crate::store::StoreError;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashSet};
@@ -19,7 +20,7 @@ use std::sync::Arc;
 /// What a run needs. Shared by every run of the process.
 #[derive(Clone)]
 pub struct SummarizerDeps {
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn SessionLog>,
     pub summaries: Arc<dyn SummaryStore>,
     /// The summarizer model's endpoint (`SUMMARIZER_MODEL` is set per request).
     pub llm: Arc<dyn Llm>,

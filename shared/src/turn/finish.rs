@@ -13,10 +13,11 @@ use crate::agent_state::AgentState;
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{MessageError, Role, StoredMessage, Usage};
 use crate::model_loop::{LoopEnd, Outcome, RoundLog};
-use crate::session::TurnStatus;
+use crate::session::store::{SessionLog, TurnEnd};
+use crate::session::{Scope, TurnStatus};
 use crate::sse::{DoneReason, EventSink, StreamEvent};
 use crate::store::agent_state::{AgentStateStore, SaveError};
-use crate::store::{Store, StoreError, TurnEnd};
+use crate::store::StoreError;
 use crate::summary::TurnCompleted;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
@@ -24,7 +25,7 @@ use tokio::task::JoinHandle;
 /// The turn's log while the model works: the start record's write in flight,
 /// then each tool round as it completes.
 pub struct TurnLog {
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn SessionLog>,
     pub user: UserId,
     pub sid: SessionId,
     pub turn_id: TurnId,
@@ -75,6 +76,7 @@ pub async fn finish(
     let status = mark_last_answer(&mut unsaved, &outcome, usage);
     let last_message_seq = unsaved.last().map_or(0, |m| m.seq);
     let StateChange { state, observed, scope } = state;
+    let scope = scope.map(|f| Scope { context_type: f.context_type, entity_id: f.entity_id, focus: f.focus });
     let end = TurnEnd { turn_id: turn_id.clone(), run_id, status, messages: unsaved, usage, scope };
     // The agent state is its own item: its write goes out beside the turn's
     // transaction rather than after it, so `done` waits for one round trip

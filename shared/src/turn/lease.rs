@@ -9,7 +9,8 @@
 
 use crate::config::Config;
 use crate::ids::{SessionId, TurnId, UserId};
-use crate::store::{Lease, Store, StoreError};
+use crate::session::store::{Lease, Leases, StopSignals};
+use crate::store::StoreError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -58,7 +59,8 @@ impl Exit {
 
 /// Our lease on a session, given back when dropped.
 pub struct LeaseGuard {
-    store: Arc<dyn Store>,
+    leases: Arc<dyn Leases>,
+    stops: Arc<dyn StopSignals>,
     user: UserId,
     sid: SessionId,
     turn_id: TurnId,
@@ -71,10 +73,17 @@ pub struct LeaseGuard {
 
 impl LeaseGuard {
     /// Takes charge of a lease the store just granted to `turn_id`.
-    pub fn new(store: Arc<dyn Store>, user: &UserId, sid: &SessionId, turn_id: &TurnId, exit: &Exit) -> LeaseGuard {
+    pub fn new(
+        (leases, stops): (Arc<dyn Leases>, Arc<dyn StopSignals>),
+        user: &UserId,
+        sid: &SessionId,
+        turn_id: &TurnId,
+        exit: &Exit,
+    ) -> LeaseGuard {
         exit.set_session(sid);
         LeaseGuard {
-            store,
+            leases,
+            stops,
             user: user.clone(),
             sid: sid.clone(),
             turn_id: turn_id.clone(),
@@ -109,7 +118,7 @@ impl LeaseGuard {
     pub fn watch(&self, cfg: &Config) -> Watch {
         let (lease_lost, stopped) = (CancellationToken::new(), CancellationToken::new());
         let task = tokio::spawn(keep_alive(
-            self.store.clone(),
+            (self.leases.clone(), self.stops.clone()),
             (self.user.clone(), self.sid.clone(), self.turn_id.clone()),
             (cfg.session_lease, cfg.stop_poll.max(Duration::from_millis(20))),
             (lease_lost.clone(), stopped.clone()),
@@ -123,7 +132,7 @@ impl Drop for LeaseGuard {
         if !self.held {
             return;
         }
-        let (store, user, sid, turn) = (self.store.clone(), self.user.clone(), self.sid.clone(), self.turn_id.clone());
+        let (store, user, sid, turn) = (self.leases.clone(), self.user.clone(), self.sid.clone(), self.turn_id.clone());
         let first_write = self.first_write.take();
         let release = tokio::spawn(async move {
             if let Some(gate) = first_write {
@@ -151,7 +160,7 @@ impl Drop for Watch {
 }
 
 async fn keep_alive(
-    store: Arc<dyn Store>,
+    (leases, stops): (Arc<dyn Leases>, Arc<dyn StopSignals>),
     (user, sid, turn_id): (UserId, SessionId, TurnId),
     (lease, poll): (Duration, Duration),
     (lost, stop): (CancellationToken, CancellationToken),
@@ -161,7 +170,7 @@ async fn keep_alive(
         tokio::time::sleep(poll.min(renew_at.saturating_duration_since(Instant::now()))).await;
         if Instant::now() >= renew_at {
             let l = Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + lease.as_millis() as i64 };
-            match store.renew_lease(&user, &sid, &l).await {
+            match leases.renew_lease(&user, &sid, &l).await {
                 Ok(()) => renew_at = Instant::now() + lease / 3,
                 Err(StoreError::LeaseLost) => {
                     lost.cancel();
@@ -171,7 +180,7 @@ async fn keep_alive(
                 Err(e) => tracing::warn!(error = %e, "lease renewal failed; retrying"),
             }
         }
-        match store.stop_requested(&user, &sid, &turn_id).await {
+        match stops.stop_requested(&user, &sid, &turn_id).await {
             Ok(true) => {
                 tracing::info!("stop requested");
                 stop.cancel();

@@ -1,4 +1,4 @@
-//! One chat turn, as a plain async function over a [`Store`], an [`Llm`] and an
+//! One chat turn, as a plain async function over a [`SessionStore`], an [`Llm`] and an
 //! [`EventSink`] (BACKEND_FAST_STREAM_SPEC §5), in rooms named for its phases:
 //! [`request`] (the body, validated before the stream opens), [`start`] (lease,
 //! history, run check, the user message), [`context`] (pack, agent state,
@@ -30,11 +30,12 @@
 //!   and its executors run the same loop, writing to the plan record, never
 //!   to the session's log.
 //!
-//! [`Store`]: crate::store::Store
+//! [`SessionStore`]: crate::session::store::SessionStore
 //! [`Llm`]: crate::llm::Llm
 
 pub mod context;
 pub mod finish;
+pub mod history;
 pub mod lease;
 pub mod request;
 pub mod retry;
@@ -57,7 +58,8 @@ use crate::planner::PlanLayer;
 use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent, ToolOrigin};
 use crate::store::agent_state::AgentStateStore;
 use crate::store::cache::ContextCache;
-use crate::store::{Store, StoreError};
+use crate::session::store::SessionStore;
+use crate::store::StoreError;
 use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
 use futures::FutureExt;
 use lease::Exit;
@@ -70,7 +72,9 @@ use tracing::Instrument;
 /// What a turn runs on. Shared by every concurrent turn of the process.
 #[derive(Clone)]
 pub struct TurnDeps {
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn SessionStore>,
+    /// The turn's one read of its log before the model call.
+    pub history: Arc<dyn history::TurnHistory>,
     pub llm: Arc<dyn Llm>,
     pub config: Arc<Config>,
     /// The tools offered to the model; `None`: a talk-only turn.
@@ -280,7 +284,7 @@ fn settings(cfg: &Config) -> Settings<'_> {
 }
 
 /// Tool outputs kept apart, in the session's store.
-struct SessionOutputs<'a>(&'a dyn Store);
+struct SessionOutputs<'a>(&'a dyn SessionStore);
 
 #[async_trait::async_trait]
 impl ToolOutputs for SessionOutputs<'_> {
@@ -291,7 +295,7 @@ impl ToolOutputs for SessionOutputs<'_> {
         call_id: &str,
         content: &str,
     ) -> Result<(), StoreError> {
-        self.0.put_tool_output(user, session, call_id, content).await
+        crate::session::store::ToolOutputs::put_tool_output(self.0, user, session, call_id, content).await
     }
 
     async fn tool_output(
@@ -300,7 +304,7 @@ impl ToolOutputs for SessionOutputs<'_> {
         session: &SessionId,
         call_id: &str,
     ) -> Result<Option<String>, StoreError> {
-        self.0.tool_output(user, session, call_id).await
+        crate::session::store::ToolOutputs::tool_output(self.0, user, session, call_id).await
     }
 }
 

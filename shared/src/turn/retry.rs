@@ -12,9 +12,10 @@
 use super::TurnDeps;
 use crate::ids::{RunId, SessionId, UserId};
 use crate::message::{Role, StoredMessage};
+use crate::session::store::MessagesFrom;
 use crate::session::{TurnRecord, TurnStatus};
 use crate::sse::{DoneReason, EventSink, StreamEvent};
-use crate::store::{MessagesFrom, StoreError};
+use crate::store::StoreError;
 use futures::StreamExt;
 use tokio::time::Instant;
 

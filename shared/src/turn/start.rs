@@ -18,15 +18,17 @@
 //! supersedes the previous answer, and answers the stored user message again.
 
 use super::context::{self, LoadedPack};
+use super::history::RecentLog;
 use super::lease::{Exit, LeaseGuard};
 use super::{TurnDeps, ValidTurn};
 use crate::agent_state::AgentState;
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{without_superseded, Role, StoredMessage};
+use crate::session::store::{Lease, TurnStart};
 use crate::session::{title_from_message, Session, SessionView, TurnRecord, TurnStatus};
 use crate::sse::{EventSink, Focus, StreamEvent};
 use crate::store::summary::SessionSummary;
-use crate::store::{Lease, RecentLog, StoreError, TurnStart};
+use crate::store::StoreError;
 use futures::future::OptionFuture;
 use tokio::task::JoinHandle;
 
@@ -126,7 +128,7 @@ async fn open(
     let (user_message, start) = turn_start(turn, ids, &session, &view, None);
     let pack =
         OptionFuture::from(context::pack_scope(deps, &view, true).map(|s| context::load_pack(deps, ids.user, s, exit)));
-    let mut lease = LeaseGuard::new(deps.store.clone(), ids.user, &view.id, ids.turn_id, exit);
+    let mut lease = LeaseGuard::new((deps.store.clone(), deps.store.clone()), ids.user, &view.id, ids.turn_id, exit);
     let (store, user, leased, opened) = (deps.store.clone(), ids.user.clone(), ids.lease.clone(), view.clone());
     let write = async move { store.open_session(&user, &opened, &leased, &start).await };
     let (persist_user, pack) = if let Some(run) = &turn.run_id {
@@ -193,12 +195,13 @@ async fn resume(
         named.and_then(|v| context::pack_scope(deps, &v, false)).map(|s| context::load_pack(deps, user, s, exit));
     let (leased, log, seen, pack) = tokio::join!(
         store.acquire_lease(user, sid, ids.lease),
-        store.recent_log(user, sid, limit),
+        deps.history.recent_log(user, sid, limit),
         seen,
         OptionFuture::from(early)
     );
     // Taken at once, so that every refusal below gives the lease back.
-    let lease = leased.as_ref().ok().map(|_| LeaseGuard::new(store.clone(), user, sid, ids.turn_id, exit));
+    let lease =
+        leased.as_ref().ok().map(|_| LeaseGuard::new((store.clone(), store.clone()), user, sid, ids.turn_id, exit));
     let refuse = |e| Refused::Store(Some(sid.clone()), e);
     match seen.transpose() {
         Ok(Some(Some(claim))) if claim.session_id == *sid => return Err(Refused::Retry { session: sid.clone() }),
