@@ -4,7 +4,7 @@
 //!
 //! Each case is a `pub async fn` over a [`Subject`]: an empty log and a way
 //! to set the session's lease fields (which the log reads but never writes).
-//! [`frame_log_contract!`](crate::frame_log_contract) turns them into one
+//! The exported macro `frame_log_contract!` turns them into one
 //! `#[tokio::test]` each, given a function that makes a fresh [`Subject`].
 
 use super::{FrameBatch, FrameLog, MemoryFrameLog, StoredFrame, MAX_FRAME_ID};
@@ -105,32 +105,62 @@ pub mod fixtures {
 
 use fixtures::*;
 
-/// Every case, by name: the macro's list and the suite's table of contents.
+/// One `#[tokio::test]` per case, in a module `frame_log_contract`, each on
+/// a fresh subject from `$subject` (an `async fn() -> Subject` in scope).
+/// Spelled out case by case: the list is the suite's table of contents.
 #[macro_export]
 macro_rules! frame_log_contract {
     ($subject:path) => {
-        $crate::frame_log_contract!(@cases $subject;
-            nothing_stored_reads_as_nothing,
-            a_batch_reads_back_as_written,
-            latest_reads_back_to_the_batch_holding_after_plus_one,
-            the_latest_turn_is_the_newest_turn_id_not_the_last_write,
-            batches_sort_by_frame_id_whatever_its_digits,
-            batches_from_reads_one_turn_from_a_first_id,
-            users_and_sessions_do_not_see_each_other,
-            a_put_with_the_same_key_replaces_the_batch,
-            a_long_turn_reads_back_whole_across_pages,
-            the_lease_holder_is_the_live_lease_only,
-            an_empty_batch_never_reads_back_as_a_batch
-        );
-    };
-    (@cases $subject:path; $($case:ident),* $(,)?) => {
-        $(
+        mod frame_log_contract {
+            #[allow(unused_imports)]
+            use super::*;
+            use $crate::frames::contract as case;
+
             #[tokio::test]
-            async fn $case() {
-                let subject = $subject().await;
-                $crate::frames::contract::$case(&subject).await;
+            async fn nothing_stored_reads_as_nothing() {
+                case::nothing_stored_reads_as_nothing(&$subject().await).await
             }
-        )*
+            #[tokio::test]
+            async fn a_batch_reads_back_as_written() {
+                case::a_batch_reads_back_as_written(&$subject().await).await
+            }
+            #[tokio::test]
+            async fn latest_reads_back_to_the_batch_holding_after_plus_one() {
+                case::latest_reads_back_to_the_batch_holding_after_plus_one(&$subject().await).await
+            }
+            #[tokio::test]
+            async fn the_latest_turn_is_the_newest_turn_id_not_the_last_write() {
+                case::the_latest_turn_is_the_newest_turn_id_not_the_last_write(&$subject().await).await
+            }
+            #[tokio::test]
+            async fn batches_sort_by_frame_id_whatever_its_digits() {
+                case::batches_sort_by_frame_id_whatever_its_digits(&$subject().await).await
+            }
+            #[tokio::test]
+            async fn batches_from_reads_one_turn_from_a_first_id() {
+                case::batches_from_reads_one_turn_from_a_first_id(&$subject().await).await
+            }
+            #[tokio::test]
+            async fn users_and_sessions_do_not_see_each_other() {
+                case::users_and_sessions_do_not_see_each_other(&$subject().await).await
+            }
+            #[tokio::test]
+            async fn a_put_with_the_same_key_replaces_the_batch() {
+                case::a_put_with_the_same_key_replaces_the_batch(&$subject().await).await
+            }
+            #[tokio::test]
+            async fn a_long_turn_reads_back_whole_across_pages() {
+                case::a_long_turn_reads_back_whole_across_pages(&$subject().await).await
+            }
+            #[tokio::test]
+            async fn the_lease_holder_is_the_live_lease_only() {
+                case::the_lease_holder_is_the_live_lease_only(&$subject().await).await
+            }
+            #[tokio::test]
+            async fn an_empty_batch_never_reads_back_as_a_batch() {
+                case::an_empty_batch_never_reads_back_as_a_batch(&$subject().await).await
+            }
+        }
     };
 }
 
@@ -283,5 +313,5 @@ mod memory {
     async fn subject() -> super::Subject {
         super::Subject::memory()
     }
-    crate::frame_log_contract!(subject);
+    frame_log_contract!(subject);
 }
