@@ -32,12 +32,20 @@
 //! they sort by start time: the session's latest turn is the first item of a
 //! descending Query on `FRAMES#`.
 
+#[cfg(any(test, feature = "testkit"))]
+pub mod contract;
 mod dynamo;
 mod follow;
+#[cfg(any(test, feature = "testkit"))]
+mod memory;
 mod recorder;
+#[cfg(test)]
+mod tests;
 
 pub use dynamo::DynamoFrameLog;
 pub use follow::{follow, follow_turn, Follow};
+#[cfg(any(test, feature = "testkit"))]
+pub use memory::MemoryFrameLog;
 pub use recorder::Recorder;
 
 use crate::ids::{SessionId, TurnId, UserId};
@@ -122,7 +130,10 @@ impl LatestTurn {
     }
 }
 
-/// Where the frame log lives ([`DynamoFrameLog`]).
+/// Where the frame log lives: [`DynamoFrameLog`]; in tests, its in-memory
+/// twin (`MemoryFrameLog`, feature `testkit`). Both are held to one contract
+/// suite (`frames::contract`: `cargo test -p shared`, and
+/// `tests/tests/contract_frames.rs` on DynamoDB Local).
 #[async_trait::async_trait]
 pub trait FrameLog: Send + Sync {
     /// Stores one batch (a plain put: the writer is the turn's only one).

@@ -127,12 +127,43 @@ pub async fn commit_summary(
         tracing::info!(version = pending.version, "applying a committed summary's pending agent-state deltas");
         settle_state_deltas(deps, user, session, pending).await?;
     }
-    let (version, through) = current.as_ref().map_or((0, 0), |s| (s.version, s.through_seq));
     if current.as_ref().is_some_and(|s| s.source_last_seq >= event.last_message_seq) {
         return Ok((Outcome::UpToDate, None));
     }
+    match backlog_to_compress(deps, user, session, current.as_ref()).await? {
+        Some(work) => ask_and_commit(deps, user, session, current.as_ref(), &work).await,
+        None => Ok((Outcome::NotNeeded, None)),
+    }
+}
 
+/// What one run summarizes: the backlog read after the watermark, cut into
+/// the older part the summary takes over and the recent part kept verbatim.
+struct Work {
+    messages: Vec<StoredMessage>,
+    cut: usize,
+    backlog: Backlog,
+}
+
+impl Work {
+    fn compress(&self) -> &[StoredMessage] {
+        &self.messages[..self.cut]
+    }
+
+    fn recent(&self) -> &[StoredMessage] {
+        &self.messages[self.cut..]
+    }
+}
+
+/// The backlog after `current`'s watermark, if it passes a trigger and has
+/// something old enough to summarize; `None`: nothing to do.
+async fn backlog_to_compress(
+    deps: &SummarizerDeps,
+    user: &UserId,
+    session: &SessionId,
+    current: Option<&SessionSummary>,
+) -> Result<Option<Work>, StoreError> {
     let cfg = &deps.config;
+    let (version, through) = current.map_or((0, 0), |s| (s.version, s.through_seq));
     let (messages, truncated) = read_backlog(deps, user, session, through).await?;
     let sendable: Vec<&StoredMessage> =
         messages.iter().filter(|m| m.include_in_context && m.role != Role::System).collect();
@@ -141,114 +172,160 @@ pub async fn commit_summary(
         || chars > cfg.trigger_chars
         || (cfg.trigger_tokens > 0 && tokens(&sendable, &deps.counter) > cfg.trigger_tokens);
     if !triggered {
-        return Ok((Outcome::NotNeeded, None));
+        return Ok(None);
     }
     // With a backlog longer than one run reads, everything read is old.
     let keep = if truncated { 0 } else { cfg.keep_recent };
     let cut = compress_boundary(&messages, keep, deps.large_paste_chars);
     if cut == 0 {
-        return Ok((Outcome::NotNeeded, None));
+        return Ok(None);
     }
-    let (compress, recent) = messages.split_at(cut);
-    let previous = current.as_ref().map(|s| s.text.as_str());
-    tracing::info!(version, through, compress = compress.len(), recent = recent.len(), chars, "summarizing");
+    let (compress, recent) = (cut, messages.len() - cut);
+    tracing::info!(version, through, compress, recent, chars, "summarizing");
+    let backlog = Backlog { after_seq: through, last_seq: messages.last().map_or(through, |m| m.seq) };
+    Ok(Some(Work { messages, cut, backlog }))
+}
 
+/// Asks the model for the summary of `work` until an answer is valid (then
+/// commits it) or `SUMMARY_MAX_ATTEMPTS` answers for this backlog, in this
+/// run and earlier ones, were rejected; each rejection's reason goes back
+/// to the model.
+async fn ask_and_commit(
+    deps: &SummarizerDeps,
+    user: &UserId,
+    session: &SessionId,
+    current: Option<&SessionSummary>,
+    work: &Work,
+) -> Result<(Outcome, Option<SessionSummary>), SummarizeError> {
+    let cfg = &deps.config;
     // Rejected answers count per backlog across runs (issue 25: the same
     // event redelivered without end re-asked the model 14 times): a backlog
     // whose answers were refused SUMMARY_MAX_ATTEMPTS times waits for new
     // messages, which make a new input.
-    let backlog = Backlog { after_seq: through, last_seq: messages.last().map_or(through, |m| m.seq) };
-    let earlier = deps.summaries.rejections(user, session).await?.filter(|r| r.backlog == backlog);
+    let earlier = deps.summaries.rejections(user, session).await?.filter(|r| r.backlog == work.backlog);
     let mut rejected = earlier.as_ref().map_or(0, |r| r.attempts);
     let mut last_reason = earlier.as_ref().map(|r| r.reason.clone()).unwrap_or_default();
     if rejected >= cfg.max_attempts {
         tracing::info!(rejected, reason = %last_reason, "this backlog's answers were rejected before; not asking again");
         return Ok((Outcome::Rejected { attempts: rejected, reason: last_reason }, None));
     }
-    let mut input = input_json(previous, compress, recent);
-    if let Some(r) = &earlier {
-        // The conversation of the earlier run is gone; its last reason is not.
-        input.push_str(&format!(
-            "\n\nAn earlier answer to this input was rejected: {}. Answer with only the JSON object, avoiding that.",
-            r.reason
-        ));
-    }
-    let mut conversation = vec![ChatMessage::system(SYSTEM_PROMPT), ChatMessage::user(input)];
+    let previous = current.map(|s| s.text.as_str());
+    let earlier_reason = earlier.as_ref().map(|r| r.reason.as_str());
+    let mut conversation = first_conversation(previous, work, earlier_reason);
     let mut attempt = 0;
     while rejected < cfg.max_attempts {
         attempt += 1;
-        let request = ChatRequest {
-            model: cfg.model.clone(),
-            messages: conversation.clone(),
-            tools: vec![],
-            max_tokens: Some(cfg.max_tokens),
-            temperature: Some(0.0),
-        };
-        let raw = match complete_unless_a_turn_runs(deps, user, session, request).await? {
+        let raw = match complete_unless_a_turn_runs(deps, user, session, summary_request(cfg, &conversation)).await? {
             Completion::Answer(raw) => raw,
             Completion::Yielded(running) => {
                 tracing::info!(running_session = %running, attempt, "a chat turn runs: the summarizer leaves the model to it");
                 return Ok((Outcome::Deferred { running }, None));
             }
         };
-        match validate_output(&raw, previous, compress, recent) {
+        match validate_output(&raw, previous, work.compress(), work.recent()) {
             Ok((output, new_through)) => {
-                let has_deltas = !output.state.agent_state_item_updates.is_empty()
-                    || output.state.agent_state_updates.iter().any(|u| u != &StateUpdate::default());
-                let summary = SessionSummary {
-                    version: version + 1,
-                    text: output.summary.trim().to_string(),
-                    through_seq: new_through,
-                    source_last_seq: messages.last().map_or(through, |m| m.seq),
-                    model: cfg.model.clone(),
-                    created_at: crate::now_ms(),
-                    kept_message_ids: output.kept_message_ids,
-                    dropped_message_ids: output.dropped_message_ids,
-                    agent_state_item_updates: output
-                        .state
-                        .agent_state_item_updates
-                        .iter()
-                        .filter_map(|u| serde_json::to_value(u).ok())
-                        .collect(),
-                    agent_state_updates: serde_json::to_value(&output.state.agent_state_updates).unwrap_or_default(),
-                    // Applied in a second write: pending until then, so a
-                    // crash in between loses nothing (the next delivery applies them).
-                    deltas_pending: has_deltas && deps.agent_state.is_some(),
-                };
-                return match deps.summaries.commit(user, session, &summary).await? {
-                    CommitOutcome::Committed => {
-                        tracing::info!(
-                            version = summary.version,
-                            through_seq = new_through,
-                            attempt,
-                            "summary committed"
-                        );
-                        Ok((Outcome::Committed { version: summary.version, through_seq: new_through }, Some(summary)))
-                    }
-                    CommitOutcome::Superseded => {
-                        tracing::info!(version = summary.version, "another run committed first");
-                        Ok((Outcome::Superseded, None))
-                    }
-                };
+                let summary = next_summary(deps, current, work, output, new_through);
+                return commit(deps, user, session, summary, attempt).await;
             }
             Err(reason) => {
-                rejected = deps.summaries.record_rejection(user, session, backlog, &reason).await?;
+                rejected = deps.summaries.record_rejection(user, session, work.backlog, &reason).await?;
                 tracing::warn!(attempt, rejected, reason = %reason, "summarizer output rejected");
-                conversation.push(ChatMessage {
-                    role: Role::Assistant,
-                    content: Some(raw),
-                    tool_calls: vec![],
-                    tool_call_id: None,
-                });
-                conversation.push(ChatMessage::user(format!(
-                    "Your answer was rejected: {reason}. Answer again with only the JSON object, fixing that."
-                )));
+                ask_again(&mut conversation, raw, &reason);
                 last_reason = reason;
             }
         }
     }
     tracing::warn!(rejected, reason = %last_reason, "every answer for this backlog was rejected; waiting for new messages");
     Ok((Outcome::Rejected { attempts: rejected, reason: last_reason }, None))
+}
+
+/// The system prompt and the input; with the reason an earlier run's answer
+/// to the same backlog was rejected (that run's conversation is gone, its
+/// last reason is not).
+fn first_conversation(previous: Option<&str>, work: &Work, earlier_reason: Option<&str>) -> Vec<ChatMessage> {
+    let mut input = input_json(previous, work.compress(), work.recent());
+    if let Some(reason) = earlier_reason {
+        input.push_str(&format!(
+            "\n\nAn earlier answer to this input was rejected: {reason}. Answer with only the JSON object, avoiding that."
+        ));
+    }
+    vec![ChatMessage::system(SYSTEM_PROMPT), ChatMessage::user(input)]
+}
+
+fn summary_request(cfg: &SummaryConfig, conversation: &[ChatMessage]) -> ChatRequest {
+    ChatRequest {
+        model: cfg.model.clone(),
+        messages: conversation.to_vec(),
+        tools: vec![],
+        max_tokens: Some(cfg.max_tokens),
+        temperature: Some(0.0),
+    }
+}
+
+/// The rejected answer and why, so the next answer can fix it.
+fn ask_again(conversation: &mut Vec<ChatMessage>, raw: String, reason: &str) {
+    conversation.push(ChatMessage {
+        role: Role::Assistant,
+        content: Some(raw),
+        tool_calls: vec![],
+        tool_call_id: None,
+    });
+    conversation.push(ChatMessage::user(format!(
+        "Your answer was rejected: {reason}. Answer again with only the JSON object, fixing that."
+    )));
+}
+
+/// The version after `current` that a valid answer makes.
+fn next_summary(
+    deps: &SummarizerDeps,
+    current: Option<&SessionSummary>,
+    work: &Work,
+    output: SummarizerOutput,
+    new_through: u64,
+) -> SessionSummary {
+    let state = &output.state;
+    let has_deltas = !state.agent_state_item_updates.is_empty()
+        || state.agent_state_updates.iter().any(|u| u != &StateUpdate::default());
+    SessionSummary {
+        version: current.map_or(0, |s| s.version) + 1,
+        text: output.summary.trim().to_string(),
+        through_seq: new_through,
+        source_last_seq: work.backlog.last_seq,
+        model: deps.config.model.clone(),
+        created_at: crate::now_ms(),
+        agent_state_item_updates: state
+            .agent_state_item_updates
+            .iter()
+            .filter_map(|u| serde_json::to_value(u).ok())
+            .collect(),
+        agent_state_updates: serde_json::to_value(&state.agent_state_updates).unwrap_or_default(),
+        kept_message_ids: output.kept_message_ids,
+        dropped_message_ids: output.dropped_message_ids,
+        // Applied in a second write: pending until then, so a crash in
+        // between loses nothing (the next delivery applies them).
+        deltas_pending: has_deltas && deps.agent_state.is_some(),
+    }
+}
+
+/// The compare-and-set commit of `summary` over the version it follows.
+async fn commit(
+    deps: &SummarizerDeps,
+    user: &UserId,
+    session: &SessionId,
+    summary: SessionSummary,
+    attempt: u32,
+) -> Result<(Outcome, Option<SessionSummary>), SummarizeError> {
+    match deps.summaries.commit(user, session, &summary).await? {
+        CommitOutcome::Committed => {
+            let (version, through_seq) = (summary.version, summary.through_seq);
+            tracing::info!(version, through_seq, attempt, "summary committed");
+            Ok((Outcome::Committed { version, through_seq }, Some(summary)))
+        }
+        CommitOutcome::Superseded => {
+            tracing::info!(version = summary.version, "another run committed first");
+            Ok((Outcome::Superseded, None))
+        }
+    }
 }
 
 /// The messages after the watermark `through`, oldest first, at most
