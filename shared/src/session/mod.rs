@@ -8,7 +8,7 @@
 //! invocation expires after `SESSION_LEASE_MS`.
 
 use crate::ids::{RunId, SessionId, TurnId, UserId};
-pub mod http;
+pub mod api;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,9 @@
-//! Every type a client sends or receives (the stream's native events, the turn
+//! The OpenAPI documents, one per function (`docs/openapi.json` the entities
+//! function's, `docs/openapi-stream.json` the stream function's: a turn, the
+//! sessions API and the AI SDK's chat; `docs/openapi-prewarm.json`), each
+//! generated from its router's routes, and the wire types' JSON Schema.
+//!
+//! The wire types' schema: every type a client sends or receives (the stream's native events, the turn
 //! request, the sessions API bodies and the entities API's types, `EntityPatch`
 //! among them), as one JSON Schema document: the input of the web client's
 //! generated TypeScript (`web/src/api/types.gen.ts`, made by
@@ -8,9 +13,9 @@
 //! uses: the entity types carry their schemas (and id rules) once, and the
 //! event and session types add theirs the same way.
 
-use crate::edge::{ErrorBody, ErrorDetail};
+use super::{ErrorBody, ErrorDetail};
 use crate::message::{FunctionCall, MessageError, Role, ToolCall, Usage};
-use crate::session::http::{
+use crate::session::api::{
     DeleteAnswer, MessageStatus, MessageView, MessagesPage, RenameSession, SessionList, StopAnswer, StopRequest,
     ToolCallView,
 };
@@ -58,7 +63,7 @@ struct WireTypes;
 /// sorted; references point into `$defs`.
 pub fn schema_json() -> String {
     let mut defs = std::collections::BTreeMap::new();
-    for doc in [crate::entities::http::openapi(), WireTypes::openapi()] {
+    for doc in [super::entities::openapi(), WireTypes::openapi()] {
         for (name, schema) in doc.components.map(|c| c.schemas).unwrap_or_default() {
             defs.insert(name, schema);
         }
@@ -71,4 +76,36 @@ pub fn schema_json() -> String {
     let text = serde_json::to_string_pretty(&doc).expect("schemas serialize");
     // OpenAPI's component references, as JSON Schema's local ones.
     text.replace("\"#/components/schemas/", "\"#/$defs/")
+}
+
+/// A function's document: its routes' operations, titled, with the bearer scheme.
+fn titled(mut doc: utoipa::openapi::OpenApi, title: &str, description: &str) -> utoipa::openapi::OpenApi {
+    use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+    doc.info.title = title.to_string();
+    doc.info.description = Some(description.to_string());
+    let bearer = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build();
+    doc.components.get_or_insert_with(Default::default).add_security_scheme("bearer", SecurityScheme::Http(bearer));
+    doc
+}
+
+/// The stream function's document: a turn, the sessions API, the AI SDK's chat.
+pub fn stream() -> utoipa::openapi::OpenApi {
+    let doc = super::stream::routes().into_openapi();
+    titled(doc, "agentic-chat stream", "One chat turn over SSE, the sessions API and the AI SDK's chat protocol.")
+}
+
+/// The prewarm function's document.
+pub fn prewarm() -> utoipa::openapi::OpenApi {
+    let doc = super::prewarm::routes().into_openapi();
+    titled(doc, "agentic-chat prewarm", "Builds a session's context pack before the user types.")
+}
+
+/// Every function's document as its file under `docs/` holds it.
+pub fn documents() -> Vec<(&'static str, String)> {
+    let pretty = |d: utoipa::openapi::OpenApi| d.to_pretty_json().expect("the OpenAPI document serializes");
+    vec![
+        ("docs/openapi.json", super::entities::openapi_json()),
+        ("docs/openapi-stream.json", pretty(stream())),
+        ("docs/openapi-prewarm.json", pretty(prewarm())),
+    ]
 }
