@@ -94,10 +94,9 @@ pub enum PrewarmAnswer {
     Url(ApiGatewayV2httpResponse),
 }
 
-/// The one entry point of the Lambda binary; `deadline_ms` is the runtime's
-/// (see [`super::deadline::from_runtime`]).
-pub async fn invoke(app: &PrewarmApp, payload: Value, deadline_ms: u64) -> PrewarmAnswer {
-    let deadline = super::deadline::from_runtime(deadline_ms, crate::now_ms(), Duration::ZERO).into_std();
+/// The one entry point of the Lambda binary; `deadline` is the invocation's
+/// ([`runtime_deadline`]).
+pub async fn invoke(app: &PrewarmApp, payload: Value, deadline: std::time::Instant) -> PrewarmAnswer {
     if is_scheduled_event(&payload) {
         return PrewarmAnswer::Refresh(refresh::refresh_active(&app.cache, &app.service, &app.config, deadline).await);
     }
@@ -109,6 +108,12 @@ pub async fn invoke(app: &PrewarmApp, payload: Value, deadline_ms: u64) -> Prewa
         Err(e) => json_error(StatusCode::BAD_REQUEST, "invalid_event", format!("not a function-URL request: {e}")),
     };
     PrewarmAnswer::Url(url_response(resp).await)
+}
+
+/// The invocation's deadline from the runtime's `deadline` (see
+/// [`super::deadline::from_runtime`]; none is now: nothing runs past it).
+pub fn runtime_deadline(deadline_ms: u64) -> std::time::Instant {
+    super::deadline::from_runtime(deadline_ms, crate::now_ms(), Duration::ZERO).into_std()
 }
 
 /// A buffered response in the function-URL (payload 2.0) response shape, as
