@@ -109,3 +109,32 @@ pub fn documents() -> Vec<(&'static str, String)> {
         ("docs/openapi-prewarm.json", pretty(prewarm())),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    /// Each function's document under `docs/` is the one its routes produce
+    /// (`UPDATE_OPENAPI=1 cargo test -p shared --lib edge::openapi` rewrites them).
+    #[test]
+    fn the_documents_under_docs_are_the_generated_ones() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for (file, generated) in super::documents() {
+            let path = root.join(file);
+            if std::env::var_os("UPDATE_OPENAPI").is_some() {
+                std::fs::write(&path, format!("{generated}\n")).unwrap();
+            }
+            let copy = std::fs::read_to_string(&path).unwrap_or_default();
+            assert_eq!(copy.trim_end(), generated, "{file} is stale: UPDATE_OPENAPI=1 cargo test -p shared --lib edge::openapi");
+        }
+    }
+
+    #[test]
+    fn every_route_of_every_function_is_documented() {
+        let stream = super::stream();
+        for path in ["/", "/chat", "/chat/{id}/stream", "/sessions", "/sessions/{id}", "/sessions/{id}/messages",
+            "/sessions/{id}/close", "/sessions/{id}/stop", "/sessions/{id}/stream"] {
+            assert!(stream.paths.paths.contains_key(path), "{path}");
+        }
+        assert!(super::prewarm().paths.paths.contains_key("/"));
+        assert!(super::super::entities::openapi().paths.paths.len() >= 20);
+    }
+}
