@@ -195,7 +195,9 @@ fn ok<T: Serialize>(status: StatusCode, v: &T) -> Result<Response, EntityError> 
 /// The service call of `op`, on the request's ids, query and body.
 async fn run(op: Op, svc: &EntityService, user: &UserId, req: &Input) -> Result<Response, EntityError> {
     match op {
-        Op::List(k) | Op::Create(k) | Op::Get(k) | Op::Update(k) | Op::Delete(k) => run_kind(op, k, svc, user, req).await,
+        Op::List(k) | Op::Create(k) | Op::Get(k) | Op::Update(k) | Op::Delete(k) => {
+            run_kind(op, k, svc, user, req).await
+        }
         _ => run_project(op, svc, user, req).await,
     }
 }
@@ -242,7 +244,13 @@ async fn run_project(op: Op, svc: &EntityService, user: &UserId, req: &Input) ->
     }
 }
 
-async fn run_kind(op: Op, k: EntityKind, svc: &EntityService, user: &UserId, req: &Input) -> Result<Response, EntityError> {
+async fn run_kind(
+    op: Op,
+    k: EntityKind,
+    svc: &EntityService,
+    user: &UserId,
+    req: &Input,
+) -> Result<Response, EntityError> {
     let p = project_id(&req.segs[0])?;
     let e = || entity_id(&req.segs[1]);
     match op {

@@ -278,6 +278,8 @@ const PAGE: &[Param] = &[Param::Limit, Param::EntityCursor];
 /// Every route, in the order the OpenAPI document lists them.
 pub fn routes() -> Vec<RouteDoc> {
     let mut v = project_routes();
+    v.extend(inside_project_routes());
+    v.extend(search_routes());
     for kind in EntityKind::ALL {
         v.extend(kind_routes(kind));
     }
@@ -294,7 +296,8 @@ fn project_routes() -> Vec<RouteDoc> {
             errors: &["cursor_not_found"],
             ..route(Op::ListProjects, M::GET, "/projects", "The user's projects", None, 200, page_of("Project"))
         },
-        route(Op::CreateProject, 
+        route(
+            Op::CreateProject,
             M::POST,
             "/projects",
             "Create a project with its context document",
@@ -303,7 +306,8 @@ fn project_routes() -> Vec<RouteDoc> {
             write_of(r("CreatedProject")),
         ),
         route(Op::GetProject, M::GET, p, "A project", None, 200, r("Project")),
-        route(Op::UpdateProject, 
+        route(
+            Op::UpdateProject,
             M::PATCH,
             p,
             "Update a project's fields (partial; If-Match or expected_version)",
@@ -311,23 +315,90 @@ fn project_routes() -> Vec<RouteDoc> {
             200,
             write_of(r("Project")),
         ),
-        route(Op::DeleteProject, M::DELETE, p, "Delete a project and everything in it", None, 200, write_of(r("Deleted"))),
+        route(
+            Op::DeleteProject,
+            M::DELETE,
+            p,
+            "Delete a project and everything in it",
+            None,
+            200,
+            write_of(r("Deleted")),
+        ),
+    ]
+}
+
+/// The search across projects.
+fn search_routes() -> Vec<RouteDoc> {
+    vec![RouteDoc {
+        query: &[Param::Q, Param::InProject, Param::Limit],
+        errors: &["project_not_found"],
+        ..route(
+            Op::Search,
+            Method::GET,
+            "/search",
+            "Search names, descriptions and content (case-insensitive)",
+            None,
+            200,
+            r("SearchResults"),
+        )
+    }]
+}
+
+/// The routes of a project's insides that are not one kind's: edges, the
+/// document tree, documents' metadata.
+fn inside_project_routes() -> Vec<RouteDoc> {
+    use Method as M;
+    let p = "/projects/{project_id}";
+    vec![
         RouteDoc {
             query: &[Param::OfEntity],
-            ..route(Op::Edges, M::GET, &format!("{p}/edges"), "Edges of the project, or of one entity", None, 200, r("EdgeList"))
+            ..route(
+                Op::Edges,
+                M::GET,
+                &format!("{p}/edges"),
+                "Edges of the project, or of one entity",
+                None,
+                200,
+                r("EdgeList"),
+            )
         },
         RouteDoc {
             errors: &["invalid_id", "edge_exists", "edge_endpoint_not_found", "edge_self_loop"],
-            ..route(Op::Link, M::POST, &format!("{p}/edges"), "Link two entities", Some("Edge"), 201, write_of(r("Edge")))
+            ..route(
+                Op::Link,
+                M::POST,
+                &format!("{p}/edges"),
+                "Link two entities",
+                Some("Edge"),
+                201,
+                write_of(r("Edge")),
+            )
         },
         RouteDoc {
             errors: &["invalid_id", "edge_not_found"],
-            ..route(Op::Unlink, M::DELETE, &format!("{p}/edges"), "Unlink two entities", Some("Edge"), 200, write_of(r("Edge")))
+            ..route(
+                Op::Unlink,
+                M::DELETE,
+                &format!("{p}/edges"),
+                "Unlink two entities",
+                Some("Edge"),
+                200,
+                write_of(r("Edge")),
+            )
         },
-        route(Op::DocStructure, M::GET, &format!("{p}/doc-structure"), "The document tree", None, 200, r("DocStructure")),
+        route(
+            Op::DocStructure,
+            M::GET,
+            &format!("{p}/doc-structure"),
+            "The document tree",
+            None,
+            200,
+            r("DocStructure"),
+        ),
         RouteDoc {
             errors: &["invalid_id", "entity_not_found", "parent_not_found", "tree_cycle"],
-            ..route(Op::MoveDocument, 
+            ..route(
+                Op::MoveDocument,
                 M::POST,
                 &format!("{p}/doc-structure/move"),
                 "Move or reorder a document in the tree",
@@ -338,25 +409,14 @@ fn project_routes() -> Vec<RouteDoc> {
         },
         RouteDoc {
             errors: &["invalid_id"],
-            ..route(Op::DocumentMetadata, 
+            ..route(
+                Op::DocumentMetadata,
                 M::POST,
                 &format!("{p}/documents/metadata"),
                 "Title, description, length and update time of documents (never content)",
                 Some("MetadataRequest"),
                 200,
                 r("MetadataResponse"),
-            )
-        },
-        RouteDoc {
-            query: &[Param::Q, Param::InProject, Param::Limit],
-            errors: &["project_not_found"],
-            ..route(Op::Search, 
-                M::GET,
-                "/search",
-                "Search names, descriptions and content (case-insensitive)",
-                None,
-                200,
-                r("SearchResults"),
             )
         },
     ]
@@ -370,13 +430,25 @@ fn kind_routes(kind: EntityKind) -> Vec<RouteDoc> {
     let create_body = if is_doc { "NewDocument" } else { fields_schema(kind) };
     let (a, what) = (kind.as_str(), kind.plural());
     vec![
-        RouteDoc { query: PAGE, ..route(Op::List(kind), M::GET, &list, &format!("List {what}"), None, 200, page_of("Entity")) },
+        RouteDoc {
+            query: PAGE,
+            ..route(Op::List(kind), M::GET, &list, &format!("List {what}"), None, 200, page_of("Entity"))
+        },
         RouteDoc {
             errors: if is_doc { &["invalid_id", "parent_not_found"] } else { &[] },
-            ..route(Op::Create(kind), M::POST, &list, &format!("Create a {a}"), Some(create_body), 201, write_of(r("Entity")))
+            ..route(
+                Op::Create(kind),
+                M::POST,
+                &list,
+                &format!("Create a {a}"),
+                Some(create_body),
+                201,
+                write_of(r("Entity")),
+            )
         },
         route(Op::Get(kind), M::GET, &one, &format!("A {a} (documents with content)"), None, 200, r("Entity")),
-        route(Op::Update(kind), 
+        route(
+            Op::Update(kind),
             M::PATCH,
             &one,
             &format!("Update a {a} (partial; If-Match or expected_version)"),
@@ -386,7 +458,15 @@ fn kind_routes(kind: EntityKind) -> Vec<RouteDoc> {
         ),
         RouteDoc {
             errors: if is_doc { &["context_document_protected"] } else { &[] },
-            ..route(Op::Delete(kind), M::DELETE, &one, &format!("Delete a {a} and its edges"), None, 200, write_of(r("Deleted")))
+            ..route(
+                Op::Delete(kind),
+                M::DELETE,
+                &one,
+                &format!("Delete a {a} and its edges"),
+                None,
+                200,
+                write_of(r("Deleted")),
+            )
         },
     ]
 }

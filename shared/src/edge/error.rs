@@ -197,6 +197,9 @@ mod tests {
         let (s, body) = answer(EntityError::Conflict { expected: 1, current_version: 4 }).await;
         assert_eq!((s.as_u16(), &body["error"]["current_version"]), (409, &serde_json::json!(4)));
         let (_, body) = answer(EntityError::SelfEdge).await;
-        assert_eq!(body, serde_json::json!({"error": {"code": "edge_self_loop", "message": "an edge needs two different entities"}}));
+        assert_eq!(
+            body,
+            serde_json::json!({"error": {"code": "edge_self_loop", "message": "an edge needs two different entities"}})
+        );
     }
 }

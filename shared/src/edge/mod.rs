@@ -103,12 +103,14 @@ pub fn finish(router: axum::Router, cors_allow_origin: Option<&str>) -> axum::Ro
 /// `Allow` lists the path's methods in the order its routes declare them (the
 /// implicit `HEAD` of a `GET` is not one a client is told about).
 async fn method_not_allowed(resp: Response) -> Response {
-    let routers_own = resp.status() == StatusCode::METHOD_NOT_ALLOWED && !resp.headers().contains_key(header::CONTENT_TYPE);
+    let routers_own =
+        resp.status() == StatusCode::METHOD_NOT_ALLOWED && !resp.headers().contains_key(header::CONTENT_TYPE);
     if !routers_own {
         return resp;
     }
     let allow = resp.headers().get(header::ALLOW).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let allow = allow.split(',').map(str::trim).filter(|m| !m.is_empty() && *m != "HEAD").collect::<Vec<_>>().join(", ");
+    let allow =
+        allow.split(',').map(str::trim).filter(|m| !m.is_empty() && *m != "HEAD").collect::<Vec<_>>().join(", ");
     let mut out = json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("this route takes {allow}"));
     if let Ok(v) = header::HeaderValue::from_str(&allow) {
         out.headers_mut().insert(header::ALLOW, v);
@@ -148,18 +150,27 @@ mod tests {
         let resp = router.oneshot(req).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         let req = http::Request::get("/projects/").body(ResponseBody::empty()).unwrap();
-        assert_eq!(finish(axum::Router::new().route("/projects", get(|| async { "listed" })), None).oneshot(req).await.unwrap().status(), StatusCode::OK);
+        assert_eq!(
+            finish(axum::Router::new().route("/projects", get(|| async { "listed" })), None)
+                .oneshot(req)
+                .await
+                .unwrap()
+                .status(),
+            StatusCode::OK
+        );
     }
 
     #[tokio::test]
     async fn a_known_path_with_another_method_is_405_with_allow_in_declared_order() {
         use http_body_util::BodyExt;
-        let routes = axum::Router::new().route("/x", get(|| async { "" }).patch(|| async { "" }).delete(|| async { "" }));
+        let routes =
+            axum::Router::new().route("/x", get(|| async { "" }).patch(|| async { "" }).delete(|| async { "" }));
         let req = http::Request::put("/x").body(ResponseBody::empty()).unwrap();
         let resp = finish(routes, None).oneshot(req).await.unwrap();
         assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(resp.headers()[header::ALLOW], "GET, PATCH, DELETE");
-        let body: serde_json::Value = serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap();
+        let body: serde_json::Value =
+            serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap();
         assert_eq!(body["error"]["code"], "method_not_allowed");
     }
 }

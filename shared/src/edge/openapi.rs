@@ -123,15 +123,28 @@ mod tests {
                 std::fs::write(&path, format!("{generated}\n")).unwrap();
             }
             let copy = std::fs::read_to_string(&path).unwrap_or_default();
-            assert_eq!(copy.trim_end(), generated, "{file} is stale: UPDATE_OPENAPI=1 cargo test -p shared --lib edge::openapi");
+            assert_eq!(
+                copy.trim_end(),
+                generated,
+                "{file} is stale: UPDATE_OPENAPI=1 cargo test -p shared --lib edge::openapi"
+            );
         }
     }
 
     #[test]
     fn every_route_of_every_function_is_documented() {
         let stream = super::stream();
-        for path in ["/", "/chat", "/chat/{id}/stream", "/sessions", "/sessions/{id}", "/sessions/{id}/messages",
-            "/sessions/{id}/close", "/sessions/{id}/stop", "/sessions/{id}/stream"] {
+        for path in [
+            "/",
+            "/chat",
+            "/chat/{id}/stream",
+            "/sessions",
+            "/sessions/{id}",
+            "/sessions/{id}/messages",
+            "/sessions/{id}/close",
+            "/sessions/{id}/stop",
+            "/sessions/{id}/stream",
+        ] {
             assert!(stream.paths.paths.contains_key(path), "{path}");
         }
         assert!(super::prewarm().paths.paths.contains_key("/"));

@@ -178,7 +178,9 @@ async fn stop(State(app): State<StreamApp>, User(user): User, id: Segments, body
             turn_id: Some(turn.to_string()),
             message: "the running turn is stopping".into(),
         },
-        None => StopAnswer { stopped: false, turn_id: None, message: "no running turn to stop; nothing changed".into() },
+        None => {
+            StopAnswer { stopped: false, turn_id: None, message: "no running turn to stop; nothing changed".into() }
+        }
     };
     Ok(json(StatusCode::OK, &answer))
 }
@@ -243,9 +245,9 @@ async fn follow(
     let sid = session_id(id)?;
     let after = match (last_id, q.number("after", u64::MAX)) {
         (_, Err(m)) => return Err(bad("invalid_query", m)),
-        (Some(LastEventId(h)), _) if !h.is_empty() => h.parse::<u64>().map_err(|_| {
-            bad("invalid_last_event_id", "`Last-Event-ID` must be a frame id (a whole number)")
-        })?,
+        (Some(LastEventId(h)), _) if !h.is_empty() => h
+            .parse::<u64>()
+            .map_err(|_| bad("invalid_last_event_id", "`Last-Event-ID` must be a frame id (a whole number)"))?,
         (_, Ok(a)) => a.unwrap_or(0),
     };
     let Some(log) = &app.deps.frames else { return Ok(no_content()) };

@@ -162,8 +162,7 @@ async fn post_turn(
 /// Any path no route names: `POST` is a turn, anything else 405.
 async fn any_path(State(app): State<StreamApp>, req: axum::extract::Request) -> Response {
     if req.method() != Method::POST {
-        let mut resp =
-            json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "POST a chat turn to this URL");
+        let mut resp = json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "POST a chat turn to this URL");
         resp.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
         return resp;
     }
@@ -207,4 +206,3 @@ pub(super) async fn stream_turn(
     }
     super::sse_response(body, ui)
 }
-

@@ -159,4 +159,3 @@ pub fn preview(s: &str) -> String {
     let cut: String = s.chars().take(PREVIEW_CHARS).collect();
     format!("{cut}…")
 }
-
