@@ -24,7 +24,7 @@ use crate::summary::{NoTurnEvents, SqsTurnEvents, SummaryConfig, TurnEvents};
 use crate::tools::ToolRegistry;
 use crate::turn::{self, TurnDeps, TurnRequest, ValidTurn};
 use crate::turn::{TokenCounterCell, TurnTools};
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -159,16 +159,26 @@ async fn post_turn(
     Ok(stream_turn(&app, user, valid, TurnId::new(), WireFormat::Native, deadline, started).await)
 }
 
-/// Any path no route names: `POST` is a turn, anything else 405.
+/// Any path no route names: `POST` is a turn, anything else 405; under
+/// `/sessions` and `/chat`, a route those APIs do not have (404).
 async fn any_path(State(app): State<StreamApp>, req: axum::extract::Request) -> Response {
+    let path = req.uri().path();
+    let api = ["/sessions", "/chat"].iter().find(|p| path == **p || path.starts_with(&format!("{p}/")));
+    if let Some(api) = api {
+        let (mut parts, _) = req.into_parts();
+        if let Err(e) = User::from_request_parts(&mut parts, &app).await {
+            return e.into_response();
+        }
+        let code = if *api == "/chat" { "not_found" } else { "no_such_route" };
+        return json_error(StatusCode::NOT_FOUND, code, "no such route: see docs/openapi-stream.json");
+    }
     if req.method() != Method::POST {
         let mut resp = json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "POST a chat turn to this URL");
         resp.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
         return resp;
     }
-    let req = req.map(|b| b);
     let (mut parts, body) = req.into_parts();
-    let user = match <User as axum::extract::FromRequestParts<StreamApp>>::from_request_parts(&mut parts, &app).await {
+    let user = match User::from_request_parts(&mut parts, &app).await {
         Ok(u) => u,
         Err(e) => return e.into_response(),
     };
