@@ -1,6 +1,6 @@
 //! A local HTTP adapter for the stream function's real handler: a hyper
 //! server that turns each request into a `lambda_http::Request`, calls
-//! [`shared::http::handle_stream`] and streams its `ResponseBody` back frame
+//! [`shared::edge::stream::handle_stream`] and streams its `ResponseBody` back frame
 //! by frame, as a function URL does.
 //!
 //! Like the Lambda runtime, the adapter reads the whole request body before
@@ -16,7 +16,7 @@ use http_body_util::BodyExt;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use shared::edge::ResponseBody;
-use shared::http::{handle_stream, StreamApp};
+use shared::edge::stream::{handle_stream, StreamApp};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -94,9 +94,9 @@ async fn handle(
         Handler::Stream(app) => handle_stream(app, lambda_http::Request::from(req)).await,
         Handler::Floor => http::Response::builder()
             .header("content-type", "text/event-stream")
-            .body(ResponseBody::Full(Some(Bytes::from_static(
+            .body(ResponseBody::from(Bytes::from_static(
                 b"id: 1\nevent: agent_state\ndata: {\"type\":\"agent_state\"}\n\n",
-            ))))
+            )))
             .expect("a static response"),
     };
     let handler_return = Instant::now();
@@ -117,9 +117,9 @@ pub struct ProbedBody {
 
 impl Body for ProbedBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = <ResponseBody as Body>::Error;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_frame(cx);
         if !this.seen {

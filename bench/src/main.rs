@@ -344,7 +344,7 @@ async fn adapter_run(args: &Args, spans: &spans::SpanTimes, new_sessions: bool, 
     let table = tests::fresh_table(&dynamo).await;
     let llm = scripted_model(args).await;
     let config = tests::test_config(&table, &llm.base_url());
-    let mut app = shared::http::StreamApp::with_dynamo(config, dynamo);
+    let mut app = shared::edge::stream::StreamApp::with_dynamo(config, dynamo);
     if !frames {
         // The hot path as it was before the frame log (issue 19).
         app.deps.frames = None;
@@ -376,7 +376,7 @@ async fn resume_run(args: &Args) -> Result<Vec<(String, Vec<Duration>)>, String>
     let dynamo = tests::dynamo_client().await;
     let table = tests::fresh_table(&dynamo).await;
     let llm = scripted_model(args).await;
-    let app = shared::http::StreamApp::with_dynamo(tests::test_config(&table, &llm.base_url()), dynamo);
+    let app = shared::edge::stream::StreamApp::with_dynamo(tests::test_config(&table, &llm.base_url()), dynamo);
     let (addr, _) = adapter::serve(adapter::Handler::Stream(Box::new(app))).await;
     let url = format!("http://{addr}/");
     on(&sides().client, async move {

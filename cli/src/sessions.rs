@@ -1,7 +1,7 @@
 //! The sessions API from the command line: list, history, stop. URLs are
 //! relative to the stream function's URL (`…/lambda-url/stream/sessions…`).
 
-use shared::session::http::{MessagesPage, SessionList, StopAnswer};
+use shared::session::api::{MessagesPage, SessionList, StopAnswer};
 
 fn url(base: &str, rest: &str) -> String {
     format!("{}/{rest}", base.trim_end_matches('/'))
@@ -63,7 +63,7 @@ pub async fn history(base: &str, token: Option<&str>, session: &str, query: &str
         let role = serde_json::to_value(m.role).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
         let marker = match (&m.error, m.status) {
             (Some(e), _) => format!("  [error {}: {}]", e.code, e.message),
-            (None, shared::session::http::MessageStatus::Stopped) => "  [stopped]".to_string(),
+            (None, shared::session::api::MessageStatus::Stopped) => "  [stopped]".to_string(),
             _ => String::new(),
         };
         println!("#{:<4} {:<9} {}{}", m.seq, role, m.content.as_deref().unwrap_or(""), marker);

@@ -2,15 +2,14 @@
 //!
 //! Rooms, by domain: [`config`] (the one env loader), [`auth`] (bearer JWTs),
 //! [`sse`] (the event contract and its encoders: native SSE and the AI SDK's
-//! UI message stream), [`chat`] (the AI SDK's chat routes), [`message`] (the
+//! UI message stream), [`chat`] (the AI SDK's chat protocol), [`message`] (the
 //! protocol-complete conversation log), [`session`] (sessions, leases, turn records),
 //! [`store`] (the DynamoDB key scheme and its implementation), [`llm`] (any
 //! OpenAI-compatible streaming endpoint), [`prompt`] (system prompts per scope),
-//! [`turn`] (one chat turn as a plain async function) and [`http`] (the edge:
-//! requests in, JSON errors or an SSE body out).
+//! [`turn`] (one chat turn as a plain async function) and [`edge`] (the HTTP
+//! edge: every function's axum router, its OpenAPI document, errors as answers).
 
 pub mod agent_state;
-pub mod api_types;
 pub mod auth;
 pub mod chat;
 pub mod config;
@@ -18,7 +17,6 @@ pub mod context;
 pub mod edge;
 pub mod entities;
 pub mod frames;
-pub mod http;
 pub mod ids;
 pub mod llm;
 pub mod message;

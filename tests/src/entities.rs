@@ -4,7 +4,7 @@
 use crate::{dynamo_client, fresh_table, test_config, token};
 use http_body_util::BodyExt;
 use serde_json::Value;
-use shared::entities::http::{handle_entities, EntitiesApp};
+use shared::edge::entities::{handle_entities, EntitiesApp};
 
 pub struct EntitiesTest {
     pub app: EntitiesApp,

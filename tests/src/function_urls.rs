@@ -10,9 +10,10 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use shared::config::Config;
 use shared::edge::ResponseBody;
-use shared::entities::http::{handle_entities, EntitiesApp};
-use shared::http::{handle_stream, StreamApp};
-use shared::prewarm::{handle_prewarm, PrewarmApp, PrewarmConfig};
+use shared::edge::entities::{handle_entities, EntitiesApp};
+use shared::edge::stream::{handle_stream, StreamApp};
+use shared::edge::prewarm::handle_prewarm;
+    use shared::prewarm::{PrewarmApp, PrewarmConfig};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -87,7 +88,7 @@ async fn serve(
         (Some("lambda-url"), Some("prewarm")) => handle_prewarm(&apps.prewarm, req).await,
         _ => http::Response::builder()
             .status(404)
-            .body(ResponseBody::Full(Some(bytes::Bytes::from_static(b"no such function"))))
+            .body(ResponseBody::from("no such function"))
             .expect("a static response"),
     };
     Ok(resp)

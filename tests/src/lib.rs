@@ -17,7 +17,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use shared::config::Config;
 use shared::edge::ResponseBody;
-use shared::http::{handle_stream, StreamApp};
+use shared::edge::stream::{handle_stream, StreamApp};
 use shared::sse::{SseDecoder, SseFrame, StreamEvent};
 use std::time::Duration;
 use tokio::time::Instant;

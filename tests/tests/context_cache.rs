@@ -83,7 +83,8 @@ async fn another_users_project_is_never_served_from_a_cache() {
 /// its context ready — a hit, and no rebuild.
 #[tokio::test]
 async fn prewarm_then_the_first_turn_hits() {
-    use shared::prewarm::{handle_prewarm, PrewarmApp, PrewarmConfig};
+    use shared::edge::prewarm::handle_prewarm;
+    use shared::prewarm::{PrewarmApp, PrewarmConfig};
     let t = TestApp::new().await;
     let p = project(&t, "alice").await;
     let prewarm = PrewarmApp::with_dynamo(

@@ -2,7 +2,7 @@
 //! the service it wraps) against DynamoDB Local.
 
 use serde_json::{json, Value};
-use shared::entities::http::{openapi_json, routes};
+use shared::edge::entities::{openapi_json, routes};
 use shared::entities::{CreateEntity, EntityFields, EntityKind, TaskFields, TaskState};
 use shared::ids::{ProjectId, UserId};
 use tests::entities::EntitiesTest;
@@ -616,7 +616,7 @@ async fn with_headers(t: &EntitiesTest, method: &str, uri: &str) -> (u16, Option
         .header("authorization", format!("Bearer {}", tests::token("alice")))
         .body(lambda_http::Body::Empty)
         .unwrap();
-    let resp = shared::entities::http::handle_entities(&t.app, lambda_http::Request::from(req)).await;
+    let resp = shared::edge::entities::handle_entities(&t.app, lambda_http::Request::from(req)).await;
     let status = resp.status().as_u16();
     let allow = resp.headers().get("allow").map(|v| v.to_str().unwrap().to_string());
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 use shared::context::{summary_message, ContextBudget, ContextConfig};
-use shared::http::StreamApp;
+use shared::edge::stream::StreamApp;
 use shared::ids::{SessionId, UserId};
 use shared::sse::{ContextUsage, StreamEvent};
 use shared::store::summary::{DynamoSummaryStore, SummaryStore};

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 use shared::ids::{SessionId, UserId};
-use shared::session::http::{MessageStatus, MessagesPage, SessionList, StopAnswer};
+use shared::session::api::{MessageStatus, MessagesPage, SessionList, StopAnswer};
 use shared::session::store::{DeleteProgress, SessionLog, Sessions};
 use shared::sse::{DoneReason, StreamEvent};
 use std::time::Duration;
@@ -19,7 +19,7 @@ async fn call(t: &TestApp, user: &str, method: &str, path: &str, body: Option<Va
             None => lambda_http::Body::Empty,
         })
         .unwrap();
-    let turn = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    let turn = Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
     (turn.status, turn.json.unwrap_or(Value::Null))
 }
 
@@ -215,7 +215,7 @@ async fn another_users_ids_are_404_on_every_route_and_change_nothing() {
     let (status, _) = call(&t, "nobody", "GET", "/sessions", None).await;
     assert_eq!(status, 200);
     let unauth = http::Request::builder().method("GET").uri("/sessions").body(lambda_http::Body::Empty).unwrap();
-    let turn = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(unauth)).await).await;
+    let turn = Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(unauth)).await).await;
     assert_eq!(turn.status, 401);
 }
 

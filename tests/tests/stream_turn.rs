@@ -431,12 +431,12 @@ async fn the_stream_accepts_post_on_any_path_and_refuses_other_methods() {
             .header("authorization", format!("Bearer {}", token("alice")))
             .body(lambda_http::Body::from(json!({"message": "hi"}).to_string()))
             .unwrap();
-        let turn = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+        let turn = Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
         assert_eq!(turn.status, 200, "{path}");
         assert_eq!(turn.kinds().last(), Some(&"done"));
     }
     let req = http::Request::builder().method("PUT").uri("/").body(lambda_http::Body::Empty).unwrap();
-    let turn = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    let turn = Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
     assert_eq!(turn.status, 405);
 }
 

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 use shared::context::{ContextBudget, ContextConfig};
-use shared::http::StreamApp;
+use shared::edge::stream::StreamApp;
 use shared::sse::StreamEvent;
 use shared::summary::NoTurnEvents;
 use std::sync::Arc;

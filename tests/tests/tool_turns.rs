@@ -315,7 +315,7 @@ async fn agent_state_follows_creates_and_links_and_reaches_the_next_prompt() {
         .header("authorization", format!("Bearer {}", tests::token("alice")))
         .body(lambda_http::Body::Empty)
         .unwrap();
-    let resp = shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await;
+    let resp = shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await;
     assert_eq!(resp.status(), 200);
     assert!(states(&t).load(&user("alice"), &sid).await.unwrap().is_none(), "cleared on close");
 }

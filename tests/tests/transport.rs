@@ -22,7 +22,7 @@ async fn runtime_api_connections_have_nagle_off_and_frames_stream() {
     let app = t.app.clone();
     let runtime = tokio::spawn(lambda_http::run_with_streaming_response(service_fn(move |req| {
         let app = app.clone();
-        async move { Ok::<_, Error>(shared::http::handle_stream(&app, req).await) }
+        async move { Ok::<_, Error>(shared::edge::stream::handle_stream(&app, req).await) }
     })));
 
     api.invoke("req-1", function_url_post(&token("alice"), &serde_json::json!({"message": "count"})));
@@ -82,7 +82,7 @@ async fn one_process_serves_many_concurrent_streams() {
     let app = t.app.clone();
     let runtime = tokio::spawn(lambda_http::run_with_streaming_response_concurrent(service_fn(move |req| {
         let app = app.clone();
-        async move { Ok::<_, Error>(shared::http::handle_stream(&app, req).await) }
+        async move { Ok::<_, Error>(shared::edge::stream::handle_stream(&app, req).await) }
     })));
     for (i, (user, sid)) in sessions.iter().enumerate() {
         let body =

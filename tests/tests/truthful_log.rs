@@ -89,7 +89,7 @@ async fn history(t: &TestApp, sid: &str) -> Vec<Value> {
         .header("authorization", format!("Bearer {}", token("alice")))
         .body(lambda_http::Body::Empty)
         .unwrap();
-    let page = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    let page = Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
     page.json.unwrap()["messages"].as_array().unwrap().clone()
 }
 
@@ -123,7 +123,7 @@ async fn a_stop_while_a_tool_call_is_in_flight_keeps_its_real_result() {
         .header("authorization", format!("Bearer {}", token("alice")))
         .body(lambda_http::Body::Empty)
         .unwrap();
-    let stopped = Turn::read(shared::http::handle_stream(&t.app, lambda_http::Request::from(stop)).await).await;
+    let stopped = Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(stop)).await).await;
     assert_eq!(stopped.json.as_ref().unwrap()["stopped"], json!(true), "{:?}", stopped.json);
     let turn = reader.await.unwrap();
 

@@ -7,7 +7,7 @@ use tests::web;
 
 #[test]
 fn the_schema_defines_every_event_and_request_and_resolves_every_reference() {
-    let doc: serde_json::Value = serde_json::from_str(&shared::api_types::schema_json()).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&shared::edge::openapi::schema_json()).unwrap();
     let defs = doc["$defs"].as_object().unwrap();
     for name in ["StreamEvent", "TurnRequest", "SessionList", "MessagesPage", "StopAnswer", "EntityPatch", "ErrorBody"]
     {
@@ -24,7 +24,7 @@ fn the_schema_defines_every_event_and_request_and_resolves_every_reference() {
 #[test]
 fn the_checked_in_typescript_matches_the_rust_types() {
     let Some(node) = web::node_tools("type generation") else { return };
-    let generated = node.run_with_stdin(&["scripts/gen-types.mjs"], shared::api_types::schema_json().as_bytes());
+    let generated = node.run_with_stdin(&["scripts/gen-types.mjs"], shared::edge::openapi::schema_json().as_bytes());
     let path = Path::new(web::WEB_DIR).join("src/api/types.gen.ts");
     if std::env::var_os("UPDATE_WEB_TYPES").is_some() {
         std::fs::write(&path, &generated).expect("write types.gen.ts");

@@ -1,19 +1,15 @@
 //! The `entities` function: the ontology (projects, documents, tasks, goals,
 //! plans, milestones, risks, requirements, edges, the document tree) as a JSON
 //! API on a Lambda function URL, buffered. Wiring only; the service lives in
-//! `shared::entities`, the routes in `shared::entities::http`.
+//! `shared::entities`, the routes in `shared::edge::entities`.
 
-use lambda_http::{service_fn, Error};
-use shared::entities::http::{handle_entities, EntitiesApp};
+use lambda_http::Error;
+use shared::edge::entities::{router, EntitiesApp};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::telemetry::init();
     let config = shared::config::Config::from_env()?;
     let app = EntitiesApp::from_config(config).await;
-    lambda_http::run(service_fn(move |req| {
-        let app = app.clone();
-        async move { Ok::<_, Error>(handle_entities(&app, req).await) }
-    }))
-    .await
+    lambda_http::run(router(app)).await
 }

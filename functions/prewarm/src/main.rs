@@ -1,10 +1,11 @@
 //! The `prewarm` function: one binary for its function URL (buffered) and its
-//! EventBridge schedule. Wiring only: `shared::prewarm::invoke` tells the two
-//! payloads apart and runs the handler or the refresh.
+//! EventBridge schedule. Wiring only: `shared::edge::prewarm::invoke` tells
+//! the two payloads apart and runs the route or the refresh.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::Value;
-use shared::prewarm::{deadline_from_runtime, invoke, PrewarmApp};
+use shared::edge::prewarm::{invoke, runtime_deadline};
+use shared::prewarm::PrewarmApp;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -15,7 +16,7 @@ async fn main() -> Result<(), Error> {
         let app = app.clone();
         async move {
             tracing::debug!(deadline_ms = event.context.deadline, "prewarm invocation");
-            let deadline = deadline_from_runtime(event.context.deadline);
+            let deadline = runtime_deadline(event.context.deadline);
             Ok::<_, Error>(invoke(&app, event.payload, deadline).await)
         }
     }))

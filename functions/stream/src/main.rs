@@ -1,9 +1,10 @@
 //! The `stream` function: one chat turn per `POST`, answered with Server-Sent
-//! Events over Lambda response streaming. Wiring only; the turn lives in
-//! `shared::turn`, the edge in `shared::http`.
+//! Events over Lambda response streaming, plus the sessions API and the AI
+//! SDK's chat routes. Wiring only; the turn lives in `shared::turn`, the
+//! routes in `shared::edge::stream`.
 
-use lambda_http::{service_fn, Error};
-use shared::http::{handle_stream, StreamApp};
+use lambda_http::Error;
+use shared::edge::stream::{router, StreamApp};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -12,9 +13,5 @@ async fn main() -> Result<(), Error> {
     let app = StreamApp::from_config(config).await?;
     // The concurrent runtime serves many invocations per process on Lambda
     // Managed Instances and falls back to one at a time elsewhere.
-    lambda_http::run_with_streaming_response_concurrent(service_fn(move |req| {
-        let app = app.clone();
-        async move { Ok::<_, Error>(handle_stream(&app, req).await) }
-    }))
-    .await
+    lambda_http::run_with_streaming_response_concurrent(router(app)).await
 }

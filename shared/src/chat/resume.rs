@@ -16,27 +16,27 @@
 //! ends the body without `finish` (the turn is still running: the client may
 //! come back).
 
-use crate::edge::{json_error, no_content, ResponseBody};
-use crate::frames::Follow;
-use crate::http::StreamApp;
+use crate::frames::{Follow, FrameLog};
 use crate::ids::{SessionId, UserId};
-use crate::sse::{EventSink, StreamEvent, WireFormat};
+use crate::sse::{EventSink, SseBody, StreamEvent, WireFormat};
+use crate::store::StoreError;
 use futures::StreamExt;
-use http::{Response, StatusCode};
+use std::sync::Arc;
 use tokio::time::Instant;
 
-pub async fn handle(app: &StreamApp, user: &UserId, sid: &SessionId, deadline: Instant) -> Response<ResponseBody> {
-    let Some(log) = &app.deps.frames else { return no_content() };
-    let until = deadline - crate::session::http::FOLLOW_MARGIN;
-    match crate::frames::follow(log.clone(), user, sid, 0, until).await {
-        Ok(None) => no_content(),
-        Ok(Some(follow)) => replay(follow),
-        Err(e) => json_error(StatusCode::SERVICE_UNAVAILABLE, e.code(), e.to_string()),
-    }
+/// The session's running (or just finished) turn as a UI message stream,
+/// followed until `until`; `None` when there is nothing to resume.
+pub async fn resume(
+    log: Arc<dyn FrameLog>,
+    user: &UserId,
+    sid: &SessionId,
+    until: Instant,
+) -> Result<Option<SseBody>, StoreError> {
+    Ok(crate::frames::follow(log, user, sid, 0, until).await?.map(replay))
 }
 
 /// The followed turn as a UI message stream named after the turn.
-fn replay(follow: Follow) -> Response<ResponseBody> {
+fn replay(follow: Follow) -> SseBody {
     let Follow { turn_id, mut frames } = follow;
     let (mut sink, body) = EventSink::channel_with(WireFormat::UiMessageStream { message_id: turn_id.to_string() });
     tokio::spawn(async move {
@@ -48,5 +48,5 @@ fn replay(follow: Follow) -> Response<ResponseBody> {
         }
         let _ = sink.flush().await;
     });
-    crate::http::sse_response(body, true)
+    body
 }

@@ -3,7 +3,7 @@
 //! project's document tree (`doc_structure`).
 //!
 //! The contract:
-//! - One service, [`EntityService`], for HTTP ([`http`], the entities
+//! - One service, [`EntityService`], for HTTP (the edge's `crate::edge::entities`, the entities
 //!   function) and for chat tools alike: same validation, same authorization,
 //!   same versions, same [`EntityPatch`].
 //! - Everything is scoped to the user: another user's project or entity id
@@ -26,9 +26,7 @@
 //! Storage is [`crate::store::entities`].
 
 pub mod error;
-pub mod http;
 pub mod model;
-pub mod openapi;
 pub mod rules;
 pub mod service;
 pub mod tree;

@@ -2,7 +2,7 @@
 //! context pack before the user types, and keep active ones warm.
 //!
 //! - `POST {session_id?, context_type, project_id?, entity_id?, entity_type?}`
-//!   with the user's JWT ([`handle_prewarm`]): resolves the session (or
+//!   with the user's JWT ([`prewarm`]): resolves the session (or
 //!   creates one, with no lease), records the focus on it, builds the pack
 //!   with [`build_pack`] and stores it in the cache ([`crate::store::cache`]).
 //!   Answers `{session, cached: {scope, bytes, version, build_ms, stored}}`.
@@ -10,17 +10,14 @@
 //!   caches used in the last `PREWARM_ACTIVE_WINDOW_MINUTES` whose project
 //!   version has moved on.
 //!
-//! One Lambda binary takes both: [`invoke`] dispatches on the payload and
-//! answers a [`PrewarmAnswer`]: the refresh's report, or a function-URL
-//! response of `lambda_http`'s type (`statusCode`, `headers`, `body`,
-//! `isBase64Encoded`, `cookies`).
+//! One Lambda binary takes both; its edge (`crate::edge::prewarm`) tells the
+//! payloads apart ([`is_scheduled_event`]) and routes the requests.
 
 pub mod refresh;
 
 use crate::auth::Authenticator;
 use crate::config::{Config, ConfigError};
 use crate::context::pack::build_pack;
-use crate::edge::{json, json_error, ResponseBody};
 use crate::entities::{EntityError, EntityKind, EntityService};
 use crate::ids::{EntityId, ProjectId, RunId, SessionId, TurnId, UserId};
 use crate::session::{ContextType, SessionStatus, SessionView};
@@ -30,11 +27,10 @@ use crate::store::entities::EntityStore;
 use crate::session::store::{Lease, Leases, Sessions};
 use crate::store::StoreError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use http::{Method, Response, StatusCode};
-use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+
 use tracing::Instrument;
 
 /// The largest prewarm request body accepted.
@@ -102,10 +98,19 @@ impl PrewarmApp {
             store: DynamoStore::new(dynamo.clone(), config.table_name.clone()),
             cache: DynamoContextCache::new(dynamo.clone(), config.table_name.clone()),
             service: EntityService::new(EntityStore::new(dynamo, config.table_name.clone())),
-            auth: crate::edge::authenticator(&config.auth),
+            auth: Authenticator::new(config.auth.clone(), jwks_client()),
             config: prewarm,
         }
     }
+}
+
+/// The JWKS client of the authenticator (as the other functions' edge builds it).
+fn jwks_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("a plain reqwest client builds")
 }
 
 /// The request body.
@@ -142,20 +147,34 @@ pub struct PrewarmResponse {
     pub cached: CachedInfo,
 }
 
-/// A refusal: status, code and message.
-type Refusal = (StatusCode, &'static str, String);
-
-fn bad(code: &'static str, message: impl Into<String>) -> Refusal {
-    (StatusCode::BAD_REQUEST, code, message.into())
+/// Why a prewarm was refused; the edge gives each its status.
+#[derive(Debug, thiserror::Error)]
+pub enum PrewarmError {
+    /// The body is not a valid request (`code`: `invalid_json`, `invalid_id`, …).
+    #[error("{message}")]
+    Invalid { code: &'static str, message: String },
+    #[error("project not found")]
+    ProjectNotFound,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The project could not be read or its context built: retry.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
-fn store_refusal(e: StoreError) -> Refusal {
-    let status = match e {
-        StoreError::NotFound => StatusCode::NOT_FOUND,
-        StoreError::Closed | StoreError::Busy => StatusCode::CONFLICT,
-        _ => StatusCode::SERVICE_UNAVAILABLE,
-    };
-    (status, e.code(), e.to_string())
+impl PrewarmError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            PrewarmError::Invalid { code, .. } => code,
+            PrewarmError::ProjectNotFound => "project_not_found",
+            PrewarmError::Store(e) => e.code(),
+            PrewarmError::Unavailable(_) => "store_unavailable",
+        }
+    }
+}
+
+fn bad(code: &'static str, message: impl Into<String>) -> PrewarmError {
+    PrewarmError::Invalid { code, message: message.into() }
 }
 
 /// What a valid request asks for.
@@ -168,7 +187,7 @@ struct Focus {
     scope: crate::tools::ToolScope,
 }
 
-fn parse_request(body: &[u8]) -> Result<Focus, Refusal> {
+fn parse_request(body: &[u8]) -> Result<Focus, PrewarmError> {
     let req: PrewarmRequest = serde_json::from_slice(body)
         .map_err(|e| bad("invalid_json", format!("the body is not a prewarm request: {e}")))?;
     let session = req
@@ -209,56 +228,26 @@ fn parse_request(body: &[u8]) -> Result<Focus, Refusal> {
     Ok(Focus { session, context_type: req.context_type, entity_id, focus, scope })
 }
 
-/// The function-URL handler.
-pub async fn handle_prewarm(app: &PrewarmApp, req: lambda_http::Request) -> Response<ResponseBody> {
-    if req.method() == Method::OPTIONS {
-        return Response::builder().status(StatusCode::NO_CONTENT).body(ResponseBody::Full(None)).expect("valid");
-    }
-    let user = match app.auth.authenticate(req.headers()).await {
-        Ok(u) => u,
-        Err(e) => {
-            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED);
-            return json_error(status, e.code(), e.to_string());
-        }
-    };
-    if req.method() != Method::POST {
-        return json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "prewarm takes POST");
-    }
-    if req.body().len() > MAX_BODY_BYTES {
-        return json_error(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "the request body is too large");
-    }
-    match prewarm(app, &user, req.body()).await {
-        Ok(r) => json(StatusCode::OK, &r),
-        Err((status, code, message)) => {
-            if status.is_server_error() {
-                tracing::error!(code, message, "prewarm failed");
-            }
-            json_error(status, code, message)
-        }
-    }
-}
-
-async fn prewarm(app: &PrewarmApp, user: &UserId, body: &[u8]) -> Result<PrewarmResponse, Refusal> {
+/// Prewarms what the request body asks for, for `user`.
+pub async fn prewarm(app: &PrewarmApp, user: &UserId, body: &[u8]) -> Result<PrewarmResponse, PrewarmError> {
     let focus = parse_request(body)?;
     // The project must be the user's: checked before anything is written.
     if let Some(project) = focus.scope.project() {
         match app.service.get_project(user, project).await {
             Ok(_) => {}
-            Err(EntityError::NotFound(_)) => {
-                return Err((StatusCode::NOT_FOUND, "project_not_found", "project not found".into()));
-            }
-            Err(e) => return Err((StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", e.to_string())),
+            Err(EntityError::NotFound(_)) => return Err(PrewarmError::ProjectNotFound),
+            Err(e) => return Err(PrewarmError::Unavailable(e.to_string())),
         }
     }
-    let session = resolve_session(app, user, &focus).await.map_err(store_refusal)?;
+    let session = resolve_session(app, user, &focus).await?;
     let started = Instant::now();
     let pack = build_pack(&app.service, user, &focus.scope).await;
     let build_ms = started.elapsed().as_millis() as u64;
     if focus.scope.project().is_some() && pack.version.is_none() {
         // The project vanished (or the store failed) between the check and the build.
-        return Err((StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "the context could not be built".into()));
+        return Err(PrewarmError::Unavailable("the context could not be built".into()));
     }
-    let out = app.cache.put_pack(user, &focus.scope, &pack, build_ms).await.map_err(store_refusal)?;
+    let out = app.cache.put_pack(user, &focus.scope, &pack, build_ms).await?;
     tracing::info!(scope = pack.scope, bytes = out.bytes, build_ms, stored = out.stored, "prewarmed");
     Ok(PrewarmResponse {
         session,
@@ -350,80 +339,10 @@ async fn record_focus(
     }
 }
 
-/// The invocation's deadline as an `Instant`, from the runtime's
-/// `Lambda-Runtime-Deadline-Ms` (epoch milliseconds). A value that cannot be
-/// an epoch time (before 2001; `cargo lambda watch` sends the timeout itself,
-/// e.g. 600000) is taken as milliseconds from now.
-pub fn deadline_from_runtime(deadline_ms: u64) -> Instant {
-    const EPOCH_2001_MS: u64 = 978_307_200_000;
-    let left = if deadline_ms < EPOCH_2001_MS {
-        deadline_ms
-    } else {
-        deadline_ms.saturating_sub(crate::now_ms().max(0) as u64)
-    };
-    Instant::now() + Duration::from_millis(left)
-}
-
 /// Whether a Lambda payload is the EventBridge schedule (not a request).
 pub fn is_scheduled_event(payload: &Value) -> bool {
     payload.get("source").and_then(Value::as_str) == Some("aws.events")
         || payload.get("detail-type").and_then(Value::as_str) == Some("Scheduled Event")
-}
-
-/// What one invocation of the prewarm binary answers.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum PrewarmAnswer {
-    /// To the EventBridge schedule: the refresh's report.
-    Refresh(refresh::RefreshReport),
-    /// To a function-URL request: the payload-2.0 response, the type
-    /// `lambda_http` answers with for the other functions.
-    Url(ApiGatewayV2httpResponse),
-}
-
-/// The one entry point of the Lambda binary: a scheduled event runs the
-/// refresh (answering its report), anything else is taken as a function-URL
-/// request (answering a payload-2.0 response). `deadline` is the invocation's.
-pub async fn invoke(app: &PrewarmApp, payload: Value, deadline: Instant) -> PrewarmAnswer {
-    if is_scheduled_event(&payload) {
-        return PrewarmAnswer::Refresh(refresh::refresh_active(&app.cache, &app.service, &app.config, deadline).await);
-    }
-    let resp = match serde_json::from_value::<lambda_http::request::LambdaRequest>(payload) {
-        Ok(req) => {
-            let req: http::Request<lambda_http::Body> = req.into();
-            handle_prewarm(app, lambda_http::Request::from(req)).await
-        }
-        Err(e) => json_error(StatusCode::BAD_REQUEST, "invalid_event", format!("not a function-URL request: {e}")),
-    };
-    PrewarmAnswer::Url(url_response(resp))
-}
-
-/// A buffered response in the function-URL (payload 2.0) response shape, as
-/// `lambda_http` builds it: `Set-Cookie` headers go to `cookies` (always
-/// present, `[]` when none: the function-URL protocol, and `cargo lambda
-/// watch`'s local server, require the field), a body that is not UTF-8 is
-/// sent base64-encoded.
-pub fn url_response(resp: Response<ResponseBody>) -> ApiGatewayV2httpResponse {
-    let (parts, body) = resp.into_parts();
-    let mut headers = parts.headers;
-    let cookies =
-        headers.get_all(http::header::SET_COOKIE).iter().filter_map(|v| v.to_str().ok().map(String::from)).collect();
-    headers.remove(http::header::SET_COOKIE);
-    let (body, is_base64_encoded) = match body {
-        ResponseBody::Full(Some(b)) => match String::from_utf8(b.to_vec()) {
-            Ok(text) => (Some(lambda_http::Body::Text(text)), false),
-            Err(e) => (Some(lambda_http::Body::Binary(e.into_bytes())), true),
-        },
-        // The prewarm answers are buffered JSON; there is no stream to send.
-        ResponseBody::Full(None) | ResponseBody::Sse(_) => (None, false),
-    };
-    let mut out = ApiGatewayV2httpResponse::default();
-    out.status_code = i64::from(parts.status.as_u16());
-    out.headers = headers;
-    out.body = body;
-    out.is_base64_encoded = is_base64_encoded;
-    out.cookies = cookies;
-    out
 }
 
 #[cfg(test)]
@@ -444,7 +363,7 @@ mod tests {
             br#"{"context_type":"entity","project_id":"p1","entity_id":"e1","entity_type":"spaceship"}"#,
         ] {
             let e = parse_request(body).err().unwrap_or_else(|| panic!("{:?} accepted", String::from_utf8_lossy(body)));
-            assert_eq!(e.0, StatusCode::BAD_REQUEST);
+            assert!(matches!(e, PrewarmError::Invalid { .. }), "{e:?}");
         }
     }
 
@@ -455,15 +374,6 @@ mod tests {
         let again = crate::tools::ToolScope::from_focus(f.context_type, f.entity_id.as_deref(), f.focus.as_ref());
         assert_eq!(again, f.scope);
         assert!(matches!(f.scope, crate::tools::ToolScope::Entity { kind: Some(EntityKind::Task), .. }));
-    }
-
-    #[test]
-    fn runtime_deadlines_become_instants() {
-        let in_a_minute = deadline_from_runtime(crate::now_ms() as u64 + 60_000);
-        assert!(in_a_minute > Instant::now() + Duration::from_secs(50));
-        assert!(deadline_from_runtime(1_000) <= Instant::now() + Duration::from_secs(1));
-        assert!(deadline_from_runtime(600_000) > Instant::now() + Duration::from_secs(500));
-        assert!(deadline_from_runtime(crate::now_ms() as u64 - 1_000) <= Instant::now());
     }
 
     #[test]

@@ -50,6 +50,18 @@ pub struct RefreshReport {
     pub resumed_from: Option<String>,
 }
 
+impl RefreshReport {
+    fn count(&mut self, outcome: Outcome) {
+        self.checked += 1;
+        match outcome {
+            Outcome::Refreshed => self.refreshed += 1,
+            Outcome::Unchanged => self.unchanged += 1,
+            Outcome::Removed => self.removed += 1,
+            Outcome::Failed => self.failed += 1,
+        }
+    }
+}
+
 enum Outcome {
     Refreshed,
     Unchanged,
@@ -110,15 +122,7 @@ pub async fn refresh_active(
                 break 'sweep;
             }
             let outcomes = futures::future::join_all(chunk.iter().map(|e| refresh_one(cache, service, e))).await;
-            for o in outcomes {
-                report.checked += 1;
-                match o {
-                    Outcome::Refreshed => report.refreshed += 1,
-                    Outcome::Unchanged => report.unchanged += 1,
-                    Outcome::Removed => report.removed += 1,
-                    Outcome::Failed => report.failed += 1,
-                }
-            }
+            outcomes.into_iter().for_each(|o| report.count(o));
             after = chunk.last().map(|e| e.position.clone()).unwrap_or(after);
         }
         if let Some(last) = page.last {

@@ -11,7 +11,7 @@
 //! implementation and an in-memory twin held to one contract.
 
 use crate::ids::{RunId, SessionId, TurnId, UserId};
-pub mod http;
+pub mod api;
 pub mod store;
 
 use serde::{Deserialize, Serialize};

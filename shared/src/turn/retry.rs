@@ -176,7 +176,7 @@ async fn replay(sink: &mut EventSink, sid: &SessionId, record: &TurnRecord, mess
                 let id = m.tool_call_id.clone().unwrap_or_default();
                 let content = m.content.clone().unwrap_or_default();
                 let ok = serde_json::from_str::<serde_json::Value>(&content).map_or(true, |v| v["ok"] != false);
-                let preview: String = content.chars().take(crate::session::http::PREVIEW_CHARS).collect();
+                let preview: String = content.chars().take(crate::session::api::PREVIEW_CHARS).collect();
                 let name = names.get(id.as_str()).copied().unwrap_or_default().to_string();
                 let _ = sink
                     .send(StreamEvent::ToolResult { tool_call_id: id, name, ok, preview, origin: Default::default() })

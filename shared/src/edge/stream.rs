@@ -1,32 +1,38 @@
-//! The edge: an HTTP request in, either a JSON error or a streamed SSE body out.
-//!
-//! This is the one place where domain errors become HTTP statuses. Everything
-//! that can be refused without I/O beyond auth (method, token, body) is refused
-//! here with a JSON body and nothing written; once the stream is open, failures
-//! travel as `error` then `done` events.
+//! The stream function's router: `POST` on any path starts a turn (the
+//! native protocol), except under `/sessions` ([`super::sessions`]) and
+//! `/chat` ([`super::chat`], the AI SDK's protocol). Everything that can be
+//! refused without I/O beyond auth (method, token, body) is refused with a
+//! JSON body and nothing written; once the stream is open, failures travel as
+//! `error` then `done` events.
 
+use super::error::ErrorBody;
+use super::extract::{Deadline, HasAuth, HasTimeout, User};
+use super::{json_error, ApiError, OpenApiRouter, ResponseBody};
 use crate::auth::Authenticator;
 use crate::config::{Config, ConfigError};
 use crate::context::ContextConfig;
-use crate::edge::{json_error, no_content, with_cors, ResponseBody};
 use crate::entities::EntityService;
 use crate::frames::{DynamoFrameLog, Recorder};
 use crate::ids::{TurnId, UserId};
 use crate::llm::{OpenAiClient, OpenAiConfig};
-use crate::sse::{EventSink, SseBody, WireFormat};
+use crate::sse::{EventSink, WireFormat};
 use crate::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
 use crate::store::cache::DynamoContextCache;
 use crate::store::dynamo::DynamoStore;
 use crate::store::entities::EntityStore;
 use crate::summary::{NoTurnEvents, SqsTurnEvents, SummaryConfig, TurnEvents};
 use crate::tools::ToolRegistry;
-use crate::turn::{self, TurnDeps, ValidTurn};
+use crate::turn::{self, TurnDeps, TurnRequest, ValidTurn};
 use crate::turn::{TokenCounterCell, TurnTools};
-use http::{header, Method, Response, StatusCode};
-use lambda_http::RequestExt;
+use axum::extract::{FromRequestParts, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{Method, StatusCode};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
+use tower::ServiceExt;
+use utoipa_axum::routes;
 
 /// Everything the stream function needs, built once per container and shared
 /// by every invocation (and every concurrent one on Managed Instances).
@@ -74,7 +80,7 @@ impl StreamApp {
             Arc::new(crate::store::plans::DynamoPlanStore::new(dynamo.clone(), config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let deps_table = config.table_name.clone();
-        let auth = crate::edge::authenticator(&config.auth);
+        let auth = super::authenticator(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
         let deps = TurnDeps {
             history: store.clone(),
@@ -96,79 +102,104 @@ impl StreamApp {
     }
 }
 
-/// The stream function's handler: `POST` on any path starts a turn, except
-/// under `/sessions`, which is the sessions API (`crate::session::http`), and
-/// under `/chat`, the AI SDK's chat protocol (`crate::chat`). Every answer,
-/// preflight included, carries CORS headers when `CORS_ALLOW_ORIGIN` is set
-/// (local stacks; see [`crate::edge::with_cors`]).
-pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {
-    let cors = app.deps.config.cors_allow_origin.clone();
-    with_cors(cors.as_deref(), crate::edge::or_internal_error(route_stream(app, req)).await)
+impl HasAuth for StreamApp {
+    fn authenticator(&self) -> &Authenticator {
+        &self.auth
+    }
 }
 
-async fn route_stream(app: &StreamApp, req: lambda_http::Request) -> Response<ResponseBody> {
-    let started = std::time::Instant::now();
+impl HasTimeout for StreamApp {
+    fn fallback_timeout(&self) -> Duration {
+        self.deps.config.turn_timeout
+    }
+}
+
+/// The stream function's routes with their OpenAPI operations: a turn, the
+/// sessions API, the AI SDK's chat.
+pub fn routes() -> OpenApiRouter<StreamApp> {
+    OpenApiRouter::new().routes(routes!(post_turn)).merge(super::sessions::routes()).merge(super::chat::routes())
+}
+
+/// The stream function's router: every answer, preflight included, carries
+/// CORS headers when `CORS_ALLOW_ORIGIN` is set (local stacks).
+pub fn router(app: StreamApp) -> axum::Router {
+    let cors = app.deps.config.cors_allow_origin.clone();
+    let (routes, _) = routes().split_for_parts();
+    // Any other path takes a turn too: the function URL is the turn's URL.
+    let routes = routes.fallback(any_path).with_state(app);
     // Before anything is streamed: Nagle off on the Runtime API connection.
-    crate::transport::nodelay_runtime_api();
-    if req.method() == Method::OPTIONS {
-        // A preflight: on AWS the function URL's `Cors` answers it before us;
-        // this keeps one that reaches us (a local stack) from being refused.
-        return no_content();
+    let routes = routes.layer(axum::middleware::map_request(|req: axum::extract::Request| async {
+        crate::transport::nodelay_runtime_api();
+        req
+    }));
+    super::finish(routes, cors.as_deref())
+}
+
+/// One request through the stream function's router, in process (tests,
+/// the bench, local adapters).
+pub async fn handle_stream(app: &StreamApp, req: lambda_http::Request) -> http::Response<ResponseBody> {
+    let resp = router(app.clone()).oneshot(req.map(ResponseBody::new)).await;
+    resp.unwrap_or_else(|never| match never {})
+}
+
+/// A turn in the native protocol: `TurnRequest` in, the turn's events out (SSE).
+#[utoipa::path(post, path = "/", tag = "stream", security(("bearer" = [])),
+    request_body = TurnRequest,
+    responses((status = 200, content_type = "text/event-stream", description = "The turn's events (`StreamEvent`, SSE)"),
+        (status = 400, body = ErrorBody, description = "the body is not a valid turn request"),
+        (status = 401, body = ErrorBody), (status = 405, body = ErrorBody, description = "`method_not_allowed`"),
+        (status = 413, body = ErrorBody, description = "`message_too_large`"), (status = 503, body = ErrorBody)))]
+async fn post_turn(
+    State(app): State<StreamApp>,
+    User(user): User,
+    Deadline(deadline): Deadline,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let started = std::time::Instant::now();
+    let valid = ValidTurn::parse(&body, app.deps.config.max_message_bytes)?;
+    Ok(stream_turn(&app, user, valid, TurnId::new(), WireFormat::Native, deadline, started).await)
+}
+
+/// Any path no route names: `POST` is a turn, anything else 405; under
+/// `/sessions` and `/chat`, a route those APIs do not have (404).
+async fn any_path(State(app): State<StreamApp>, req: axum::extract::Request) -> Response {
+    let path = req.uri().path();
+    let api = ["/sessions", "/chat"].iter().find(|p| path == **p || path.starts_with(&format!("{p}/")));
+    if let Some(api) = api {
+        let (mut parts, _) = req.into_parts();
+        if let Err(e) = User::from_request_parts(&mut parts, &app).await {
+            return e.into_response();
+        }
+        let code = if *api == "/chat" { "not_found" } else { "no_such_route" };
+        return json_error(StatusCode::NOT_FOUND, code, "no such route: see docs/openapi-stream.json");
     }
-    let sessions_api = crate::session::http::is_sessions_path(req.uri().path());
-    let chat = crate::chat::is_chat_path(req.uri().path());
-    if req.method() != Method::POST && !sessions_api && !chat {
-        return json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "POST a chat turn to this URL");
+    if req.method() != Method::POST {
+        let mut resp = json_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "POST a chat turn to this URL");
+        resp.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
+        return resp;
     }
-    let user = match app.auth.authenticate(req.headers()).await {
+    let (mut parts, body) = req.into_parts();
+    let user = match User::from_request_parts(&mut parts, &app).await {
         Ok(u) => u,
-        Err(e) => {
-            tracing::info!(code = e.code(), "refused: unauthenticated");
-            return json_error(
-                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::UNAUTHORIZED),
-                e.code(),
-                e.to_string(),
-            );
-        }
+        Err(e) => return e.into_response(),
     };
-    if sessions_api {
-        let deadline = invocation_deadline(&req, app.deps.config.turn_timeout);
-        let api = crate::session::http::Api {
-            store: app.deps.store.as_ref(),
-            agent_state: app.deps.agent_state.as_deref(),
-            frames: app.deps.frames.as_ref(),
-            deadline,
-        };
-        return crate::session::http::handle(&api, &user, &req).await;
-    }
-    if chat {
-        return crate::chat::handle(app, user, &req, started).await;
-    }
-    let cfg = &app.deps.config;
-    let valid = match ValidTurn::parse(req.body().as_ref(), cfg.max_message_bytes) {
-        Ok(v) => v,
-        Err(e) => {
-            let status = match e {
-                turn::BadTurn::MessageTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-                _ => StatusCode::BAD_REQUEST,
-            };
-            return json_error(status, e.code(), e.to_string());
-        }
+    let deadline = super::deadline::of_request(&parts.extensions, app.deps.config.turn_timeout);
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return ApiError::bad_request("invalid_json", "the body could not be read").into_response();
     };
-    stream_turn(app, user, valid, TurnId::new(), WireFormat::Native, &req, started).await
+    post_turn(State(app), user, Deadline(deadline), bytes).await.into_response()
 }
 
 /// Runs a validated turn and answers with its stream in `format`.
-pub(crate) async fn stream_turn(
+pub(super) async fn stream_turn(
     app: &StreamApp,
     user: UserId,
     valid: ValidTurn,
     turn_id: TurnId,
     format: WireFormat,
-    req: &lambda_http::Request,
+    deadline: Instant,
     started: std::time::Instant,
-) -> Response<ResponseBody> {
-    let deadline = invocation_deadline(req, app.deps.config.turn_timeout);
+) -> Response {
     let ui = format != WireFormat::Native;
     let (mut sink, body) = EventSink::channel_with(format);
     if let Some(log) = &app.deps.frames {
@@ -184,36 +215,5 @@ pub(crate) async fn stream_turn(
         let deps = app.deps.clone();
         tokio::spawn(turn::run_turn(deps, user, valid, turn_id, started, deadline, sink));
     }
-    sse_response(body, ui)
-}
-
-/// The head of a streamed answer; `ui`: the AI SDK's UI message stream.
-pub(crate) fn sse_response(body: SseBody, ui: bool) -> Response<ResponseBody> {
-    let mut head = Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .header("x-accel-buffering", "no");
-    if ui {
-        head = head.header(crate::sse::ui::HEADER.0, crate::sse::ui::HEADER.1);
-    }
-    head.body(ResponseBody::Sse(body)).expect("static response parts are valid")
-}
-
-/// When the runtime will stop this invocation; `fallback` from now when it
-/// does not say (local adapters, tests).
-pub(crate) fn invocation_deadline(req: &lambda_http::Request, fallback: Duration) -> Instant {
-    let now = Instant::now();
-    match req.lambda_context_ref().map(|c| c.deadline as i64) {
-        // `cargo lambda watch` (1.9) sends the invoke timeout itself (600000)
-        // where Lambda sends an epoch time; no real deadline is before 2001.
-        Some(timeout_ms) if (1..1_000_000_000_000).contains(&timeout_ms) => {
-            now + Duration::from_millis(timeout_ms as u64)
-        }
-        Some(deadline_ms) if deadline_ms > 0 => {
-            let left = deadline_ms - crate::now_ms();
-            now + Duration::from_millis(left.max(0) as u64)
-        }
-        _ => now + fallback,
-    }
+    super::sse_response(body, ui)
 }

@@ -1,14 +1,15 @@
-//! The entities API's routes ([`routes`], listed once) and its OpenAPI
-//! document ([`openapi`]), generated from the model's types, the input rules
-//! of [`super::rules`] and the route list, so that it states what the server
+//! The entities API's routes ([`routes`], listed once: the router and its
+//! OpenAPI document are both built from them, in [`super::entities`]) and
+//! the document's parts, generated from the model's types, the input rules
+//! of [`rules`] and the route list, so that it states what the server
 //! enforces: every parameter's schema, every body's, and every error status
-//! each operation can answer with its codes. The handler ([`super::http`])
+//! each operation can answer with its codes. The handler ([`super::entities`])
 //! routes by the same list (its 405 answers name the methods listed here),
 //! and `docs/openapi.json` is a copy a test keeps equal to it.
 
-use super::model::*;
-use super::rules;
-use super::service::MAX_PAGE;
+use crate::entities::model::*;
+use crate::entities::rules;
+use crate::entities::service::MAX_PAGE;
 use http::Method;
 use std::collections::BTreeMap;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn};
@@ -62,9 +63,33 @@ impl Param {
     }
 }
 
+/// What a route does: the edge's handler runs the service call it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    OpenApi,
+    ListProjects,
+    CreateProject,
+    GetProject,
+    UpdateProject,
+    DeleteProject,
+    Edges,
+    Link,
+    Unlink,
+    DocStructure,
+    MoveDocument,
+    DocumentMetadata,
+    Search,
+    List(EntityKind),
+    Create(EntityKind),
+    Get(EntityKind),
+    Update(EntityKind),
+    Delete(EntityKind),
+}
+
 /// One route of the API.
 #[derive(Clone)]
 pub struct RouteDoc {
+    pub op: Op,
     pub method: Method,
     /// OpenAPI path template, e.g. `/projects/{project_id}/tasks/{entity_id}`.
     pub path: String,
@@ -227,6 +252,7 @@ fn patch_schema(kind: EntityKind) -> String {
 }
 
 fn route(
+    op: Op,
     method: Method,
     path: &str,
     summary: &str,
@@ -235,6 +261,7 @@ fn route(
     response: RefOr<Schema>,
 ) -> RouteDoc {
     RouteDoc {
+        op,
         method,
         path: path.to_string(),
         summary: summary.to_string(),
@@ -251,6 +278,8 @@ const PAGE: &[Param] = &[Param::Limit, Param::EntityCursor];
 /// Every route, in the order the OpenAPI document lists them.
 pub fn routes() -> Vec<RouteDoc> {
     let mut v = project_routes();
+    v.extend(inside_project_routes());
+    v.extend(search_routes());
     for kind in EntityKind::ALL {
         v.extend(kind_routes(kind));
     }
@@ -261,13 +290,14 @@ fn project_routes() -> Vec<RouteDoc> {
     use Method as M;
     let p = "/projects/{project_id}";
     vec![
-        route(M::GET, "/openapi.json", "This document", None, 200, ObjectBuilder::new().into()),
+        route(Op::OpenApi, M::GET, "/openapi.json", "This document", None, 200, ObjectBuilder::new().into()),
         RouteDoc {
             query: &[Param::Limit, Param::ProjectCursor],
             errors: &["cursor_not_found"],
-            ..route(M::GET, "/projects", "The user's projects", None, 200, page_of("Project"))
+            ..route(Op::ListProjects, M::GET, "/projects", "The user's projects", None, 200, page_of("Project"))
         },
         route(
+            Op::CreateProject,
             M::POST,
             "/projects",
             "Create a project with its context document",
@@ -275,8 +305,9 @@ fn project_routes() -> Vec<RouteDoc> {
             201,
             write_of(r("CreatedProject")),
         ),
-        route(M::GET, p, "A project", None, 200, r("Project")),
+        route(Op::GetProject, M::GET, p, "A project", None, 200, r("Project")),
         route(
+            Op::UpdateProject,
             M::PATCH,
             p,
             "Update a project's fields (partial; If-Match or expected_version)",
@@ -284,23 +315,90 @@ fn project_routes() -> Vec<RouteDoc> {
             200,
             write_of(r("Project")),
         ),
-        route(M::DELETE, p, "Delete a project and everything in it", None, 200, write_of(r("Deleted"))),
+        route(
+            Op::DeleteProject,
+            M::DELETE,
+            p,
+            "Delete a project and everything in it",
+            None,
+            200,
+            write_of(r("Deleted")),
+        ),
+    ]
+}
+
+/// The search across projects.
+fn search_routes() -> Vec<RouteDoc> {
+    vec![RouteDoc {
+        query: &[Param::Q, Param::InProject, Param::Limit],
+        errors: &["project_not_found"],
+        ..route(
+            Op::Search,
+            Method::GET,
+            "/search",
+            "Search names, descriptions and content (case-insensitive)",
+            None,
+            200,
+            r("SearchResults"),
+        )
+    }]
+}
+
+/// The routes of a project's insides that are not one kind's: edges, the
+/// document tree, documents' metadata.
+fn inside_project_routes() -> Vec<RouteDoc> {
+    use Method as M;
+    let p = "/projects/{project_id}";
+    vec![
         RouteDoc {
             query: &[Param::OfEntity],
-            ..route(M::GET, &format!("{p}/edges"), "Edges of the project, or of one entity", None, 200, r("EdgeList"))
+            ..route(
+                Op::Edges,
+                M::GET,
+                &format!("{p}/edges"),
+                "Edges of the project, or of one entity",
+                None,
+                200,
+                r("EdgeList"),
+            )
         },
         RouteDoc {
             errors: &["invalid_id", "edge_exists", "edge_endpoint_not_found", "edge_self_loop"],
-            ..route(M::POST, &format!("{p}/edges"), "Link two entities", Some("Edge"), 201, write_of(r("Edge")))
+            ..route(
+                Op::Link,
+                M::POST,
+                &format!("{p}/edges"),
+                "Link two entities",
+                Some("Edge"),
+                201,
+                write_of(r("Edge")),
+            )
         },
         RouteDoc {
             errors: &["invalid_id", "edge_not_found"],
-            ..route(M::DELETE, &format!("{p}/edges"), "Unlink two entities", Some("Edge"), 200, write_of(r("Edge")))
+            ..route(
+                Op::Unlink,
+                M::DELETE,
+                &format!("{p}/edges"),
+                "Unlink two entities",
+                Some("Edge"),
+                200,
+                write_of(r("Edge")),
+            )
         },
-        route(M::GET, &format!("{p}/doc-structure"), "The document tree", None, 200, r("DocStructure")),
+        route(
+            Op::DocStructure,
+            M::GET,
+            &format!("{p}/doc-structure"),
+            "The document tree",
+            None,
+            200,
+            r("DocStructure"),
+        ),
         RouteDoc {
             errors: &["invalid_id", "entity_not_found", "parent_not_found", "tree_cycle"],
             ..route(
+                Op::MoveDocument,
                 M::POST,
                 &format!("{p}/doc-structure/move"),
                 "Move or reorder a document in the tree",
@@ -312,24 +410,13 @@ fn project_routes() -> Vec<RouteDoc> {
         RouteDoc {
             errors: &["invalid_id"],
             ..route(
+                Op::DocumentMetadata,
                 M::POST,
                 &format!("{p}/documents/metadata"),
                 "Title, description, length and update time of documents (never content)",
                 Some("MetadataRequest"),
                 200,
                 r("MetadataResponse"),
-            )
-        },
-        RouteDoc {
-            query: &[Param::Q, Param::InProject, Param::Limit],
-            errors: &["project_not_found"],
-            ..route(
-                M::GET,
-                "/search",
-                "Search names, descriptions and content (case-insensitive)",
-                None,
-                200,
-                r("SearchResults"),
             )
         },
     ]
@@ -343,13 +430,25 @@ fn kind_routes(kind: EntityKind) -> Vec<RouteDoc> {
     let create_body = if is_doc { "NewDocument" } else { fields_schema(kind) };
     let (a, what) = (kind.as_str(), kind.plural());
     vec![
-        RouteDoc { query: PAGE, ..route(M::GET, &list, &format!("List {what}"), None, 200, page_of("Entity")) },
+        RouteDoc {
+            query: PAGE,
+            ..route(Op::List(kind), M::GET, &list, &format!("List {what}"), None, 200, page_of("Entity"))
+        },
         RouteDoc {
             errors: if is_doc { &["invalid_id", "parent_not_found"] } else { &[] },
-            ..route(M::POST, &list, &format!("Create a {a}"), Some(create_body), 201, write_of(r("Entity")))
+            ..route(
+                Op::Create(kind),
+                M::POST,
+                &list,
+                &format!("Create a {a}"),
+                Some(create_body),
+                201,
+                write_of(r("Entity")),
+            )
         },
-        route(M::GET, &one, &format!("A {a} (documents with content)"), None, 200, r("Entity")),
+        route(Op::Get(kind), M::GET, &one, &format!("A {a} (documents with content)"), None, 200, r("Entity")),
         route(
+            Op::Update(kind),
             M::PATCH,
             &one,
             &format!("Update a {a} (partial; If-Match or expected_version)"),
@@ -359,7 +458,15 @@ fn kind_routes(kind: EntityKind) -> Vec<RouteDoc> {
         ),
         RouteDoc {
             errors: if is_doc { &["context_document_protected"] } else { &[] },
-            ..route(M::DELETE, &one, &format!("Delete a {a} and its edges"), None, 200, write_of(r("Deleted")))
+            ..route(
+                Op::Delete(kind),
+                M::DELETE,
+                &one,
+                &format!("Delete a {a} and its edges"),
+                None,
+                200,
+                write_of(r("Deleted")),
+            )
         },
     ]
 }
@@ -417,15 +524,6 @@ fn kind_routes(kind: EntityKind) -> Vec<RouteDoc> {
     ))
 )]
 struct ApiDoc;
-
-fn http_method(m: &Method) -> HttpMethod {
-    match *m {
-        Method::POST => HttpMethod::Post,
-        Method::PATCH => HttpMethod::Patch,
-        Method::DELETE => HttpMethod::Delete,
-        _ => HttpMethod::Get,
-    }
-}
 
 /// The error body; its `code` lists every code with its status and meaning
 /// (each response of an operation names the codes it can carry).
@@ -511,22 +609,26 @@ fn add_components(doc: &mut OpenApiDoc) {
     c.add_security_scheme("bearer", SecurityScheme::Http(bearer));
 }
 
-/// The OpenAPI document, generated from the Rust types, [`rules`] and [`routes`].
-pub fn openapi() -> OpenApiDoc {
+/// The document without its paths: info, components, security schemes. The
+/// router ([`super::entities::routes`]) adds each route's operation.
+pub fn base_document() -> OpenApiDoc {
     let mut doc = ApiDoc::openapi();
     add_components(&mut doc);
-    for rt in routes() {
-        doc.paths.add_path_operation(&rt.path, vec![http_method(&rt.method)], operation(&rt));
-    }
     doc
 }
 
-/// The OpenAPI document as served (pretty JSON, stable order).
-pub fn openapi_json() -> String {
-    openapi().to_pretty_json().expect("the OpenAPI document serializes")
+/// The route's method as OpenAPI names it.
+pub fn http_method(m: &Method) -> HttpMethod {
+    match *m {
+        Method::POST => HttpMethod::Post,
+        Method::PATCH => HttpMethod::Patch,
+        Method::DELETE => HttpMethod::Delete,
+        _ => HttpMethod::Get,
+    }
 }
 
-fn operation(rt: &RouteDoc) -> OperationBuilder {
+/// The route's operation: parameters, body, the success answer and every error status.
+pub fn operation(rt: &RouteDoc) -> OperationBuilder {
     let ok =
         ResponseBuilder::new().description("OK").content("application/json", Content::new(Some(rt.response.clone())));
     let mut op = OperationBuilder::new().summary(Some(rt.summary.clone())).response(rt.status.to_string(), ok);
@@ -571,7 +673,7 @@ fn operation(rt: &RouteDoc) -> OperationBuilder {
     op
 }
 
-/// The `If-Match` grammar [`super::http`] reads: `*`, or one version as `7`,
+/// The `If-Match` grammar [`super::entities`] reads: `*`, or one version as `7`,
 /// `"7"` or `W/"7"` (at most 19 digits).
 pub const IF_MATCH_PATTERN: &str = r#"^(\*|[0-9]{1,19}|"[0-9]{1,19}"|W/"[0-9]{1,19}")$"#;
 

@@ -1,0 +1,65 @@
+//! The AI SDK's routes on the stream function (`docs/chat-protocol.md`):
+//! `POST /chat` (a turn answered with the UI message stream) and
+//! `GET /chat/{id}/stream` (the running turn, replayed then followed). The
+//! protocol itself is [`crate::chat`]; everything here is scoped to the
+//! authenticated user.
+
+use super::error::ErrorBody;
+use super::extract::{Deadline, Segments, User};
+use super::stream::{stream_turn, StreamApp};
+use super::{no_content, ApiError, OpenApiRouter};
+use crate::ids::{SessionId, TurnId};
+use crate::sse::WireFormat;
+use axum::extract::State;
+use axum::response::Response;
+use bytes::Bytes;
+use utoipa_axum::routes;
+
+pub fn routes() -> OpenApiRouter<StreamApp> {
+    OpenApiRouter::new().routes(routes!(post_chat)).routes(routes!(resume))
+}
+
+/// A turn from `useChat`'s `DefaultChatTransport`, answered with the UI message stream.
+#[utoipa::path(post, path = "/chat", tag = "chat", security(("bearer" = [])),
+    request_body(content = serde_json::Value, description = "`{id, messages, trigger, messageId}` and the native request's extras"),
+    responses((status = 200, content_type = "text/event-stream", description = "The UI message stream (`x-vercel-ai-ui-message-stream: v1`)"),
+        (status = 400, body = ErrorBody, description = "`invalid_json`, `missing_chat_id`, `unknown_trigger`, `missing_message`, …"),
+        (status = 401, body = ErrorBody), (status = 413, body = ErrorBody, description = "`message_too_large`"),
+        (status = 503, body = ErrorBody)))]
+async fn post_chat(
+    State(app): State<StreamApp>,
+    User(user): User,
+    Deadline(deadline): Deadline,
+    body: Bytes,
+) -> Result<Response, crate::chat::request::BadChat> {
+    let started = std::time::Instant::now();
+    let valid = crate::chat::request::parse(&body, app.deps.config.max_message_bytes)?;
+    let turn_id = TurnId::new();
+    let format = WireFormat::UiMessageStream { message_id: turn_id.to_string() };
+    Ok(stream_turn(&app, user, valid, turn_id, format, deadline, started).await)
+}
+
+/// What `useChat({resume: true})` calls on load: the session's running (or
+/// just finished) turn from its first event, then live; 204 when there is none.
+#[utoipa::path(get, path = "/chat/{id}/stream", tag = "chat", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The chat (session) id.")),
+    responses((status = 200, content_type = "text/event-stream", description = "The turn as a UI message stream"),
+        (status = 204, description = "Nothing to resume"),
+        (status = 400, body = ErrorBody, description = "`invalid_id`"), (status = 401, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
+async fn resume(
+    State(app): State<StreamApp>,
+    User(user): User,
+    Segments(segs): Segments,
+    Deadline(deadline): Deadline,
+) -> Result<Response, ApiError> {
+    let raw = segs.first().map(String::as_str).unwrap_or("");
+    let sid = SessionId::parse(raw).map_err(|e| ApiError::bad_request("invalid_id", e.to_string()))?;
+    let Some(log) = &app.deps.frames else { return Ok(no_content()) };
+    let until = deadline - super::sessions::FOLLOW_MARGIN;
+    match crate::chat::resume::resume(log.clone(), &user, &sid, until).await {
+        Ok(None) => Ok(no_content()),
+        Ok(Some(body)) => Ok(super::sse_response(body, true)),
+        Err(e) => Err(ApiError::new(http::StatusCode::SERVICE_UNAVAILABLE, e.code(), e.to_string())),
+    }
+}

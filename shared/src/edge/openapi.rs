@@ -1,0 +1,153 @@
+//! The OpenAPI documents, one per function (`docs/openapi.json` the entities
+//! function's, `docs/openapi-stream.json` the stream function's: a turn, the
+//! sessions API and the AI SDK's chat; `docs/openapi-prewarm.json`), each
+//! generated from its router's routes, and the wire types' JSON Schema.
+//!
+//! The wire types' schema: every type a client sends or receives (the stream's native events, the turn
+//! request, the sessions API bodies and the entities API's types, `EntityPatch`
+//! among them), as one JSON Schema document: the input of the web client's
+//! generated TypeScript (`web/src/api/types.gen.ts`, made by
+//! `scripts/gen-types.sh`; `tests/tests/web_types.rs` fails on drift).
+//!
+//! Built with `utoipa`, the derive the entities API's OpenAPI document already
+//! uses: the entity types carry their schemas (and id rules) once, and the
+//! event and session types add theirs the same way.
+
+use super::{ErrorBody, ErrorDetail};
+use crate::message::{FunctionCall, MessageError, Role, ToolCall, Usage};
+use crate::session::api::{
+    DeleteAnswer, MessageStatus, MessageView, MessagesPage, RenameSession, SessionList, StopAnswer, StopRequest,
+    ToolCallView,
+};
+use crate::session::{ContextType, SessionStatus, SessionView};
+use crate::sse::{
+    AgentActivity, CacheStatus, ContextUsage, DoneReason, Focus, OperationAction, OperationStatus, StreamEvent,
+};
+use crate::turn::TurnRequest;
+use utoipa::OpenApi;
+
+#[derive(OpenApi)]
+#[openapi(components(schemas(
+    StreamEvent,
+    AgentActivity,
+    DoneReason,
+    OperationAction,
+    OperationStatus,
+    ContextUsage,
+    CacheStatus,
+    Focus,
+    ToolCall,
+    FunctionCall,
+    Usage,
+    Role,
+    MessageError,
+    TurnRequest,
+    SessionView,
+    SessionStatus,
+    ContextType,
+    SessionList,
+    MessagesPage,
+    MessageView,
+    MessageStatus,
+    ToolCallView,
+    RenameSession,
+    StopRequest,
+    StopAnswer,
+    DeleteAnswer,
+    ErrorBody,
+    ErrorDetail,
+)))]
+struct WireTypes;
+
+/// The JSON Schema (2020-12) document: every type under `$defs`, by name,
+/// sorted; references point into `$defs`.
+pub fn schema_json() -> String {
+    let mut defs = std::collections::BTreeMap::new();
+    for doc in [super::entities::openapi(), WireTypes::openapi()] {
+        for (name, schema) in doc.components.map(|c| c.schemas).unwrap_or_default() {
+            defs.insert(name, schema);
+        }
+    }
+    let doc = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "agentic-chat wire types",
+        "$defs": defs,
+    });
+    let text = serde_json::to_string_pretty(&doc).expect("schemas serialize");
+    // OpenAPI's component references, as JSON Schema's local ones.
+    text.replace("\"#/components/schemas/", "\"#/$defs/")
+}
+
+/// A function's document: its routes' operations, titled, with the bearer scheme.
+fn titled(mut doc: utoipa::openapi::OpenApi, title: &str, description: &str) -> utoipa::openapi::OpenApi {
+    use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+    doc.info.title = title.to_string();
+    doc.info.description = Some(description.to_string());
+    let bearer = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build();
+    doc.components.get_or_insert_with(Default::default).add_security_scheme("bearer", SecurityScheme::Http(bearer));
+    doc
+}
+
+/// The stream function's document: a turn, the sessions API, the AI SDK's chat.
+pub fn stream() -> utoipa::openapi::OpenApi {
+    let doc = super::stream::routes().into_openapi();
+    titled(doc, "agentic-chat stream", "One chat turn over SSE, the sessions API and the AI SDK's chat protocol.")
+}
+
+/// The prewarm function's document.
+pub fn prewarm() -> utoipa::openapi::OpenApi {
+    let doc = super::prewarm::routes().into_openapi();
+    titled(doc, "agentic-chat prewarm", "Builds a session's context pack before the user types.")
+}
+
+/// Every function's document as its file under `docs/` holds it.
+pub fn documents() -> Vec<(&'static str, String)> {
+    let pretty = |d: utoipa::openapi::OpenApi| d.to_pretty_json().expect("the OpenAPI document serializes");
+    vec![
+        ("docs/openapi.json", super::entities::openapi_json()),
+        ("docs/openapi-stream.json", pretty(stream())),
+        ("docs/openapi-prewarm.json", pretty(prewarm())),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    /// Each function's document under `docs/` is the one its routes produce
+    /// (`UPDATE_OPENAPI=1 cargo test -p shared --lib edge::openapi` rewrites them).
+    #[test]
+    fn the_documents_under_docs_are_the_generated_ones() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for (file, generated) in super::documents() {
+            let path = root.join(file);
+            if std::env::var_os("UPDATE_OPENAPI").is_some() {
+                std::fs::write(&path, format!("{generated}\n")).unwrap();
+            }
+            let copy = std::fs::read_to_string(&path).unwrap_or_default();
+            assert_eq!(
+                copy.trim_end(),
+                generated,
+                "{file} is stale: UPDATE_OPENAPI=1 cargo test -p shared --lib edge::openapi"
+            );
+        }
+    }
+
+    #[test]
+    fn every_route_of_every_function_is_documented() {
+        let stream = super::stream();
+        for path in [
+            "/",
+            "/chat",
+            "/chat/{id}/stream",
+            "/sessions",
+            "/sessions/{id}",
+            "/sessions/{id}/messages",
+            "/sessions/{id}/close",
+            "/sessions/{id}/stop",
+            "/sessions/{id}/stream",
+        ] {
+            assert!(stream.paths.paths.contains_key(path), "{path}");
+        }
+        assert!(super::prewarm().paths.paths.contains_key("/"));
+        assert!(super::super::entities::openapi().paths.paths.len() >= 20);
+    }
+}
