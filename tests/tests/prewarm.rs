@@ -8,7 +8,7 @@ use shared::context::pack::build_pack;
 use shared::ids::{ProjectId, SessionId, UserId};
 use shared::prewarm::refresh::{refresh_active, RefreshReport};
 use shared::prewarm::{handle_prewarm, invoke, PrewarmApp, PrewarmConfig};
-use shared::store::cache::{active_gsi_sk, cache_pk, cache_sk, ContextCache};
+use shared::context::cache::{active_gsi_sk, cache_pk, cache_sk, ContextCache};
 use shared::store::Store;
 use shared::tools::ToolScope;
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@ use shared::ids::{ProjectId, SessionId, UserId};
 use shared::message::Role;
 use shared::session::ContextType;
 use shared::sse::{AgentActivity, ShiftReason, StreamEvent};
-use shared::store::entities::EntityStore;
+use shared::entities::store::DynamoEntityStore;
 use shared::store::Store;
 use tests::{Reply, TestApp, Turn};
 
@@ -21,7 +21,7 @@ fn user(u: &str) -> UserId {
 }
 
 fn service(t: &TestApp) -> EntityService {
-    EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()))
+    EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()))
 }
 
 async fn project_count(t: &TestApp, u: &str) -> usize {

@@ -8,7 +8,7 @@ use shared::ids::{SessionId, TurnId, UserId};
 use shared::llm::{OpenAiClient, OpenAiConfig};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall};
 use shared::store::dynamo::DynamoStore;
-use shared::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
+use shared::summary::store::{CommitOutcome, SessionSummary, SummaryStore};
 use shared::store::{Lease, Store};
 use shared::summary::{
     handle_batch, publish_bounded, summarize_session, Outcome, SqsTurnEvents, TurnCompleted, YieldScope,
@@ -418,7 +418,7 @@ async fn a_stuck_queue_never_holds_the_turn_up() {
 #[tokio::test]
 async fn summary_agent_state_deltas_are_validated_then_applied() {
     use shared::agent_state::ItemStatus;
-    use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
+    use shared::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
     let p = SummaryParts::new().await;
     let store = p.store();
     let alice = user("alice");

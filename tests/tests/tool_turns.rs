@@ -8,8 +8,8 @@ use shared::ids::{ProjectId, SessionId, UserId};
 use shared::message::Role;
 use shared::message::{FunctionCall, ToolCall};
 use shared::sse::{OperationAction, OperationStatus, StreamEvent};
-use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
-use shared::store::entities::EntityStore;
+use shared::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
+use shared::entities::store::DynamoEntityStore;
 use shared::store::Store;
 use shared::tools::{ToolContext, ToolRegistry, ToolScope};
 use tests::{Reply, Step, TestApp};
@@ -19,7 +19,7 @@ fn user(u: &str) -> UserId {
 }
 
 fn service(t: &TestApp) -> EntityService {
-    EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()))
+    EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()))
 }
 
 async fn project(t: &TestApp, u: &str, name: &str) -> ProjectId {

@@ -10,7 +10,7 @@ use shared::ids::{ProjectId, RunId, SessionId, UserId};
 use shared::message::{Role, ToolCall};
 use shared::session::TurnStatus;
 use shared::sse::{DoneReason, StreamEvent};
-use shared::store::entities::EntityStore;
+use shared::entities::store::DynamoEntityStore;
 use shared::store::Store;
 use shared::turn::{ToolRun, TurnScope, TurnTools};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ fn user(u: &str) -> UserId {
 }
 
 fn service(t: &TestApp) -> EntityService {
-    EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()))
+    EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()))
 }
 
 async fn project(t: &TestApp, u: &str) -> ProjectId {

@@ -17,7 +17,7 @@ use crate::auth::Authenticator;
 use crate::config::Config;
 use crate::edge::{json, json_error, query_params, ResponseBody};
 use crate::ids::{EntityId, ProjectId, UserId};
-use crate::store::entities::EntityStore;
+use crate::entities::store::DynamoEntityStore;
 use http::{Method, Response, StatusCode};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -47,7 +47,7 @@ impl EntitiesApp {
 
     pub fn with_dynamo(config: Config, dynamo: aws_sdk_dynamodb::Client) -> EntitiesApp {
         EntitiesApp {
-            service: EntityService::new(EntityStore::new(dynamo, config.table_name.clone())),
+            service: EntityService::new(DynamoEntityStore::new(dynamo, config.table_name.clone())),
             auth: crate::edge::authenticator(&config.auth),
             openapi: Arc::new(openapi_json()),
             cors_allow_origin: config.cors_allow_origin.clone(),

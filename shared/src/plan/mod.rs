@@ -15,6 +15,7 @@
 //!   the change named, and only the user's confirmation runs it.
 
 pub mod run;
+pub mod store;
 pub mod validate;
 
 pub use validate::{validate, ValidPlan, MAX_STAGES, MAX_STEPS};

@@ -25,7 +25,7 @@ use crate::ids::{EntityId, SessionId, TurnId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmEvent};
 use crate::message::{ChatMessage, Role, StoredMessage, ToolCall, Usage};
 use crate::sse::{EventSink, OperationAction, OperationStatus, SseDecoder, StreamEvent};
-use crate::store::plans::{PlanStore, OPEN_LOOKBACK};
+use crate::plan::store::{PlanStore, OPEN_LOOKBACK};
 use crate::store::{Store, StoreError};
 use crate::tools::plan::{ContinuePlanArgs, PlanDecision, AGENT_CREATE_PLAN};
 use crate::tools::{ToolName, ToolScope};

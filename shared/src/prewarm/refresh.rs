@@ -19,7 +19,7 @@
 use super::PrewarmConfig;
 use crate::context::pack::build_pack;
 use crate::entities::{EntityError, EntityService};
-use crate::store::cache::{digest, ActiveEntry, DynamoContextCache};
+use crate::context::cache::{digest, ActiveEntry, DynamoContextCache};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 

@@ -21,7 +21,7 @@ use crate::frames::FrameLog;
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{MessageError, Role, StoredMessage};
 use crate::sse::SseBody;
-use crate::store::agent_state::AgentStateStore;
+use crate::agent_state::store::AgentStateStore;
 use crate::store::{DeleteProgress, MessagesFrom, Store, StoreError};
 use http::{header, Method, Response, StatusCode};
 use serde::{Deserialize, Serialize};

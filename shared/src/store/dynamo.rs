@@ -694,8 +694,8 @@ impl Store for DynamoStore {
         let mut messages = Vec::new();
         for item in &items {
             match get_s(item, "sk") {
-                Some(SUMMARY_SK) => log.summary = super::summary::from_item(item).map(Some),
-                Some(AGENT_STATE_SK) => log.agent_state = super::agent_state::from_item(item).map(Some),
+                Some(SUMMARY_SK) => log.summary = crate::summary::store::from_item(item).map(Some),
+                Some(AGENT_STATE_SK) => log.agent_state = crate::agent_state::store::from_item(item).map(Some),
                 _ if messages.len() < limit => messages.push(item),
                 _ => {}
             }

@@ -88,14 +88,10 @@
 //! The ontology (projects, entities, edges, document content, the document
 //! tree) has its own partitions, `U#<user>#P#<project>`: see [`entities`].
 
-pub mod agent_state;
 pub(crate) mod attr;
-pub mod cache;
 pub mod dynamo;
-pub mod entities;
+pub mod gate;
 pub mod keys;
-pub mod plans;
-pub mod summary;
 
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{StoredMessage, Usage};
@@ -174,7 +170,7 @@ pub struct TurnStart {
 pub struct RecentLog {
     /// Oldest first.
     pub messages: Vec<StoredMessage>,
-    pub summary: Result<Option<summary::SessionSummary>, StoreError>,
+    pub summary: Result<Option<crate::summary::store::SessionSummary>, StoreError>,
     /// The stored agent state and its version.
     pub agent_state: Result<Option<(crate::agent_state::AgentState, u64)>, StoreError>,
 }

@@ -8,8 +8,8 @@ use crate::context::TokenCounter;
 use crate::ids::{SessionId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent};
 use crate::message::{ChatMessage, Role, StoredMessage};
-use crate::store::agent_state::SaveError;
-use crate::store::summary::{Backlog, CommitOutcome, SessionSummary, SummaryStore};
+use crate::agent_state::store::SaveError;
+use crate::summary::store::{Backlog, CommitOutcome, SessionSummary, SummaryStore};
 use crate::store::{MessagesFrom, Store, StoreError};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -30,7 +30,7 @@ pub struct SummarizerDeps {
     pub large_paste_chars: usize,
     /// Where the summary's agent-state deltas are applied; `None`: kept in the
     /// summary version only.
-    pub agent_state: Option<Arc<dyn crate::store::agent_state::AgentStateStore>>,
+    pub agent_state: Option<Arc<dyn crate::agent_state::store::AgentStateStore>>,
 }
 
 /// How a run ended without error.

@@ -25,7 +25,7 @@ use crate::message::ChatMessage;
 use crate::prompt::{PromptBuilder, PromptInputs};
 use crate::session::SessionView;
 use crate::sse::{CacheStatus, DebugContext, DebugTokens, EventSink, StreamEvent, Telemetry as Measure};
-use crate::store::cache::ContextCache;
+use crate::context::cache::ContextCache;
 use crate::tools::ToolScope;
 use std::sync::Arc;
 

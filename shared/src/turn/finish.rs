@@ -15,7 +15,7 @@ use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{MessageError, Role, StoredMessage, Usage};
 use crate::session::TurnStatus;
 use crate::sse::{DoneReason, EventSink, StreamEvent};
-use crate::store::agent_state::{AgentStateStore, SaveError};
+use crate::agent_state::store::{AgentStateStore, SaveError};
 use crate::store::{Store, StoreError, TurnEnd};
 use crate::summary::TurnCompleted;
 use std::sync::Arc;
@@ -159,7 +159,7 @@ async fn save_agent_state(
         Ok(_) => {}
         Err(SaveError::Conflict) => {
             let ours = state.current_understanding.clone();
-            let merged = crate::store::agent_state::update(store, user, sid, 3, |s| {
+            let merged = crate::agent_state::store::update(store, user, sid, 3, |s| {
                 for e in &ours.entities {
                     if s.entity(&e.id).is_none() {
                         s.current_understanding.entities.push(e.clone());

@@ -54,8 +54,8 @@ use crate::llm::Llm;
 use crate::message::Usage;
 use crate::metrics::{Record, Unit};
 use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent};
-use crate::store::agent_state::AgentStateStore;
-use crate::store::cache::ContextCache;
+use crate::agent_state::store::AgentStateStore;
+use crate::context::cache::ContextCache;
 use crate::store::{Store, StoreError};
 use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
 use futures::FutureExt;
@@ -84,7 +84,7 @@ pub struct TurnDeps {
     /// The session's agent state (AGENT_STATE_SPEC); `None`: not kept.
     pub agent_state: Option<Arc<dyn AgentStateStore>>,
     /// Plan records (docs/plans.md); `None`: no plan tools are offered.
-    pub plans: Option<Arc<dyn crate::store::plans::PlanStore>>,
+    pub plans: Option<Arc<dyn crate::plan::store::PlanStore>>,
     /// Budgets of the context window.
     pub context: Arc<ContextConfig>,
     pub counter: TokenCounterCell,
