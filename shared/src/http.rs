@@ -5,19 +5,19 @@
 //! here with a JSON body and nothing written; once the stream is open, failures
 //! travel as `error` then `done` events.
 
+use crate::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use crate::auth::Authenticator;
 use crate::config::{Config, ConfigError};
+use crate::context::cache::DynamoContextCache;
 use crate::context::ContextConfig;
 use crate::edge::{json_error, no_content, with_cors, ResponseBody};
+use crate::entities::store::DynamoEntityStore;
 use crate::entities::EntityService;
 use crate::frames::{DynamoFrameLog, Recorder};
 use crate::ids::{TurnId, UserId};
 use crate::llm::{OpenAiClient, OpenAiConfig};
 use crate::sse::{EventSink, SseBody, WireFormat};
-use crate::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
-use crate::context::cache::DynamoContextCache;
 use crate::store::dynamo::DynamoStore;
-use crate::entities::store::DynamoEntityStore;
 use crate::summary::{NoTurnEvents, SqsTurnEvents, SummaryConfig, TurnEvents};
 use crate::tools::ToolRegistry;
 use crate::turn::{self, TurnDeps, ValidTurn};

@@ -2,11 +2,11 @@
 //! the project's current version, rebuilt and written back otherwise.
 
 use serde_json::json;
+use shared::context::cache::DynamoContextCache;
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityService, NewProject};
 use shared::ids::{ProjectId, UserId};
 use shared::sse::{CacheStatus, StreamEvent};
-use shared::context::cache::DynamoContextCache;
-use shared::entities::store::DynamoEntityStore;
 use shared::tools::ToolScope;
 use tests::{TestApp, Turn};
 

@@ -4,10 +4,10 @@
 //! with `DEV_EVENTS` on, and the deployment template never turns it on.
 
 use serde_json::json;
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityService, NewProject};
 use shared::ids::{ProjectId, UserId};
 use shared::sse::{DebugContext, StreamEvent, Telemetry};
-use shared::entities::store::DynamoEntityStore;
 use tests::{Reply, TestApp, Turn};
 
 fn user(u: &str) -> UserId {

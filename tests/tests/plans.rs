@@ -5,12 +5,12 @@
 //! requests arrive in.
 
 use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{ProjectId, SessionId, UserId};
+use shared::plan::store::{DynamoPlanStore, PlanStore};
 use shared::plan::{PlanRecord, PlanStatus, StepStatus, ToolOrigin};
 use shared::sse::StreamEvent;
-use shared::entities::store::DynamoEntityStore;
-use shared::plan::store::{DynamoPlanStore, PlanStore};
 use shared::store::Store;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

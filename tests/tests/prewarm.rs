@@ -4,11 +4,11 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
+use shared::context::cache::{active_gsi_sk, cache_pk, cache_sk, ContextCache};
 use shared::context::pack::build_pack;
 use shared::ids::{ProjectId, SessionId, UserId};
 use shared::prewarm::refresh::{refresh_active, RefreshReport};
 use shared::prewarm::{handle_prewarm, invoke, PrewarmApp, PrewarmConfig};
-use shared::context::cache::{active_gsi_sk, cache_pk, cache_sk, ContextCache};
 use shared::store::Store;
 use shared::tools::ToolScope;
 use std::time::{Duration, Instant};

@@ -7,12 +7,12 @@
 //! over the session's stored scope.
 
 use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{ProjectId, SessionId, UserId};
 use shared::message::Role;
 use shared::session::ContextType;
 use shared::sse::{AgentActivity, ShiftReason, StreamEvent};
-use shared::entities::store::DynamoEntityStore;
 use shared::store::Store;
 use tests::{Reply, TestApp, Turn};
 

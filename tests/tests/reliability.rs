@@ -20,11 +20,11 @@
 use futures::future::join_all;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{ProjectId, SessionId, TurnId, UserId};
 use shared::message::{Role, StoredMessage};
 use shared::sse::{DoneReason, StreamEvent};
-use shared::entities::store::DynamoEntityStore;
 use shared::store::Store;
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -10,9 +10,9 @@
 //!   call the model again).
 
 use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityService, NewProject};
 use shared::ids::{ProjectId, UserId};
-use shared::entities::store::DynamoEntityStore;
 use shared::store::Store;
 use std::time::Duration;
 use tests::fault_proxy::{Action, Fault, FaultProxy, Op, Seen};

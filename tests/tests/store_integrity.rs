@@ -4,11 +4,11 @@
 //! races a running turn.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use shared::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use shared::agent_state::AgentState;
 use shared::ids::{RunId, SessionId, TurnId, UserId};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall, Usage};
 use shared::session::{ContextType, SessionView, TurnRecord, TurnStatus};
-use shared::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use shared::store::dynamo::DynamoStore;
 use shared::store::{DeleteProgress, Lease, MessagesFrom, RunClaim, Store, StoreError, TurnEnd, TurnStart};
 use tests::{dynamo_client, fresh_table};

@@ -2,14 +2,14 @@
 //! on DynamoDB Local, and a scripted model that calls tools.
 
 use serde_json::{json, Value};
+use shared::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use shared::agent_state::{expect, AgentState, Expectation, ExpectationStatus};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{ProjectId, SessionId, UserId};
 use shared::message::Role;
 use shared::message::{FunctionCall, ToolCall};
 use shared::sse::{OperationAction, OperationStatus, StreamEvent};
-use shared::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
-use shared::entities::store::DynamoEntityStore;
 use shared::store::Store;
 use shared::tools::{ToolContext, ToolRegistry, ToolScope};
 use tests::{Reply, Step, TestApp};

@@ -5,12 +5,12 @@
 //! DynamoDB Local, the scripted model.
 
 use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject, PageRequest};
 use shared::ids::{ProjectId, RunId, SessionId, UserId};
 use shared::message::{Role, ToolCall};
 use shared::session::TurnStatus;
 use shared::sse::{DoneReason, StreamEvent};
-use shared::entities::store::DynamoEntityStore;
 use shared::store::Store;
 use shared::turn::{ToolRun, TurnScope, TurnTools};
 use std::sync::Arc;

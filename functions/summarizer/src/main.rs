@@ -4,9 +4,9 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
+use shared::agent_state::store::DynamoAgentStateStore;
 use shared::context::ContextConfig;
 use shared::llm::{OpenAiClient, OpenAiConfig};
-use shared::agent_state::store::DynamoAgentStateStore;
 use shared::store::dynamo::DynamoStore;
 use shared::summary::store::DynamoSummaryStore;
 use shared::summary::{handle_batch, SummarizerDeps, SummaryConfig};

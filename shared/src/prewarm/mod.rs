@@ -19,14 +19,14 @@ pub mod refresh;
 
 use crate::auth::Authenticator;
 use crate::config::{Config, ConfigError};
+use crate::context::cache::{ContextCache, DynamoContextCache};
 use crate::context::pack::build_pack;
 use crate::edge::{json, json_error, ResponseBody};
+use crate::entities::store::DynamoEntityStore;
 use crate::entities::{EntityError, EntityKind, EntityService};
 use crate::ids::{EntityId, ProjectId, RunId, SessionId, TurnId, UserId};
 use crate::session::{ContextType, SessionStatus, SessionView};
-use crate::context::cache::{ContextCache, DynamoContextCache};
 use crate::store::dynamo::DynamoStore;
-use crate::entities::store::DynamoEntityStore;
 use crate::store::{Lease, Store, StoreError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use http::{Method, Response, StatusCode};

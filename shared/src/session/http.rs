@@ -16,12 +16,12 @@
 //! stream route: 204, like a session with nothing running).
 
 use super::SessionView;
+use crate::agent_state::store::AgentStateStore;
 use crate::edge::{json, json_error, no_content, query_params, ResponseBody};
 use crate::frames::FrameLog;
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{MessageError, Role, StoredMessage};
 use crate::sse::SseBody;
-use crate::agent_state::store::AgentStateStore;
 use crate::store::{DeleteProgress, MessagesFrom, Store, StoreError};
 use http::{header, Method, Response, StatusCode};
 use serde::{Deserialize, Serialize};

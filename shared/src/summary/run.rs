@@ -3,14 +3,14 @@
 //! phase) applying the committed version's agent-state deltas exactly once.
 
 use super::{SummaryConfig, TurnCompleted, YieldScope};
+use crate::agent_state::store::SaveError;
 use crate::agent_state::{AgentState, AgentStateDelta, ItemUpdate, StateUpdate};
 use crate::context::TokenCounter;
 use crate::ids::{SessionId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent};
 use crate::message::{ChatMessage, Role, StoredMessage};
-use crate::agent_state::store::SaveError;
-use crate::summary::store::{Backlog, CommitOutcome, SessionSummary, SummaryStore};
 use crate::store::{MessagesFrom, Store, StoreError};
+use crate::summary::store::{Backlog, CommitOutcome, SessionSummary, SummaryStore};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashSet};

@@ -15,6 +15,7 @@ use super::telemetry::Telemetry;
 use super::tools::{read_tool_output_definition, TurnScope};
 use super::TurnDeps;
 use crate::agent_state::render;
+use crate::context::cache::ContextCache;
 use crate::context::pack::{build_pack, ContextPack};
 use crate::context::{
     build_context, message_tokens, BuiltContext, CalibrationLine, ContextBudget, ContextInput, SummaryRef, TokenCounter,
@@ -25,7 +26,6 @@ use crate::message::ChatMessage;
 use crate::prompt::{PromptBuilder, PromptInputs};
 use crate::session::SessionView;
 use crate::sse::{CacheStatus, DebugContext, DebugTokens, EventSink, StreamEvent, Telemetry as Measure};
-use crate::context::cache::ContextCache;
 use crate::tools::ToolScope;
 use std::sync::Arc;
 

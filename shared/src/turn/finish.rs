@@ -10,12 +10,12 @@
 use super::lease::LeaseGuard;
 use super::model_loop::{LoopEnd, Outcome, RoundLog};
 use super::TurnDeps;
+use crate::agent_state::store::{AgentStateStore, SaveError};
 use crate::agent_state::AgentState;
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{MessageError, Role, StoredMessage, Usage};
 use crate::session::TurnStatus;
 use crate::sse::{DoneReason, EventSink, StreamEvent};
-use crate::agent_state::store::{AgentStateStore, SaveError};
 use crate::store::{Store, StoreError, TurnEnd};
 use crate::summary::TurnCompleted;
 use std::sync::Arc;

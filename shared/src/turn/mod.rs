@@ -46,7 +46,9 @@ pub mod tools;
 pub use request::{BadTurn, TurnRequest, ValidTurn};
 pub use tools::{ToolRun, TurnScope, TurnTools};
 
+use crate::agent_state::store::AgentStateStore;
 use crate::config::Config;
+use crate::context::cache::ContextCache;
 use crate::context::{ContextConfig, TokenCalibration, TokenCounter};
 use crate::entities::EntityService;
 use crate::ids::{SessionId, TurnId, UserId};
@@ -54,8 +56,6 @@ use crate::llm::Llm;
 use crate::message::Usage;
 use crate::metrics::{Record, Unit};
 use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent};
-use crate::agent_state::store::AgentStateStore;
-use crate::context::cache::ContextCache;
 use crate::store::{Store, StoreError};
 use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
 use futures::FutureExt;

@@ -25,8 +25,8 @@ use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{without_superseded, Role, StoredMessage};
 use crate::session::{title_from_message, Session, SessionView, TurnRecord, TurnStatus};
 use crate::sse::{EventSink, Focus, StreamEvent};
-use crate::summary::store::SessionSummary;
 use crate::store::{Lease, RecentLog, StoreError, TurnStart};
+use crate::summary::store::SessionSummary;
 use futures::future::OptionFuture;
 use tokio::task::JoinHandle;
 
