@@ -36,6 +36,12 @@ impl SessionGate for MemorySessions {
     }
 }
 
+/// A user no other contract case touches (the DynamoDB suites share a table).
+#[cfg(any(test, feature = "testkit"))]
+pub fn fresh_user() -> UserId {
+    UserId::parse(format!("contract-{}", uuid::Uuid::new_v4().simple())).expect("a valid user id")
+}
+
 /// How a contract suite opens a session and begins its delete, on whichever
 /// implementation it runs against (the twins' [`MemorySessions`], or session
 /// items in DynamoDB Local).

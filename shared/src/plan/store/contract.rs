@@ -7,14 +7,9 @@
 use super::PlanStore;
 use crate::ids::{ProjectId, SessionId, TurnId, UserId};
 use crate::plan::*;
-use crate::store::gate::SessionFixture;
+use crate::store::gate::{fresh_user, SessionFixture};
 use crate::store::StoreError;
 use crate::tools::ToolScope;
-
-/// A user no other case touches.
-pub fn fresh_user() -> UserId {
-    UserId::parse(format!("contract-{}", uuid::Uuid::new_v4().simple())).expect("a valid user id")
-}
 
 /// A valid one-step plan; `n` orders plans (ids sort by it, as v7 ids do by time).
 pub fn record(n: u32) -> PlanRecord {
@@ -132,23 +127,41 @@ pub async fn plans_are_the_sessions_own(store: &dyn PlanStore, sessions: &dyn Se
 #[macro_export]
 macro_rules! plan_store_contract {
     ($setup:path) => {
-        $crate::plan_store_contract!(@cases $setup;
-            save_is_compare_and_set,
-            a_missing_plan_is_none,
-            a_session_being_deleted_takes_no_plan,
-            create_supersedes_the_replaced_plans_at_once,
-            create_over_a_changed_plan_writes_nothing,
-            list_is_newest_first_and_limited,
-            plans_are_the_sessions_own);
-    };
-    (@cases $setup:path; $($case:ident),*) => {
-        $(
-            #[tokio::test]
-            async fn $case() {
-                let (store, sessions) = $setup().await;
-                $crate::plan::store::contract::$case(&store, &sessions).await;
-            }
-        )*
+        #[tokio::test]
+        async fn save_is_compare_and_set() {
+            let (store, sessions) = $setup().await;
+            $crate::plan::store::contract::save_is_compare_and_set(&store, &sessions).await;
+        }
+        #[tokio::test]
+        async fn a_missing_plan_is_none() {
+            let (store, sessions) = $setup().await;
+            $crate::plan::store::contract::a_missing_plan_is_none(&store, &sessions).await;
+        }
+        #[tokio::test]
+        async fn a_session_being_deleted_takes_no_plan() {
+            let (store, sessions) = $setup().await;
+            $crate::plan::store::contract::a_session_being_deleted_takes_no_plan(&store, &sessions).await;
+        }
+        #[tokio::test]
+        async fn create_supersedes_the_replaced_plans_at_once() {
+            let (store, sessions) = $setup().await;
+            $crate::plan::store::contract::create_supersedes_the_replaced_plans_at_once(&store, &sessions).await;
+        }
+        #[tokio::test]
+        async fn create_over_a_changed_plan_writes_nothing() {
+            let (store, sessions) = $setup().await;
+            $crate::plan::store::contract::create_over_a_changed_plan_writes_nothing(&store, &sessions).await;
+        }
+        #[tokio::test]
+        async fn list_is_newest_first_and_limited() {
+            let (store, sessions) = $setup().await;
+            $crate::plan::store::contract::list_is_newest_first_and_limited(&store, &sessions).await;
+        }
+        #[tokio::test]
+        async fn plans_are_the_sessions_own() {
+            let (store, sessions) = $setup().await;
+            $crate::plan::store::contract::plans_are_the_sessions_own(&store, &sessions).await;
+        }
     };
 }
 
