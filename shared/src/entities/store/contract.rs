@@ -108,9 +108,10 @@ pub async fn a_failed_step_writes_nothing_and_is_named(store: &dyn EntityStore) 
     assert!(store.get_entity(&u, &pid, EntityKind::Task, &a.entity.id).await.unwrap().is_none(), "all or nothing");
     assert_eq!(store.get_project(&u, &pid).await.unwrap().unwrap().project.version, 1);
     // Creating what exists, updating or deleting what does not: each refused at its index.
-    let p = seeded(store, &u, project(1, 10), &[&a]).await;
+    let p = project(1, 10);
     let pid = p.project.id.clone();
     let a = task(&pid, "a");
+    let p = seeded(store, &u, p, &[&a]).await;
     for op in [
         put(&a, true),
         put(&task(&pid, "nobody"), false),
