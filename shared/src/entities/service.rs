@@ -859,3 +859,7 @@ impl EntityService {
         Ok(SearchResults { hits, truncated })
     }
 }
+
+#[cfg(test)]
+#[path = "service_tests.rs"]
+mod tests;

@@ -1,4 +1,7 @@
-//! The session's agent state in DynamoDB: one item, `sk=AGENT_STATE`, under
+//! The session's agent state: the [`AgentStateStore`] trait,
+//! [`DynamoAgentStateStore`] and the in-memory [`MemoryAgentStateStore`], which
+//! pass one contract suite (`contract`, under the `testkit` feature). In
+//! DynamoDB: one item, `sk=AGENT_STATE`, under
 //! the session's partition, with its version next to it.
 //!
 //! Contract: [`AgentStateStore::save`] is a compare-and-set, a conditional

@@ -1,4 +1,6 @@
-//! The context-pack cache in DynamoDB (prewarm, issue 6): one item per user,
+//! The context-pack cache (prewarm, issue 6): the [`ContextCache`] trait,
+//! [`DynamoContextCache`] and the in-memory [`MemoryContextCache`], which pass
+//! one contract suite (`contract`, under the `testkit` feature). In DynamoDB: one item per user,
 //! scope and focus, holding the serialized [`ContextPack`] and the project
 //! version it was built from.
 //!

@@ -1,6 +1,9 @@
 //! The ontology's side of the one table: projects, their entities, edges,
 //! document content and the document tree. The rules (validation, versions,
-//! patches) live in [`crate::entities`]; this module only reads and writes.
+//! patches) live in [`crate::entities`]; this module only reads and writes,
+//! through the [`EntityStore`] trait: [`DynamoEntityStore`] in the functions,
+//! the in-memory [`MemoryEntityStore`] in unit tests, one contract suite for
+//! both (`contract`, under the `testkit` feature).
 //!
 //! # Key scheme
 //!

@@ -1,4 +1,6 @@
-//! Plan records in DynamoDB: one item per plan under the session's partition,
+//! Plan records: the [`PlanStore`] trait, [`DynamoPlanStore`] and the in-memory
+//! [`MemoryPlanStore`], which pass one contract suite (`contract`, under the
+//! `testkit` feature). In DynamoDB: one item per plan under the session's partition,
 //! `sk = PLAN#<plan id>` (UUID v7, so plans sort by creation), the
 //! [`PlanRecord`] as JSON in `data` beside a `version`.
 //!

@@ -1,4 +1,6 @@
-//! Rolling summaries in DynamoDB: the current one under `sk=SUMMARY`, and
+//! Rolling summaries: the [`SummaryStore`] trait, [`DynamoSummaryStore`] and
+//! the in-memory [`MemorySummaryStore`], which pass one contract suite
+//! (`contract`, under the `testkit` feature). In DynamoDB: the current one under `sk=SUMMARY`, and
 //! every committed version under `SUMMARY#<version, 10 digits>` for audit
 //! (AGENTIC_CHAT_V2_SPEC open question 1).
 //!
