@@ -11,7 +11,7 @@ use shared::message::{Role, StoredMessage, ToolCall, Usage};
 use shared::session::store::{Lease, Leases, MessagesFrom, SessionLog, Sessions, TurnEnd, TurnStart};
 use shared::session::{ContextType, SessionView, TurnRecord, TurnStatus};
 use shared::store::dynamo::DynamoStore;
-use shared::store::summary::DynamoSummaryStore;
+use shared::summary::store::DynamoSummaryStore;
 use shared::summary::{SummarizerDeps, SummaryConfig, TurnCompleted};
 use std::sync::Arc;
 use std::time::Duration;
@@ -190,7 +190,7 @@ pub fn summarizer_deps(
         config,
         counter: TokenCounter::Estimate,
         large_paste_chars: 8_000,
-        agent_state: Some(Arc::new(shared::store::agent_state::DynamoAgentStateStore::new(dynamo.clone(), table))),
+        agent_state: Some(Arc::new(shared::agent_state::store::DynamoAgentStateStore::new(dynamo.clone(), table))),
     }
 }
 
@@ -398,8 +398,8 @@ impl SummaryParts {
     pub fn summaries(&self) -> DynamoSummaryStore {
         DynamoSummaryStore::new(self.dynamo.clone(), self.table.clone())
     }
-    pub fn states(&self) -> shared::store::agent_state::DynamoAgentStateStore {
-        shared::store::agent_state::DynamoAgentStateStore::new(self.dynamo.clone(), self.table.clone())
+    pub fn states(&self) -> shared::agent_state::store::DynamoAgentStateStore {
+        shared::agent_state::store::DynamoAgentStateStore::new(self.dynamo.clone(), self.table.clone())
     }
 }
 

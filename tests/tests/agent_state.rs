@@ -1,11 +1,11 @@
 //! The session agent state against DynamoDB Local: round trip, the
 //! compare-and-set under concurrency, and clear.
 
+use shared::agent_state::store::{AgentStateStore, DynamoAgentStateStore, SaveError};
 use shared::agent_state::{observe_tool_result, AgentState, ToolObservation};
 use shared::entities::{Change, Edge, EdgeEnd, EntityKind, EntityPatch};
 use shared::ids::{EntityId, ProjectId, SessionId, UserId};
 use shared::session::store::Sessions;
-use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore, SaveError};
 use shared::store::dynamo::DynamoStore;
 use tests::{dynamo_client, fresh_table};
 
@@ -132,8 +132,8 @@ async fn clear_removes_the_state_and_a_new_one_starts_at_version_one() {
 
 #[tokio::test]
 async fn concurrent_updates_with_retry_lose_nothing() {
+    use shared::agent_state::store::update;
     use shared::agent_state::{apply_delta, AgentStateDelta};
-    use shared::store::agent_state::update;
     let (store, sessions) = store().await;
     let u = user("alice");
     let session = new_session(&sessions, &u).await;
@@ -168,6 +168,6 @@ async fn concurrent_updates_with_retry_lose_nothing() {
         Ok(())
     })
     .await;
-    assert!(matches!(r, Err(shared::store::agent_state::UpdateError::Delta(_))), "{r:?}");
+    assert!(matches!(r, Err(shared::agent_state::store::UpdateError::Delta(_))), "{r:?}");
     assert_eq!(store.load(&u, &session).await.unwrap().unwrap().1, 6);
 }

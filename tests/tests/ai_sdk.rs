@@ -190,7 +190,8 @@ async fn a_text_turn_is_a_valid_ui_message_stream_named_after_its_turn() {
 #[tokio::test]
 async fn a_tool_turn_carries_tool_parts_operations_and_entity_patches() {
     let t = TestApp::new().await;
-    let service = EntityService::new(shared::store::entities::EntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let service =
+        EntityService::new(shared::entities::store::DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()));
     let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
     let project = service.create_project(&uid("alice"), p).await.unwrap().data.project.id;
     t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the launch post"}))]));
@@ -431,7 +432,8 @@ async fn the_ai_sdks_own_client_reads_our_stream() {
     );
     let urls = tests::function_urls::FunctionUrls::start().await;
     let t = &urls.t;
-    let service = EntityService::new(shared::store::entities::EntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let service =
+        EntityService::new(shared::entities::store::DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()));
     let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
     let project = service.create_project(&uid("alice"), p).await.unwrap().data.project.id;
     t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the launch post"}))]));

@@ -2,11 +2,11 @@
 //! the project's current version, rebuilt and written back otherwise.
 
 use serde_json::json;
+use shared::context::cache::DynamoContextCache;
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityService, NewProject};
 use shared::ids::{ProjectId, UserId};
 use shared::sse::{CacheStatus, StreamEvent};
-use shared::store::cache::DynamoContextCache;
-use shared::store::entities::EntityStore;
 use shared::tools::ToolScope;
 use tests::{TestApp, Turn};
 
@@ -22,7 +22,7 @@ fn cache_of(turn: &Turn) -> Option<CacheStatus> {
 }
 
 async fn project(t: &TestApp, u: &str) -> ProjectId {
-    let svc = EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let svc = EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()));
     let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
     svc.create_project(&user(u), p).await.unwrap().data.project.id
 }
@@ -52,7 +52,7 @@ async fn a_cached_pack_is_served_until_a_write_moves_the_version() {
     assert_eq!(after_hit.built_at, stored.built_at, "a hit does not rebuild");
 
     // A write through the entities service moves the project's version.
-    let svc = EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let svc = EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()));
     let changes = serde_json::Map::from_iter([("description".to_string(), json!("moved on"))]);
     let created = svc.update_project(&user("alice"), &p, changes, None).await.map(|_| ());
     created.unwrap();
@@ -133,7 +133,7 @@ async fn a_hit_renews_the_use_mark_only_once_it_is_a_minute_old() {
     assert_eq!(cache_of(&t.turn("alice", again.clone()).await), Some(CacheStatus::Hit));
     assert_eq!(cache.cached_entry(&user("alice"), &scope).await.unwrap().unwrap().last_used, marked, "fresh: kept");
 
-    let (pk, sk) = (shared::store::cache::cache_pk(&user("alice")), shared::store::cache::cache_sk(&scope));
+    let (pk, sk) = (shared::context::cache::cache_pk(&user("alice")), shared::context::cache::cache_sk(&scope));
     let old = shared::now_ms() - 5 * 60_000;
     t.dynamo
         .update_item()

@@ -4,10 +4,10 @@
 //! with `DEV_EVENTS` on, and the deployment template never turns it on.
 
 use serde_json::json;
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityService, NewProject};
 use shared::ids::{ProjectId, UserId};
 use shared::sse::{DebugContext, StreamEvent, Telemetry};
-use shared::store::entities::EntityStore;
 use tests::{Reply, TestApp, Turn};
 
 fn user(u: &str) -> UserId {
@@ -15,7 +15,7 @@ fn user(u: &str) -> UserId {
 }
 
 async fn project(t: &TestApp, u: &str) -> ProjectId {
-    let svc = EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let svc = EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()));
     let new = NewProject {
         name: "Launch".into(),
         description: None,

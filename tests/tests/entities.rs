@@ -372,7 +372,7 @@ async fn a_document_of_more_than_a_mebibyte_survives_intact() {
         .send()
         .await
         .unwrap();
-    assert_eq!(chunks.count as usize, replaced.len().div_ceil(shared::store::entities::CHUNK_BYTES));
+    assert_eq!(chunks.count as usize, replaced.len().div_ceil(shared::entities::store::CHUNK_BYTES));
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use shared::context::{summary_message, ContextBudget, ContextConfig};
 use shared::edge::stream::StreamApp;
 use shared::ids::{SessionId, UserId};
 use shared::sse::{ContextUsage, StreamEvent};
-use shared::store::summary::{DynamoSummaryStore, SummaryStore};
+use shared::summary::store::{DynamoSummaryStore, SummaryStore};
 use shared::summary::SqsTurnEvents;
 use std::sync::Arc;
 use std::time::Duration;

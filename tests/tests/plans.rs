@@ -5,13 +5,13 @@
 //! requests arrive in.
 
 use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{ProjectId, SessionId, UserId};
+use shared::plan::store::{DynamoPlanStore, PlanStore};
 use shared::plan::{PlanRecord, PlanStatus, StepStatus, ToolOrigin};
 use shared::session::store::{SessionLog, Sessions};
 use shared::sse::StreamEvent;
-use shared::store::entities::EntityStore;
-use shared::store::plans::{DynamoPlanStore, PlanStore};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,7 +22,7 @@ fn user() -> UserId {
 }
 
 fn service(t: &TestApp) -> EntityService {
-    EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()))
+    EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()))
 }
 
 async fn project(t: &TestApp) -> ProjectId {

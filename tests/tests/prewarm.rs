@@ -4,13 +4,13 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
+use shared::context::cache::{active_gsi_sk, cache_pk, cache_sk, ContextCache};
 use shared::context::pack::build_pack;
 use shared::ids::{ProjectId, SessionId, UserId};
 use shared::prewarm::refresh::{refresh_active, RefreshReport};
 use shared::edge::prewarm::{handle_prewarm, invoke};
 use shared::prewarm::{PrewarmApp, PrewarmConfig};
 use shared::session::store::Sessions;
-use shared::store::cache::{active_gsi_sk, cache_pk, cache_sk, ContextCache};
 use shared::tools::ToolScope;
 use std::time::{Duration, Instant};
 use tests::entities::EntitiesTest;

@@ -7,13 +7,13 @@
 //! over the session's stored scope.
 
 use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{ProjectId, SessionId, UserId};
 use shared::message::Role;
 use shared::session::store::{SessionLog, Sessions};
 use shared::session::ContextType;
 use shared::sse::{AgentActivity, ShiftReason, StreamEvent};
-use shared::store::entities::EntityStore;
 use tests::{Reply, TestApp, Turn};
 
 fn user(u: &str) -> UserId {
@@ -21,7 +21,7 @@ fn user(u: &str) -> UserId {
 }
 
 fn service(t: &TestApp) -> EntityService {
-    EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()))
+    EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()))
 }
 
 async fn project_count(t: &TestApp, u: &str) -> usize {

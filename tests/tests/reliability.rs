@@ -20,12 +20,12 @@
 use futures::future::join_all;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{ProjectId, SessionId, TurnId, UserId};
 use shared::message::{Role, StoredMessage};
 use shared::session::store::{SessionLog, Sessions};
 use shared::sse::{DoneReason, StreamEvent};
-use shared::store::entities::EntityStore;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tests::fault_proxy::{Action, Fault, FaultProxy, Lost, Op, Throttle, TurnWrite, When};
@@ -60,7 +60,7 @@ impl Rig {
     }
 
     async fn project(&self, user: &str) -> ProjectId {
-        let svc = EntityService::new(EntityStore::new(self.t.dynamo.clone(), self.t.table.clone()));
+        let svc = EntityService::new(DynamoEntityStore::new(self.t.dynamo.clone(), self.t.table.clone()));
         let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
         svc.create_project(&uid(user), p).await.unwrap().data.project.id
     }
@@ -119,7 +119,7 @@ fn script_quick_and_slow_tools(r: &Rig, slow: Duration) {
 
 /// The tasks of the project, as JSON (for their ids and titles).
 async fn tasks(r: &Rig, p: &ProjectId) -> Vec<String> {
-    let svc = EntityService::new(EntityStore::new(r.t.dynamo.clone(), r.t.table.clone()));
+    let svc = EntityService::new(DynamoEntityStore::new(r.t.dynamo.clone(), r.t.table.clone()));
     let page = svc.list(&uid("alice"), p, EntityKind::Task, Default::default()).await.unwrap();
     page.items.iter().map(|e| serde_json::to_string(e).unwrap()).collect()
 }
@@ -446,7 +446,7 @@ async fn model_stream_cut_inside_tool_arguments() {
     let turn = r.t.turn("alice", in_project(&p, "a task", None)).await;
     let expect = Expect { error: Some("llm_stream_error"), ..CUT_TOOL_TURN };
     let sid = assert_holds(&r, "alice", "a task", &turn, mark, &expect).await;
-    let svc = EntityService::new(EntityStore::new(r.t.dynamo.clone(), r.t.table.clone()));
+    let svc = EntityService::new(DynamoEntityStore::new(r.t.dynamo.clone(), r.t.table.clone()));
     assert!(svc.list(&uid("alice"), &p, EntityKind::Task, Default::default()).await.unwrap().items.is_empty());
     next_turn_is_valid(&r, "alice", &sid).await;
 }

@@ -10,10 +10,10 @@
 //!   call the model again).
 
 use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityService, NewProject};
 use shared::ids::{ProjectId, UserId};
 use shared::session::store::Sessions;
-use shared::store::entities::EntityStore;
 use std::time::Duration;
 use tests::fault_proxy::{Action, Fault, FaultProxy, Op, Seen};
 use tests::{Reply, TestApp};
@@ -45,7 +45,7 @@ impl Rig {
     }
 
     async fn project(&self, user: &str) -> ProjectId {
-        let svc = EntityService::new(EntityStore::new(self.t.dynamo.clone(), self.t.table.clone()));
+        let svc = EntityService::new(DynamoEntityStore::new(self.t.dynamo.clone(), self.t.table.clone()));
         let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
         svc.create_project(&UserId::parse(user).unwrap(), p).await.unwrap().data.project.id
     }

@@ -4,6 +4,7 @@
 //! races a running turn.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use shared::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use shared::agent_state::AgentState;
 use shared::ids::{RunId, SessionId, TurnId, UserId};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall, Usage};
@@ -11,7 +12,6 @@ use shared::session::store::{
     DeleteProgress, Lease, Leases, MessagesFrom, RunClaim, SessionLog, Sessions, ToolOutputs, TurnEnd, TurnStart,
 };
 use shared::session::{ContextType, SessionView, TurnRecord, TurnStatus};
-use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
 use shared::store::dynamo::DynamoStore;
 use shared::store::StoreError;
 use tests::{dynamo_client, fresh_table};

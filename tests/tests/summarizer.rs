@@ -9,7 +9,7 @@ use shared::llm::{OpenAiClient, OpenAiConfig};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall};
 use shared::session::store::{Lease, Leases, SessionLog, Sessions};
 use shared::store::dynamo::DynamoStore;
-use shared::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
+use shared::summary::store::{CommitOutcome, SessionSummary, SummaryStore};
 use shared::summary::{
     handle_batch, publish_bounded, summarize_session, Outcome, SqsTurnEvents, TurnCompleted, YieldScope,
 };
@@ -417,8 +417,8 @@ async fn a_stuck_queue_never_holds_the_turn_up() {
 /// retry's item and assumption are applied once the summary commits.
 #[tokio::test]
 async fn summary_agent_state_deltas_are_validated_then_applied() {
+    use shared::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
     use shared::agent_state::ItemStatus;
-    use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
     let p = SummaryParts::new().await;
     let store = p.store();
     let alice = user("alice");

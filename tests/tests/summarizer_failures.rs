@@ -7,9 +7,9 @@
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use serde_json::{json, Value};
+use shared::agent_state::store::AgentStateStore;
 use shared::ids::{SessionId, TurnId, UserId};
-use shared::store::agent_state::AgentStateStore;
-use shared::store::summary::{CommitOutcome, SessionSummary, SummaryStore};
+use shared::summary::store::{CommitOutcome, SessionSummary, SummaryStore};
 use shared::summary::{
     commit_summary, handle_batch, settle_state_deltas, summarize_session, Outcome, Settled, TurnCompleted,
 };

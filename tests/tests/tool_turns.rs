@@ -2,15 +2,15 @@
 //! on DynamoDB Local, and a scripted model that calls tools.
 
 use serde_json::{json, Value};
+use shared::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use shared::agent_state::{expect, AgentState, Expectation, ExpectationStatus};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{ProjectId, SessionId, UserId};
 use shared::message::Role;
 use shared::message::{FunctionCall, ToolCall};
 use shared::session::store::{SessionLog, Sessions};
 use shared::sse::{OperationAction, OperationStatus, StreamEvent};
-use shared::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
-use shared::store::entities::EntityStore;
 use shared::tools::{ToolContext, ToolRegistry, ToolScope};
 use tests::{Reply, Step, TestApp};
 
@@ -19,7 +19,7 @@ fn user(u: &str) -> UserId {
 }
 
 fn service(t: &TestApp) -> EntityService {
-    EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()))
+    EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()))
 }
 
 async fn project(t: &TestApp, u: &str, name: &str) -> ProjectId {

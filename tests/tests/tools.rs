@@ -2,12 +2,12 @@
 //! and calls run through the real entities service.
 
 use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{Change, EntityKind, EntityService, NewProject, PageRequest};
 use shared::ids::{EntityId, ProjectId, UserId};
 use shared::message::{FunctionCall, ToolCall};
 use shared::session::ContextType;
 use shared::sse::{OperationAction, OperationStatus, StreamEvent};
-use shared::store::entities::EntityStore;
 use shared::tools::{ToolContext, ToolName, ToolOutcome, ToolRegistry, ToolScope};
 use std::collections::HashSet;
 use tests::{dynamo_client, fresh_table};
@@ -20,7 +20,7 @@ struct Fixture {
 async fn fixture() -> Fixture {
     let dynamo = dynamo_client().await;
     let table = fresh_table(&dynamo).await;
-    let svc = EntityService::new(EntityStore::new(dynamo, table));
+    let svc = EntityService::new(DynamoEntityStore::new(dynamo, table));
     Fixture { tools: ToolRegistry::new(svc.clone()), svc }
 }
 

@@ -5,13 +5,13 @@
 //! DynamoDB Local, the scripted model.
 
 use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject, PageRequest};
 use shared::ids::{ProjectId, RunId, SessionId, UserId};
 use shared::message::{Role, ToolCall};
 use shared::session::store::{SessionLog, Sessions};
 use shared::session::TurnStatus;
 use shared::sse::{DoneReason, StreamEvent};
-use shared::store::entities::EntityStore;
 use shared::turn::{ToolRun, TurnScope, TurnTools};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +22,7 @@ fn user(u: &str) -> UserId {
 }
 
 fn service(t: &TestApp) -> EntityService {
-    EntityService::new(EntityStore::new(t.dynamo.clone(), t.table.clone()))
+    EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()))
 }
 
 async fn project(t: &TestApp, u: &str) -> ProjectId {

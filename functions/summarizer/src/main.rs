@@ -4,11 +4,11 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
+use shared::agent_state::store::DynamoAgentStateStore;
 use shared::context::ContextConfig;
 use shared::llm::{OpenAiClient, OpenAiConfig};
-use shared::store::agent_state::DynamoAgentStateStore;
 use shared::store::dynamo::DynamoStore;
-use shared::store::summary::DynamoSummaryStore;
+use shared::summary::store::DynamoSummaryStore;
 use shared::summary::{handle_batch, SummarizerDeps, SummaryConfig};
 use std::sync::Arc;
 

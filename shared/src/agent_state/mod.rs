@@ -1,7 +1,7 @@
 //! The session's agent state (AGENT_STATE_SPEC §4, AGENTIC_CHAT_V2_SPEC §8.6):
 //! what the agent knows (`current_understanding`), assumes (`assumptions`),
 //! expects (`expectations`) and keeps provisionally (`items`), as one typed,
-//! versioned item per session (see [`crate::store::agent_state`]).
+//! versioned item per session (see [`crate::agent_state::store`]).
 //!
 //! Contract:
 //! - every function here is pure and deterministic: no I/O, no clock (callers
@@ -22,6 +22,7 @@
 mod delta;
 mod observe;
 mod render;
+pub mod store;
 
 pub use delta::{apply_delta, AgentStateDelta, DeltaError, ItemPatch, ItemUpdate, StateUpdate, UnderstandingUpdate};
 pub use observe::{expect, observe_tool_result, verify, Check, ToolObservation, ToolOutcomeFacts, Verification};

@@ -30,6 +30,7 @@
 //! It returns what it kept, dropped and left to the summary, and the token
 //! counts, for the stream's `context_usage` event ([`BuiltContext::usage`]).
 
+pub mod cache;
 mod calibration;
 mod config;
 mod estimate;

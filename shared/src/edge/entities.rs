@@ -17,7 +17,7 @@ use crate::entities::rules::{PAGE_LIMIT, VERSION};
 use crate::entities::service::PageRequest;
 use crate::entities::{EntityError, EntityService};
 use crate::ids::{EntityId, ProjectId, UserId};
-use crate::store::entities::EntityStore;
+use crate::entities::store::DynamoEntityStore;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, MethodRouter};
@@ -52,7 +52,7 @@ impl EntitiesApp {
 
     pub fn with_dynamo(config: Config, dynamo: aws_sdk_dynamodb::Client) -> EntitiesApp {
         EntitiesApp {
-            service: EntityService::new(EntityStore::new(dynamo, config.table_name.clone())),
+            service: EntityService::new(DynamoEntityStore::new(dynamo, config.table_name.clone())),
             auth: super::authenticator(&config.auth),
             openapi: Arc::new(openapi_json()),
             cors_allow_origin: config.cors_allow_origin.clone(),

@@ -10,16 +10,16 @@ use super::extract::{Deadline, HasAuth, HasTimeout, User};
 use super::{json_error, ApiError, OpenApiRouter, ResponseBody};
 use crate::auth::Authenticator;
 use crate::config::{Config, ConfigError};
+use crate::context::cache::DynamoContextCache;
 use crate::context::ContextConfig;
+use crate::entities::store::DynamoEntityStore;
 use crate::entities::EntityService;
 use crate::frames::{DynamoFrameLog, Recorder};
 use crate::ids::{TurnId, UserId};
 use crate::llm::{OpenAiClient, OpenAiConfig};
 use crate::sse::{EventSink, WireFormat};
-use crate::store::agent_state::{AgentStateStore, DynamoAgentStateStore};
-use crate::store::cache::DynamoContextCache;
+use crate::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use crate::store::dynamo::DynamoStore;
-use crate::store::entities::EntityStore;
 use crate::summary::{NoTurnEvents, SqsTurnEvents, SummaryConfig, TurnEvents};
 use crate::tools::ToolRegistry;
 use crate::turn::{self, TurnDeps, TurnRequest, ValidTurn};
@@ -71,13 +71,13 @@ impl StreamApp {
         event_wait: Duration,
     ) -> Result<StreamApp, ConfigError> {
         let store = Arc::new(DynamoStore::new(dynamo.clone(), config.table_name.clone()));
-        let entities = EntityService::new(EntityStore::new(dynamo.clone(), config.table_name.clone()));
+        let entities = EntityService::new(DynamoEntityStore::new(dynamo.clone(), config.table_name.clone()));
         let tools: Option<Arc<dyn TurnTools>> = Some(Arc::new(ToolRegistry::new(entities.clone())));
         let (dynamo_for_cache, table_for_cache) = (dynamo.clone(), config.table_name.clone());
         let agent_state: Arc<dyn AgentStateStore> =
             Arc::new(DynamoAgentStateStore::new(dynamo.clone(), config.table_name.clone()));
-        let plans: Arc<dyn crate::store::plans::PlanStore> =
-            Arc::new(crate::store::plans::DynamoPlanStore::new(dynamo.clone(), config.table_name.clone()));
+        let plans: Arc<dyn crate::plan::store::PlanStore> =
+            Arc::new(crate::plan::store::DynamoPlanStore::new(dynamo.clone(), config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let deps_table = config.table_name.clone();
         let auth = super::authenticator(&config.auth);

@@ -23,12 +23,14 @@
 //! - Input rules (lengths, patterns, ranges) are stated once, in [`rules`]:
 //!   the validators and the OpenAPI document are both built from them.
 //!
-//! Storage is [`crate::store::entities`].
+//! Storage is [`store`]: the [`store::EntityStore`] trait, its DynamoDB
+//! implementation and an in-memory twin.
 
 pub mod error;
 pub mod model;
 pub mod rules;
 pub mod service;
+pub mod store;
 pub mod tree;
 
 pub use error::{EntityError, Missing};

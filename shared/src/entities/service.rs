@@ -13,9 +13,10 @@
 use super::error::{EntityError, Missing};
 use super::model::*;
 use super::rules::{self, DESCRIPTION, NAME, SEARCH_QUERY, TASK_PRIORITY};
+use super::store::{Commit, CommitError, ContentRef, EntityRow, EntityStore, Op, ProjectRow};
 use super::tree::{self, TreeError};
 use crate::ids::{EntityId, ProjectId, UserId};
-use crate::store::entities::{Commit, CommitError, ContentRef, EntityRow, EntityStore, Op, ProjectRow};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Attempts of one write against concurrent writers before `project_busy`.
@@ -28,9 +29,11 @@ pub const EDGES_PER_COMMIT: usize = 4;
 pub const MAX_PAGE: usize = 100;
 pub const MAX_METADATA_IDS: usize = 100;
 
+/// The service over any [`EntityStore`]: DynamoDB in the functions, the
+/// in-memory twin in unit tests. Cloning shares the store.
 #[derive(Clone)]
 pub struct EntityService {
-    store: EntityStore,
+    store: Arc<dyn EntityStore>,
 }
 
 /// A listing request: at most `limit` items after `cursor`.
@@ -134,12 +137,12 @@ async fn backoff(attempt: usize) {
 }
 
 impl EntityService {
-    pub fn new(store: EntityStore) -> Self {
-        EntityService { store }
+    pub fn new(store: impl EntityStore + 'static) -> Self {
+        EntityService { store: Arc::new(store) }
     }
 
-    pub fn store(&self) -> &EntityStore {
-        &self.store
+    pub fn store(&self) -> &dyn EntityStore {
+        self.store.as_ref()
     }
 
     /// The project, unless it is missing, another user's, or being deleted.
@@ -856,3 +859,7 @@ impl EntityService {
         Ok(SearchResults { hits, truncated })
     }
 }
+
+#[cfg(test)]
+#[path = "service_tests.rs"]
+mod tests;

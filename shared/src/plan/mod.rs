@@ -16,6 +16,7 @@
 //! - a delete or a bulk update never runs unconfirmed: the plan pauses with
 //!   the change named, and only the user's confirmation runs it.
 
+pub mod store;
 pub mod validate;
 
 pub use validate::{validate, StepTool, ValidPlan, MAX_STAGES, MAX_STEPS};

@@ -8,7 +8,7 @@ use crate::message::{ChatMessage, ToolCall};
 use crate::model_loop::{AskError, ToolRun};
 use crate::plan::{validate, AgentPlan, PlanMode, PlanRecord, PlanStatus};
 use crate::sse::{EventSink, StreamEvent};
-use crate::store::plans::OPEN_LOOKBACK;
+use crate::plan::store::OPEN_LOOKBACK;
 use crate::tools::plan::AGENT_CREATE_PLAN;
 
 pub(super) async fn create<'a>(env: &'a Env<'a>, call: &ToolCall, sink: &mut EventSink) -> Ran {

@@ -33,7 +33,7 @@ use crate::ids::{SessionId, TurnId, UserId};
 use crate::message::{ToolCall, Usage};
 use crate::model_loop::{LoopRunner, StreamCx, StreamedRun, ToolRun, TurnScope, TurnTools};
 use crate::plan::{PlanRecord, PlanStatus, StepTool};
-use crate::store::plans::PlanStore;
+use crate::plan::store::PlanStore;
 use crate::store::StoreError;
 use crate::tools::plan::{is_plan_tool, plan_definitions, AGENT_CREATE_PLAN};
 use crate::tools::{ToolName, ToolScope};

@@ -4,7 +4,7 @@
 //! - `POST {session_id?, context_type, project_id?, entity_id?, entity_type?}`
 //!   with the user's JWT ([`prewarm`]): resolves the session (or
 //!   creates one, with no lease), records the focus on it, builds the pack
-//!   with [`build_pack`] and stores it in the cache ([`crate::store::cache`]).
+//!   with [`build_pack`] and stores it in the cache ([`crate::context::cache`]).
 //!   Answers `{session, cached: {scope, bytes, version, build_ms, stored}}`.
 //! - The EventBridge schedule ([`refresh::refresh_active`]): rebuilds the
 //!   caches used in the last `PREWARM_ACTIVE_WINDOW_MINUTES` whose project
@@ -17,13 +17,13 @@ pub mod refresh;
 
 use crate::auth::Authenticator;
 use crate::config::{Config, ConfigError};
+use crate::context::cache::{ContextCache, DynamoContextCache};
 use crate::context::pack::build_pack;
 use crate::entities::{EntityError, EntityKind, EntityService};
 use crate::ids::{EntityId, ProjectId, RunId, SessionId, TurnId, UserId};
 use crate::session::{ContextType, SessionStatus, SessionView};
-use crate::store::cache::{ContextCache, DynamoContextCache};
 use crate::store::dynamo::DynamoStore;
-use crate::store::entities::EntityStore;
+use crate::entities::store::DynamoEntityStore;
 use crate::session::store::{Lease, Leases, Sessions};
 use crate::store::StoreError;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -97,7 +97,7 @@ impl PrewarmApp {
         PrewarmApp {
             store: DynamoStore::new(dynamo.clone(), config.table_name.clone()),
             cache: DynamoContextCache::new(dynamo.clone(), config.table_name.clone()),
-            service: EntityService::new(EntityStore::new(dynamo, config.table_name.clone())),
+            service: EntityService::new(DynamoEntityStore::new(dynamo, config.table_name.clone())),
             auth: Authenticator::new(config.auth.clone(), jwks_client()),
             config: prewarm,
         }

@@ -17,9 +17,9 @@
 //! end of the index and are seen by the same sweep; they were just built.
 
 use super::PrewarmConfig;
+use crate::context::cache::{digest, ActiveEntry, DynamoContextCache};
 use crate::context::pack::build_pack;
 use crate::entities::{EntityError, EntityService};
-use crate::store::cache::{digest, ActiveEntry, DynamoContextCache};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 

@@ -100,3 +100,18 @@ pub(crate) async fn session_page(
         .map_err(backend)?;
     Ok((out.items.unwrap_or_default(), out.last_evaluated_key))
 }
+
+/// The cancellation reason codes of a cancelled transaction, one per item in
+/// order (`"None"` for an item that was fine); `None` for any other error.
+/// Every feature store that writes in transactions reads its conditions here.
+pub(crate) fn cancellation_codes<R>(
+    e: &SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError, R>,
+) -> Option<Vec<String>> {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+    match e.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(t)) => {
+            Some(t.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_string()).collect())
+        }
+        _ => None,
+    }
+}

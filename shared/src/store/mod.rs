@@ -23,7 +23,7 @@
 //! | agent state (one versioned item) | `U#<user>#S#<session>` | `MSG~AGENT_STATE` | — |
 //! | context-pack cache (prewarm; TTL `ttl`) | `U#<user>#CACHE` | `<scope>#<project or ->#<entity or ->#<entity kind or ->` | `CACHE#ACTIVE` / `<last_used_ms, 13 digits>#<user>#<sk>` (sparse: cache items only) |
 //! | prewarm refresh checkpoint | `PREWARM#SWEEP` | `CHECKPOINT` | — |
-//! | plan record: the `AgentPlan`, its status and each step's (one versioned item, see [`plans`]) | `U#<user>#S#<session>` | `PLAN#<plan id, UUID v7>` | — |
+//! | plan record: the `AgentPlan`, its status and each step's (one versioned item, see [`crate::plan::store`]) | `U#<user>#S#<session>` | `PLAN#<plan id, UUID v7>` | — |
 //! | frame log batch: consecutive frames of a turn, as sent ([`crate::frames`]; TTL `ttl`, 1 day) | `U#<user>#S#<session>` | `FRAMES#<turn id, UUIDv7>#<first frame id, 10 digits>` | — |
 //!
 //! | access pattern | operation and key condition |
@@ -53,7 +53,7 @@
 //! | the agent state and its version | `GetItem pk, sk=MSG~AGENT_STATE` (consistent) |
 //! | save the agent state (compare-and-set) | `PutItem pk, sk=MSG~AGENT_STATE`, `version = n+1`, condition `version = n` (or not exists for 0); then `GetItem sk=SESSION` (alive? else deleted again, `NotFound`) |
 //! | clear the agent state (session closed) | `DeleteItem pk, sk=MSG~AGENT_STATE` |
-//! | a cached context pack and its project version | `GetItem pk=U#<user>#CACHE, sk=<scope key>` (see [`cache`]) |
+//! | a cached context pack and its project version | `GetItem pk=U#<user>#CACHE, sk=<scope key>` (see [`crate::context::cache`]) |
 //! | store a context pack | `PutItem`, condition: missing or `version <= :built_from` |
 //! | save a plan (compare-and-set) | `PutItem pk, sk=PLAN#<id>`, `version = n+1`, condition `version = n` (or not exists for 0); then `GetItem sk=SESSION` (alive? else deleted again, `NotFound`) |
 //! | a plan by id | `GetItem pk, sk=PLAN#<id>` (consistent) |
@@ -89,16 +89,12 @@
 //! cannot create a second session; the claim expires after 7 days.
 //!
 //! The ontology (projects, entities, edges, document content, the document
-//! tree) has its own partitions, `U#<user>#P#<project>`: see [`entities`].
+//! tree) has its own partitions, `U#<user>#P#<project>`: see [`crate::entities::store`].
 
-pub mod agent_state;
 pub(crate) mod attr;
-pub mod cache;
 pub mod dynamo;
-pub mod entities;
+pub mod gate;
 pub mod keys;
-pub mod plans;
-pub mod summary;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -48,6 +48,7 @@ mod config;
 mod parse;
 mod publish;
 mod run;
+pub mod store;
 
 pub use batch::handle_batch;
 pub use config::{SummaryConfig, YieldScope};

@@ -3,13 +3,13 @@
 //! phase) applying the committed version's agent-state deltas exactly once.
 
 use super::{SummaryConfig, TurnCompleted, YieldScope};
+use crate::agent_state::store::SaveError;
 use crate::agent_state::{AgentState, AgentStateDelta, ItemUpdate, StateUpdate};
 use crate::context::TokenCounter;
 use crate::ids::{SessionId, UserId};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent};
 use crate::message::{ChatMessage, Role, StoredMessage};
-use crate::store::agent_state::SaveError;
-use crate::store::summary::{Backlog, CommitOutcome, SessionSummary, SummaryStore};
+use crate::summary::store::{Backlog, CommitOutcome, SessionSummary, SummaryStore};
 use crate::session::store::{MessagesFrom, SessionLog};
 use crate::store::StoreError;
 use futures::StreamExt;
@@ -31,7 +31,7 @@ pub struct SummarizerDeps {
     pub large_paste_chars: usize,
     /// Where the summary's agent-state deltas are applied; `None`: kept in the
     /// summary version only.
-    pub agent_state: Option<Arc<dyn crate::store::agent_state::AgentStateStore>>,
+    pub agent_state: Option<Arc<dyn crate::agent_state::store::AgentStateStore>>,
 }
 
 /// How a run ended without error.

@@ -12,6 +12,7 @@ use super::lease::Exit;
 use super::start::Started;
 use super::TurnDeps;
 use crate::agent_state::render;
+use crate::context::cache::ContextCache;
 use crate::context::pack::{build_pack, ContextPack};
 use crate::context::{
     build_context, message_tokens, BuiltContext, CalibrationLine, ContextBudget, ContextInput, SummaryRef,
@@ -27,7 +28,6 @@ use crate::model_loop::{Counting, TurnScope};
 use crate::prompt::{PromptBuilder, PromptInputs};
 use crate::session::SessionView;
 use crate::sse::{CacheStatus, DebugContext, DebugTokens, EventSink, StreamEvent, Telemetry as Measure};
-use crate::store::cache::ContextCache;
 use crate::tools::ToolScope;
 use std::sync::Arc;
 

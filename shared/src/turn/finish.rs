@@ -9,6 +9,7 @@
 
 use super::lease::LeaseGuard;
 use super::TurnDeps;
+use crate::agent_state::store::{AgentStateStore, SaveError};
 use crate::agent_state::AgentState;
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{MessageError, Role, StoredMessage, Usage};
@@ -16,7 +17,6 @@ use crate::model_loop::{LoopEnd, Outcome, RoundLog};
 use crate::session::store::{SessionLog, TurnEnd};
 use crate::session::{Scope, TurnStatus};
 use crate::sse::{DoneReason, EventSink, StreamEvent};
-use crate::store::agent_state::{AgentStateStore, SaveError};
 use crate::store::StoreError;
 use crate::summary::TurnCompleted;
 use std::sync::Arc;
@@ -161,7 +161,7 @@ async fn save_agent_state(
         Ok(_) => {}
         Err(SaveError::Conflict) => {
             let ours = state.current_understanding.clone();
-            let merged = crate::store::agent_state::update(store, user, sid, 3, |s| {
+            let merged = crate::agent_state::store::update(store, user, sid, 3, |s| {
                 for e in &ours.entities {
                     if s.entity(&e.id).is_none() {
                         s.current_understanding.entities.push(e.clone());

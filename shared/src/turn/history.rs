@@ -14,7 +14,7 @@ use crate::session::store::{MemoryStore, SessionLog};
 use crate::store::attr::get_s;
 use crate::store::dynamo::DynamoStore;
 use crate::store::keys::{self, AGENT_STATE_SK, MSG_PREFIX, SUMMARY_SK};
-use crate::store::summary::SessionSummary;
+use crate::summary::store::SessionSummary;
 use crate::store::StoreError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,8 +49,8 @@ impl TurnHistory for DynamoStore {
         let mut messages = Vec::new();
         for item in &items {
             match get_s(item, "sk") {
-                Some(SUMMARY_SK) => log.summary = crate::store::summary::from_item(item).map(Some),
-                Some(AGENT_STATE_SK) => log.agent_state = crate::store::agent_state::from_item(item).map(Some),
+                Some(SUMMARY_SK) => log.summary = crate::summary::store::from_item(item).map(Some),
+                Some(AGENT_STATE_SK) => log.agent_state = crate::agent_state::store::from_item(item).map(Some),
                 _ if messages.len() < limit => messages.push(item),
                 _ => {}
             }

@@ -44,7 +44,9 @@ pub mod start;
 pub use crate::model_loop::{ToolRun, TurnScope, TurnTools};
 pub use request::{BadTurn, TurnRequest, ValidTurn};
 
+use crate::agent_state::store::AgentStateStore;
 use crate::config::Config;
+use crate::context::cache::ContextCache;
 use crate::context::{ContextConfig, TokenCalibration, TokenCounter};
 use crate::entities::EntityService;
 use crate::ids::{SessionId, TurnId, UserId};
@@ -56,8 +58,6 @@ use crate::model_loop::telemetry::Telemetry;
 use crate::model_loop::{Interrupts, Layers, Limits, LoopAbort, LoopEnv, ModelLoop, Settings, ToolOutputs};
 use crate::planner::PlanLayer;
 use crate::sse::{AgentActivity, DoneReason, EventSink, SinkStats, StreamEvent, ToolOrigin};
-use crate::store::agent_state::AgentStateStore;
-use crate::store::cache::ContextCache;
 use crate::session::store::SessionStore;
 use crate::store::StoreError;
 use crate::summary::{publish_bounded, TurnCompleted, TurnEvents};
@@ -86,7 +86,7 @@ pub struct TurnDeps {
     /// The session's agent state (AGENT_STATE_SPEC); `None`: not kept.
     pub agent_state: Option<Arc<dyn AgentStateStore>>,
     /// Plan records (docs/plans.md); `None`: no plan tools are offered.
-    pub plans: Option<Arc<dyn crate::store::plans::PlanStore>>,
+    pub plans: Option<Arc<dyn crate::plan::store::PlanStore>>,
     /// Budgets of the context window.
     pub context: Arc<ContextConfig>,
     pub counter: TokenCounterCell,

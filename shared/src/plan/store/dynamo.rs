@@ -1,24 +1,13 @@
-//! Plan records in DynamoDB: one item per plan under the session's partition,
-//! `sk = PLAN#<plan id>` (UUID v7, so plans sort by creation), the
-//! [`PlanRecord`] as JSON in `data` beside a `version`.
-//!
-//! Contract: [`PlanStore::save`] is a compare-and-set on `version` (0: the item
-//! must not exist), so two writers of one plan cannot both win; a plan saved
-//! to a session that is gone or being deleted is removed again and the save
-//! fails with `NotFound` (checked after the write, as the agent state does:
-//! see `attr::session_alive`). [`PlanStore::create`] stores a new plan and
-//! marks the plans it replaces `superseded` in one transaction, each replaced
-//! one compare-and-set on its version and the session checked in the same
-//! transaction: either the new plan is the session's one current plan, or
-//! nothing changed. Deleting the session removes its plans with the rest of
-//! the partition.
+//! [`PlanStore`] over DynamoDB: the item layout is in the module docs above.
 
-use super::attr::{backend, get_n, get_s, is_conditional, n, s, session_alive, Item, DELETING};
-use super::keys::{self, SESSION_SK};
-use super::summary::cancellation_codes;
-use super::StoreError;
+use super::PlanStore;
 use crate::ids::{SessionId, UserId};
 use crate::plan::{PlanRecord, PlanStatus};
+use crate::store::attr::{
+    backend, cancellation_codes, get_n, get_s, is_conditional, n, s, session_alive, Item, DELETING,
+};
+use crate::store::keys::{self, SESSION_SK};
+use crate::store::StoreError;
 use aws_sdk_dynamodb::types::{ConditionCheck, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
 use tracing::Instrument;
@@ -29,66 +18,9 @@ pub fn plan_sk(plan_id: &str) -> String {
     format!("{PLAN_PREFIX}{plan_id}")
 }
 
-/// How many of the newest plans [`PlanStore::create`]'s caller looks through
-/// for open ones to supersede. Every create supersedes all the open plans it
-/// sees, so since plans are superseded (issue 25) a session has at most one
-/// open plan and this only matters for sessions from before.
-pub const OPEN_LOOKBACK: usize = 10;
-
 /// Items of one `TransactWriteItems` the store uses at most: DynamoDB Local
 /// (the test and local stack) refuses more than 10 (AWS allows 100).
 const MAX_TRANSACTION_ITEMS: usize = 10;
-
-#[async_trait::async_trait]
-pub trait PlanStore: Send + Sync {
-    /// Writes `plan` if its stored version is `expected_version` (0: new).
-    /// Returns the new version; `LeaseLost` when someone else saved first.
-    async fn save(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        plan: &PlanRecord,
-        expected_version: u64,
-    ) -> Result<u64, StoreError>;
-
-    /// Stores the new plan `plan` (version 1) and marks each of `replaced`
-    /// (a plan and the version it was read at) `superseded` by it, in one
-    /// transaction with a check that the session is alive. Returns the new
-    /// plan's version. `LeaseLost` when a replaced plan changed since it was
-    /// read (or the new one exists); `NotFound` when the session is gone or
-    /// being deleted. Nothing is written then.
-    async fn create(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        plan: &PlanRecord,
-        replaced: &[(PlanRecord, u64)],
-    ) -> Result<u64, StoreError>;
-
-    /// A plan and its version (consistent read).
-    async fn load(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        plan_id: &str,
-    ) -> Result<Option<(PlanRecord, u64)>, StoreError>;
-
-    /// The session's newest plans, newest first, at most `limit` (consistent):
-    /// every status, `superseded` ones included (the plan history).
-    async fn list(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        limit: usize,
-    ) -> Result<Vec<(PlanRecord, u64)>, StoreError>;
-
-    /// The session's current plan: its newest, whatever its status. A
-    /// decision that names no plan acts on this one only, and only while it is
-    /// open ([`crate::plan::PlanStatus::is_open`]).
-    async fn current(&self, user: &UserId, session: &SessionId) -> Result<Option<(PlanRecord, u64)>, StoreError> {
-        Ok(self.list(user, session, 1).await?.into_iter().next())
-    }
-}
 
 #[derive(Clone)]
 pub struct DynamoPlanStore {
@@ -120,6 +52,61 @@ fn decode(item: &Item) -> Result<(PlanRecord, u64), StoreError> {
     let version = get_n(item, "version").ok_or_else(|| StoreError::Corrupt("plan version".into()))?;
     let plan = serde_json::from_str(data).map_err(|e| StoreError::Corrupt(format!("plan: {e}")))?;
     Ok((plan, version as u64))
+}
+
+/// `old` as the plan `by` supersedes, with the version it was read at.
+fn superseded((old, version): &(PlanRecord, u64), by: &PlanRecord) -> (PlanRecord, u64) {
+    let mut old = old.clone();
+    old.status = PlanStatus::Superseded;
+    old.superseded_by = Some(by.id.clone());
+    old.updated_at = crate::now_ms();
+    (old, *version)
+}
+
+fn built(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+impl DynamoPlanStore {
+    /// The items of a create's transaction, in the order its cancellation
+    /// codes are read: the new plan, each replaced one (compare-and-set on
+    /// its version), the session check last.
+    fn create_items(
+        &self,
+        pk: &str,
+        plan: &PlanRecord,
+        batch: &[(PlanRecord, u64)],
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let new = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(plan_item(pk, plan, 1)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(built)?;
+        let mut items = vec![TransactWriteItem::builder().put(new).build()];
+        for r in batch {
+            let (old, version) = superseded(r, plan);
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(plan_item(pk, &old, version + 1)?))
+                .condition_expression("version = :v")
+                .expression_attribute_values(":v", n(version))
+                .build()
+                .map_err(built)?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        let alive = ConditionCheck::builder()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(SESSION_SK))
+            .condition_expression("attribute_exists(pk) AND #st <> :deleting")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":deleting", s(DELETING))
+            .build()
+            .map_err(built)?;
+        items.push(TransactWriteItem::builder().condition_check(alive).build());
+        Ok(items)
+    }
 }
 
 #[async_trait::async_trait]
@@ -166,13 +153,6 @@ impl PlanStore for DynamoPlanStore {
         replaced: &[(PlanRecord, u64)],
     ) -> Result<u64, StoreError> {
         let pk = keys::session_pk(user, session);
-        let superseded = |(old, version): &(PlanRecord, u64)| {
-            let mut old = old.clone();
-            old.status = PlanStatus::Superseded;
-            old.superseded_by = Some(plan.id.clone());
-            old.updated_at = crate::now_ms();
-            (old, *version)
-        };
         // The new plan and the session check take two items; the replaced
         // plans that do not fit beside them (only in sessions from before
         // plans were superseded) are marked first, each compare-and-set: a
@@ -181,41 +161,10 @@ impl PlanStore for DynamoPlanStore {
         let room = MAX_TRANSACTION_ITEMS - 2;
         let (extra, batch) = replaced.split_at(replaced.len().saturating_sub(room));
         for r in extra {
-            let (old, version) = superseded(r);
+            let (old, version) = superseded(r, plan);
             self.save(user, session, &old, version).await?;
         }
-        let built = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Backend(e.to_string());
-        let mut items = vec![TransactWriteItem::builder()
-            .put(
-                Put::builder()
-                    .table_name(&self.table)
-                    .set_item(Some(plan_item(&pk, plan, 1)?))
-                    .condition_expression("attribute_not_exists(pk)")
-                    .build()
-                    .map_err(built)?,
-            )
-            .build()];
-        for r in batch {
-            let (old, version) = superseded(r);
-            let put = Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(plan_item(&pk, &old, version + 1)?))
-                .condition_expression("version = :v")
-                .expression_attribute_values(":v", n(version))
-                .build()
-                .map_err(built)?;
-            items.push(TransactWriteItem::builder().put(put).build());
-        }
-        let alive = ConditionCheck::builder()
-            .table_name(&self.table)
-            .key("pk", s(&pk))
-            .key("sk", s(SESSION_SK))
-            .condition_expression("attribute_exists(pk) AND #st <> :deleting")
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":deleting", s(DELETING))
-            .build()
-            .map_err(built)?;
-        items.push(TransactWriteItem::builder().condition_check(alive).build());
+        let items = self.create_items(&pk, plan, batch)?;
         let res = self
             .client
             .transact_write_items()

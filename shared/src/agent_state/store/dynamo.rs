@@ -1,116 +1,37 @@
-//! The session's agent state in DynamoDB: one item, `sk=AGENT_STATE`, under
-//! the session's partition, with its version next to it.
-//!
-//! Contract: [`AgentStateStore::save`] is a compare-and-set, a conditional
-//! PutItem: it writes only if the stored version is `expected_version` (or,
-//! for 0, if there is no item yet), and the stored version becomes
-//! `expected_version + 1`. Two writers that loaded the same version cannot
-//! both win: the loser gets [`SaveError::Conflict`] and nothing is written, so
-//! it reloads, reapplies its (deterministic) update and saves again. Never
-//! last-writer-wins. [`AgentStateStore::clear`] deletes the item (session
-//! close or an explicit request); deleting a session removes it with the rest
-//! of the partition, and a save to a session that is gone or being deleted
-//! fails with `NotFound` and leaves nothing (so a turn still running when its
-//! session is deleted cannot bring its state back).
-//! [`AgentStateStore::save_settling`] is the same compare-and-set, made in one
-//! transaction with settling a summary's pending deltas (see
-//! [`crate::store::summary`]): what applies them exactly once.
+//! [`AgentStateStore`] over DynamoDB (the item is described above), and the
+//! transaction part that settles a summary's pending deltas: it belongs to
+//! the write that applies them, so it lives here and the summary store,
+//! which depends on this module, uses it too.
 
-use super::attr::{backend, n, s, session_alive};
-use super::keys::{self, AGENT_STATE_SK};
-use super::summary::{cancellation_codes, settle_update};
-use super::StoreError;
-use crate::agent_state::{AgentState, DeltaError};
+use super::{AgentStateStore, SaveError};
+use crate::agent_state::AgentState;
 use crate::ids::{SessionId, UserId};
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use crate::store::attr::{backend, cancellation_codes, n, s, session_alive};
+use crate::store::keys::{self, AGENT_STATE_SK, SUMMARY_SK};
+use crate::store::StoreError;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
 use std::collections::HashMap;
 use tracing::Instrument;
 
-/// Why a save wrote nothing.
-#[derive(Debug, thiserror::Error)]
-pub enum SaveError {
-    /// The stored version is not the expected one: someone saved first.
-    #[error("the agent state was changed concurrently")]
-    Conflict,
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
+/// The attribute of the current summary item marking its agent-state deltas
+/// as still to apply (see [`crate::summary::store`]).
+pub(crate) const DELTAS_PENDING: &str = "deltas_pending";
 
-/// Why [`update`] wrote nothing.
-#[derive(Debug, thiserror::Error)]
-pub enum UpdateError {
-    /// The change itself was refused (nothing written).
-    #[error(transparent)]
-    Delta(#[from] DeltaError),
-    /// Still conflicting after every attempt.
-    #[error("the agent state kept changing concurrently")]
-    Conflict,
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// Load, change, compare-and-set save; on a conflict, reload and apply
-/// `change` again (it must be deterministic over the state it is given), up
-/// to `attempts` times. A missing state starts as `AgentState::new(session)`.
-/// Returns the saved state and its version.
-pub async fn update<S, F>(
-    store: &S,
-    user: &UserId,
-    session: &SessionId,
-    attempts: usize,
-    mut change: F,
-) -> Result<(AgentState, u64), UpdateError>
-where
-    S: AgentStateStore + ?Sized,
-    F: FnMut(&mut AgentState) -> Result<(), DeltaError>,
-{
-    for _ in 0..attempts.max(1) {
-        let (mut state, version) =
-            store.load(user, session).await?.unwrap_or_else(|| (AgentState::new(session.to_string()), 0));
-        change(&mut state)?;
-        match store.save(user, session, &state, version).await {
-            Ok(v) => return Ok((state, v)),
-            Err(SaveError::Conflict) => continue,
-            Err(SaveError::Store(e)) => return Err(e.into()),
-        }
-    }
-    Err(UpdateError::Conflict)
-}
-
-#[async_trait::async_trait]
-pub trait AgentStateStore: Send + Sync {
-    /// The state and its version (consistent read); `None` when never saved
-    /// or cleared (save it with `expected_version` 0).
-    async fn load(&self, user: &UserId, session: &SessionId) -> Result<Option<(AgentState, u64)>, StoreError>;
-
-    /// Compare-and-set: writes `state` if the stored version is
-    /// `expected_version` (0: no item). Returns the new version. `NotFound`
-    /// (nothing written) when the session is gone or being deleted.
-    async fn save(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        state: &AgentState,
-        expected_version: u64,
-    ) -> Result<u64, SaveError>;
-
-    /// Deletes the state (a no-op when there is none).
-    async fn clear(&self, user: &UserId, session: &SessionId) -> Result<(), StoreError>;
-
-    /// [`save`](Self::save) and, in the same transaction, settle the pending
-    /// agent-state deltas of summary version `summary_version` (`state` is
-    /// the state with them applied). `Ok(None)`: they were not pending any
-    /// more (settled by someone else), nothing written. `Conflict`: the
-    /// state changed; reload, reapply, retry.
-    async fn save_settling(
-        &self,
-        user: &UserId,
-        session: &SessionId,
-        state: &AgentState,
-        expected_version: u64,
-        summary_version: u64,
-    ) -> Result<Option<u64>, SaveError>;
+/// The transaction part that settles version `version`'s pending deltas:
+/// cancelled (`ConditionalCheckFailed`) unless that version is current and
+/// its deltas are pending.
+pub(crate) fn settle_update(table: &str, pk: &str, version: u64) -> Result<Update, StoreError> {
+    Update::builder()
+        .table_name(table)
+        .key("pk", s(pk))
+        .key("sk", s(SUMMARY_SK))
+        .update_expression("REMOVE #pending")
+        .condition_expression("version = :v AND attribute_exists(#pending)")
+        .expression_attribute_names("#pending", DELTAS_PENDING)
+        .expression_attribute_values(":v", n(version))
+        .build()
+        .map_err(|e| StoreError::Backend(e.to_string()))
 }
 
 #[derive(Clone)]

@@ -1,43 +1,10 @@
-//! The ontology's side of the one table: projects, their entities, edges,
-//! document content and the document tree. The rules (validation, versions,
-//! patches) live in [`crate::entities`]; this module only reads and writes.
-//!
-//! # Key scheme
-//!
-//! Everything of a project shares one partition, scoped to its owner, so
-//! another user's project id addresses nothing (404, like a missing one).
-//!
-//! | item | `pk` | `sk` | GSI1 `gsi1pk` / `gsi1sk` |
-//! |---|---|---|---|
-//! | project meta (fields, `version`, `tree` = the `doc_structure` JSON, `context_document_id`) | `U#<user>#P#<project>` | `PROJECT` | `U#<user>#PROJECTS` / `<created_at_ms, 13 digits>#<project>` |
-//! | entity (`kind`, `data` = the kind's fields as JSON, `version`, times; documents: `content_length`, `content_rev`, `content_chunks`) | `U#<user>#P#<project>` | `E#<kind>#<entity>` | — |
-//! | edge, outgoing copy | `U#<user>#P#<project>` | `X#<from>#<relation>#<to>` | — |
-//! | edge, incoming copy | `U#<user>#P#<project>` | `Y#<to>#<relation>#<from>` | — |
-//! | document content chunk (≤ 300 000 bytes of UTF-8) | `U#<user>#P#<project>` | `C#<document>#<content_rev>#<n, 4 digits>` | — |
-//!
-//! | access pattern | operation and key condition |
-//! |---|---|
-//! | a project (meta, version, tree) | `GetItem pk, sk=PROJECT` (consistent) |
-//! | a user's projects, oldest first, paged | `Query GSI1 gsi1pk=U#<user>#PROJECTS` |
-//! | an entity | `GetItem pk, sk=E#<kind>#<id>` (consistent) |
-//! | a project's entities of one kind, paged by id | `Query pk=:pk AND begins_with(sk, "E#<kind>#")` |
-//! | an entity's edges, both ways | `Query pk=:pk AND begins_with(sk, "X#<id>#")` and `... "Y#<id>#"` |
-//! | a project's edges | `Query pk=:pk AND begins_with(sk, "X#")` |
-//! | a document's content | `Query pk=:pk AND begins_with(sk, "C#<doc>#<content_rev>#")` (consistent) |
-//! | search a project | `Query pk=:pk AND sk BETWEEN "C#" AND "E$"` (every entity and chunk; filtered in code) |
-//! | any write in a project | `TransactWriteItems`: put the meta item with `version = :read_version` as condition (so writes to one project are serialized and each bumps `version` by one), plus its entity / edge items (≤ 9 more) |
-//!
-//! Two writes happen outside a transaction, and both are invisible until one
-//! commits: content chunks are written under a fresh `content_rev` *before* the
-//! transaction that points the document at them (a failed transaction leaves
-//! unreferenced chunks, deleted best effort, never read), and the chunks of a
-//! replaced revision are deleted *after* it. A reader that catches a revision
-//! being deleted sees fewer chunks than `content_chunks` and reads again.
+//! [`EntityStore`] over DynamoDB: the key scheme and access patterns above.
 
-use crate::entities::model::{DocNode, Edge, EdgeEnd, Entity, EntityFields, EntityKind, Project, ProjectFields};
+use super::{chunks, Commit, CommitError, ContentRef, EntityRow, EntityStore, Op, ProjectRow};
+use crate::entities::model::{Edge, EdgeEnd, Entity, EntityFields, EntityKind, Project, ProjectFields};
 use crate::ids::{EntityId, ProjectId, UserId};
+use crate::store::attr::{backend, cancellation_codes, get_n, get_s, n, s};
 use crate::store::StoreError;
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, DeleteRequest, Put, TransactWriteItem, WriteRequest,
 };
@@ -46,10 +13,6 @@ use std::collections::HashMap;
 use tracing::Instrument;
 
 type Item = HashMap<String, AttributeValue>;
-
-/// Content is split into chunks of at most this many bytes, well under the
-/// 400 KB item limit.
-pub const CHUNK_BYTES: usize = 300_000;
 
 /// The key builders of this module's scheme: the only place that spells them.
 pub mod keys {
@@ -87,122 +50,14 @@ pub mod keys {
     }
 }
 
-/// A project as stored: the record, its tree, and whether a delete is under way.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProjectRow {
-    pub project: Project,
-    pub tree: Vec<DocNode>,
-    pub deleting: bool,
-}
-
-/// Where a document's content is: its revision and how many chunks it has.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContentRef {
-    pub rev: String,
-    pub chunks: u32,
-}
-
-/// An entity as stored. `entity.content` is never filled here.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EntityRow {
-    pub entity: Entity,
-    pub content: Option<ContentRef>,
-    /// Set while a multi-step delete removes its edges: the entity reads as gone.
-    pub deleting: bool,
-}
-
-/// One item-level step of a project write.
-#[derive(Debug, Clone)]
-pub enum Op {
-    /// Writes the whole entity item; `create` requires it absent, else present.
-    PutEntity {
-        row: Box<EntityRow>,
-        create: bool,
-    },
-    DeleteEntity {
-        kind: EntityKind,
-        id: EntityId,
-    },
-    /// Both copies; refused if the edge exists.
-    PutEdge(Edge),
-    /// Both copies.
-    DeleteEdge(Edge),
-    /// The entity exists and is not being deleted.
-    Check(EdgeEnd),
-}
-
-impl Op {
-    fn items(&self) -> usize {
-        match self {
-            Op::PutEdge(_) | Op::DeleteEdge(_) => 2,
-            _ => 1,
-        }
-    }
-}
-
-/// One atomic write to a project: its meta item (with the new version) and
-/// the steps that go with it.
-#[derive(Debug, Clone)]
-pub struct Commit {
-    /// The version the caller read; `None` creates the project.
-    pub expected_version: Option<u64>,
-    pub meta: ProjectRow,
-    pub ops: Vec<Op>,
-}
-
-impl Commit {
-    /// DynamoDB Local refuses transactions of more than this many items.
-    pub const MAX_ITEMS: usize = 10;
-
-    pub fn items(&self) -> usize {
-        1 + self.ops.iter().map(Op::items).sum::<usize>()
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum CommitError {
-    /// Someone else wrote to the project since it was read (or it is gone).
-    #[error("the project changed")]
-    ProjectChanged,
-    /// The op at this index failed its condition.
-    #[error("step {0} failed its condition")]
-    OpFailed(usize),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
 #[derive(Clone)]
-pub struct EntityStore {
+pub struct DynamoEntityStore {
     client: Client,
     table: String,
 }
 
-fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-fn n(v: impl ToString) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
-fn get_s<'a>(item: &'a Item, k: &str) -> Option<&'a str> {
-    item.get(k).and_then(|v| v.as_s().ok()).map(String::as_str)
-}
-
-fn get_n(item: &Item, k: &str) -> Option<i64> {
-    item.get(k).and_then(|v| v.as_n().ok()).and_then(|v| v.parse().ok())
-}
-
 fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
-}
-
-fn backend<E: ProvideErrorMetadata + std::fmt::Debug, R: std::fmt::Debug>(e: SdkError<E, R>) -> StoreError {
-    let detail = match e.as_service_error() {
-        Some(se) => format!("{}: {}", se.code().unwrap_or("unknown"), se.message().unwrap_or("")),
-        None => format!("{e:?}"),
-    };
-    StoreError::Backend(detail)
 }
 
 fn built<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, StoreError> {
@@ -332,23 +187,7 @@ fn edge_from_item(item: &Item) -> Result<Edge, StoreError> {
     })
 }
 
-/// Splits on char boundaries into pieces of at most `CHUNK_BYTES` bytes.
-fn chunks(content: &str) -> Vec<&str> {
-    let mut out = vec![];
-    let mut rest = content;
-    while !rest.is_empty() {
-        let mut end = rest.len().min(CHUNK_BYTES);
-        while !rest.is_char_boundary(end) {
-            end -= 1;
-        }
-        let (a, b) = rest.split_at(end);
-        out.push(a);
-        rest = b;
-    }
-    out
-}
-
-impl EntityStore {
+impl DynamoEntityStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self { client, table: table.into() }
     }
@@ -417,7 +256,42 @@ impl EntityStore {
         }
     }
 
-    pub async fn get_project(&self, user: &UserId, project: &ProjectId) -> Result<Option<ProjectRow>, StoreError> {
+    async fn batch_delete(&self, keys: Vec<Item>) -> Result<(), StoreError> {
+        for batch in keys.chunks(25) {
+            let mut requests: Vec<WriteRequest> = batch
+                .iter()
+                .map(|k| {
+                    Ok(WriteRequest::builder()
+                        .delete_request(built(DeleteRequest::builder().set_key(Some(k.clone())).build())?)
+                        .build())
+                })
+                .collect::<Result<_, StoreError>>()?;
+            for attempt in 0..8 {
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, requests)
+                    .send()
+                    .instrument(tracing::debug_span!("ddb.batch_write_item", what = "delete"))
+                    .await
+                    .map_err(backend)?;
+                requests = out.unprocessed_items.and_then(|mut m| m.remove(&self.table)).unwrap_or_default();
+                if requests.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20 << attempt)).await;
+            }
+            if !requests.is_empty() {
+                return Err(StoreError::Backend("batch delete left unprocessed items".into()));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl EntityStore for DynamoEntityStore {
+    async fn get_project(&self, user: &UserId, project: &ProjectId) -> Result<Option<ProjectRow>, StoreError> {
         self.get(keys::project_pk(user, project), keys::PROJECT_SK.into(), "project")
             .await?
             .map(|i| project_from_item(&i))
@@ -426,7 +300,7 @@ impl EntityStore {
 
     /// A page of the user's projects, oldest first; `after` is the previous
     /// page's last project. Projects being deleted are left out.
-    pub async fn list_projects(
+    async fn list_projects(
         &self,
         user: &UserId,
         limit: usize,
@@ -442,7 +316,7 @@ impl EntityStore {
             .client
             .query()
             .table_name(&self.table)
-            .index_name(super::keys::GSI1)
+            .index_name(crate::store::keys::GSI1)
             .key_condition_expression("gsi1pk = :g")
             .expression_attribute_values(":g", s(keys::projects_gsi_pk(user)))
             .limit(limit as i32)
@@ -457,7 +331,7 @@ impl EntityStore {
     }
 
     /// All of the user's projects (search across the workspace).
-    pub async fn all_projects(&self, user: &UserId) -> Result<Vec<ProjectRow>, StoreError> {
+    async fn all_projects(&self, user: &UserId) -> Result<Vec<ProjectRow>, StoreError> {
         let mut all = vec![];
         let mut after: Option<ProjectRow> = None;
         loop {
@@ -470,7 +344,7 @@ impl EntityStore {
         }
     }
 
-    pub async fn get_entity(
+    async fn get_entity(
         &self,
         user: &UserId,
         project: &ProjectId,
@@ -486,7 +360,7 @@ impl EntityStore {
     /// A page of a project's entities of one kind, in id order (creation order
     /// for the ids we mint); `after` is the previous page's last id. Returns
     /// whether more may follow.
-    pub async fn list_entities(
+    async fn list_entities(
         &self,
         user: &UserId,
         project: &ProjectId,
@@ -503,25 +377,25 @@ impl EntityStore {
     }
 
     /// An entity's edges, outgoing and incoming.
-    pub async fn edges_of(&self, user: &UserId, project: &ProjectId, id: &EntityId) -> Result<Vec<Edge>, StoreError> {
+    async fn edges_of(&self, user: &UserId, project: &ProjectId, id: &EntityId) -> Result<Vec<Edge>, StoreError> {
         let pk = keys::project_pk(user, project);
         let mut out = self.query_all(pk.clone(), &format!("X#{id}#"), None).await?;
         out.extend(self.query_all(pk, &format!("Y#{id}#"), None).await?);
         out.iter().map(edge_from_item).collect()
     }
 
-    pub async fn all_edges(&self, user: &UserId, project: &ProjectId) -> Result<Vec<Edge>, StoreError> {
+    async fn all_edges(&self, user: &UserId, project: &ProjectId) -> Result<Vec<Edge>, StoreError> {
         self.query_all(keys::project_pk(user, project), "X#", None).await?.iter().map(edge_from_item).collect()
     }
 
-    pub async fn edge_exists(&self, user: &UserId, project: &ProjectId, e: &Edge) -> Result<bool, StoreError> {
+    async fn edge_exists(&self, user: &UserId, project: &ProjectId, e: &Edge) -> Result<bool, StoreError> {
         let sk = keys::edge_out_sk(&e.from.id, &e.relation, &e.to.id);
         Ok(self.get(keys::project_pk(user, project), sk, "edge").await?.is_some())
     }
 
     /// Writes `content` as chunks under a fresh revision, before the commit that
     /// makes them visible. `None` for empty content (no chunks at all).
-    pub async fn write_content(
+    async fn write_content(
         &self,
         user: &UserId,
         project: &ProjectId,
@@ -556,7 +430,7 @@ impl EntityStore {
 
     /// The content of a revision; `None` if its chunks are not all there (the
     /// revision was replaced and is being deleted: read the entity again).
-    pub async fn read_content(
+    async fn read_content(
         &self,
         user: &UserId,
         project: &ProjectId,
@@ -571,7 +445,7 @@ impl EntityStore {
     }
 
     /// Deletes a revision's chunks, best effort (they are unreferenced).
-    pub async fn delete_content(&self, user: &UserId, project: &ProjectId, doc: &EntityId, c: &ContentRef) {
+    async fn delete_content(&self, user: &UserId, project: &ProjectId, doc: &EntityId, c: &ContentRef) {
         let pk = keys::project_pk(user, project);
         let keys: Vec<Item> = (0..c.chunks).map(|i| key(pk.clone(), keys::chunk_sk(doc, &c.rev, i))).collect();
         if let Err(e) = self.batch_delete(keys).await {
@@ -579,42 +453,10 @@ impl EntityStore {
         }
     }
 
-    async fn batch_delete(&self, keys: Vec<Item>) -> Result<(), StoreError> {
-        for batch in keys.chunks(25) {
-            let mut requests: Vec<WriteRequest> = batch
-                .iter()
-                .map(|k| {
-                    Ok(WriteRequest::builder()
-                        .delete_request(built(DeleteRequest::builder().set_key(Some(k.clone())).build())?)
-                        .build())
-                })
-                .collect::<Result<_, StoreError>>()?;
-            for attempt in 0..8 {
-                let out = self
-                    .client
-                    .batch_write_item()
-                    .request_items(&self.table, requests)
-                    .send()
-                    .instrument(tracing::debug_span!("ddb.batch_write_item", what = "delete"))
-                    .await
-                    .map_err(backend)?;
-                requests = out.unprocessed_items.and_then(|mut m| m.remove(&self.table)).unwrap_or_default();
-                if requests.is_empty() {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(20 << attempt)).await;
-            }
-            if !requests.is_empty() {
-                return Err(StoreError::Backend("batch delete left unprocessed items".into()));
-            }
-        }
-        Ok(())
-    }
-
     /// Every live entity of a project with its content (documents), for search.
     /// Reads the whole partition's entity and chunk range: cost grows with the
     /// project's size.
-    pub async fn project_contents(
+    async fn project_contents(
         &self,
         user: &UserId,
         project: &ProjectId,
@@ -654,7 +496,7 @@ impl EntityStore {
 
     /// Deletes every item of a project but its meta item (a project delete's
     /// second step, once the meta item marks it as being deleted).
-    pub async fn delete_project_items(&self, user: &UserId, project: &ProjectId) -> Result<(), StoreError> {
+    async fn delete_project_items(&self, user: &UserId, project: &ProjectId) -> Result<(), StoreError> {
         let items = self.query_all(keys::project_pk(user, project), "", Some(("A", "O"))).await?;
         let mut keys: Vec<Item> = items
             .into_iter()
@@ -670,7 +512,7 @@ impl EntityStore {
     }
 
     /// Deletes a project's meta item (the last step of a project delete).
-    pub async fn delete_project_meta(&self, user: &UserId, project: &ProjectId) -> Result<(), StoreError> {
+    async fn delete_project_meta(&self, user: &UserId, project: &ProjectId) -> Result<(), StoreError> {
         self.client
             .delete_item()
             .table_name(&self.table)
@@ -683,70 +525,18 @@ impl EntityStore {
     }
 
     /// Writes the meta item and the ops in one transaction.
-    pub async fn commit(&self, user: &UserId, c: &Commit) -> Result<(), CommitError> {
+    async fn commit(&self, user: &UserId, c: &Commit) -> Result<(), CommitError> {
         if c.items() > Commit::MAX_ITEMS {
             return Err(StoreError::Backend(format!("a commit of {} items is over the limit", c.items())).into());
         }
-        let project = &c.meta.project.id;
-        let pk = keys::project_pk(user, project);
         let mut items = Vec::with_capacity(c.items());
         // Which op each transaction item belongs to (0 = the meta item).
         let mut owner = vec![0usize];
-        let meta = Put::builder().table_name(&self.table).set_item(Some(project_item(user, &c.meta)?));
-        let meta = match c.expected_version {
-            None => meta.condition_expression("attribute_not_exists(pk)"),
-            Some(v) => meta
-                .condition_expression("version = :v AND attribute_not_exists(deleting)")
-                .expression_attribute_values(":v", n(v)),
-        };
-        items.push(TransactWriteItem::builder().put(built(meta.build())?).build());
+        items.push(self.meta_item(user, c)?);
         for (i, op) in c.ops.iter().enumerate() {
-            match op {
-                Op::PutEntity { row, create } => {
-                    let cond = if *create { "attribute_not_exists(pk)" } else { "attribute_exists(pk)" };
-                    let p = Put::builder()
-                        .table_name(&self.table)
-                        .set_item(Some(entity_item(user, row)?))
-                        .condition_expression(cond);
-                    items.push(TransactWriteItem::builder().put(built(p.build())?).build());
-                    owner.push(i + 1);
-                }
-                Op::DeleteEntity { kind, id } => {
-                    let d = Delete::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(key(pk.clone(), keys::entity_sk(*kind, id))))
-                        .condition_expression("attribute_exists(pk)");
-                    items.push(TransactWriteItem::builder().delete(built(d.build())?).build());
-                    owner.push(i + 1);
-                }
-                Op::PutEdge(e) => {
-                    for item in edge_items(user, project, e) {
-                        let p = Put::builder()
-                            .table_name(&self.table)
-                            .set_item(Some(item))
-                            .condition_expression("attribute_not_exists(pk)");
-                        items.push(TransactWriteItem::builder().put(built(p.build())?).build());
-                        owner.push(i + 1);
-                    }
-                }
-                Op::DeleteEdge(e) => {
-                    for sk in [
-                        keys::edge_out_sk(&e.from.id, &e.relation, &e.to.id),
-                        keys::edge_in_sk(&e.from.id, &e.relation, &e.to.id),
-                    ] {
-                        let d = Delete::builder().table_name(&self.table).set_key(Some(key(pk.clone(), sk)));
-                        items.push(TransactWriteItem::builder().delete(built(d.build())?).build());
-                        owner.push(i + 1);
-                    }
-                }
-                Op::Check(end) => {
-                    let cc = ConditionCheck::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(key(pk.clone(), keys::entity_sk(end.kind, &end.id))))
-                        .condition_expression("attribute_exists(pk) AND attribute_not_exists(deleting)");
-                    items.push(TransactWriteItem::builder().condition_check(built(cc.build())?).build());
-                    owner.push(i + 1);
-                }
+            for item in self.op_items(user, &c.meta.project.id, op)? {
+                items.push(item);
+                owner.push(i + 1);
             }
         }
         let res = self
@@ -756,39 +546,85 @@ impl EntityStore {
             .send()
             .instrument(tracing::debug_span!("ddb.transact_write_items", what = "project_commit"))
             .await;
-        let e = match res {
-            Ok(_) => return Ok(()),
-            Err(e) => e,
-        };
-        use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as TxError;
-        let codes: Option<Vec<String>> = match e.as_service_error() {
-            Some(TxError::TransactionCanceledException(t)) => {
-                Some(t.cancellation_reasons().iter().map(|r| r.code().unwrap_or("None").to_string()).collect())
-            }
-            _ => None,
-        };
-        match codes {
-            Some(codes) => {
-                if codes.first().map(String::as_str) == Some("ConditionalCheckFailed") {
-                    return Err(CommitError::ProjectChanged);
-                }
-                if let Some(at) = codes.iter().position(|c| c == "ConditionalCheckFailed") {
-                    return Err(CommitError::OpFailed(owner[at] - 1));
-                }
-                // A conflict with a concurrent transaction: as if the project moved.
-                if codes.iter().any(|c| c == "TransactionConflict") {
-                    return Err(CommitError::ProjectChanged);
-                }
-                Err(backend(e).into())
-            }
-            None => Err(backend(e).into()),
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) => Err(match cancellation_codes(&e) {
+                Some(codes) => commit_refused(&codes, &owner).unwrap_or_else(|| backend(e).into()),
+                None => backend(e).into(),
+            }),
         }
+    }
+}
+
+/// Why a cancelled commit was refused, from its items' cancellation codes
+/// (`owner`: the op of each item, 0 for the meta item); `None` when no
+/// condition explains it.
+fn commit_refused(codes: &[String], owner: &[usize]) -> Option<CommitError> {
+    if codes.first().map(String::as_str) == Some("ConditionalCheckFailed") {
+        return Some(CommitError::ProjectChanged);
+    }
+    if let Some(at) = codes.iter().position(|c| c == "ConditionalCheckFailed") {
+        return Some(CommitError::OpFailed(owner[at] - 1));
+    }
+    // A conflict with a concurrent transaction: as if the project moved.
+    codes.iter().any(|c| c == "TransactionConflict").then_some(CommitError::ProjectChanged)
+}
+
+impl DynamoEntityStore {
+    /// The meta item's put: conditioned on the version read (or on being new).
+    fn meta_item(&self, user: &UserId, c: &Commit) -> Result<TransactWriteItem, StoreError> {
+        let meta = Put::builder().table_name(&self.table).set_item(Some(project_item(user, &c.meta)?));
+        let meta = match c.expected_version {
+            None => meta.condition_expression("attribute_not_exists(pk)"),
+            Some(v) => meta
+                .condition_expression("version = :v AND attribute_not_exists(deleting)")
+                .expression_attribute_values(":v", n(v)),
+        };
+        Ok(TransactWriteItem::builder().put(built(meta.build())?).build())
+    }
+
+    /// The transaction items of one op (two for an edge: both copies).
+    fn op_items(&self, user: &UserId, project: &ProjectId, op: &Op) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let pk = keys::project_pk(user, project);
+        let put = |item: Item, cond: &str| -> Result<TransactWriteItem, StoreError> {
+            let p = Put::builder().table_name(&self.table).set_item(Some(item)).condition_expression(cond);
+            Ok(TransactWriteItem::builder().put(built(p.build())?).build())
+        };
+        let delete = |sk: String, cond: Option<&str>| -> Result<TransactWriteItem, StoreError> {
+            let d = Delete::builder().table_name(&self.table).set_key(Some(key(pk.clone(), sk)));
+            Ok(TransactWriteItem::builder()
+                .delete(built(d.set_condition_expression(cond.map(str::to_string)).build())?)
+                .build())
+        };
+        Ok(match op {
+            Op::PutEntity { row, create } => {
+                let cond = if *create { "attribute_not_exists(pk)" } else { "attribute_exists(pk)" };
+                vec![put(entity_item(user, row)?, cond)?]
+            }
+            Op::DeleteEntity { kind, id } => vec![delete(keys::entity_sk(*kind, id), Some("attribute_exists(pk)"))?],
+            Op::PutEdge(e) => {
+                let [out, back] = edge_items(user, project, e);
+                vec![put(out, "attribute_not_exists(pk)")?, put(back, "attribute_not_exists(pk)")?]
+            }
+            Op::DeleteEdge(e) => vec![
+                delete(keys::edge_out_sk(&e.from.id, &e.relation, &e.to.id), None)?,
+                delete(keys::edge_in_sk(&e.from.id, &e.relation, &e.to.id), None)?,
+            ],
+            Op::Check(end) => {
+                let cc = ConditionCheck::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(key(pk.clone(), keys::entity_sk(end.kind, &end.id))))
+                    .condition_expression("attribute_exists(pk) AND attribute_not_exists(deleting)");
+                vec![TransactWriteItem::builder().condition_check(built(cc.build())?).build()]
+            }
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::entities::store::CHUNK_BYTES;
 
     #[test]
     fn chunks_split_on_char_boundaries_and_rejoin() {
