@@ -28,6 +28,7 @@
 
 pub mod error;
 pub mod model;
+pub mod operation;
 pub mod rules;
 pub mod service;
 pub mod store;
@@ -35,4 +36,5 @@ pub mod tree;
 
 pub use error::{EntityError, Missing};
 pub use model::*;
+pub use operation::OperationAction;
 pub use service::{EntityService, PageRequest};

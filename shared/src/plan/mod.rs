@@ -189,7 +189,7 @@ pub struct StepCall {
 /// A change that needs the user's confirmation, in human terms.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PendingChange {
-    pub action: crate::sse::OperationAction,
+    pub action: crate::entities::OperationAction,
     pub entity_type: String,
     pub entity_name: String,
     pub entity_id: String,

@@ -48,16 +48,9 @@ pub enum DoneReason {
     Stopped,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum OperationAction {
-    List,
-    Search,
-    Read,
-    Create,
-    Update,
-    Delete,
-}
+/// Defined with the ontology (a plan's pending change names one too, and
+/// plans sit below the event contract).
+pub use crate::entities::OperationAction;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
