@@ -1,13 +1,33 @@
-//! The core of agentic-chat. Every Lambda function is a thin `main.rs` over this crate.
+//! The core of agentic-chat. Every Lambda function is a thin `main.rs` over
+//! this crate. Its top-level modules form a tree, no import loop between them
+//! (`tests/tests/structure.rs` checks it), listed here from the bottom up.
+//! Each feature owns its persistence: a narrow trait, its DynamoDB
+//! implementation, an in-memory twin and one contract suite run against both.
 //!
-//! Rooms, by domain: [`config`] (the one env loader), [`auth`] (bearer JWTs),
-//! [`sse`] (the event contract and its encoders: native SSE and the AI SDK's
-//! UI message stream), [`chat`] (the AI SDK's chat protocol), [`message`] (the
-//! protocol-complete conversation log), [`session`] (sessions, leases, turn records),
-//! [`store`] (the DynamoDB key scheme and its implementation), [`llm`] (any
-//! OpenAI-compatible streaming endpoint), [`prompt`] (system prompts per scope),
-//! [`turn`] (one chat turn as a plain async function) and [`edge`] (the HTTP
-//! edge: every function's axum router, its OpenAPI document, errors as answers).
+//! - leaves: [`config`] (the one env loader), [`ids`] (newtypes for ids),
+//!   [`auth`] (bearer JWTs), [`message`] (the protocol-complete conversation
+//!   log), [`metrics`], [`telemetry`], [`transport`] (socket options);
+//! - [`store`]: the DynamoDB client, the one key scheme, attribute helpers,
+//!   `StoreError` — and no feature's types;
+//! - what the ontology, a session, a plan and the agent state are, with
+//!   their stores: [`entities`], [`session`] (sessions, the turn log, leases,
+//!   stop signals), [`plan`], [`agent_state`];
+//! - [`sse`]: the event contract ([`sse::StreamEvent`]), the native SSE
+//!   encoder, the decoder, the sinks; above it [`frames`] (the frame log a
+//!   client resumes from) and [`llm`] (any OpenAI-compatible streaming
+//!   endpoint);
+//! - [`model_loop`]: rounds of model calls and tool calls over tool layers,
+//!   with no knowledge of plans; [`tools`]: the ontology tools, one file per
+//!   family, as one such layer;
+//! - [`context`] (budgets, packs and their cache), [`summary`] (the rolling
+//!   summary), [`prompt`] (system prompts per scope); [`planner`]: plans run
+//!   as a tool layer handed a loop runner;
+//! - [`turn`]: one chat turn as a plain async function (request, start,
+//!   history, context, finish, retry, lease); [`prewarm`]: context packs
+//!   before the first turn;
+//! - [`chat`]: the AI SDK's chat protocol (requests, the UI message stream,
+//!   resume); [`edge`]: the HTTP edge — every function's axum router, its
+//!   OpenAPI document, CORS, errors as answers. Nothing below imports these.
 
 pub mod agent_state;
 pub mod auth;

@@ -39,7 +39,7 @@ mod projects;
 pub mod schema;
 pub mod scope;
 mod search;
-mod turn;
+mod layer;
 
 pub use outcome::{ToolOutcome, PREVIEW_CHARS};
 pub use project_create::{MAX_CLARIFYING_QUESTIONS, MAX_QUESTION_CHARS};
@@ -259,3 +259,5 @@ fn arguments(text: &str) -> Result<Map<String, Value>, String> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod store_tests;

@@ -1,4 +1,4 @@
-//! The registry as the turn loop sees it ([`crate::turn::TurnTools`]): the
+//! The registry as a tool layer of the model loop ([`crate::model_loop::TurnTools`]): the
 //! turn's scope (context type, entity, focus) becomes a [`ToolScope`], and an
 //! outcome becomes the tool message, the preview and the events to stream.
 

@@ -1,0 +1,127 @@
+//! The tools over a real store — the entity store's in-memory twin (its
+//! contract suite keeps it equal to the DynamoDB one): what a tool call
+//! writes is what the next call reads, for the caller's user only.
+
+use super::*;
+use crate::entities::store::MemoryEntityStore;
+use crate::ids::ProjectId;
+use crate::message::FunctionCall;
+
+fn registry() -> ToolRegistry {
+    ToolRegistry::new(EntityService::new(MemoryEntityStore::new()))
+}
+
+async fn run(reg: &ToolRegistry, user: &str, scope: &ToolScope, name: &str, args: Value) -> (bool, Value) {
+    let ctx = ToolContext { user: UserId::parse(user).unwrap(), scope: scope.clone() };
+    let call = ToolCall {
+        id: "call_1".into(),
+        kind: "function".into(),
+        function: FunctionCall { name: name.into(), arguments: args.to_string() },
+    };
+    let out = reg.execute(&ctx, &call).await;
+    (out.ok, serde_json::from_str(&out.content).expect("tool content is JSON"))
+}
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or_else(|| panic!("not an error: {v}"))
+}
+
+/// A project made by `create_project`, as its scope.
+async fn project(reg: &ToolRegistry, user: &str, args: Value) -> (ToolScope, Value) {
+    let (ok, v) = run(reg, user, &ToolScope::Global, "create_project", args).await;
+    assert!(ok, "create_project: {v}");
+    let id = v["project"]["id"].as_str().or_else(|| v["id"].as_str()).unwrap_or_else(|| panic!("no id in {v}"));
+    (ToolScope::Project { project: ProjectId::parse(id).unwrap() }, v)
+}
+
+#[tokio::test]
+async fn a_project_created_with_its_first_tasks_reads_back_with_them() {
+    let reg = registry();
+    let (scope, _) = project(&reg, "alice", json!({"name": "Alpha", "tasks": ["Write the spec"]})).await;
+    let (ok, projects) = run(&reg, "alice", &ToolScope::Global, "list_projects", json!({})).await;
+    assert!(ok);
+    assert!(projects.to_string().contains("Alpha"), "{projects}");
+    let (ok, tasks) = run(&reg, "alice", &scope, "list_entities", json!({"kind": "task"})).await;
+    assert!(ok, "{tasks}");
+    assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1), "{tasks}");
+    assert!(tasks.to_string().contains("Write the spec"));
+}
+
+#[tokio::test]
+async fn another_users_project_is_not_there() {
+    let reg = registry();
+    let (scope, _) = project(&reg, "alice", json!({"name": "Private"})).await;
+    let ToolScope::Project { project } = &scope else { unreachable!() };
+    let (ok, projects) = run(&reg, "bob", &ToolScope::Global, "list_projects", json!({})).await;
+    assert!(ok);
+    assert!(!projects.to_string().contains("Private"), "{projects}");
+    let (ok, got) =
+        run(&reg, "bob", &ToolScope::Global, "get_project", json!({"project_id": project.to_string()})).await;
+    assert!(!ok);
+    assert_eq!(code(&got), "project_not_found", "{got}");
+    // Nor can bob write into it through a scope that names it.
+    let (ok, v) = run(&reg, "bob", &scope, "create_task", json!({"title": "sneaky"})).await;
+    assert!(!ok, "{v}");
+    let (_, tasks) = run(&reg, "alice", &scope, "list_entities", json!({"kind": "task"})).await;
+    assert_eq!(tasks["items"].as_array().map(Vec::len), Some(0), "{tasks}");
+}
+
+#[tokio::test]
+async fn an_update_with_a_stale_version_changes_nothing() {
+    let reg = registry();
+    let (scope, _) = project(&reg, "alice", json!({"name": "Beta"})).await;
+    let (ok, task) = run(&reg, "alice", &scope, "create_task", json!({"title": "first"})).await;
+    assert!(ok, "{task}");
+    let id = task["entity"]["id"].as_str().or_else(|| task["id"].as_str()).expect("task id").to_string();
+    let update = |title: &str, version: u64| json!({"kind": "task", "id": id, "changes": {"title": title}, "expected_version": version});
+    let (ok, v) = run(&reg, "alice", &scope, "update_entity", update("second", 1)).await;
+    assert!(ok, "{v}");
+    let (ok, v) = run(&reg, "alice", &scope, "update_entity", update("stale", 1)).await;
+    assert!(!ok);
+    assert_eq!(code(&v), "version_conflict", "{v}");
+    let (_, got) = run(&reg, "alice", &scope, "get_entity", json!({"kind": "task", "id": id})).await;
+    assert!(got.to_string().contains("second") && !got.to_string().contains("stale"), "{got}");
+}
+
+#[tokio::test]
+async fn a_deleted_entity_is_gone_and_a_second_delete_says_so() {
+    let reg = registry();
+    let (scope, _) = project(&reg, "alice", json!({"name": "Gamma"})).await;
+    let (_, goal) = run(&reg, "alice", &scope, "create_goal", json!({"name": "ship"})).await;
+    let id = goal["entity"]["id"].as_str().or_else(|| goal["id"].as_str()).expect("goal id").to_string();
+    let (ok, v) = run(&reg, "alice", &scope, "delete_entity", json!({"kind": "goal", "id": id})).await;
+    assert!(ok, "{v}");
+    let (ok, v) = run(&reg, "alice", &scope, "get_entity", json!({"kind": "goal", "id": id})).await;
+    assert!(!ok);
+    assert_eq!(code(&v), "entity_not_found", "{v}");
+    let (ok, v) = run(&reg, "alice", &scope, "delete_entity", json!({"kind": "goal", "id": id})).await;
+    assert!(!ok);
+    assert_eq!(code(&v), "entity_not_found", "{v}");
+}
+
+#[tokio::test]
+async fn documents_form_a_tree_that_refuses_a_missing_parent_and_a_cycle() {
+    let reg = registry();
+    let (scope, _) = project(&reg, "alice", json!({"name": "Delta"})).await;
+    let doc = |title: &str, parent: Option<&str>| json!({"title": title, "content": "", "parent_id": parent});
+    let (ok, a) = run(&reg, "alice", &scope, "create_document", doc("A", None)).await;
+    assert!(ok, "{a}");
+    let a_id = a["entity"]["id"].as_str().or_else(|| a["id"].as_str()).expect("doc id").to_string();
+    let (ok, b) = run(&reg, "alice", &scope, "create_document", doc("B", Some(&a_id))).await;
+    assert!(ok, "{b}");
+    let b_id = b["entity"]["id"].as_str().or_else(|| b["id"].as_str()).expect("doc id").to_string();
+    let missing = crate::ids::EntityId::new().to_string();
+    let (ok, v) = run(&reg, "alice", &scope, "create_document", doc("C", Some(&missing))).await;
+    assert!(!ok);
+    assert_eq!(code(&v), "parent_not_found", "{v}");
+    let (ok, v) =
+        run(&reg, "alice", &scope, "move_document", json!({"document_id": a_id, "new_parent_id": b_id})).await;
+    assert!(!ok, "moving a document under its own child must fail: {v}");
+    let (ok, tree) = run(&reg, "alice", &scope, "get_doc_structure", json!({})).await;
+    assert!(ok);
+    // Beside the project's context document, A is a root with B under it.
+    let root = tree["root"].as_array().expect("a root");
+    let a = root.iter().find(|n| n["id"] == a_id.as_str()).unwrap_or_else(|| panic!("A is not a root: {tree}"));
+    assert_eq!(a["children"][0]["id"], b_id.as_str(), "{tree}");
+    assert_eq!(a["children"][0]["children"], json!([]), "{tree}");
+}
