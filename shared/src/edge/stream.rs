@@ -80,7 +80,7 @@ impl StreamApp {
             Arc::new(crate::store::plans::DynamoPlanStore::new(dynamo.clone(), config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let deps_table = config.table_name.clone();
-        let auth = super::authenticator(&config.auth);
+        let auth = Authenticator::from_config(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
         let deps = TurnDeps {
             history: store.clone(),
