@@ -64,7 +64,7 @@ pub fn sse_response(body: SseBody, ui: bool) -> Response {
         .header(header::CACHE_CONTROL, "no-cache")
         .header("x-accel-buffering", "no");
     if ui {
-        head = head.header(crate::sse::ui::HEADER.0, crate::sse::ui::HEADER.1);
+        head = head.header(crate::chat::ui_stream::HEADER.0, crate::chat::ui_stream::HEADER.1);
     }
     head.body(ResponseBody::new(body)).expect("static response parts are valid")
 }
