@@ -1,8 +1,10 @@
-//! The SSE encoder (one frame per event the turn sends) and the SSE decoder
-//! (how a client, and the CLI, read a turn) on a realistic 500-frame turn:
-//! `agent_state`, `session`, 497 `text_delta`s of token size, `done`.
+//! The SSE encoder (one frame per event the turn sends), the AI SDK's UI
+//! message stream encoder (`POST /chat`) and the SSE decoder (how a client,
+//! and the CLI, read a turn) on a realistic 500-frame turn: `agent_state`,
+//! `session`, 497 `text_delta`s of token size, `done`.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use shared::chat::ui_stream::UiEncoder;
 use shared::ids::{SessionId, TurnId};
 use shared::message::Usage;
 use shared::session::SessionView;
@@ -65,6 +67,18 @@ fn encoder(c: &mut Criterion) {
     g.bench_function("500_frames", |b| {
         b.iter(|| {
             let mut enc = SseEncoder::new();
+            for e in &events {
+                black_box(enc.encode(e));
+            }
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("ui_encode_turn");
+    g.throughput(Throughput::Elements(events.len() as u64));
+    g.bench_function("500_frames", |b| {
+        b.iter(|| {
+            let mut enc = UiEncoder::new("m1");
             for e in &events {
                 black_box(enc.encode(e));
             }

@@ -322,6 +322,18 @@ struct Claims {
 }
 
 impl Authenticator {
+    /// The authenticator every function builds once per container, with its
+    /// own HTTP client for the JWKS: short timeouts, so an identity provider
+    /// that hangs costs a request seconds, not the invocation.
+    pub fn from_config(cfg: &AuthConfig) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(3))
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("a plain reqwest client builds");
+        Self::new(cfg.clone(), http)
+    }
+
     pub fn new(cfg: AuthConfig, http: reqwest::Client) -> Self {
         let timing = JwksTiming::new(cfg.jwks_cache);
         Self::with_timing(cfg, http, timing)

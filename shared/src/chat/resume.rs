@@ -16,9 +16,10 @@
 //! ends the body without `finish` (the turn is still running: the client may
 //! come back).
 
+use super::ui_stream::UiEncoder;
 use crate::frames::{Follow, FrameLog};
 use crate::ids::{SessionId, UserId};
-use crate::sse::{EventSink, SseBody, StreamEvent, WireFormat};
+use crate::sse::{EventSink, SseBody, StreamEvent};
 use crate::store::StoreError;
 use futures::StreamExt;
 use std::sync::Arc;
@@ -38,7 +39,7 @@ pub async fn resume(
 /// The followed turn as a UI message stream named after the turn.
 fn replay(follow: Follow) -> SseBody {
     let Follow { turn_id, mut frames } = follow;
-    let (mut sink, body) = EventSink::channel_with(WireFormat::UiMessageStream { message_id: turn_id.to_string() });
+    let (mut sink, body) = EventSink::channel_with(Box::new(UiEncoder::new(turn_id.to_string())));
     tokio::spawn(async move {
         while let Some(frame) = frames.next().await {
             let last = matches!(frame.event, StreamEvent::Done { .. });

@@ -6,10 +6,9 @@
 
 use super::error::ErrorBody;
 use super::extract::{Deadline, Segments, User};
-use super::stream::{stream_turn, StreamApp};
+use super::stream::{stream_turn, StreamApp, WireFormat};
 use super::{no_content, ApiError, OpenApiRouter};
 use crate::ids::{SessionId, TurnId};
-use crate::sse::WireFormat;
 use axum::extract::State;
 use axum::response::Response;
 use bytes::Bytes;

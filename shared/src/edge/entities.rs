@@ -53,7 +53,7 @@ impl EntitiesApp {
     pub fn with_dynamo(config: Config, dynamo: aws_sdk_dynamodb::Client) -> EntitiesApp {
         EntitiesApp {
             service: EntityService::new(DynamoEntityStore::new(dynamo, config.table_name.clone())),
-            auth: super::authenticator(&config.auth),
+            auth: Authenticator::from_config(&config.auth),
             openapi: Arc::new(openapi_json()),
             cors_allow_origin: config.cors_allow_origin.clone(),
         }

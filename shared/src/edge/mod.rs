@@ -28,13 +28,10 @@ pub mod prewarm;
 pub mod sessions;
 pub mod stream;
 
-use crate::auth::Authenticator;
-use crate::config::AuthConfig;
 use crate::sse::SseBody;
 use axum::response::{IntoResponse, Response};
 use http::{header, StatusCode};
 use serde::Serialize;
-use std::time::Duration;
 
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use utoipa_axum::router::OpenApiRouter;
@@ -67,20 +64,9 @@ pub fn sse_response(body: SseBody, ui: bool) -> Response {
         .header(header::CACHE_CONTROL, "no-cache")
         .header("x-accel-buffering", "no");
     if ui {
-        head = head.header(crate::sse::ui::HEADER.0, crate::sse::ui::HEADER.1);
+        head = head.header(crate::chat::ui_stream::HEADER.0, crate::chat::ui_stream::HEADER.1);
     }
     head.body(ResponseBody::new(body)).expect("static response parts are valid")
-}
-
-/// The bearer-token authenticator every function uses, with its one HTTP
-/// client (for JWKS), built once per container.
-pub fn authenticator(cfg: &AuthConfig) -> Authenticator {
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(3))
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("a plain reqwest client builds");
-    Authenticator::new(cfg.clone(), http)
 }
 
 /// What every function's router gets around its routes, outermost first:

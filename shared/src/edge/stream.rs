@@ -9,6 +9,7 @@ use super::error::ErrorBody;
 use super::extract::{Deadline, HasAuth, HasTimeout, User};
 use super::{json_error, ApiError, OpenApiRouter, ResponseBody};
 use crate::auth::Authenticator;
+use crate::chat::ui_stream::UiEncoder;
 use crate::config::{Config, ConfigError};
 use crate::context::cache::DynamoContextCache;
 use crate::context::ContextConfig;
@@ -17,7 +18,7 @@ use crate::entities::EntityService;
 use crate::frames::{DynamoFrameLog, Recorder};
 use crate::ids::{TurnId, UserId};
 use crate::llm::{OpenAiClient, OpenAiConfig};
-use crate::sse::{EventSink, WireFormat};
+use crate::sse::{EventSink, FrameEncoder, NativeEncoder};
 use crate::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use crate::store::dynamo::DynamoStore;
 use crate::summary::{NoTurnEvents, SqsTurnEvents, SummaryConfig, TurnEvents};
@@ -80,7 +81,7 @@ impl StreamApp {
             Arc::new(crate::plan::store::DynamoPlanStore::new(dynamo.clone(), config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let deps_table = config.table_name.clone();
-        let auth = super::authenticator(&config.auth);
+        let auth = Authenticator::from_config(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
         let deps = TurnDeps {
             history: store.clone(),
@@ -190,6 +191,25 @@ async fn any_path(State(app): State<StreamApp>, req: axum::extract::Request) -> 
     post_turn(State(app), user, Deadline(deadline), bytes).await.into_response()
 }
 
+/// What a turn's answer speaks, chosen by its route: our native events
+/// (`POST /`), or the AI SDK's UI message stream for the assistant message
+/// `message_id` (`POST /chat`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireFormat {
+    Native,
+    UiMessageStream { message_id: String },
+}
+
+impl WireFormat {
+    /// The encoder the turn's sink writes with.
+    fn encoder(&self) -> Box<dyn FrameEncoder> {
+        match self {
+            WireFormat::Native => Box::new(NativeEncoder),
+            WireFormat::UiMessageStream { message_id } => Box::new(UiEncoder::new(message_id.clone())),
+        }
+    }
+}
+
 /// Runs a validated turn and answers with its stream in `format`.
 pub(super) async fn stream_turn(
     app: &StreamApp,
@@ -201,7 +221,7 @@ pub(super) async fn stream_turn(
     started: std::time::Instant,
 ) -> Response {
     let ui = format != WireFormat::Native;
-    let (mut sink, body) = EventSink::channel_with(format);
+    let (mut sink, body) = EventSink::channel_with(format.encoder());
     if let Some(log) = &app.deps.frames {
         // Holds frames until the turn begins; nothing is written before.
         sink.tee(Box::new(Recorder::new(log.clone(), user.clone())));

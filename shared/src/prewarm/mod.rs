@@ -98,19 +98,10 @@ impl PrewarmApp {
             store: DynamoStore::new(dynamo.clone(), config.table_name.clone()),
             cache: DynamoContextCache::new(dynamo.clone(), config.table_name.clone()),
             service: EntityService::new(DynamoEntityStore::new(dynamo, config.table_name.clone())),
-            auth: Authenticator::new(config.auth.clone(), jwks_client()),
+            auth: Authenticator::from_config(&config.auth),
             config: prewarm,
         }
     }
-}
-
-/// The JWKS client of the authenticator (as the other functions' edge builds it).
-fn jwks_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(3))
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("a plain reqwest client builds")
 }
 
 /// The request body.

@@ -1,5 +1,6 @@
 //! The SSE event contract: every event a turn can send, one serde-tagged enum,
-//! and the one encoder. The wire format, with examples, is in `docs/events.md`.
+//! the native encoder, the decoder and the sink a turn writes to. The wire
+//! format, with examples, is in `docs/events.md`.
 //!
 //! A frame is
 //! ```text
@@ -12,13 +13,16 @@
 //! can tell a gap from a reordering, and come back after the last one it has
 //! (`Last-Event-ID`: [`crate::frames`]). `event` repeats the JSON's `type` for
 //! readers (like curl) that look at the frame header only.
+//!
+//! Another protocol spells the same events its own way by implementing
+//! [`FrameEncoder`] above this module (the AI SDK's UI message stream is
+//! `chat::ui_stream`); the route that knows its client picks the encoder.
 
 mod decode;
 mod sink;
-pub mod ui;
 
 pub use decode::{SseDecodeError, SseDecoder, SseFrame};
-pub use sink::{Disconnected, EventSink, SinkStats, SseBody, Tee, WireFormat, CHANNEL_FRAMES};
+pub use sink::{Disconnected, EventSink, SinkStats, SseBody, Tee, CHANNEL_FRAMES};
 
 use crate::ids::{SessionId, TurnId};
 use crate::message::{ToolCall, Usage};
@@ -352,7 +356,27 @@ impl StreamEvent {
     }
 }
 
-/// The one SSE encoder. One per turn: it owns the turn's frame counter.
+/// How one response spells the turn's events. The [`EventSink`] numbers the
+/// frames (the ids the frame log keeps, whatever the format) and hands each
+/// event with its id to the response's encoder.
+pub trait FrameEncoder: Send + Sync {
+    /// The bytes the event numbered `id` becomes on the wire (maybe none).
+    fn encode(&mut self, id: u64, event: &StreamEvent) -> Bytes;
+}
+
+/// Our native frames ([`encode_frame`]): what the native stream and its
+/// replay from the frame log speak.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NativeEncoder;
+
+impl FrameEncoder for NativeEncoder {
+    fn encode(&mut self, id: u64, event: &StreamEvent) -> Bytes {
+        encode_frame(id, event)
+    }
+}
+
+/// Native frames numbered from 1 by the encoder itself, for a stream no
+/// [`EventSink`] writes (tests, the benchmarks).
 #[derive(Debug, Default)]
 pub struct SseEncoder {
     last_id: u64,
@@ -376,7 +400,7 @@ impl SseEncoder {
 }
 
 /// One event as the frame numbered `id`: the one spelling of a frame, for
-/// the live stream ([`SseEncoder`]) and for a replay of stored frames
+/// the live stream ([`NativeEncoder`]) and for a replay of stored frames
 /// ([`crate::frames`]), so that both are byte-identical.
 pub fn encode_frame(id: u64, event: &StreamEvent) -> Bytes {
     // serde_json escapes control characters, so the JSON is one line and no

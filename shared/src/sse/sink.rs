@@ -10,11 +10,11 @@
 //! unless a [`Tee`] keeps the frames (the frame log, [`crate::frames`]): the
 //! client can then come back for them, so the turn goes on without it.
 //!
-//! The wire format is chosen once per response ([`WireFormat`]); numbering
-//! (the native frame ids, what the tee gets) and coalescing are the same for both.
+//! The wire format is chosen once per response, by the route that knows its
+//! client: it hands the sink a [`FrameEncoder`]. Numbering (the native frame
+//! ids, what the tee gets) and coalescing are the same for every format.
 
-use super::ui::UiEncoder;
-use super::{SseEncoder, StreamEvent};
+use super::{FrameEncoder, NativeEncoder, StreamEvent};
 use crate::ids::{SessionId, TurnId};
 use bytes::Bytes;
 use http_body::{Body, Frame};
@@ -32,14 +32,6 @@ pub const CHANNEL_FRAMES: usize = 64;
 #[error("the client disconnected")]
 pub struct Disconnected;
 
-/// What the body speaks: our native SSE events, or the AI SDK's UI message
-/// stream (`super::ui`) for the assistant message `message_id`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WireFormat {
-    Native,
-    UiMessageStream { message_id: String },
-}
-
 pub struct EventSink {
     tx: mpsc::Sender<Bytes>,
     numbering: Numbering,
@@ -47,26 +39,24 @@ pub struct EventSink {
     stats: SinkStats,
 }
 
-/// The frame counter and the tee that gets a copy of each numbered frame.
+/// The frame counter, the response's encoder, and the tee that gets a copy
+/// of each numbered frame.
 struct Numbering {
-    encoder: SseEncoder,
+    /// The id of the last frame (ids start at 1).
+    last_id: u64,
+    wire: Box<dyn FrameEncoder>,
     tee: Option<Box<dyn Tee>>,
-    /// Set for [`WireFormat::UiMessageStream`]: what goes on the wire.
-    ui: Option<UiEncoder>,
 }
 
 impl Numbering {
-    /// Encodes the next frame and gives the tee its copy (the native event:
-    /// a replay re-encodes it in its own format).
+    /// Numbers and encodes the next frame, and gives the tee its copy (the
+    /// event itself: a replay re-encodes it in its client's format).
     fn frame(&mut self, event: &StreamEvent) -> Bytes {
-        let frame = self.encoder.encode(event);
+        self.last_id += 1;
         if let Some(t) = &mut self.tee {
-            t.frame(self.encoder.last_id(), event);
+            t.frame(self.last_id, event);
         }
-        match &mut self.ui {
-            None => frame,
-            Some(ui) => ui.encode(event),
-        }
+        self.wire.encode(self.last_id, event)
     }
 }
 
@@ -96,22 +86,18 @@ pub struct SinkStats {
 }
 
 impl EventSink {
-    /// A sink and the body that streams what it sends.
+    /// A sink writing our native frames, and the body that streams what it sends.
     pub fn channel() -> (EventSink, SseBody) {
-        Self::channel_with(WireFormat::Native)
+        Self::channel_with(Box::new(NativeEncoder))
     }
 
-    /// A sink writing `format`, and its body.
-    pub fn channel_with(format: WireFormat) -> (EventSink, SseBody) {
+    /// A sink whose frames `wire` spells, and its body.
+    pub fn channel_with(wire: Box<dyn FrameEncoder>) -> (EventSink, SseBody) {
         let (tx, rx) = mpsc::channel(CHANNEL_FRAMES);
-        let ui = match format {
-            WireFormat::Native => None,
-            WireFormat::UiMessageStream { message_id } => Some(UiEncoder::new(message_id)),
-        };
         (
             EventSink {
                 tx,
-                numbering: Numbering { encoder: SseEncoder::new(), tee: None, ui },
+                numbering: Numbering { last_id: 0, wire, tee: None },
                 pending_text: String::new(),
                 stats: SinkStats::default(),
             },
@@ -249,7 +235,7 @@ impl EventSink {
 
     /// Frames sent so far (the id of the last one).
     pub fn frames_sent(&self) -> u64 {
-        self.numbering.encoder.last_id()
+        self.numbering.last_id
     }
 }
 
@@ -373,45 +359,6 @@ mod tests {
             })
             .collect();
         assert_eq!(text, (0..CHANNEL_FRAMES * 2).map(|i| format!("{i},")).collect::<String>());
-    }
-
-    #[tokio::test]
-    async fn a_slow_ui_client_gets_coalesced_text_inside_one_text_part() {
-        let (mut sink, mut body) = EventSink::channel_with(WireFormat::UiMessageStream { message_id: "m1".into() });
-        sink.send(crate::turn::thinking()).await.unwrap();
-        for i in 0..(CHANNEL_FRAMES * 3) {
-            sink.text(&format!("{i},")).unwrap();
-        }
-        let reader = tokio::spawn(async move {
-            let mut wire = Vec::new();
-            while let Some(f) = body.frame().await {
-                wire.extend_from_slice(f.unwrap().data_ref().unwrap());
-            }
-            String::from_utf8(wire).unwrap()
-        });
-        let done = StreamEvent::Done {
-            reason: crate::sse::DoneReason::Complete,
-            session_id: None,
-            turn_id: crate::ids::TurnId::new(),
-            usage: None,
-            replayed: false,
-        };
-        sink.send(done).await.unwrap();
-        assert!(sink.frames_sent() <= CHANNEL_FRAMES as u64 + 3, "text was coalesced: {}", sink.frames_sent());
-        drop(sink);
-        let wire = reader.await.unwrap();
-        let parts: Vec<serde_json::Value> = wire
-            .split_terminator("\n\n")
-            .filter(|f| *f != "data: [DONE]")
-            .map(|f| serde_json::from_str(f.strip_prefix("data: ").unwrap()).unwrap())
-            .collect();
-        assert!(wire.ends_with("data: [DONE]\n\n"));
-        let types: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
-        assert_eq!(types.iter().filter(|t| **t == "text-start").count(), 1);
-        assert_eq!(types[types.len() - 3..], ["text-end", "finish-step", "finish"]);
-        let text: String = parts.iter().filter_map(|p| p["delta"].as_str()).collect();
-        let expected: String = (0..CHANNEL_FRAMES * 3).map(|i| format!("{i},")).collect();
-        assert_eq!(text, expected);
     }
 
     #[tokio::test]

@@ -27,7 +27,8 @@
 //! what lets a resumed stream replay a turn from its start (as the same
 //! message: the replay's sink may merge text deltas, so not the same bytes).
 
-use super::{DoneReason, StreamEvent};
+use crate::message::ToolCall;
+use crate::sse::{DoneReason, FrameEncoder, StreamEvent};
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
@@ -82,55 +83,20 @@ impl UiEncoder {
 
     /// The frames one event becomes (none after `[DONE]`).
     pub fn encode(&mut self, event: &StreamEvent) -> Bytes {
-        let mut parts = Vec::new();
         if self.finished {
             return Bytes::new();
         }
+        let mut parts = Vec::new();
         if !self.started {
             self.started = true;
             parts.push(json!({"type": "start", "messageId": self.message_id}));
         }
         match event {
             StreamEvent::TextDelta { content } if content.is_empty() => {}
-            StreamEvent::TextDelta { content } => {
-                self.round(&mut parts);
-                let id = match &self.open_text {
-                    Some(id) => id.clone(),
-                    None => {
-                        self.texts += 1;
-                        let id = format!("text-{}", self.texts);
-                        parts.push(json!({"type": "text-start", "id": id}));
-                        self.open_text = Some(id.clone());
-                        id
-                    }
-                };
-                parts.push(json!({"type": "text-delta", "id": id, "delta": content}));
-            }
-            StreamEvent::ToolCall { tool_call, .. } => {
-                self.round(&mut parts);
-                self.end_text(&mut parts);
-                let (id, name) = (&tool_call.id, &tool_call.function.name);
-                self.calls.insert(id.clone());
-                parts.push(json!({"type": "tool-input-start", "toolCallId": id, "toolName": name}));
-                parts.push(match serde_json::from_str::<Value>(&tool_call.function.arguments) {
-                    Ok(input) => {
-                        json!({"type": "tool-input-available", "toolCallId": id, "toolName": name, "input": input})
-                    }
-                    // The model's arguments are not JSON: the client shows the raw text.
-                    Err(e) => json!({
-                        "type": "tool-input-error", "toolCallId": id, "toolName": name,
-                        "input": tool_call.function.arguments, "errorText": format!("the arguments are not JSON: {e}"),
-                    }),
-                });
-            }
+            StreamEvent::TextDelta { content } => self.text(content, &mut parts),
+            StreamEvent::ToolCall { tool_call, .. } => self.tool_call(tool_call, &mut parts),
             StreamEvent::ToolResult { tool_call_id, ok, preview, .. } if self.calls.contains(tool_call_id) => {
-                self.end_text(&mut parts);
-                self.step_has_results = true;
-                parts.push(if *ok {
-                    json!({"type": "tool-output-available", "toolCallId": tool_call_id, "output": preview})
-                } else {
-                    json!({"type": "tool-output-error", "toolCallId": tool_call_id, "errorText": preview})
-                });
+                self.tool_output(tool_call_id, *ok, preview, &mut parts)
             }
             StreamEvent::Error { message, .. } => {
                 self.end_text(&mut parts);
@@ -138,39 +104,78 @@ impl UiEncoder {
                 parts.push(json!({"type": "error", "errorText": message}));
             }
             StreamEvent::Done { reason, session_id, turn_id, usage, replayed } => {
-                self.end_text(&mut parts);
-                self.end_step(&mut parts);
-                if *reason == DoneReason::Error && !self.errored {
-                    // The native stream always sends `error` first; should it
-                    // not, the client still learns that the turn failed.
-                    parts.push(json!({"type": "error", "errorText": "the turn failed"}));
-                }
-                let finish_reason = match reason {
-                    DoneReason::Complete => "stop",
-                    DoneReason::Error => "error",
-                    DoneReason::Stopped => "other",
-                };
                 let metadata = json!({
                     "reason": reason, "session_id": session_id, "turn_id": turn_id,
                     "usage": usage, "replayed": replayed,
                 });
-                parts.push(json!({"type": "finish", "finishReason": finish_reason, "messageMetadata": metadata}));
+                self.finish(*reason, metadata, &mut parts);
             }
             other => parts.push(data_part(other)),
         }
-        let mut out = String::new();
-        for p in &parts {
-            // serde_json escapes control characters: one line per part, and no
-            // payload can forge a frame boundary.
-            out.push_str("data: ");
-            out.push_str(&p.to_string());
-            out.push_str("\n\n");
+        frames(&parts, self.finished)
+    }
+
+    /// A text delta, inside the open text part (one is started if none is).
+    fn text(&mut self, content: &str, parts: &mut Vec<Value>) {
+        self.round(parts);
+        let id = match &self.open_text {
+            Some(id) => id.clone(),
+            None => {
+                self.texts += 1;
+                let id = format!("text-{}", self.texts);
+                parts.push(json!({"type": "text-start", "id": id}));
+                self.open_text = Some(id.clone());
+                id
+            }
+        };
+        parts.push(json!({"type": "text-delta", "id": id, "delta": content}));
+    }
+
+    /// A call, announced whole: the model's arguments arrive complete.
+    fn tool_call(&mut self, tool_call: &ToolCall, parts: &mut Vec<Value>) {
+        self.round(parts);
+        self.end_text(parts);
+        let (id, name) = (&tool_call.id, &tool_call.function.name);
+        self.calls.insert(id.clone());
+        parts.push(json!({"type": "tool-input-start", "toolCallId": id, "toolName": name}));
+        parts.push(match serde_json::from_str::<Value>(&tool_call.function.arguments) {
+            Ok(input) => json!({"type": "tool-input-available", "toolCallId": id, "toolName": name, "input": input}),
+            // The model's arguments are not JSON: the client shows the raw text.
+            Err(e) => json!({
+                "type": "tool-input-error", "toolCallId": id, "toolName": name,
+                "input": tool_call.function.arguments, "errorText": format!("the arguments are not JSON: {e}"),
+            }),
+        });
+    }
+
+    /// The result of a call this stream announced; it closes the round.
+    fn tool_output(&mut self, tool_call_id: &str, ok: bool, preview: &str, parts: &mut Vec<Value>) {
+        self.end_text(parts);
+        self.step_has_results = true;
+        parts.push(if ok {
+            json!({"type": "tool-output-available", "toolCallId": tool_call_id, "output": preview})
+        } else {
+            json!({"type": "tool-output-error", "toolCallId": tool_call_id, "errorText": preview})
+        });
+    }
+
+    /// `done`: open text and step closed, an `error` if the turn failed
+    /// without one, then `finish` carrying `done`'s fields as metadata.
+    fn finish(&mut self, reason: DoneReason, metadata: Value, parts: &mut Vec<Value>) {
+        self.end_text(parts);
+        self.end_step(parts);
+        if reason == DoneReason::Error && !self.errored {
+            // The native stream always sends `error` first; should it
+            // not, the client still learns that the turn failed.
+            parts.push(json!({"type": "error", "errorText": "the turn failed"}));
         }
-        if matches!(event, StreamEvent::Done { .. }) {
-            self.finished = true;
-            out.push_str(DONE);
-        }
-        Bytes::from(out)
+        let finish_reason = match reason {
+            DoneReason::Complete => "stop",
+            DoneReason::Error => "error",
+            DoneReason::Stopped => "other",
+        };
+        parts.push(json!({"type": "finish", "finishReason": finish_reason, "messageMetadata": metadata}));
+        self.finished = true;
     }
 
     /// Opens the step a text or a call belongs to: a new one after a round's
@@ -198,6 +203,29 @@ impl UiEncoder {
             parts.push(json!({"type": "finish-step"}));
         }
     }
+}
+
+impl FrameEncoder for UiEncoder {
+    /// The frame's number is not on this wire: the client reads only `data:`.
+    fn encode(&mut self, _id: u64, event: &StreamEvent) -> Bytes {
+        UiEncoder::encode(self, event)
+    }
+}
+
+/// The parts as frames, then `[DONE]` after the last (`finish`).
+fn frames(parts: &[Value], finished: bool) -> Bytes {
+    let mut out = String::new();
+    for p in parts {
+        // serde_json escapes control characters: one line per part, and no
+        // payload can forge a frame boundary.
+        out.push_str("data: ");
+        out.push_str(&p.to_string());
+        out.push_str("\n\n");
+    }
+    if finished {
+        out.push_str(DONE);
+    }
+    Bytes::from(out)
 }
 
 /// `data-<kind>`: the event's JSON without `type`. `agent_state` is
@@ -249,8 +277,9 @@ fn patch_part_id(data: &Map<String, Value>) -> String {
 mod tests {
     use super::*;
     use crate::ids::TurnId;
-    use crate::message::{FunctionCall, ToolCall};
-    use crate::sse::{AgentActivity, OperationAction, OperationStatus};
+    use crate::message::FunctionCall;
+    use crate::sse::{AgentActivity, EventSink, OperationAction, OperationStatus, CHANNEL_FRAMES};
+    use http_body_util::BodyExt;
 
     fn call(id: &str, args: &str) -> StreamEvent {
         StreamEvent::ToolCall {
@@ -455,5 +484,44 @@ mod tests {
             done(DoneReason::Stopped),
         ];
         assert_eq!(parts(&events).1, parts(&events).1);
+    }
+
+    #[tokio::test]
+    async fn a_slow_ui_client_gets_coalesced_text_inside_one_text_part() {
+        let (mut sink, mut body) = EventSink::channel_with(Box::new(UiEncoder::new("m1")));
+        sink.send(crate::turn::thinking()).await.unwrap();
+        for i in 0..(CHANNEL_FRAMES * 3) {
+            sink.text(&format!("{i},")).unwrap();
+        }
+        let reader = tokio::spawn(async move {
+            let mut wire = Vec::new();
+            while let Some(f) = body.frame().await {
+                wire.extend_from_slice(f.unwrap().data_ref().unwrap());
+            }
+            String::from_utf8(wire).unwrap()
+        });
+        let done = StreamEvent::Done {
+            reason: DoneReason::Complete,
+            session_id: None,
+            turn_id: TurnId::new(),
+            usage: None,
+            replayed: false,
+        };
+        sink.send(done).await.unwrap();
+        assert!(sink.frames_sent() <= CHANNEL_FRAMES as u64 + 3, "text was coalesced: {}", sink.frames_sent());
+        drop(sink);
+        let wire = reader.await.unwrap();
+        let parts: Vec<serde_json::Value> = wire
+            .split_terminator("\n\n")
+            .filter(|f| *f != "data: [DONE]")
+            .map(|f| serde_json::from_str(f.strip_prefix("data: ").unwrap()).unwrap())
+            .collect();
+        assert!(wire.ends_with("data: [DONE]\n\n"));
+        let types: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
+        assert_eq!(types.iter().filter(|t| **t == "text-start").count(), 1);
+        assert_eq!(types[types.len() - 3..], ["text-end", "finish-step", "finish"]);
+        let text: String = parts.iter().filter_map(|p| p["delta"].as_str()).collect();
+        let expected: String = (0..CHANNEL_FRAMES * 3).map(|i| format!("{i},")).collect();
+        assert_eq!(text, expected);
     }
 }
