@@ -13,6 +13,12 @@ pub trait SessionGate: Send + Sync {
     fn alive(&self, user: &UserId, session: &SessionId) -> bool;
 }
 
+impl<T: SessionGate + ?Sized> SessionGate for Arc<T> {
+    fn alive(&self, user: &UserId, session: &SessionId) -> bool {
+        (**self).alive(user, session)
+    }
+}
+
 /// Sessions as a set: one never opened is not alive, as a missing session
 /// item is not. Clones share the set, so a test hands one clone to each twin
 /// and opens or deletes sessions through another.

@@ -177,3 +177,19 @@ mod memory {
 
     crate::plan_store_contract!(world);
 }
+
+/// The same cases with the session store's twin as the plan twin's gate:
+/// sessions opened and deletes begun through the session store itself.
+#[cfg(test)]
+mod over_the_session_twin {
+    use crate::plan::store::MemoryPlanStore;
+    use crate::session::store::MemoryStore;
+    use std::sync::Arc;
+
+    async fn world() -> (MemoryPlanStore, Arc<MemoryStore>) {
+        let sessions = Arc::new(MemoryStore::new());
+        (MemoryPlanStore::new(sessions.clone()), sessions)
+    }
+
+    crate::plan_store_contract!(world);
+}

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::StoredMessage;
-use crate::session::{Session, SessionStatus, SessionView, TurnRecord};
+use crate::session::{ContextType, Session, SessionStatus, SessionView, TurnRecord};
 use crate::store::dynamo::{utf8_chunks, CHUNK_BYTES, DELETE_BATCH};
 use crate::store::keys;
 use crate::store::StoreError;
@@ -69,6 +69,34 @@ impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A poisoned lock only means a panicking test; the data is plain.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The session twin is the feature twins' gate, so in an all-memory world a
+/// delete begun here refuses plan, agent-state and summary writes as the
+/// DynamoDB stores' session checks do.
+impl crate::store::gate::SessionGate for MemoryStore {
+    fn alive(&self, user: &UserId, session: &SessionId) -> bool {
+        self.lock().visible(user, session).is_some()
+    }
+}
+
+/// Opens a session (no lease left behind) or begins its delete through the
+/// session store's own operations, for the feature stores' contract suites.
+#[cfg(any(test, feature = "testkit"))]
+#[async_trait::async_trait]
+impl crate::store::gate::SessionFixture for std::sync::Arc<MemoryStore> {
+    async fn open(&self, user: &UserId, session: &SessionId) {
+        let view = SessionView { id: session.clone(), ..SessionView::new(ContextType::Global, None, None) };
+        let turn = TurnId::new();
+        let lease = Lease { turn_id: turn.clone(), until_ms: crate::now_ms() + 60_000 };
+        let run = RunId::parse(turn.as_str()).expect("turn ids are valid run ids");
+        self.create_session(user, &view, &lease, &run).await.expect("create the session");
+        self.release_lease(user, session, &turn).await.expect("release the lease");
+    }
+    async fn begin_delete(&self, user: &UserId, session: &SessionId) {
+        // A budget of one item: the mark is made, the sweep has only begun.
+        self.delete_session(user, session, Some(1)).await.expect("begin the delete");
     }
 }
 
