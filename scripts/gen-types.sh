@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates web/src/api/types.gen.ts from the Rust wire types
-# (shared::api_types): run after changing an event, a request or a response
+# (shared::edge::openapi): run after changing an event, a request or a response
 # type, and commit the result. tests/tests/web_types.rs fails on drift.
 set -euo pipefail
 cd "$(dirname "$0")/.."

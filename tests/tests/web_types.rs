@@ -1,5 +1,5 @@
 //! The web client's TypeScript types (`web/src/api/types.gen.ts`) are
-//! generated from the Rust wire types (`shared::api_types`): this fails when
+//! generated from the Rust wire types (`shared::edge::openapi::schema_json`): this fails when
 //! they drift apart, naming the command that regenerates them.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-// Reads the wire types' JSON Schema (shared::api_types::schema_json) on stdin
+// Reads the wire types' JSON Schema (shared::edge::openapi::schema_json) on stdin
 // and writes their TypeScript to stdout. Run through scripts/gen-types.sh,
 // which also writes the result to src/api/types.gen.ts; the Rust test
 // tests/tests/web_types.rs runs the same conversion and fails on drift.
@@ -20,7 +20,7 @@ const root = {
 
 const ts = await compile(root, 'WireTypes', {
   bannerComment:
-    '/* Generated from the Rust types (shared::api_types) by scripts/gen-types.sh: do not edit. */',
+    '/* Generated from the Rust types (shared::edge::openapi) by scripts/gen-types.sh: do not edit. */',
   additionalProperties: false,
   unreachableDefinitions: true,
   format: true,

@@ -1,4 +1,4 @@
-/* Generated from the Rust types (shared::api_types) by scripts/gen-types.sh: do not edit. */
+/* Generated from the Rust types (shared::edge::openapi) by scripts/gen-types.sh: do not edit. */
 
 /**
  * What the agent is doing, for the UI's status line.
