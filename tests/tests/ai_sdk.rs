@@ -7,8 +7,8 @@
 
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use shared::entities::{EntityService, NewProject};
 use shared::edge::stream::handle_stream;
+use shared::entities::{EntityService, NewProject};
 use shared::ids::{SessionId, UserId};
 use shared::message::Role;
 use shared::session::store::{SessionLog, Sessions};

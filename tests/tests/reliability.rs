@@ -80,7 +80,8 @@ impl Rig {
             .header("authorization", format!("Bearer {}", token(user)))
             .body(body.map_or(lambda_http::Body::Empty, |b| lambda_http::Body::from(b.to_string())))
             .unwrap();
-        let turn = Turn::read(shared::edge::stream::handle_stream(&self.t.app, lambda_http::Request::from(req)).await).await;
+        let turn =
+            Turn::read(shared::edge::stream::handle_stream(&self.t.app, lambda_http::Request::from(req)).await).await;
         (turn.status, turn.json.unwrap_or(Value::Null))
     }
 }

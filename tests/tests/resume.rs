@@ -4,8 +4,8 @@
 
 use http_body_util::BodyExt;
 use serde_json::json;
-use shared::frames::{DynamoFrameLog, FrameBatch, FrameLog, StoredFrame};
 use shared::edge::stream::{handle_stream, StreamApp};
+use shared::frames::{DynamoFrameLog, FrameBatch, FrameLog, StoredFrame};
 use shared::ids::{SessionId, TurnId, UserId};
 use shared::session::store::{SessionLog, Sessions};
 use shared::sse::{DoneReason, SseDecoder, SseFrame, StreamEvent};

@@ -268,7 +268,8 @@ fn the_shared_crate_has_no_import_loop_between_its_top_level_modules() {
     let graph = module_graph();
     assert!(graph.len() > 10, "found only {} modules under {}", graph.len(), shared_src().display());
     let loops = loops(&graph);
-    let edges: Vec<String> = graph.iter().map(|(m, to)| format!("  {m} -> {}", to.iter().cloned().collect::<Vec<_>>().join(", "))).collect();
+    let edges: Vec<String> =
+        graph.iter().map(|(m, to)| format!("  {m} -> {}", to.iter().cloned().collect::<Vec<_>>().join(", "))).collect();
     assert!(loops.is_empty(), "import loops: {loops:?}\nthe graph:\n{}", edges.join("\n"));
 }
 

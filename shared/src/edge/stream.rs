@@ -8,6 +8,7 @@
 use super::error::ErrorBody;
 use super::extract::{Deadline, HasAuth, HasTimeout, User};
 use super::{json_error, ApiError, OpenApiRouter, ResponseBody};
+use crate::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use crate::auth::Authenticator;
 use crate::chat::ui_stream::UiEncoder;
 use crate::config::{Config, ConfigError};
@@ -19,7 +20,6 @@ use crate::frames::{DynamoFrameLog, Recorder};
 use crate::ids::{TurnId, UserId};
 use crate::llm::{OpenAiClient, OpenAiConfig};
 use crate::sse::{EventSink, FrameEncoder, NativeEncoder};
-use crate::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use crate::store::dynamo::DynamoStore;
 use crate::summary::{NoTurnEvents, SqsTurnEvents, SummaryConfig, TurnEvents};
 use crate::tools::ToolRegistry;

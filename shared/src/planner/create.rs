@@ -6,9 +6,9 @@ use super::stage::execute;
 use super::{answer, failure, step_tool_in, Book, Env, Ran};
 use crate::message::{ChatMessage, ToolCall};
 use crate::model_loop::{AskError, ToolRun};
+use crate::plan::store::OPEN_LOOKBACK;
 use crate::plan::{validate, AgentPlan, PlanMode, PlanRecord, PlanStatus};
 use crate::sse::{EventSink, StreamEvent};
-use crate::plan::store::OPEN_LOOKBACK;
 use crate::tools::plan::AGENT_CREATE_PLAN;
 
 pub(super) async fn create<'a>(env: &'a Env<'a>, call: &ToolCall, sink: &mut EventSink) -> Ran {

@@ -32,6 +32,7 @@ mod call;
 mod documents;
 mod edges;
 mod entities;
+mod layer;
 mod outcome;
 pub mod plan;
 mod project_create;
@@ -39,7 +40,6 @@ mod projects;
 pub mod schema;
 pub mod scope;
 mod search;
-mod layer;
 
 pub use outcome::{ToolOutcome, PREVIEW_CHARS};
 pub use project_create::{MAX_CLARIFYING_QUESTIONS, MAX_QUESTION_CHARS};
@@ -258,6 +258,6 @@ fn arguments(text: &str) -> Result<Map<String, Value>, String> {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod store_tests;
+#[cfg(test)]
+mod tests;

@@ -21,7 +21,8 @@ fn registry() -> ToolRegistry {
         .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
         .endpoint_url("http://127.0.0.1:9")
         .build();
-    let store = crate::entities::store::DynamoEntityStore::new(aws_sdk_dynamodb::Client::from_conf(conf), "unreachable");
+    let store =
+        crate::entities::store::DynamoEntityStore::new(aws_sdk_dynamodb::Client::from_conf(conf), "unreachable");
     ToolRegistry::new(EntityService::new(store))
 }
 

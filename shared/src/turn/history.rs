@@ -14,8 +14,8 @@ use crate::session::store::{MemoryStore, SessionLog};
 use crate::store::attr::get_s;
 use crate::store::dynamo::DynamoStore;
 use crate::store::keys::{self, AGENT_STATE_SK, MSG_PREFIX, SUMMARY_SK};
-use crate::summary::store::SessionSummary;
 use crate::store::StoreError;
+use crate::summary::store::SessionSummary;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -27,8 +27,8 @@ use crate::message::{without_superseded, Role, StoredMessage};
 use crate::session::store::{Lease, TurnStart};
 use crate::session::{title_from_message, Session, SessionView, TurnRecord, TurnStatus};
 use crate::sse::{EventSink, Focus, StreamEvent};
-use crate::summary::store::SessionSummary;
 use crate::store::StoreError;
+use crate::summary::store::SessionSummary;
 use futures::future::OptionFuture;
 use tokio::task::JoinHandle;
 
