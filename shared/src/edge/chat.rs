@@ -86,7 +86,7 @@ pub(super) fn chat_request_schema() -> serde_json::Value {
 /// What `useChat({resume: true})` calls on load: the session's running (or
 /// just finished) turn from its first event, then live; 204 when there is none.
 #[utoipa::path(get, path = "/chat/{id}/stream", tag = "chat", security(("bearer" = [])),
-    params(("id" = String, Path, description = "The chat (session) id.")),
+    params(("id" = String, Path, description = "The chat (session) id.", pattern = "^[A-Za-z0-9._:|@-]{1,64}$")),
     responses((status = 200, content_type = "text/event-stream", description = "The turn as a UI message stream"),
         (status = 204, description = "Nothing to resume"),
         (status = 400, body = ErrorBody, description = "`invalid_id`"), (status = 401, body = ErrorBody),

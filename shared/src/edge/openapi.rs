@@ -107,6 +107,9 @@ pub fn stream_json() -> serde_json::Value {
     set_body(&mut doc, "/chat", "ChatRequest", super::chat::chat_request_schema());
     let stop = super::stream::run_id_schema("Stop only this run; without it, whatever turn is running.");
     doc["components"]["schemas"]["StopRequest"]["properties"]["stream_run_id"] = stop;
+    // A stop's body is optional: absent or an object (JSON `null` is not one).
+    let body = &mut doc["paths"]["/sessions/{id}/stop"]["post"]["requestBody"];
+    body["content"]["application/json"]["schema"] = serde_json::json!({"$ref": "#/components/schemas/StopRequest"});
     whole_u64(&mut doc);
     doc
 }
@@ -116,7 +119,8 @@ pub fn stream_json() -> serde_json::Value {
 fn whole_u64(doc: &mut serde_json::Value) {
     let Some(paths) = doc["paths"].as_object_mut() else { return };
     for op in paths.values_mut().filter_map(|p| p.as_object_mut()).flat_map(|p| p.values_mut()) {
-        for param in op["parameters"].as_array_mut().into_iter().flatten() {
+        let params = op.get_mut("parameters").and_then(|p| p.as_array_mut());
+        for param in params.into_iter().flatten() {
             if param["schema"]["maximum"] == serde_json::json!(u64::MAX) {
                 param["schema"]["format"] = "uint64".into();
             }
