@@ -28,6 +28,12 @@ On that signature only, the request is sent again:
   its answer to those bytes, and every check runs on it.
 - case 2: the same request, up to 4 more times; the first answer that is not
   the emulator's replaces it, and every check runs on it.
+3. A header value that is not ASCII (schemathesis sends latin-1): the
+   emulator fails building the function's event, before any invocation. Such
+   cases are not generated (`filter_headers` below): HTTP header values are
+   ASCII in practice (RFC 9110 calls other bytes obsolete), and no resend
+   could carry them to the function.
+
 Each substitution is counted in the file $ST_HOOK_LOG (one line per resend)
 so the script can report them. A signature left after the retries is not
 hidden: the checks see it and fail.
@@ -77,6 +83,12 @@ def _replace(response, fresh: requests.Response) -> None:
         setattr(response, slot, getattr(new, slot))
     response._deserialized = new._deserialized
     response._encoded_body = None
+
+
+@schemathesis.hook
+def filter_headers(context, headers):
+    """Case 3 above: only ASCII header values reach the emulator."""
+    return not headers or all(not isinstance(v, str) or v.isascii() for v in headers.values())
 
 
 @schemathesis.hook

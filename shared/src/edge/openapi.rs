@@ -107,6 +107,9 @@ pub fn stream_json() -> serde_json::Value {
     set_body(&mut doc, "/chat", "ChatRequest", super::chat::chat_request_schema());
     let stop = super::stream::run_id_schema("Stop only this run; without it, whatever turn is running.");
     doc["components"]["schemas"]["StopRequest"]["properties"]["stream_run_id"] = stop;
+    // A title is collapsed to single spaces, then must be 1 to 200 characters.
+    let title = super::stream::not_blank("1 to 200 characters once runs of whitespace are one space.");
+    doc["components"]["schemas"]["RenameSession"]["properties"]["title"] = title;
     // A stop's body is optional: absent or an object (JSON `null` is not one).
     let body = &mut doc["paths"]["/sessions/{id}/stop"]["post"]["requestBody"];
     body["content"]["application/json"]["schema"] = serde_json::json!({"$ref": "#/components/schemas/StopRequest"});
