@@ -173,9 +173,12 @@ pub(super) fn not_blank(description: &str) -> serde_json::Value {
 }
 
 /// A `stream_run_id` as [`crate::ids::RunId`] reads it: a string id of up
-/// to 128 characters, or any number (its decimal form is the id).
+/// to 128 characters, or a number, whose JSON spelling is the id. A spelling
+/// with `+` (`5.2e+16`, as many encoders write 1e16 and above) is refused, so
+/// the document bounds numbers below that.
 pub(super) fn run_id_schema(description: &str) -> serde_json::Value {
-    serde_json::json!({"oneOf": [{"type": "null"}, {"type": "number"},
+    serde_json::json!({"oneOf": [{"type": "null"},
+            {"type": "number", "exclusiveMinimum": -1e16, "exclusiveMaximum": 1e16},
             {"type": "string", "pattern": "^[A-Za-z0-9._:|@-]{1,128}$"}],
         "description": description})
 }
