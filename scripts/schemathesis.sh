@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
 # scripts/schemathesis.sh [extra `st run` args...]
 #
-# Property-based test of the entities API against its own OpenAPI document
-# (docs/openapi.json): schemathesis (pinned) generates valid and invalid
-# requests for every operation and checks every answer against the document
-# (every check: schemathesis' default, set in scripts/schemathesis.toml).
-# Exits non-zero on any failure.
+# Property-based test of every function's HTTP API against its own OpenAPI
+# document: schemathesis (pinned) generates valid and invalid requests for
+# every operation and checks every answer against the document (every check:
+# schemathesis' default, set in scripts/schemathesis.toml). One run per
+# document, each against its function under the same emulator:
+#   docs/openapi.json          entities  (/lambda-url/entities)
+#   docs/openapi-stream.json   stream    (/lambda-url/stream: a turn, sessions, chat)
+#   docs/openapi-prewarm.json  prewarm   (/lambda-url/prewarm)
+# Exits non-zero if any run has a failure.
 #
-# Starts DynamoDB Local (in memory) and `cargo lambda watch` on free ports,
+# Starts DynamoDB Local (in memory), a paced stand-in model
+# (scripts/local_stack/paced_model.py) and `cargo lambda watch` on free ports,
 # creates the table, mints a token for a throwaway user, runs
-#   st run docs/openapi.json --url http://127.0.0.1:PORT/lambda-url/entities \
+#   st run DOC --url http://127.0.0.1:PORT/lambda-url/FUNCTION \
 #     -H "Authorization: Bearer ..." --seed SEED -n EXAMPLES ...
-# and stops the services on exit. Needs no model. Knobs (env):
+# and stops the services on exit. Knobs (env):
 #   ST_SEED (default 20), ST_EXAMPLES (max examples per operation, default 25),
 #   ST_WORKERS (default 1: with 2, Python 3.11.7 can fail in ast.parse
-#   across threads inside hypothesis, CPython gh-106905).
-# Reports (JUnit and the run's ndjson) go to .local/schemathesis/.
+#   across threads inside hypothesis, CPython gh-106905),
+#   ST_APIS (default "entities stream prewarm": the documents to run).
+# Reports (JUnit and each run's ndjson) go to .local/schemathesis/<function>/.
 set -euo pipefail
 
 SERVICE_PREFIX="st-$$"
@@ -27,6 +33,7 @@ cd "$REPO_ROOT"
 ST_SEED="${ST_SEED:-20}"
 ST_EXAMPLES="${ST_EXAMPLES:-25}"
 ST_WORKERS="${ST_WORKERS:-1}"
+ST_APIS="${ST_APIS:-entities stream prewarm}"
 
 trap 'stop_started_services' EXIT
 install_signal_traps
@@ -40,7 +47,7 @@ log "dependencies ready ($((SECONDS - t0))s)"
 # Build first, each binary on its own as `cargo lambda watch` builds it
 # (lib.sh build_like_watch), so that the watch finds it fresh and the time
 # below is the run's; checked below (the watch compiles nothing).
-build_like_watch entities stream agentic-chat
+build_like_watch entities stream prewarm agentic-chat
 CLI="$REPO_ROOT/target/debug/agentic-chat"
 
 ddb_port="$(free_port)"
@@ -103,27 +110,58 @@ if watch_compiled "$(log_file "$LOG_PREFIX-lambda")"; then
 fi
 log "local stack checks passed: the watch compiled nothing; CORS allows only $CORS_ALLOW_ORIGIN; requests during a turn are served at once, Stop stops it, the turn and its resume end with done"
 
-report_dir="$LOCAL_DIR/schemathesis"
-rm -rf "$report_dir"
-mkdir -p "$report_dir"
+# Many turns from here on (the stream document's `POST /` and `POST /chat`):
+# each may end at once, the stack check above is done with the slow model.
+"$PYTHON" - "http://127.0.0.1:$model_port/pace?words=2&gap=0" <<'PY' || die "the paced model did not take its new pace"
+import sys, urllib.request
+urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="PUT"), timeout=10)
+PY
+
+report_root="$LOCAL_DIR/schemathesis"
+rm -rf "$report_root"
+mkdir -p "$report_root"
 # The hooks tell the local emulator's own 500s from the function's answers
-# (see the file); they count what they resend here.
+# (see the file); they count what they resend.
 export SCHEMATHESIS_HOOKS="$REPO_ROOT/scripts/schemathesis_hooks.py"
-export ST_HOOK_LOG="$report_dir/emulator-resends.tsv"
-# Hypothesis keeps examples and caches here: a fresh place each run, so no
-# run depends on an earlier one (and nothing lands in the repo).
-export HYPOTHESIS_STORAGE_DIRECTORY="$report_dir/hypothesis"
-: >"$ST_HOOK_LOG"
-t1=$SECONDS
+
+# run_schemathesis FUNCTION DOC [extra args]: one document against its
+# function; its reports in $report_root/FUNCTION. Returns st's exit status.
+run_schemathesis() {
+  local name="$1" doc="$2" dir="$report_root/$1" t1=$SECONDS status=0
+  shift 2
+  mkdir -p "$dir"
+  export ST_HOOK_LOG="$dir/emulator-resends.tsv"
+  # Hypothesis keeps examples and caches here: a fresh place each run, so no
+  # run depends on an earlier one (and nothing lands in the repo).
+  export HYPOTHESIS_STORAGE_DIRECTORY="$dir/hypothesis"
+  : >"$ST_HOOK_LOG"
+  log "schemathesis: $doc against $name"
+  run_child st --config-file scripts/schemathesis.toml run "$doc" \
+    --url "http://127.0.0.1:$lambda_port/lambda-url/$name" \
+    -H "Authorization: Bearer $TOKEN" \
+    --seed "$ST_SEED" --max-examples "$ST_EXAMPLES" --workers "$ST_WORKERS" \
+    --generation-database none --request-timeout 30 \
+    --report junit,ndjson --report-dir "$dir" "$@" || status=$?
+  log "schemathesis on $name took $((SECONDS - t1))s (exit $status; reports in ${dir#"$REPO_ROOT"/})"
+  if [[ -s "$ST_HOOK_LOG" ]]; then
+    log "requests resent past the local emulator's own 500 (scripts/schemathesis_hooks.py):"
+    cut -f1 "$ST_HOOK_LOG" | sort | uniq -c >&2
+  fi
+  return "$status"
+}
+
 status=0
-run_child st --config-file scripts/schemathesis.toml run docs/openapi.json --url "$base" \
-  -H "Authorization: Bearer $TOKEN" \
-  --seed "$ST_SEED" --max-examples "$ST_EXAMPLES" --workers "$ST_WORKERS" \
-  --generation-database none --request-timeout 30 \
-  --report junit,ndjson --report-dir "$report_dir" "$@" || status=$?
-log "schemathesis took $((SECONDS - t1))s (exit $status; reports in ${report_dir#"$REPO_ROOT"/})"
-if [[ -s "$ST_HOOK_LOG" ]]; then
-  log "requests resent past the local emulator's own 500 (scripts/schemathesis_hooks.py):"
-  cut -f1 "$ST_HOOK_LOG" | sort | uniq -c >&2
+failed=()
+for api in $ST_APIS; do
+  case "$api" in
+    entities) doc=docs/openapi.json ;;
+    stream) doc=docs/openapi-stream.json ;;
+    prewarm) doc=docs/openapi-prewarm.json ;;
+    *) die "ST_APIS: unknown function $api (entities, stream, prewarm)" ;;
+  esac
+  run_schemathesis "$api" "$doc" "$@" || { status=1; failed+=("$api"); }
+done
+if ((status != 0)); then
+  log "schemathesis failed on: ${failed[*]}"
 fi
 exit "$status"

@@ -3,12 +3,17 @@
 every GAP seconds, then [DONE]. No tools, no model: the stack is what is
 checked, not the answer.
 
+`PUT /pace?words=N&gap=G` changes N and GAP for the completions after it
+(scripts/schemathesis.sh: the stack check needs a turn that lasts, the
+schemathesis run many turns that end at once).
+
     python3 paced_model.py PORT [WORDS] [GAP]
 """
 
 import json
 import sys
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -24,6 +29,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def do_PUT(self):
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        if url.path != "/pace":
+            self.send_error(404)
+            return
+        Handler.words = int(query.get("words", [Handler.words])[0])
+        Handler.gap = float(query.get("gap", [Handler.gap])[0])
+        self.send_response(204)
+        self.end_headers()
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length", 0)))

@@ -38,10 +38,54 @@ async fn post_chat(
     Ok(stream_turn(&app, user, valid, turn_id, format, deadline, started).await)
 }
 
+/// The `POST /chat` body as the stream function's document states it: the
+/// transport's `{id, messages, trigger, messageId}` with the native turn's
+/// extras (`crate::chat::request`). The rule the server holds is that the
+/// *last* message is the user's, with a non-blank text; JSON Schema cannot
+/// name the last item, so the document asks it of every message (a stricter
+/// grammar: scripts/schemathesis.toml lets this one operation accept bodies
+/// outside it).
+pub(super) fn chat_request_schema() -> serde_json::Value {
+    let text = serde_json::json!({
+        "type": "object", "required": ["type", "text"],
+        "properties": {"type": {"enum": ["text"]}, "text": super::stream::not_blank("Not blank.")},
+    });
+    let message = serde_json::json!({
+        "type": "object", "required": ["role", "parts"],
+        "properties": {"role": {"enum": ["user"]}, "parts": {"type": "array", "minItems": 1, "items": text}},
+    });
+    let mut properties = serde_json::Map::new();
+    properties.insert(
+        "id".into(),
+        serde_json::json!({"type": "string", "pattern": super::stream::ID_PATTERN,
+            "description": "The chat id: the session's, created by the first turn that names it."}),
+    );
+    properties.insert(
+        "messages".into(),
+        serde_json::json!({"type": "array", "minItems": 1, "items": message,
+            "description": "The client's history; the server reads the last one's text parts."}),
+    );
+    properties.insert("trigger".into(), serde_json::json!({"enum": ["submit-message", "regenerate-message", null]}));
+    properties.insert("messageId".into(), serde_json::json!({"type": ["string", "null"]}));
+    properties.insert(
+        "project_id".into(),
+        serde_json::json!({"type": ["string", "null"], "pattern": "^([A-Za-z0-9._:|@-]{1,64})?$",
+            "description": "Shorthand for `projectFocus.projectId`."}),
+    );
+    // The chat id is the session: the native `session_id` is not read here.
+    properties.extend(super::stream::turn_extras().into_iter().filter(|(k, _)| k != "session_id"));
+    serde_json::json!({
+        "type": "object",
+        "description": "What `useChat`'s `DefaultChatTransport` sends; unknown fields are ignored.",
+        "required": ["id", "messages"],
+        "properties": properties,
+    })
+}
+
 /// What `useChat({resume: true})` calls on load: the session's running (or
 /// just finished) turn from its first event, then live; 204 when there is none.
 #[utoipa::path(get, path = "/chat/{id}/stream", tag = "chat", security(("bearer" = [])),
-    params(("id" = String, Path, description = "The chat (session) id.")),
+    params(("id" = String, Path, description = "The chat (session) id.", pattern = "^[A-Za-z0-9._:|@-]{1,64}$")),
     responses((status = 200, content_type = "text/event-stream", description = "The turn as a UI message stream"),
         (status = 204, description = "Nothing to resume"),
         (status = 400, body = ErrorBody, description = "`invalid_id`"), (status = 401, body = ErrorBody),

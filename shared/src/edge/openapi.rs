@@ -100,13 +100,66 @@ pub fn prewarm() -> utoipa::openapi::OpenApi {
     titled(doc, "agentic-chat prewarm", "Builds a session's context pack before the user types.")
 }
 
+/// The stream function's document with its request grammars.
+pub fn stream_json() -> serde_json::Value {
+    let mut doc = serde_json::to_value(stream()).expect("the OpenAPI document serializes");
+    doc["components"]["schemas"]["TurnRequest"] = super::stream::turn_request_schema();
+    set_body(&mut doc, "/chat", "ChatRequest", super::chat::chat_request_schema());
+    let stop = super::stream::run_id_schema("Stop only this run; without it, whatever turn is running.");
+    doc["components"]["schemas"]["StopRequest"]["properties"]["stream_run_id"] = stop;
+    // A title is collapsed to single spaces, then must be 1 to 200 characters.
+    let title = super::stream::not_blank("1 to 200 characters once runs of whitespace are one space.");
+    doc["components"]["schemas"]["RenameSession"]["properties"]["title"] = title;
+    // A stop's body is optional: absent or an object (JSON `null` is not one).
+    let body = &mut doc["paths"]["/sessions/{id}/stop"]["post"]["requestBody"];
+    body["content"]["application/json"]["schema"] = serde_json::json!({"$ref": "#/components/schemas/StopRequest"});
+    whole_u64(&mut doc);
+    doc
+}
+
+/// utoipa writes every `u64` as `int64`, whose range a tester keeps to
+/// (2^63 - 1); the parameters the server reads up to `u64::MAX` say so.
+fn whole_u64(doc: &mut serde_json::Value) {
+    let Some(paths) = doc["paths"].as_object_mut() else { return };
+    for op in paths.values_mut().filter_map(|p| p.as_object_mut()).flat_map(|p| p.values_mut()) {
+        let params = op.get_mut("parameters").and_then(|p| p.as_array_mut());
+        for param in params.into_iter().flatten() {
+            if param["schema"]["maximum"] == serde_json::json!(u64::MAX) {
+                param["schema"]["format"] = "uint64".into();
+            }
+        }
+    }
+}
+
+/// The prewarm function's document with its request grammar.
+pub fn prewarm_json() -> serde_json::Value {
+    let mut doc = serde_json::to_value(prewarm()).expect("the OpenAPI document serializes");
+    let context = <crate::session::ContextType as utoipa::PartialSchema>::schema();
+    doc["components"]["schemas"]["ContextType"] = serde_json::to_value(context).expect("schemas serialize");
+    set_body(&mut doc, "/", "PrewarmRequest", super::prewarm::prewarm_request_schema());
+    doc
+}
+
+/// The `POST` at `path` takes the component `name`, `schema` its grammar:
+/// JSON Schema written where the types cannot carry the rules the handler
+/// checks beyond the fields' types (patterns, "not blank", one field needing
+/// another; utoipa's schema types hold no `oneOf` of enums without a type).
+/// Schemathesis generates from it, so it must be what the server accepts, no
+/// looser and no stricter.
+fn set_body(doc: &mut serde_json::Value, path: &str, name: &str, schema: serde_json::Value) {
+    doc["components"]["schemas"][name] = schema;
+    let body = &mut doc["paths"][path]["post"]["requestBody"];
+    assert!(body.is_object(), "POST {path} declares a body");
+    body["content"]["application/json"]["schema"] = serde_json::json!({"$ref": format!("#/components/schemas/{name}")});
+}
+
 /// Every function's document as its file under `docs/` holds it.
 pub fn documents() -> Vec<(&'static str, String)> {
-    let pretty = |d: utoipa::openapi::OpenApi| d.to_pretty_json().expect("the OpenAPI document serializes");
+    let pretty = |d: serde_json::Value| serde_json::to_string_pretty(&d).expect("the OpenAPI document serializes");
     vec![
         ("docs/openapi.json", super::entities::openapi_json()),
-        ("docs/openapi-stream.json", pretty(stream())),
-        ("docs/openapi-prewarm.json", pretty(prewarm())),
+        ("docs/openapi-stream.json", pretty(stream_json())),
+        ("docs/openapi-prewarm.json", pretty(prewarm_json())),
     ]
 }
 

@@ -65,6 +65,47 @@ async fn post_prewarm(State(app): State<Arc<PrewarmApp>>, User(user): User, body
     }
 }
 
+/// The prewarm body as the document states it, with the rules
+/// `crate::prewarm` checks: no unknown field; ids as [`crate::ids`] reads
+/// them; `project` needs `project_id`, `entity` both ids (one branch each).
+pub(super) fn prewarm_request_schema() -> serde_json::Value {
+    use crate::entities::EntityKind;
+    use crate::session::ContextType;
+    let id = |d: &str| serde_json::json!({"type": ["string", "null"], "pattern": super::stream::ID_PATTERN, "description": d});
+    let kinds: Vec<Value> = EntityKind::ALL.iter().map(|k| k.as_str().into()).chain([Value::Null]).collect();
+    let properties = serde_json::json!({
+        "session_id": id("The session to record the focus on; absent: a new session."),
+        "context_type": {"$ref": "#/components/schemas/ContextType"},
+        "project_id": id("The project (needed by `project` and `entity`)."),
+        "entity_id": id("The focused entity (needed by `entity`)."),
+        "entity_type": {"enum": kinds, "description": "The focused entity's kind, when known."},
+    });
+    // Every other context type, from the type's own schema.
+    let all = serde_json::to_value(<ContextType as utoipa::PartialSchema>::schema()).expect("schemas serialize");
+    let others: Vec<Value> = all["enum"]
+        .as_array()
+        .expect("ContextType's schema is an enum")
+        .iter()
+        .filter(|c| !matches!(c.as_str(), Some("project" | "entity")))
+        .cloned()
+        .collect();
+    let branch = |context: Value, required: &[&str]| {
+        let mut required: Vec<&str> = required.to_vec();
+        required.insert(0, "context_type");
+        let mut props = properties.clone();
+        props["context_type"] = context;
+        for field in &required[1..] {
+            props[*field]["type"] = "string".into();
+        }
+        serde_json::json!({"type": "object", "additionalProperties": false, "required": required, "properties": props})
+    };
+    serde_json::json!({"oneOf": [
+        branch(serde_json::json!({"enum": ["project"]}), &["project_id"]),
+        branch(serde_json::json!({"enum": ["entity"]}), &["project_id", "entity_id"]),
+        branch(serde_json::json!({"enum": others}), &[]),
+    ]})
+}
+
 async fn post_any(State(app): State<Arc<PrewarmApp>>, req: axum::extract::Request) -> Response {
     use axum::extract::FromRequestParts;
     let (mut parts, body) = req.into_parts();

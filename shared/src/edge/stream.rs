@@ -161,6 +161,79 @@ async fn post_turn(
     Ok(stream_turn(&app, user, valid, TurnId::new(), WireFormat::Native, deadline, started).await)
 }
 
+/// An id from outside as [`crate::ids`] checks it (64 characters at most).
+pub(super) const ID_PATTERN: &str = "^[A-Za-z0-9._:|@-]{1,64}$";
+
+/// Unicode `White_Space`, what `str::trim` removes, as a regex class body:
+/// the document's "not blank" is a character outside it.
+pub(super) const WHITE_SPACE: &str = r"\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000";
+
+/// A string that is not blank (as [`ValidTurn`] reads `message`).
+pub(super) fn not_blank(description: &str) -> serde_json::Value {
+    serde_json::json!({"type": "string", "pattern": format!("[^{WHITE_SPACE}]"), "description": description})
+}
+
+/// A `stream_run_id` as [`crate::ids::RunId`] reads it: a string id of up
+/// to 128 characters, or a number, whose JSON spelling is the id. A spelling
+/// with `+` (`5.2e+16`, as many encoders write 1e16 and above) is refused, so
+/// the document bounds numbers below that.
+pub(super) fn run_id_schema(description: &str) -> serde_json::Value {
+    serde_json::json!({"oneOf": [{"type": "null"},
+            {"type": "number", "exclusiveMinimum": -1e16, "exclusiveMaximum": 1e16},
+            {"type": "string", "pattern": "^[A-Za-z0-9._:|@-]{1,128}$"}],
+        "description": description})
+}
+
+/// The turn body's fields past `message`, with the grammar [`ValidTurn`]
+/// enforces (`crate::turn::request`): the chat body carries them too. What
+/// a field cannot be is a 400 before anything streams.
+pub(super) fn turn_extras() -> serde_json::Map<String, serde_json::Value> {
+    use crate::entities::EntityKind;
+    let kinds: Vec<serde_json::Value> =
+        EntityKind::ALL.iter().map(|k| k.as_str().into()).chain([serde_json::Value::Null]).collect();
+    let json = serde_json::json!({
+        "session_id": {"type": ["string", "null"], "pattern": "^([A-Za-z0-9._:|@-]{1,64})?$",
+            "description": "The session to continue; empty or absent: a new one."},
+        "context_type": {"oneOf": [{"type": "null"}, {"$ref": "#/components/schemas/ContextType"}],
+            "description": "`general` is read as `global`; absent: the session's own."},
+        "entity_id": {"type": ["string", "null"],
+            "pattern": format!("^([{WHITE_SPACE}]*|[A-Za-z0-9._:|@-]{{1,64}})$"),
+            "description": "The focused entity; blank: none."},
+        "projectFocus": {"type": ["object", "null"],
+            "description": "The client's focus (also read as `project_focus`, its ids also in snake case).",
+            "properties": {
+                "projectId": {"type": ["string", "null"], "pattern": ID_PATTERN},
+                "entityType": {"enum": kinds},
+            }},
+        "stream_run_id": run_id_schema("A string or a number; either way the idempotency key of this turn."),
+        "voice_note_group_id": {"type": ["string", "null"],
+            "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]{0,128}$",
+            "description": "Groups the voice notes a message was dictated from; empty: none."},
+    });
+    match json {
+        serde_json::Value::Object(m) => m,
+        _ => unreachable!("an object literal"),
+    }
+}
+
+/// The turn body as the stream function's document states it: [`TurnRequest`]
+/// with the rules [`ValidTurn::parse`] checks (unknown fields are ignored).
+pub(super) fn turn_request_schema() -> serde_json::Value {
+    let mut properties = serde_json::Map::new();
+    properties.insert(
+        "message".into(),
+        not_blank("The user's message: not blank; more than `MAX_MESSAGE_BYTES` (32 KiB by default) is 413."),
+    );
+    properties.extend(turn_extras());
+    serde_json::json!({
+        "type": "object",
+        "description": "The body of `POST` to the stream function. Unknown fields are ignored so \
+            older and newer clients keep working; the body must be a JSON object.",
+        "required": ["message"],
+        "properties": properties,
+    })
+}
+
 /// Any path no route names: `POST` is a turn, anything else 405; under
 /// `/sessions` and `/chat`, a route those APIs do not have (404).
 async fn any_path(State(app): State<StreamApp>, req: axum::extract::Request) -> Response {

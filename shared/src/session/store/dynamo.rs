@@ -796,7 +796,7 @@ impl SessionLog for DynamoStore {
             MessagesFrom::Before(None) => (MSG_PREFIX.to_string(), MSG_END.to_string(), false),
             MessagesFrom::Before(Some(0)) => return Ok(vec![]),
             MessagesFrom::Before(Some(b)) => (MSG_PREFIX.to_string(), keys::message_sk(b - 1), false),
-            MessagesFrom::After(a) => (keys::message_sk(a + 1), MSG_END.to_string(), true),
+            MessagesFrom::After(a) => (keys::message_sk(a.saturating_add(1)), MSG_END.to_string(), true),
         };
         self.query_messages(user, session, (lo, hi), forward, limit.clamp(1, 200), "messages_page").await
     }
