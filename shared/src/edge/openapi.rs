@@ -81,8 +81,14 @@ pub fn schema_json() -> String {
 /// A function's document: its routes' operations, titled, with the bearer scheme.
 fn titled(mut doc: utoipa::openapi::OpenApi, title: &str, description: &str) -> utoipa::openapi::OpenApi {
     use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-    doc.info.title = title.to_string();
-    doc.info.description = Some(description.to_string());
+    // The project's own metadata: utoipa-axum's default names its own crate's
+    // author, license and version.
+    doc.info = utoipa::openapi::InfoBuilder::new()
+        .title(title)
+        .description(Some(description))
+        .license(Some(utoipa::openapi::LicenseBuilder::new().name("MIT").identifier(Some("MIT")).build()))
+        .version(env!("CARGO_PKG_VERSION"))
+        .build();
     let bearer = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build();
     doc.components.get_or_insert_with(Default::default).add_security_scheme("bearer", SecurityScheme::Http(bearer));
     doc

@@ -402,6 +402,8 @@ pub async fn message_pages_go_before_and_after_a_seq(store: &dyn SessionStore) {
     assert_eq!(seqs(&page(MessagesFrom::After(0)).await.unwrap()), [1, 2, 3]);
     assert_eq!(seqs(&page(MessagesFrom::After(8)).await.unwrap()), [9, 10]);
     assert!(page(MessagesFrom::After(10)).await.unwrap().is_empty());
+    // The last seq there can be: nothing after it (not an overflow, not the whole log).
+    assert!(page(MessagesFrom::After(u64::MAX)).await.unwrap().is_empty());
 }
 
 pub async fn sessions_list_most_recent_first_in_pages_for_their_user_only(store: &dyn SessionStore) {
