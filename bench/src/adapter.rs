@@ -1,11 +1,11 @@
 //! A local HTTP adapter for the stream function's real handler: a hyper
 //! server that turns each request into a `lambda_http::Request`, calls
-//! [`shared::edge::stream::handle_stream`] and streams its `ResponseBody` back frame
+//! the stream function's router ([`shared::edge::stream::StreamRouter`]) and streams its `ResponseBody` back frame
 //! by frame, as a function URL does.
 //!
 //! Like the Lambda runtime, the adapter reads the whole request body before
 //! the handler runs; "the request reaches the handler" is the instant just
-//! before `handle_stream` is called. The adapter records, per request tagged
+//! before the router is called. The adapter records, per request tagged
 //! with an `x-bench-turn` header, that instant and when hyper first polled a
 //! data frame out of the body, so the driver can time the first SSE byte from
 //! the handler's entry on the same monotonic clock.
@@ -15,7 +15,7 @@ use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use shared::edge::stream::{handle_stream, StreamApp};
+use shared::edge::stream::{StreamApp, StreamRouter};
 use shared::edge::ResponseBody;
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -28,7 +28,7 @@ use tokio::time::Instant;
 /// What the adapter saw of one tagged request.
 #[derive(Debug, Clone, Copy)]
 pub struct Probe {
-    /// Just before `handle_stream` was called.
+    /// Just before the router was called.
     pub handler_entry: Instant,
     /// When it returned the response (auth, validation, the turn spawned).
     pub handler_return: Instant,
@@ -48,13 +48,20 @@ impl Probes {
 /// What the adapter serves.
 #[derive(Clone)]
 pub enum Handler {
-    /// The stream function's real handler.
-    Stream(Box<StreamApp>),
+    /// The stream function's real router, built once as the function's
+    /// `main.rs` builds it.
+    Stream(Box<StreamRouter>),
     /// The harness's own floor: one static SSE frame at once, behind the same
     /// server, connection settings, probes and body wrapper. What its clients
     /// see between the handler's entry and the first byte is hyper, loopback
     /// and the client being scheduled on this machine, with no product code.
     Floor,
+}
+
+impl Handler {
+    pub fn stream(app: StreamApp) -> Self {
+        Handler::Stream(Box::new(StreamRouter::new(app)))
+    }
 }
 
 /// Serves `handler` on a free loopback port until the process ends.
@@ -91,7 +98,7 @@ async fn handle(
     let req = http::Request::from_parts(parts, lambda_http::Body::Binary(bytes.to_vec()));
     let handler_entry = Instant::now();
     let resp = match &handler {
-        Handler::Stream(app) => handle_stream(app, lambda_http::Request::from(req)).await,
+        Handler::Stream(router) => router.handle(lambda_http::Request::from(req)).await,
         Handler::Floor => http::Response::builder()
             .header("content-type", "text/event-stream")
             .body(ResponseBody::from(Bytes::from_static(

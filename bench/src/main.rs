@@ -349,7 +349,7 @@ async fn adapter_run(args: &Args, spans: &spans::SpanTimes, new_sessions: bool, 
         // The hot path as it was before the frame log (issue 19).
         app.deps.frames = None;
     }
-    let (addr, probes) = adapter::serve(adapter::Handler::Stream(Box::new(app))).await;
+    let (addr, probes) = adapter::serve(adapter::Handler::stream(app)).await;
     let mut d =
         Driver::http(format!("http://{addr}/"), "bench-adapter", llm, driver::pieces(args.tokens), Some(probes));
     d.new_sessions = new_sessions;
@@ -377,7 +377,7 @@ async fn resume_run(args: &Args) -> Result<Vec<(String, Vec<Duration>)>, String>
     let table = tests::fresh_table(&dynamo).await;
     let llm = scripted_model(args).await;
     let app = shared::edge::stream::StreamApp::with_dynamo(tests::test_config(&table, &llm.base_url()), dynamo);
-    let (addr, _) = adapter::serve(adapter::Handler::Stream(Box::new(app))).await;
+    let (addr, _) = adapter::serve(adapter::Handler::stream(app)).await;
     let url = format!("http://{addr}/");
     on(&sides().client, async move {
         let mut out = Vec::new();
