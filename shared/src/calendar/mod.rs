@@ -19,3 +19,6 @@ pub mod time;
 pub use error::CalendarError;
 pub use model::*;
 pub use service::{CalendarService, FreeQuery, ListQuery, Written};
+
+#[cfg(test)]
+mod service_tests;
