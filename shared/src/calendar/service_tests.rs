@@ -111,7 +111,15 @@ async fn changing_this_and_following_splits_the_series() {
     let w = s.update(&u, &ev.id, &target, &c, None).await.unwrap();
     assert_eq!(w.patch.changes.len(), 2, "the ended series and the new one");
     let got = starts(&s, &u, q("2026-11-01", "2026-11-30", "Europe/Berlin")).await;
-    assert_eq!(got, vec!["2026-11-02T10:00:00+01:00", "2026-11-09T10:00:00+01:00", "2026-11-17T11:00:00+01:00", "2026-11-24T11:00:00+01:00"]);
+    assert_eq!(
+        got,
+        vec![
+            "2026-11-02T10:00:00+01:00",
+            "2026-11-09T10:00:00+01:00",
+            "2026-11-17T11:00:00+01:00",
+            "2026-11-24T11:00:00+01:00"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -132,7 +140,11 @@ async fn bad_input_is_refused_with_nothing_written() {
     let (s, u) = (svc(), user("alice"));
     let bad_zone = new("x", "2026-11-02T10:00", "Mars/Base");
     assert_eq!(s.create(&u, &bad_zone).await.unwrap_err().code(), "invalid_timezone");
-    let backwards = NewEvent { end: Some("2026-11-02T09:00".into()), duration_minutes: None, ..new("x", "2026-11-02T10:00", "UTC") };
+    let backwards = NewEvent {
+        end: Some("2026-11-02T09:00".into()),
+        duration_minutes: None,
+        ..new("x", "2026-11-02T10:00", "UTC")
+    };
     assert_eq!(s.create(&u, &backwards).await.unwrap_err().code(), "end_before_start");
     for rule in ["FREQ=FORTNIGHTLY", "FREQ=MINUTELY", "nonsense"] {
         let mut e = weekly("x", "2026-11-02T10:00", "UTC");

@@ -59,6 +59,7 @@ impl Op {
             entity_name: self.name.clone(),
             status,
             entity_id: self.id.clone(),
+            summary: None,
         }
     }
 }
