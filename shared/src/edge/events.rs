@@ -283,7 +283,7 @@ fn required(req: &Input, name: &str) -> Result<String, CalendarError> {
 }
 
 fn list_query(req: &Input) -> Result<ListQuery, CalendarError> {
-    let project_id = req.q.get("project_id").map(|p| ProjectId::parse(p)).transpose();
+    let project_id = req.q.get("project_id").map(ProjectId::parse).transpose();
     Ok(ListQuery {
         from: required(req, "from")?,
         to: required(req, "to")?,
