@@ -5,6 +5,7 @@
 //! bounds in [`recur`]; the stored items in [`store`]. Wire format and rules:
 //! `docs/calendar.md`.
 
+pub mod agenda;
 pub mod edit;
 pub mod error;
 pub mod free;
