@@ -1950,6 +1950,11 @@ export interface TurnRequest {
     [k: string]: unknown;
   };
   /**
+   * The user's IANA time zone (`Europe/Berlin`): the calendar reads and
+   * writes local times in it, and it is kept as the user's preference.
+   */
+  timezone?: string | null;
+  /**
    * Groups the voice notes a message was dictated from; stored with the
    * user message and returned in its history.
    */
