@@ -31,6 +31,7 @@
 
 pub mod agent_state;
 pub mod auth;
+pub mod calendar;
 pub mod chat;
 pub mod config;
 pub mod context;

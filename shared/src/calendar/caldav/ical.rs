@@ -1,0 +1,1 @@
+//! iCalendar mapping (in progress).
