@@ -93,6 +93,22 @@ id_type!(
     RunId, "stream_run_id", 128
 );
 
+id_type!(
+    /// A calendar event (a single event or a whole series).
+    EventId, "event id", 64
+);
+
+impl EventId {
+    pub fn new() -> Self {
+        Self(uuid::Uuid::now_v7().to_string())
+    }
+}
+impl Default for EventId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl SessionId {
     pub fn new() -> Self {
         Self(uuid::Uuid::now_v7().to_string())
@@ -159,7 +175,7 @@ macro_rules! string_schema {
         impl utoipa::ToSchema for $t {}
     )*};
 }
-string_schema!(EntityId, ProjectId, SessionId, TurnId);
+string_schema!(EntityId, ProjectId, SessionId, TurnId, EventId);
 
 #[cfg(test)]
 mod tests {

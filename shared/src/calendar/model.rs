@@ -1,0 +1,237 @@
+//! The calendar's records: the stored [`CalendarEvent`] (a single event or a
+//! series with its overrides), what creates and changes one ([`NewEvent`],
+//! [`EventChanges`]), what a listing returns ([`EventInstance`]) and the
+//! [`CalendarPatch`] every write streams. Wire format: `docs/calendar.md`.
+
+pub use super::time::{EventTime, Zone};
+use crate::ids::{EntityId, EventId, ProjectId};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// An RFC 5545 recurrence: the `RRULE` value (without `RRULE:`), and the
+/// excluded and added starts (in the event's own kind: dates for all-day
+/// events, instants otherwise).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Recurrence {
+    /// e.g. `FREQ=WEEKLY;BYDAY=MO`.
+    pub rrule: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exdates: Vec<EventTime>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rdates: Vec<EventTime>,
+}
+
+/// One instance of a series changed or cancelled on its own (RFC 5545
+/// `RECURRENCE-ID`): `recurrence_id` is the instance's original start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct InstanceOverride {
+    pub recurrence_id: EventTime,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<EventTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<EventTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// Where the event lives on the user's CalDAV server, and the ETag we last
+/// saw there (every write is conditioned on it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RemoteRef {
+    pub href: String,
+    pub etag: String,
+}
+
+/// A stored event: a single event, or a series (with `recurrence`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CalendarEvent {
+    pub id: EventId,
+    /// The iCalendar `UID` (the CalDAV server's name for it).
+    pub uid: String,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// Dates for an all-day event (`end` exclusive), instants otherwise.
+    pub start: EventTime,
+    pub end: EventTime,
+    /// The zone the event was made in: its wall-clock time recurs there.
+    pub timezone: Zone,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurrence: Option<Recurrence>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<InstanceOverride>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<ProjectId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<EntityId>,
+    /// Bumped by every write; `If-Match` compares against it.
+    pub version: u64,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: i64,
+    pub updated_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteRef>,
+}
+
+impl CalendarEvent {
+    pub fn all_day(&self) -> bool {
+        self.start.is_date()
+    }
+}
+
+/// A recurrence as input: the `RRULE` value and excluded/added starts in the
+/// same forms as `start`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecurrenceInput {
+    /// e.g. `FREQ=WEEKLY;BYDAY=TU` (RFC 5545; `RRULE:` prefix optional).
+    pub rrule: String,
+    #[serde(default)]
+    pub exdates: Vec<String>,
+    #[serde(default)]
+    pub rdates: Vec<String>,
+}
+
+/// `POST /events` and `create_calendar_event`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewEvent {
+    pub title: String,
+    /// `2026-12-01` (all-day), `2026-12-01T10:00` (local time in `timezone`)
+    /// or an instant with offset (`2026-12-01T10:00:00+01:00`).
+    pub start: String,
+    /// Same forms as `start`; or give `duration_minutes`; default: one hour
+    /// (one day for all-day events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 525600)]
+    pub duration_minutes: Option<u32>,
+    /// IANA zone of local times; default: the user's zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurrence: Option<RecurrenceInput>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<ProjectId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<EntityId>,
+}
+
+/// Which part of a series a change or delete applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EditScope {
+    /// Only the instance named by `instance`.
+    Instance,
+    /// The instance named by `instance` and every later one: the series is
+    /// ended there (and, for a change, a new series starts with the change).
+    Following,
+    /// The whole event or series.
+    Series,
+}
+
+/// What a change or delete applies to: the whole event, or an instance of a
+/// series (its `instance` as listed, the original start).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// Default: `instance` when an instance is named, else `series`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<EditScope>,
+}
+
+/// `PATCH /events/{id}` and `update_calendar_event`: the fields to change.
+/// Moving `start` alone keeps the duration. An empty `location` or
+/// `description` clears it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventChanges {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 525600)]
+    pub duration_minutes: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The whole series only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurrence: Option<RecurrenceInput>,
+}
+
+/// One occurrence as a listing shows it, in the listing's zone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EventInstance {
+    pub event_id: EventId,
+    /// For an instance of a series: its original start, which names it in
+    /// an update or delete of this instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<EventTime>,
+    pub title: String,
+    /// A date (all-day) or the local time with its offset.
+    pub start: String,
+    pub end: String,
+    pub all_day: bool,
+    pub recurring: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<ProjectId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<EntityId>,
+    pub version: u64,
+}
+
+/// A listing over a range, in one zone. Listings are bounded: at most
+/// `MAX_INSTANCES`; `truncated` says when more exist.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EventList {
+    pub from: String,
+    pub to: String,
+    pub timezone: Zone,
+    pub events: Vec<EventInstance>,
+    pub truncated: bool,
+}
+
+/// One change a write made, as the chat page applies it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum CalendarChange {
+    /// The event as it now is (created or changed).
+    Upsert {
+        event: Box<CalendarEvent>,
+    },
+    Delete {
+        event_id: EventId,
+    },
+}
+
+/// What a calendar write changed: the `calendar_patch` event's payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CalendarPatch {
+    pub changes: Vec<CalendarChange>,
+}

@@ -1,0 +1,392 @@
+//! [`CalendarService`]: every calendar operation as a plain async method, for
+//! the entities API's `/events` routes and the chat's calendar tools alike.
+//!
+//! - Everything is the user's own: another user's event id is `event_not_found`.
+//! - A write is checked whole before anything is written; it goes to the
+//!   user's calendar server first when they have one (conditioned on the
+//!   ETag we last saw: a change made there in between is `calendar_conflict`,
+//!   nothing overwritten), then to DynamoDB conditioned on the version read.
+//! - Listings are bounded ([`recur::MAX_RANGE_DAYS`], [`recur::MAX_INSTANCES`])
+//!   and pull the server's changes first, so events made there appear.
+
+use super::error::CalendarError;
+use super::free::{self, FreeSlot, Hours};
+use super::model::*;
+use super::recur::{self, MAX_INSTANCES, MAX_RANGE_DAYS};
+use super::remote::{Remote, RemoteCalendar};
+use super::store::{EventStore, WriteError};
+use super::{edit, sync};
+use crate::entities::{EntityKind, EntityService};
+use crate::ids::{EventId, UserId};
+use chrono::{DateTime, Duration, NaiveTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use utoipa::{IntoParams, ToSchema};
+
+#[derive(Clone)]
+pub struct CalendarService {
+    store: Arc<dyn EventStore>,
+    entities: EntityService,
+    remote: Option<Arc<dyn Remote>>,
+}
+
+/// A listing: a range (`from` inclusive, `to` exclusive; a date `to` means
+/// through that day), in a zone, optionally one project's events.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// A date or a time (local in `timezone`, or with an offset).
+    pub from: String,
+    /// Same forms; a date means through the end of that day.
+    pub to: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<crate::ids::ProjectId>,
+}
+
+/// `find_free_time`: slots of `duration_minutes` in working hours.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FreeQuery {
+    pub from: String,
+    pub to: String,
+    #[schema(minimum = 5, maximum = 1440)]
+    pub duration_minutes: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// Start of the working day, `HH:MM` local; default 09:00.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub day_start: Option<String>,
+    /// End of the working day, `HH:MM` local; default 17:00.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub day_end: Option<String>,
+    #[serde(default)]
+    pub include_weekends: bool,
+}
+
+/// What a write did: the event it is about (absent when deleted), the patch
+/// for the stream, and the change in human words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    pub event: Option<CalendarEvent>,
+    pub patch: CalendarPatch,
+    pub summary: String,
+}
+
+fn conflict(expected: u64) -> impl Fn(WriteError) -> CalendarError {
+    move |e| match e {
+        WriteError::Conflict { current: Some(c) } => CalendarError::Conflict { expected, current_version: c },
+        WriteError::Conflict { current: None } => CalendarError::NotFound,
+        WriteError::Store(s) => CalendarError::Store(s),
+    }
+}
+
+impl CalendarService {
+    pub fn new(store: impl EventStore + 'static, entities: EntityService) -> Self {
+        CalendarService { store: Arc::new(store), entities, remote: None }
+    }
+
+    /// Events of users with a calendar server account are kept in sync with it.
+    pub fn with_remote(mut self, remote: Arc<dyn Remote>) -> Self {
+        self.remote = Some(remote);
+        self
+    }
+
+    /// The zone to read times in: the requested one, else the user's stored
+    /// one, else UTC.
+    pub async fn zone(&self, user: &UserId, requested: Option<&str>) -> Result<Zone, CalendarError> {
+        if let Some(z) = requested {
+            return Zone::parse(z);
+        }
+        Ok(self.store.settings(user).await?.zone.unwrap_or(Zone::UTC))
+    }
+
+    /// Stores `zone` as the user's preference (a write only when it changed).
+    pub async fn remember_zone(&self, user: &UserId, zone: Zone) -> Result<(), CalendarError> {
+        let mut s = self.store.settings(user).await?;
+        if s.zone != Some(zone) {
+            s.zone = Some(zone);
+            self.store.save_settings(user, &s).await?;
+        }
+        Ok(())
+    }
+
+    async fn remote(&self, user: &UserId) -> Result<Option<Box<dyn RemoteCalendar>>, CalendarError> {
+        match &self.remote {
+            Some(r) => r.calendar(user).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Pulls the calendar server's changes into the store (no-op without one).
+    pub async fn sync(&self, user: &UserId) -> Result<(), CalendarError> {
+        match self.remote(user).await? {
+            Some(cal) => sync::pull(self.store.as_ref(), user, cal.as_ref()).await,
+            None => Ok(()),
+        }
+    }
+
+    pub async fn get(&self, user: &UserId, id: &EventId) -> Result<CalendarEvent, CalendarError> {
+        self.store.get(user, id).await?.ok_or(CalendarError::NotFound)
+    }
+
+    /// The occurrences overlapping the range, expanded, in the query's zone.
+    pub async fn list(&self, user: &UserId, q: &ListQuery) -> Result<EventList, CalendarError> {
+        let zone = self.zone(user, q.timezone.as_deref()).await?;
+        let (from, to) = range(&q.from, &q.to, zone)?;
+        self.sync(user).await?;
+        let events = self.store.list(user).await?;
+        let mut out = vec![];
+        let mut truncated = false;
+        for ev in events.iter().filter(|e| q.project_id.is_none() || e.project_id == q.project_id) {
+            let (occ, more) = recur::occurrences(ev, from, to, zone, MAX_INSTANCES + 1)?;
+            truncated |= more;
+            out.extend(occ.into_iter().map(|o| instance(ev, o, zone)));
+        }
+        out.sort_by(|a, b| (start_key(a, zone), &a.title).cmp(&(start_key(b, zone), &b.title)));
+        if out.len() > MAX_INSTANCES {
+            out.truncate(MAX_INSTANCES);
+            truncated = true;
+        }
+        let show = |t: DateTime<Utc>| EventTime::At(t).display_in(zone);
+        Ok(EventList { from: show(from), to: show(to), timezone: zone, events: out, truncated })
+    }
+
+    pub async fn create(&self, user: &UserId, input: &NewEvent) -> Result<Written, CalendarError> {
+        let zone = self.zone(user, None).await?;
+        let ev = edit::build(input, zone, crate::now_ms())?;
+        self.check_links(user, &ev).await?;
+        let ev = self.commit(user, None, ev).await?;
+        let summary = format!("Scheduled {} for {}", ev.title, human(ev.start, ev.timezone));
+        Ok(Written { patch: upserts([&ev]), event: Some(ev), summary })
+    }
+
+    async fn check_links(&self, user: &UserId, ev: &CalendarEvent) -> Result<(), CalendarError> {
+        let missing = |what: &str| CalendarError::bad("link_not_found", format!("{what} not found"));
+        match (&ev.project_id, &ev.task_id) {
+            (None, Some(_)) => Err(CalendarError::bad("missing_field", "task_id needs the task's project_id")),
+            (Some(p), None) => self.entities.get_project(user, p).await.map(|_| ()).map_err(|_| missing("project")),
+            (Some(p), Some(t)) => {
+                self.entities.get(user, p, EntityKind::Task, t).await.map(|_| ()).map_err(|_| missing("task"))
+            }
+            (None, None) => Ok(()),
+        }
+    }
+
+    /// Writes `new` over `old` (or creates it): the server first, then the store.
+    async fn commit(
+        &self,
+        user: &UserId,
+        old: Option<&CalendarEvent>,
+        mut new: CalendarEvent,
+    ) -> Result<CalendarEvent, CalendarError> {
+        if let Some(cal) = self.remote(user).await? {
+            new.remote = Some(cal.put(&new).await?);
+        }
+        let expected = old.map(|o| o.version);
+        self.store.put(user, &new, expected).await.map_err(conflict(expected.unwrap_or(0)))?;
+        Ok(new)
+    }
+
+    async fn current(
+        &self,
+        user: &UserId,
+        id: &EventId,
+        expected: Option<u64>,
+    ) -> Result<CalendarEvent, CalendarError> {
+        let ev = self.get(user, id).await?;
+        match expected {
+            Some(v) if v != ev.version => Err(CalendarError::Conflict { expected: v, current_version: ev.version }),
+            _ => Ok(ev),
+        }
+    }
+
+    /// Changes the event, one instance of it, or an instance and the ones
+    /// after it (`target`).
+    pub async fn update(
+        &self,
+        user: &UserId,
+        id: &EventId,
+        target: &Target,
+        c: &EventChanges,
+        expected: Option<u64>,
+    ) -> Result<Written, CalendarError> {
+        let old = self.current(user, id, expected).await?;
+        let now = crate::now_ms();
+        let bump = |mut e: CalendarEvent| {
+            (e.version, e.updated_at) = (old.version + 1, now);
+            e
+        };
+        let (scope, rid) = scope_of(&old, target)?;
+        let (changed, extra) = match (scope, rid) {
+            (EditScope::Instance, Some(rid)) => (edit::change_instance(&old, rid, c)?, None),
+            (EditScope::Following, Some(rid)) if rid > old.start => {
+                let tail = edit::split_from(&old, rid, c, now)?;
+                (edit::end_before(&old, rid)?.unwrap_or_else(|| old.clone()), Some(tail))
+            }
+            _ => (edit::change_series(&old, c)?, None),
+        };
+        let changed = self.commit(user, Some(&old), bump(changed)).await?;
+        let tail = match extra {
+            Some(t) => Some(self.commit(user, None, t).await?),
+            None => None,
+        };
+        let summary = describe_change(&old, &changed, tail.as_ref(), rid, scope);
+        let patch = upserts([Some(&changed), tail.as_ref()].into_iter().flatten());
+        Ok(Written { event: Some(tail.unwrap_or(changed)), patch, summary })
+    }
+
+    /// Deletes the event, one instance of it (kept as a cancelled override),
+    /// or an instance and the ones after it (the series ends there).
+    pub async fn delete(
+        &self,
+        user: &UserId,
+        id: &EventId,
+        target: &Target,
+        expected: Option<u64>,
+    ) -> Result<Written, CalendarError> {
+        let old = self.current(user, id, expected).await?;
+        let (scope, rid) = scope_of(&old, target)?;
+        let kept = match (scope, rid) {
+            (EditScope::Instance, Some(rid)) => Some(edit::cancel_instance(&old, rid)),
+            (EditScope::Following, Some(rid)) => edit::end_before(&old, rid)?,
+            _ => None,
+        };
+        let when = rid.map(|r| format!(" on {}", human(r, old.timezone))).unwrap_or_default();
+        let Some(mut kept) = kept else {
+            self.remove(user, &old).await?;
+            let patch = CalendarPatch { changes: vec![CalendarChange::Delete { event_id: old.id.clone() }] };
+            return Ok(Written { event: None, patch, summary: format!("Deleted {}", old.title) });
+        };
+        (kept.version, kept.updated_at) = (old.version + 1, crate::now_ms());
+        let kept = self.commit(user, Some(&old), kept).await?;
+        let summary = match scope {
+            EditScope::Following => format!("Ended {} before {}", old.title, when.trim_start_matches(" on ")),
+            _ => format!("Cancelled {}{when}", old.title),
+        };
+        Ok(Written { patch: upserts([&kept]), event: Some(kept), summary })
+    }
+
+    async fn remove(&self, user: &UserId, old: &CalendarEvent) -> Result<(), CalendarError> {
+        if let (Some(cal), Some(r)) = (self.remote(user).await?, &old.remote) {
+            cal.delete(r, &old.title).await?;
+        }
+        self.store.delete(user, &old.id, old.version).await.map_err(conflict(old.version))
+    }
+
+    /// Free slots of the asked length inside working hours over the range.
+    pub async fn free_time(&self, user: &UserId, q: &FreeQuery) -> Result<Vec<FreeSlot>, CalendarError> {
+        let list = ListQuery { from: q.from.clone(), to: q.to.clone(), timezone: q.timezone.clone(), project_id: None };
+        let zone = self.zone(user, q.timezone.as_deref()).await?;
+        let (from, to) = range(&q.from, &q.to, zone)?;
+        let hour = |s: &Option<String>, d: u32| match s {
+            Some(s) => NaiveTime::parse_from_str(s, "%H:%M")
+                .map_err(|_| CalendarError::bad("invalid_time", format!("{s:?} is not a time of day (HH:MM)"))),
+            None => Ok(NaiveTime::from_hms_opt(d, 0, 0).unwrap_or_default()),
+        };
+        let hours = Hours { start: hour(&q.day_start, 9)?, end: hour(&q.day_end, 17)?, weekends: q.include_weekends };
+        if !(5..=1440).contains(&q.duration_minutes) {
+            return Err(CalendarError::bad("invalid_value", "duration_minutes must be 5 to 1440"));
+        }
+        let busy = self.list(user, &list).await?.events.into_iter().filter(|i| !i.all_day);
+        let busy = busy.filter_map(|i| Some((parse_utc(&i.start)?, parse_utc(&i.end)?))).collect();
+        Ok(free::free_slots(from, to, Duration::minutes(q.duration_minutes.into()), hours, zone, busy))
+    }
+}
+
+fn parse_utc(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc))
+}
+
+/// The range of a query: at most [`MAX_RANGE_DAYS`], `to` after `from`.
+pub fn range(from: &str, to: &str, zone: Zone) -> Result<(DateTime<Utc>, DateTime<Utc>), CalendarError> {
+    let from_t = EventTime::parse_in(from, zone)?.instant(zone);
+    let to_t = match EventTime::parse_in(to, zone)? {
+        EventTime::Date(d) => zone.day_start(d + Duration::days(1)),
+        EventTime::At(t) => t,
+    };
+    if to_t <= from_t {
+        return Err(CalendarError::bad("end_before_start", format!("`to` ({to}) is not after `from` ({from})")));
+    }
+    if to_t - from_t > Duration::days(MAX_RANGE_DAYS) {
+        return Err(CalendarError::bad("range_too_long", format!("a range covers at most {MAX_RANGE_DAYS} days")));
+    }
+    Ok((from_t, to_t))
+}
+
+/// The scope a target asks for, and the instance it names (checked).
+fn scope_of(ev: &CalendarEvent, t: &Target) -> Result<(EditScope, Option<EventTime>), CalendarError> {
+    let rid = t.instance.as_deref().map(|i| edit::instance(ev, i)).transpose()?;
+    match (t.scope, rid) {
+        (Some(EditScope::Series), _) => Ok((EditScope::Series, rid)),
+        (Some(s), Some(r)) => Ok((s, Some(r))),
+        (Some(_), None) => Err(CalendarError::bad("missing_field", "`instance` names the occurrence to change")),
+        (None, Some(r)) => Ok((EditScope::Instance, Some(r))),
+        (None, None) => Ok((EditScope::Series, None)),
+    }
+}
+
+fn instance(ev: &CalendarEvent, o: recur::Occurrence, zone: Zone) -> EventInstance {
+    EventInstance {
+        event_id: ev.id.clone(),
+        instance: o.recurrence_id,
+        title: o.title,
+        start: o.start.display_in(zone),
+        end: o.end.display_in(zone),
+        all_day: o.start.is_date(),
+        recurring: ev.recurrence.is_some(),
+        location: o.location,
+        description: o.description,
+        project_id: ev.project_id.clone(),
+        task_id: ev.task_id.clone(),
+        version: ev.version,
+    }
+}
+
+fn start_key(i: &EventInstance, zone: Zone) -> DateTime<Utc> {
+    EventTime::parse_stored(&i.start).map(|t| t.instant(zone)).unwrap_or_default()
+}
+
+fn upserts<'a>(events: impl IntoIterator<Item = &'a CalendarEvent>) -> CalendarPatch {
+    CalendarPatch {
+        changes: events.into_iter().map(|e| CalendarChange::Upsert { event: Box::new(e.clone()) }).collect(),
+    }
+}
+
+/// "Tue 1 Dec 10:00" in the event's zone, or "Tue 1 Dec" for a date.
+pub fn human(t: EventTime, zone: Zone) -> String {
+    match t {
+        EventTime::Date(d) => d.format("%a %-d %b").to_string(),
+        EventTime::At(t) => zone.local(t).format("%a %-d %b %H:%M").to_string(),
+    }
+}
+
+fn describe_change(
+    old: &CalendarEvent,
+    new: &CalendarEvent,
+    tail: Option<&CalendarEvent>,
+    rid: Option<EventTime>,
+    scope: EditScope,
+) -> String {
+    let zone = new.timezone;
+    let (moved_to, title) = match (scope, rid, tail) {
+        (EditScope::Instance, Some(r), _) => {
+            let o = new.occurrence(r, recur::span(new.start, new.end));
+            (o.as_ref().map(|o| o.start).filter(|s| *s != r), o.map(|o| o.title).unwrap_or_default())
+        }
+        (_, _, Some(t)) => (Some(t.start).filter(|s| Some(*s) != rid), t.title.clone()),
+        _ => (Some(new.start).filter(|s| *s != old.start), new.title.clone()),
+    };
+    let which = match scope {
+        EditScope::Instance => " (this occurrence)",
+        EditScope::Following => " (this and following)",
+        EditScope::Series if old.recurrence.is_some() => " (every occurrence)",
+        EditScope::Series => "",
+    };
+    match moved_to {
+        Some(s) => format!("Moved {title} to {}{which}", human(s, zone)),
+        None => format!("Changed {title}{which}"),
+    }
+}
