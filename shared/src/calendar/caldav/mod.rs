@@ -37,6 +37,9 @@ pub enum CaldavError {
     /// The server could not be reached or the answer not read.
     #[error("could not reach the CalDAV server: {0}")]
     Transport(String),
+    /// An iCalendar object we cannot read as an event.
+    #[error("not an event we can read: {0}")]
+    InvalidIcs(String),
     /// A malformed account (URL, JSON, secret).
     #[error("CalDAV account configuration: {0}")]
     Config(String),
