@@ -33,9 +33,9 @@ MODELS_DIR="$LOCAL_DIR/models"
 SCHEMATHESIS_VERSION="${SCHEMATHESIS_VERSION:-4.32.5}"
 # The CalDAV server of the calendar's sync (docs/calendar-caldav.md).
 RADICALE_VERSION="${RADICALE_VERSION:-3.9.0}"
-# Its accounts (htpasswd, plain): user:password, space-separated. alice and
-# bob are the tests' (tests/tests/caldav.rs), dev-user the stack's.
-RADICALE_USERS="${RADICALE_USERS:-alice:alice-pw bob:bob-pw dev-user:dev-user-pw}"
+# Its accounts (htpasswd, plain): user:password, space-separated. alice,
+# bob and carol are the tests' (tests/tests/caldav.rs), dev-user the stack's.
+RADICALE_USERS="${RADICALE_USERS:-alice:alice-pw bob:bob-pw carol:carol-pw dev-user:dev-user-pw}"
 
 PYTHON="${PYTHON:-python3}"
 

@@ -215,7 +215,7 @@ impl CaldavClient {
     pub async fn calendars(&self) -> Result<Vec<CalendarInfo>, CaldavError> {
         let home = self.calendar_home().await?;
         let ms = self.dav_xml("PROPFIND", &home, "1", xml::propfind(CALENDAR_PROPS)).await?;
-        Ok(ms.responses.iter().filter_map(calendar_info).filter(|c| holds_events(c)).collect())
+        Ok(ms.responses.iter().filter_map(calendar_info).filter(holds_events).collect())
     }
 
     /// One calendar's properties.

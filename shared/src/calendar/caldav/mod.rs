@@ -1,6 +1,8 @@
 //! Sync with a CalDAV server (RFC 4791, RFC 6578): a user's optional account
 //! ([`accounts`]), the protocol client ([`client`]) with its XML ([`xml`]),
-//! and the mapping between our events and iCalendar VEVENTs ([`ical`]).
+//! the mapping between our events and iCalendar VEVENTs ([`ical`]), and the
+//! calendar's [`Remote`](crate::calendar::remote::Remote) seam over them
+//! ([`remote`]: [`CaldavRemote`]).
 //!
 //! Every write is conditional on the ETag last read; a change made on the
 //! server in between is a [`CaldavError::Conflict`], never an overwrite.
@@ -8,10 +10,13 @@
 pub mod accounts;
 pub mod client;
 pub mod ical;
+pub mod remote;
 pub mod xml;
 
 pub use accounts::{accounts_from_env, CaldavAccount, CaldavAccounts, EnvAccounts, SecretsExtensionAccounts};
 pub use client::{event_href, CaldavClient, CalendarInfo, Precondition, Resource, SyncChanges};
+pub use ical::{from_ics, to_ics};
+pub use remote::{CaldavCalendar, CaldavRemote};
 
 /// What went wrong talking to a CalDAV server (or finding the account).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
