@@ -598,6 +598,12 @@ start_radicale() {
   if port_open 127.0.0.1 "$port"; then
     die "port $port is already in use; cannot start Radicale there"
   fi
+  # Folders of earlier runs whose service is gone (no pid file; older than a
+  # minute, so never one another script is just setting up).
+  local old
+  while IFS= read -r old; do
+    [[ -f "$old.pid" ]] || rm -rf "$old"
+  done < <(find "$RUN_DIR" -mindepth 1 -maxdepth 1 -type d -name '*-radicale' -mmin +1)
   dir="$RUN_DIR/$name"
   rm -rf "$dir"
   mkdir -p "$dir"
