@@ -117,6 +117,10 @@ impl Renderer {
                 let f = &tool_call.function;
                 (Some(format!("→ {}({})", f.name, args_summary(&f.arguments))), Waiting::Same)
             }
+            // A calendar step says itself in a sentence.
+            StreamEvent::Operation { status: OperationStatus::Success, summary: Some(sentence), .. } => {
+                (Some(format!("✓ {sentence}")), Waiting::On(RUNNING_TOOLS.into()))
+            }
             StreamEvent::Operation { action, entity_type, entity_name, status, .. } => {
                 let what = operation_phrase(*action, entity_type, entity_name);
                 match status {
@@ -134,6 +138,8 @@ impl Renderer {
                 }
             }
             StreamEvent::EntityPatch { patch } => (Some(self.patch_line(patch)), Waiting::Same),
+            // Its operation line said what changed.
+            StreamEvent::CalendarPatch { .. } => (None, Waiting::Same),
             // A result that went well is already told by its operation and
             // patch lines; a failure is what the model reads next, so show it.
             StreamEvent::ToolResult { ok: true, .. } => (None, Waiting::Same),

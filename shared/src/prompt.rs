@@ -44,6 +44,9 @@ pub struct PromptInputs<'a> {
     pub pack: Option<&'a ContextPack>,
     /// The agent state, rendered as an internal block.
     pub agent_state: Option<&'a str>,
+    /// The calendar block (today's date, the zone, the coming events), in
+    /// the calendar and daily-brief scopes.
+    pub agenda: Option<&'a str>,
 }
 
 pub struct PromptBuilder;
@@ -93,6 +96,10 @@ impl PromptBuilder {
             }
             out.push_str("\n\nContext (JSON):\n");
             out.push_str(&serde_json::to_string(pack).unwrap_or_default());
+        }
+        if let Some(agenda) = inputs.agenda {
+            out.push_str("\n\n");
+            out.push_str(agenda);
         }
         if let Some(state) = inputs.agent_state {
             out.push_str("\n\n");

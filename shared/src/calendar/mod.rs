@@ -5,6 +5,7 @@
 //! bounds in [`recur`]; the stored items in [`store`]. Wire format and rules:
 //! `docs/calendar.md`.
 
+pub mod agenda;
 pub mod caldav;
 pub mod edit;
 pub mod error;
@@ -20,3 +21,6 @@ pub mod time;
 pub use error::CalendarError;
 pub use model::*;
 pub use service::{CalendarService, FreeQuery, ListQuery, Written};
+
+#[cfg(test)]
+mod service_tests;

@@ -33,6 +33,8 @@ struct ChatBody {
     stream_run_id: Option<serde_json::Value>,
     #[serde(default)]
     voice_note_group_id: Option<String>,
+    #[serde(default)]
+    timezone: Option<String>,
 }
 
 /// A `UIMessage` as far as we read it.
@@ -113,6 +115,7 @@ pub fn parse(body: &[u8], max_message_bytes: usize) -> Result<ValidTurn, BadChat
         project_focus: focus(chat.project_focus, chat.project_id)?,
         stream_run_id: chat.stream_run_id,
         voice_note_group_id: chat.voice_note_group_id,
+        timezone: chat.timezone,
     };
     let mut turn = ValidTurn::from_request(req, max_message_bytes)?;
     turn.session_may_be_new = true;

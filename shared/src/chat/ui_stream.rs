@@ -334,6 +334,7 @@ mod tests {
                 entity_name: "x".into(),
                 status: OperationStatus::Success,
                 entity_id: None,
+                summary: None,
             },
             result("c1", true),
             result("unknown", false),

@@ -10,6 +10,8 @@ use super::extract::{Deadline, HasAuth, HasTimeout, User};
 use super::{json_error, ApiError, OpenApiRouter, ResponseBody};
 use crate::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use crate::auth::Authenticator;
+use crate::calendar::store::DynamoEventStore;
+use crate::calendar::CalendarService;
 use crate::chat::ui_stream::UiEncoder;
 use crate::config::{Config, ConfigError};
 use crate::context::cache::DynamoContextCache;
@@ -73,7 +75,9 @@ impl StreamApp {
     ) -> Result<StreamApp, ConfigError> {
         let store = Arc::new(DynamoStore::new(dynamo.clone(), config.table_name.clone()));
         let entities = EntityService::new(DynamoEntityStore::new(dynamo.clone(), config.table_name.clone()));
-        let tools: Option<Arc<dyn TurnTools>> = Some(Arc::new(ToolRegistry::new(entities.clone())));
+        let calendar = calendar_service(&dynamo, &config.table_name, &entities);
+        let registry = ToolRegistry::new(entities.clone()).with_calendar(calendar.clone());
+        let tools: Option<Arc<dyn TurnTools>> = Some(Arc::new(registry));
         let (dynamo_for_cache, table_for_cache) = (dynamo.clone(), config.table_name.clone());
         let agent_state: Arc<dyn AgentStateStore> =
             Arc::new(DynamoAgentStateStore::new(dynamo.clone(), config.table_name.clone()));
@@ -98,9 +102,16 @@ impl StreamApp {
             events,
             event_wait,
             frames: Some(Arc::new(DynamoFrameLog::new(dynamo.clone(), deps_table))),
+            calendar: Some(calendar),
         };
         Ok(StreamApp { deps, auth })
     }
+}
+
+/// The user's calendar over the table (and their calendar server, where
+/// they have an account).
+pub fn calendar_service(dynamo: &aws_sdk_dynamodb::Client, table: &str, entities: &EntityService) -> CalendarService {
+    CalendarService::new(DynamoEventStore::new(dynamo.clone(), table), entities.clone())
 }
 
 impl HasAuth for StreamApp {
@@ -208,6 +219,8 @@ pub(super) fn turn_extras() -> serde_json::Map<String, serde_json::Value> {
     use crate::entities::EntityKind;
     let kinds: Vec<serde_json::Value> =
         EntityKind::ALL.iter().map(|k| k.as_str().into()).chain([serde_json::Value::Null]).collect();
+    let zones: Vec<serde_json::Value> =
+        chrono_tz::TZ_VARIANTS.iter().map(|z| z.name().into()).chain([serde_json::Value::Null, "".into()]).collect();
     let json = serde_json::json!({
         "session_id": {"type": ["string", "null"], "pattern": "^([A-Za-z0-9._:|@-]{1,64})?$",
             "description": "The session to continue; empty or absent: a new one."},
@@ -226,6 +239,9 @@ pub(super) fn turn_extras() -> serde_json::Map<String, serde_json::Value> {
         "voice_note_group_id": {"type": ["string", "null"],
             "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]{0,128}$",
             "description": "Groups the voice notes a message was dictated from; empty: none."},
+        "timezone": {"enum": zones,
+            "description": "The user's IANA time zone: the calendar's local times are read in it, and it is \
+                kept as the user's zone. Empty: the user's stored zone."},
     });
     match json {
         serde_json::Value::Object(m) => m,

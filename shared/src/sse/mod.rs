@@ -152,6 +152,15 @@ pub enum StreamEvent {
         status: OperationStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         entity_id: Option<String>,
+        /// The step in a sentence, where names alone do not say it
+        /// ("Moved Design review to Tue 1 Dec 10:00").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+    },
+    /// The calendar's truth after a write: the events created or changed
+    /// (whole) and the ids deleted; the client applies it as is.
+    CalendarPatch {
+        patch: crate::calendar::CalendarPatch,
     },
     /// The backend's truth after a write; the client applies it as is. The
     /// same [`crate::entities::EntityPatch`] the entities API returns.
@@ -328,6 +337,7 @@ impl StreamEvent {
             StreamEvent::ToolResult { .. } => "tool_result",
             StreamEvent::Operation { .. } => "operation",
             StreamEvent::EntityPatch { .. } => "entity_patch",
+            StreamEvent::CalendarPatch { .. } => "calendar_patch",
             StreamEvent::ContextUsage(_) => "context_usage",
             StreamEvent::Error { .. } => "error",
             StreamEvent::Done { .. } => "done",

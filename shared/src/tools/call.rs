@@ -4,6 +4,7 @@
 
 use super::outcome::{Done, Op, Refusal};
 use super::ToolScope;
+use crate::calendar::CalendarService;
 use crate::entities::{CreateEntity, EntityError, EntityKind, EntityService, Write};
 use crate::ids::{EntityId, ProjectId, UserId};
 use crate::sse::OperationAction;
@@ -13,6 +14,8 @@ use serde_json::{Map, Value};
 /// One call's context.
 pub struct Call<'a> {
     pub svc: &'a EntityService,
+    /// The calendar, where the registry has one.
+    pub calendar: Option<&'a CalendarService>,
     pub user: &'a UserId,
     pub scope: &'a ToolScope,
 }

@@ -14,7 +14,8 @@ fn scope(s: &TurnScope) -> ToolScope {
 #[async_trait::async_trait]
 impl TurnTools for ToolRegistry {
     fn offered(&self, s: &TurnScope) -> Vec<serde_json::Value> {
-        scope(s).offered_in(s.context_type).into_iter().map(super::ToolName::definition).collect()
+        let offered = scope(s).offered_in(s.context_type).into_iter();
+        offered.filter(|t| self.has(*t)).map(super::ToolName::definition).collect()
     }
 
     async fn run(&self, user: &UserId, s: &TurnScope, call: &ToolCall) -> ToolRun {

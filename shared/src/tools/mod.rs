@@ -28,6 +28,7 @@
 //!
 //! [`EntityPatch`]: crate::entities::EntityPatch
 
+mod calendar;
 mod call;
 mod documents;
 mod edges;
@@ -41,10 +42,12 @@ pub mod schema;
 pub mod scope;
 mod search;
 
+pub use calendar::CALENDAR_TOOLS;
 pub use outcome::{ToolOutcome, PREVIEW_CHARS};
 pub use project_create::{MAX_CLARIFYING_QUESTIONS, MAX_QUESTION_CHARS};
 pub use scope::ToolScope;
 
+use crate::calendar::CalendarService;
 use crate::entities::EntityService;
 use crate::ids::UserId;
 use crate::message::ToolCall;
@@ -141,6 +144,11 @@ impl ToolName {
         ToolName::MoveDocument,
         ToolName::AskClarifyingQuestions,
         ToolName::CreateOntoProject,
+        ToolName::ListCalendarEvents,
+        ToolName::CreateCalendarEvent,
+        ToolName::UpdateCalendarEvent,
+        ToolName::DeleteCalendarEvent,
+        ToolName::FindFreeTime,
     ];
 
     const fn of<T: Tool>(tool: &'static T) -> ToolName {
@@ -205,20 +213,33 @@ pub struct ToolContext {
     pub scope: ToolScope,
 }
 
-/// The chat's tools, over one [`EntityService`].
+/// The chat's tools, over one [`EntityService`] and, where the function
+/// has one, a [`CalendarService`].
 #[derive(Clone)]
 pub struct ToolRegistry {
     service: EntityService,
+    calendar: Option<CalendarService>,
 }
 
 impl ToolRegistry {
     pub fn new(service: EntityService) -> Self {
-        ToolRegistry { service }
+        ToolRegistry { service, calendar: None }
+    }
+
+    /// Offers and runs the calendar tools over `calendar`.
+    pub fn with_calendar(mut self, calendar: CalendarService) -> Self {
+        self.calendar = Some(calendar);
+        self
+    }
+
+    /// Whether the registry can run `tool` at all (the calendar tools need a calendar).
+    pub fn has(&self, tool: ToolName) -> bool {
+        self.calendar.is_some() || !CALENDAR_TOOLS.contains(&tool)
     }
 
     /// The `tools` array for a turn in `scope` (`ChatRequest.tools`).
     pub fn definitions(&self, scope: &ToolScope) -> Vec<Value> {
-        scope.offered().into_iter().map(ToolName::definition).collect()
+        scope.offered().into_iter().filter(|t| self.has(*t)).map(ToolName::definition).collect()
     }
 
     /// Runs one call. Never fails: see the module contract.
@@ -239,7 +260,7 @@ impl ToolRegistry {
             Ok(raw) => raw,
             Err(message) => return failure("invalid_arguments", &message),
         };
-        let call = Call { svc: &self.service, user: &ctx.user, scope: &ctx.scope };
+        let call = Call { svc: &self.service, calendar: self.calendar.as_ref(), user: &ctx.user, scope: &ctx.scope };
         outcome(name, tool.0.run_raw(&call, &raw).await)
     }
 }
@@ -257,6 +278,8 @@ fn arguments(text: &str) -> Result<Map<String, Value>, String> {
     }
 }
 
+#[cfg(test)]
+mod calendar_tests;
 #[cfg(test)]
 mod store_tests;
 #[cfg(test)]

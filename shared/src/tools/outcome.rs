@@ -4,6 +4,7 @@
 //! failure reads the same way: `{"error": {"code", "message"}}`, with store
 //! details kept for the logs.
 
+use crate::calendar::CalendarError;
 use crate::entities::{EntityError, EntityPatch};
 use crate::sse::{OperationAction, OperationStatus, StreamEvent};
 use serde_json::{json, Value};
@@ -59,6 +60,7 @@ impl Op {
             entity_name: self.name.clone(),
             status,
             entity_id: self.id.clone(),
+            summary: None,
         }
     }
 }
@@ -69,6 +71,8 @@ pub enum Refusal {
     /// The arguments are not what the tool takes: `invalid_arguments`.
     Args(String),
     Entity(EntityError),
+    /// A calendar operation refused, and the step it was (shown as failed).
+    Calendar(CalendarError, Option<Op>),
 }
 
 impl From<EntityError> for Refusal {
@@ -133,6 +137,22 @@ pub fn entity_failure(e: &EntityError) -> (String, String) {
     (e.code().to_string(), message)
 }
 
+/// A refused calendar operation: its step failed, and the model reads why
+/// (store and server details stay in the logs).
+fn calendar_failure(e: &CalendarError, op: Option<Op>) -> ToolOutcome {
+    let message = match e {
+        CalendarError::Store(_) => "the calendar store is unavailable right now; try again later".to_string(),
+        e => e.to_string(),
+    };
+    if matches!(e, CalendarError::Store(_) | CalendarError::Remote(_)) {
+        tracing::error!(error = %e, "calendar tool call failed");
+    }
+    let mut out = failure(e.code(), &message);
+    out.operations =
+        op.map(|op| vec![op.event(OperationStatus::Start), op.event(OperationStatus::Error)]).unwrap_or_default();
+    out
+}
+
 /// The outcome of a call to `tool` that ran (or was refused): a refusal of
 /// the arguments is `invalid_arguments` prefixed with the tool's name; a
 /// handler's steps become start and end operations whatever its result.
@@ -144,6 +164,7 @@ pub fn outcome(tool: &str, run: Result<Done, Refusal>) -> ToolOutcome {
             let (code, message) = entity_failure(&e);
             return failure(&code, &message);
         }
+        Err(Refusal::Calendar(e, op)) => return calendar_failure(&e, op),
     };
     let mut outcome = match &done.result {
         Ok(v) => {

@@ -121,11 +121,24 @@ impl ToolScope {
     }
 
     /// The tools a turn offers: [`Self::offered`], except in `project_create`
-    /// with no project yet, which offers [`PROJECT_CREATE_TOOLS`]: the model
-    /// either asks (the request is too vague) or creates the project.
+    /// with no project yet, which offers [`PROJECT_CREATE_TOOLS`] (the model
+    /// either asks, the request being too vague, or creates the project), in
+    /// `calendar`, which offers the calendar tools, and in a workspace-wide
+    /// `daily_brief_update`, which offers the agenda's reads.
     pub fn offered_in(&self, context: ContextType) -> Vec<ToolName> {
         match (context, self) {
             (ContextType::ProjectCreate, ToolScope::Global) => PROJECT_CREATE_TOOLS.to_vec(),
+            // The calendar: its tools, and the projects events may link to.
+            (ContextType::Calendar, _) => [super::CALENDAR_TOOLS, &[ToolName::ListProjects]].concat(),
+            // The daily brief reads the day's agenda and free time.
+            (ContextType::DailyBriefUpdate, ToolScope::Global) => {
+                vec![
+                    ToolName::ListCalendarEvents,
+                    ToolName::FindFreeTime,
+                    ToolName::ListProjects,
+                    ToolName::SearchWorkspace,
+                ]
+            }
             _ => self.offered(),
         }
     }

@@ -262,6 +262,11 @@ fn only_project_bound_tools_need_a_project() {
         "update_project",
         "ask_clarifying_questions",
         "create_onto_project",
+        "list_calendar_events",
+        "create_calendar_event",
+        "update_calendar_event",
+        "delete_calendar_event",
+        "find_free_time",
     ];
     for &t in ToolName::ALL {
         assert_eq!(!t.needs_project(), global_tools.contains(&t.as_str()), "{t:?}");

@@ -12,6 +12,7 @@ use super::lease::Exit;
 use super::start::Started;
 use super::TurnDeps;
 use crate::agent_state::render;
+use crate::calendar::Zone;
 use crate::context::cache::ContextCache;
 use crate::context::pack::{build_pack, ContextPack};
 use crate::context::{
@@ -26,7 +27,7 @@ use crate::model_loop::outputs::read_tool_output_definition;
 use crate::model_loop::telemetry::Telemetry;
 use crate::model_loop::{Counting, TurnScope};
 use crate::prompt::{PromptBuilder, PromptInputs};
-use crate::session::SessionView;
+use crate::session::{ContextType, SessionView};
 use crate::sse::{CacheStatus, DebugContext, DebugTokens, EventSink, StreamEvent, Telemetry as Measure};
 use crate::tools::ToolScope;
 use std::sync::Arc;
@@ -66,6 +67,32 @@ pub fn pack_scope(deps: &TurnDeps, view: &SessionView, new_session: bool) -> Opt
     (!new_session || scope != ToolScope::Global).then_some(scope)
 }
 
+/// The calendar block a turn's prompt gets: the next 7 days in the
+/// `calendar` scope, today in `daily_brief_update`; `None` elsewhere or
+/// without a calendar. Read in the zone the request names, else the user's.
+pub async fn load_agenda(deps: &TurnDeps, user: &UserId, ct: ContextType, zone: Option<Zone>) -> Option<String> {
+    let cal = deps.calendar.as_ref()?;
+    let days = match ct {
+        ContextType::Calendar => 7,
+        ContextType::DailyBriefUpdate => 1,
+        _ => return None,
+    };
+    crate::calendar::agenda::agenda(cal, user, zone, days, chrono::Utc::now()).await
+}
+
+/// Keeps the zone a request named as the user's preference, off the turn's
+/// path (a failure only means the next turn without a zone reads UTC).
+pub fn remember_zone(deps: &TurnDeps, user: &UserId, zone: Option<Zone>) {
+    if let (Some(cal), Some(zone)) = (deps.calendar.clone(), zone) {
+        let user = user.clone();
+        tokio::spawn(async move {
+            if let Err(e) = cal.remember_zone(&user, zone).await {
+                tracing::warn!(error = %e, "time zone not remembered");
+            }
+        });
+    }
+}
+
 pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -> Prepared {
     let view = &started.view;
     let scope =
@@ -79,6 +106,7 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
         tools: deps.tools.is_some() && deps.config.tool_max_rounds > 0,
         pack: pack.map(|p| &p.pack),
         agent_state: state_block.as_deref(),
+        agenda: started.agenda.as_deref(),
     });
     let offered = offered_tools(deps, &scope);
     let counter = deps.counter.get();

@@ -97,6 +97,9 @@ pub struct TurnDeps {
     /// Where every frame of a turn is kept for a client that comes back
     /// ([`crate::frames`]); `None`: turns are not resumable.
     pub frames: Option<Arc<dyn crate::frames::FrameLog>>,
+    /// The user's calendar, for the calendar and daily-brief packs and the
+    /// zone a request names; `None`: no calendar.
+    pub calendar: Option<crate::calendar::CalendarService>,
 }
 
 /// The token counter. The default estimate needs no loading; an opt-in BPE is
@@ -217,6 +220,7 @@ async fn run(
     };
     let sid = started.view.id.clone();
     sink.begin_log(&sid, turn_id);
+    context::remember_zone(deps, user, turn.timezone);
     let prepared = context::prepare(deps, &started, sink).await;
     let watch = started.lease.watch(&deps.config);
     let mut agent_state = started.agent_state;

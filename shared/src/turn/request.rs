@@ -3,6 +3,7 @@
 //! before the stream opens: a request refused here gets an HTTP 400 (413 when
 //! too large) with nothing written.
 
+use crate::calendar::Zone;
 use crate::entities::EntityKind;
 use crate::ids::{EntityId, InvalidId, ProjectId, RunId, SessionId};
 use crate::session::ContextType;
@@ -28,6 +29,10 @@ pub struct TurnRequest {
     /// user message and returned in its history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice_note_group_id: Option<String>,
+    /// The user's IANA time zone (`Europe/Berlin`): the calendar reads and
+    /// writes local times in it, and it is kept as the user's preference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
 }
 
 /// Why a request was refused before any streaming (HTTP 400, nothing written).
@@ -51,6 +56,8 @@ pub enum BadTurn {
     InvalidRunId,
     #[error("`voice_note_group_id` must be 1 to {VOICE_NOTE_GROUP_MAX} characters without control characters")]
     InvalidVoiceNoteGroup,
+    #[error("unknown timezone {0:?}: use an IANA name such as Europe/Berlin")]
+    InvalidTimezone(String),
 }
 
 impl BadTurn {
@@ -64,6 +71,7 @@ impl BadTurn {
             BadTurn::InvalidFocus(_) => "invalid_focus",
             BadTurn::InvalidRunId => "invalid_stream_run_id",
             BadTurn::InvalidVoiceNoteGroup => "invalid_voice_note_group_id",
+            BadTurn::InvalidTimezone(_) => "invalid_timezone",
         }
     }
 }
@@ -82,6 +90,7 @@ pub struct ValidTurn {
     pub focus: Option<serde_json::Value>,
     pub run_id: Option<RunId>,
     pub voice_note_group_id: Option<String>,
+    pub timezone: Option<Zone>,
     /// A `session_id` that does not exist yet is created under that id (the
     /// chat route: the AI SDK's client makes its chat ids); otherwise it is
     /// `session_not_found`.
@@ -141,7 +150,12 @@ impl ValidTurn {
             Some(v) if v.chars().count() <= VOICE_NOTE_GROUP_MAX && !v.chars().any(char::is_control) => Some(v),
             Some(_) => return Err(BadTurn::InvalidVoiceNoteGroup),
         };
+        let timezone = match req.timezone.as_deref().filter(|z| !z.is_empty()) {
+            Some(z) => Some(Zone::parse(z).map_err(|_| BadTurn::InvalidTimezone(z.to_string()))?),
+            None => None,
+        };
         Ok(ValidTurn {
+            timezone,
             message: req.message,
             session_id: req.session_id.filter(|s| !s.is_empty()).map(SessionId::parse).transpose()?,
             context_type,

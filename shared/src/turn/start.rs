@@ -45,6 +45,8 @@ pub struct Started {
     pub agent_state: Option<(AgentState, u64)>,
     /// The context pack, when it was read in this phase.
     pub pack: Option<LoadedPack>,
+    /// The calendar block, in the calendar and daily-brief scopes.
+    pub agenda: Option<String>,
     pub lease: LeaseGuard,
     pub run_id: RunId,
     /// The message this turn's start wrote: the user message, or a
@@ -128,6 +130,7 @@ async fn open(
     let (user_message, start) = turn_start(turn, ids, &session, &view, None);
     let pack =
         OptionFuture::from(context::pack_scope(deps, &view, true).map(|s| context::load_pack(deps, ids.user, s, exit)));
+    let pack = async { tokio::join!(pack, context::load_agenda(deps, ids.user, view.context_type, turn.timezone)) };
     let mut lease = LeaseGuard::new((deps.store.clone(), deps.store.clone()), ids.user, &view.id, ids.turn_id, exit);
     let (store, user, leased, opened) = (deps.store.clone(), ids.user.clone(), ids.lease.clone(), view.clone());
     let write = async move { store.open_session(&user, &opened, &leased, &start).await };
@@ -145,6 +148,7 @@ async fn open(
         (lease.first_write(write), pack.await)
     };
     let agent_state = deps.agent_state.as_ref().map(|_| (AgentState::new(view.id.to_string()), 0));
+    let (pack, agenda) = pack;
     Ok(Started {
         session,
         view,
@@ -152,6 +156,7 @@ async fn open(
         summary: None,
         agent_state,
         pack,
+        agenda,
         lease,
         run_id: ids.run_id.clone(),
         user_message,
@@ -193,11 +198,14 @@ async fn resume(
     let named = turn.context_type.map(|ct| SessionView::new(ct, turn.entity_id.clone(), turn.focus.clone()));
     let early =
         named.and_then(|v| context::pack_scope(deps, &v, false)).map(|s| context::load_pack(deps, user, s, exit));
-    let (leased, log, seen, pack) = tokio::join!(
+    let named_ct = turn.context_type;
+    let early_agenda = OptionFuture::from(named_ct.map(|ct| context::load_agenda(deps, user, ct, turn.timezone)));
+    let (leased, log, seen, pack, agenda) = tokio::join!(
         store.acquire_lease(user, sid, ids.lease),
         deps.history.recent_log(user, sid, limit),
         seen,
-        OptionFuture::from(early)
+        OptionFuture::from(early),
+        early_agenda
     );
     // Taken at once, so that every refusal below gives the lease back.
     let lease =
@@ -233,6 +241,11 @@ async fn resume(
         (_, Some(wanted)) => Some(context::load_pack(deps, user, wanted, exit).await),
         (_, None) => None,
     };
+    let agenda = match agenda {
+        Some(a) => a,
+        // The request did not name its scope: read for the session's.
+        None => context::load_agenda(deps, user, view.context_type, turn.timezone).await,
+    };
     announce(sink, &session.view, &view).await.map_err(|()| Refused::Gone(sid.clone()))?;
     let (user_message, start) = turn_start(turn, ids, &session, &view, answers.as_ref());
     let (store, user, sid) = (deps.store.clone(), user.clone(), sid.clone());
@@ -248,6 +261,7 @@ async fn resume(
         view,
         history,
         pack,
+        agenda,
         lease,
         run_id: ids.run_id.clone(),
         user_message,

@@ -37,6 +37,43 @@ export type StepIntent = 'research' | 'analysis' | 'draft' | 'edit' | 'create' |
  */
 export type CacheStatus = 'hit' | 'miss';
 /**
+ * One change a write made, as the chat page applies it.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "CalendarChange".
+ */
+export type CalendarChange =
+  | {
+      event: CalendarEvent;
+      op: 'upsert';
+    }
+  | {
+      event_id: EventId;
+      op: 'delete';
+    };
+/**
+ * A date (2026-12-01, all-day) or an RFC 3339 instant in UTC (2026-12-01T09:00:00Z).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EventTime".
+ */
+export type EventTime = string;
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EventId".
+ */
+export type EventId = string;
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ProjectId".
+ */
+export type ProjectId = string;
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EntityId".
+ */
+export type EntityId = string;
+/**
  * One thing a write changed.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -192,16 +229,6 @@ export type Priority = 'should' | 'must' | 'could' | 'wont';
  */
 export type RequirementState = 'proposed' | 'accepted' | 'implemented' | 'rejected';
 /**
- * This interface was referenced by `WireTypes`'s JSON-Schema
- * via the `definition` "EntityId".
- */
-export type EntityId = string;
-/**
- * This interface was referenced by `WireTypes`'s JSON-Schema
- * via the `definition` "ProjectId".
- */
-export type ProjectId = string;
-/**
  * A project's lifecycle.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -354,7 +381,16 @@ export type StreamEvent =
       entity_name: string;
       entity_type: string;
       status: OperationStatus;
+      /**
+       * The step in a sentence, where names alone do not say it
+       * ("Moved Design review to Tue 1 Dec 10:00").
+       */
+      summary?: string | null;
       type: 'operation';
+    }
+  | {
+      patch: CalendarPatch;
+      type: 'calendar_patch';
     }
   | {
       patch: EntityPatch;
@@ -530,11 +566,21 @@ export type Telemetry =
       plan_id: string;
       step_id: string;
     };
+/**
+ * An IANA time zone name, e.g. Europe/Berlin.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Zone".
+ */
+export type Zone = string;
 
 export interface WireTypes {
   AgentActivity?: AgentActivity;
   AgentPlan?: AgentPlan;
   CacheStatus?: CacheStatus;
+  CalendarChange?: CalendarChange;
+  CalendarEvent?: CalendarEvent;
+  CalendarPatch?: CalendarPatch;
   Change?: Change;
   ContextType?: ContextType;
   ContextUsage?: ContextUsage;
@@ -561,6 +607,8 @@ export interface WireTypes {
   Error?: Error;
   ErrorBody?: ErrorBody;
   ErrorDetail?: ErrorDetail;
+  EventId?: EventId;
+  EventTime?: EventTime;
   ExecutorKind?: ExecutorKind;
   Focus?: Focus;
   FunctionCall?: FunctionCall;
@@ -568,6 +616,7 @@ export interface WireTypes {
   GoalPatch?: GoalPatch;
   GoalState?: GoalState;
   Impact?: Impact;
+  InstanceOverride?: InstanceOverride;
   MatchedIn?: MatchedIn;
   MessageError?: MessageError;
   MessageStatus?: MessageStatus;
@@ -599,6 +648,8 @@ export interface WireTypes {
   ProjectState?: ProjectState;
   Record?: Record;
   RecordKind?: RecordKind;
+  Recurrence?: Recurrence;
+  RemoteRef?: RemoteRef;
   RenameSession?: RenameSession;
   RequirementFields?: RequirementFields;
   RequirementPatch?: RequirementPatch;
@@ -631,6 +682,7 @@ export interface WireTypes {
   TurnId?: TurnId;
   TurnRequest?: TurnRequest;
   Usage?: Usage;
+  Zone?: Zone;
 }
 /**
  * The arguments of `agent_create_plan`: the plan as the model writes it.
@@ -689,6 +741,97 @@ export interface PlanStep {
    * The tools this step's executor may call (names of this conversation's tools).
    */
   tools?: string[];
+}
+/**
+ * A stored event: a single event, or a series (with `recurrence`).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "CalendarEvent".
+ */
+export interface CalendarEvent {
+  /**
+   * Milliseconds since the Unix epoch.
+   */
+  created_at: number;
+  description?: string | null;
+  end: EventTime;
+  id: EventId;
+  location?: string | null;
+  overrides?: InstanceOverride[];
+  project_id?: null | ProjectId;
+  recurrence?: null | Recurrence;
+  remote?: null | RemoteRef;
+  /**
+   * A date (2026-12-01, all-day) or an RFC 3339 instant in UTC (2026-12-01T09:00:00Z).
+   */
+  start: string;
+  task_id?: null | EntityId;
+  /**
+   * The zone the event was made in: its wall-clock time recurs there.
+   */
+  timezone: string;
+  title: string;
+  /**
+   * The iCalendar `UID` (the CalDAV server's name for it).
+   */
+  uid: string;
+  updated_at: number;
+  /**
+   * Bumped by every write; `If-Match` compares against it.
+   */
+  version: number;
+}
+/**
+ * One instance of a series changed or cancelled on its own (RFC 5545
+ * `RECURRENCE-ID`): `recurrence_id` is the instance's original start.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "InstanceOverride".
+ */
+export interface InstanceOverride {
+  cancelled?: boolean;
+  description?: string | null;
+  end?: null | EventTime;
+  location?: string | null;
+  recurrence_id: EventTime;
+  start?: null | EventTime;
+  title?: string | null;
+}
+/**
+ * An RFC 5545 recurrence: the `RRULE` value (without `RRULE:`), and the
+ * excluded and added starts (in the event's own kind: dates for all-day
+ * events, instants otherwise).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Recurrence".
+ */
+export interface Recurrence {
+  exdates?: EventTime[];
+  rdates?: EventTime[];
+  /**
+   * e.g. `FREQ=WEEKLY;BYDAY=MO`.
+   */
+  rrule: string;
+}
+/**
+ * Where the event lives on the user's CalDAV server, and the ETag we last
+ * saw there (every write is conditioned on it).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "RemoteRef".
+ */
+export interface RemoteRef {
+  etag: string;
+  href: string;
+}
+/**
+ * What a calendar write changed: the `calendar_patch` event's payload.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "CalendarPatch".
+ */
+export interface CalendarPatch {
+  changes: CalendarChange[];
 }
 /**
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -1598,6 +1741,11 @@ export interface TurnRequest {
   stream_run_id?: {
     [k: string]: unknown;
   };
+  /**
+   * The user's IANA time zone (`Europe/Berlin`): the calendar reads and
+   * writes local times in it, and it is kept as the user's preference.
+   */
+  timezone?: string | null;
   /**
    * Groups the voice notes a message was dictated from; stored with the
    * user message and returned in its history.

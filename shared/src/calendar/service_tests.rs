@@ -1,0 +1,196 @@
+//! The calendar's rules over the in-memory store: time zones and DST, all-day
+//! dates, instance and "this and following" edits, ownership, bad input.
+
+use super::*;
+use crate::entities::store::MemoryEntityStore;
+use crate::entities::EntityService;
+use crate::ids::{EventId, UserId};
+use store::MemoryEventStore;
+
+fn svc() -> CalendarService {
+    CalendarService::new(MemoryEventStore::new(), EntityService::new(MemoryEntityStore::new()))
+}
+
+fn user(n: &str) -> UserId {
+    UserId::parse(n).unwrap()
+}
+
+fn new(title: &str, start: &str, tz: &str) -> NewEvent {
+    NewEvent {
+        title: title.into(),
+        start: start.into(),
+        end: None,
+        duration_minutes: Some(60),
+        timezone: Some(tz.into()),
+        location: None,
+        description: None,
+        recurrence: None,
+        project_id: None,
+        task_id: None,
+    }
+}
+
+fn weekly(title: &str, start: &str, tz: &str) -> NewEvent {
+    let rec = RecurrenceInput { rrule: "FREQ=WEEKLY".into(), exdates: vec![], rdates: vec![] };
+    NewEvent { recurrence: Some(rec), ..new(title, start, tz) }
+}
+
+fn q(from: &str, to: &str, tz: &str) -> ListQuery {
+    ListQuery { from: from.into(), to: to.into(), timezone: Some(tz.into()), project_id: None }
+}
+
+async fn starts(s: &CalendarService, u: &UserId, query: ListQuery) -> Vec<String> {
+    s.list(u, &query).await.unwrap().events.into_iter().map(|e| e.start).collect()
+}
+
+#[tokio::test]
+async fn a_weekly_berlin_event_stays_at_nine_across_dst() {
+    let (s, u) = (svc(), user("alice"));
+    s.create(&u, &weekly("Standup", "2026-03-23T09:00", "Europe/Berlin")).await.unwrap();
+    let got = starts(&s, &u, q("2026-03-23", "2026-04-05", "Europe/Berlin")).await;
+    assert_eq!(got, vec!["2026-03-23T09:00:00+01:00", "2026-03-30T09:00:00+02:00"]);
+    // The same instants read in UTC: the wall clock held, the instant moved.
+    let utc = starts(&s, &u, q("2026-03-23", "2026-04-05", "UTC")).await;
+    assert_eq!(utc, vec!["2026-03-23T08:00:00Z", "2026-03-30T07:00:00Z"]);
+}
+
+#[tokio::test]
+async fn an_all_day_event_is_a_date_and_a_late_la_event_lists_on_its_local_day() {
+    let (s, u) = (svc(), user("alice"));
+    let mut day = new("Holiday", "2026-12-24", "Europe/Berlin");
+    day.duration_minutes = None;
+    let made = s.create(&u, &day).await.unwrap().event.unwrap();
+    assert_eq!((made.start.to_string(), made.end.to_string()), ("2026-12-24".into(), "2026-12-25".into()));
+    // Read in Los Angeles it is still the 24th, whole.
+    let la = s.list(&u, &q("2026-12-24", "2026-12-24", "America/Los_Angeles")).await.unwrap();
+    assert_eq!((la.events[0].start.as_str(), la.events[0].all_day), ("2026-12-24", true));
+    assert!(s.list(&u, &q("2026-12-25", "2026-12-25", "America/Los_Angeles")).await.unwrap().events.is_empty());
+
+    let late = NewEvent { duration_minutes: Some(20), ..new("Late call", "2026-06-10T23:30", "America/Los_Angeles") };
+    s.create(&u, &late).await.unwrap();
+    let on_10th = starts(&s, &u, q("2026-06-10", "2026-06-10", "America/Los_Angeles")).await;
+    assert_eq!(on_10th, vec!["2026-06-10T23:30:00-07:00"], "the local day, not the UTC one (the 11th)");
+    assert!(starts(&s, &u, q("2026-06-11", "2026-06-11", "America/Los_Angeles")).await.is_empty());
+}
+
+#[tokio::test]
+async fn editing_one_instance_changes_only_that_instance() {
+    let (s, u) = (svc(), user("alice"));
+    let ev = s.create(&u, &weekly("Review", "2026-11-02T15:00", "Europe/Berlin")).await.unwrap().event.unwrap();
+    let target = Target { instance: Some("2026-11-09T14:00:00Z".into()), scope: None };
+    let moved = EventChanges { start: Some("2026-11-09T16:00".into()), ..Default::default() };
+    let w = s.update(&u, &ev.id, &target, &moved, None).await.unwrap();
+    assert_eq!(w.summary, "Moved Review to Mon 9 Nov 16:00 (this occurrence)");
+    let got = starts(&s, &u, q("2026-11-02", "2026-11-22", "Europe/Berlin")).await;
+    assert_eq!(got, vec!["2026-11-02T15:00:00+01:00", "2026-11-09T16:00:00+01:00", "2026-11-16T15:00:00+01:00"]);
+    let stored = s.get(&u, &ev.id).await.unwrap();
+    assert_eq!(stored.overrides.len(), 1, "kept as an override");
+    assert_eq!(stored.version, 2);
+}
+
+#[tokio::test]
+async fn deleting_this_and_following_ends_the_series_there() {
+    let (s, u) = (svc(), user("alice"));
+    let ev = s.create(&u, &weekly("Gym", "2026-11-02T07:00", "Europe/Berlin")).await.unwrap().event.unwrap();
+    let target = Target { instance: Some("2026-11-16T06:00:00Z".into()), scope: Some(EditScope::Following) };
+    s.delete(&u, &ev.id, &target, None).await.unwrap();
+    let got = starts(&s, &u, q("2026-11-01", "2026-12-31", "Europe/Berlin")).await;
+    assert_eq!(got, vec!["2026-11-02T07:00:00+01:00", "2026-11-09T07:00:00+01:00"]);
+    // Deleting one instance of what is left keeps the other.
+    let one = Target { instance: Some("2026-11-02T06:00:00Z".into()), scope: None };
+    s.delete(&u, &ev.id, &one, None).await.unwrap();
+    assert_eq!(starts(&s, &u, q("2026-11-01", "2026-12-31", "Europe/Berlin")).await, vec!["2026-11-09T07:00:00+01:00"]);
+}
+
+#[tokio::test]
+async fn changing_this_and_following_splits_the_series() {
+    let (s, u) = (svc(), user("alice"));
+    let ev = s.create(&u, &weekly("1:1", "2026-11-02T10:00", "Europe/Berlin")).await.unwrap().event.unwrap();
+    let target = Target { instance: Some("2026-11-16T09:00:00Z".into()), scope: Some(EditScope::Following) };
+    let c = EventChanges { start: Some("2026-11-17T11:00".into()), ..Default::default() };
+    let w = s.update(&u, &ev.id, &target, &c, None).await.unwrap();
+    assert_eq!(w.patch.changes.len(), 2, "the ended series and the new one");
+    let got = starts(&s, &u, q("2026-11-01", "2026-11-30", "Europe/Berlin")).await;
+    assert_eq!(
+        got,
+        vec![
+            "2026-11-02T10:00:00+01:00",
+            "2026-11-09T10:00:00+01:00",
+            "2026-11-17T11:00:00+01:00",
+            "2026-11-24T11:00:00+01:00"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn another_users_event_is_not_found_and_untouched() {
+    let s = svc();
+    let (alice, bob) = (user("alice"), user("bob"));
+    let ev = s.create(&alice, &new("Private", "2026-11-02T10:00", "UTC")).await.unwrap().event.unwrap();
+    let c = EventChanges { title: Some("hijacked".into()), ..Default::default() };
+    assert_eq!(s.get(&bob, &ev.id).await.unwrap_err().code(), "event_not_found");
+    assert_eq!(s.update(&bob, &ev.id, &Target::default(), &c, None).await.unwrap_err().code(), "event_not_found");
+    assert_eq!(s.delete(&bob, &ev.id, &Target::default(), None).await.unwrap_err().code(), "event_not_found");
+    assert!(s.list(&bob, &q("2026-11-01", "2026-11-30", "UTC")).await.unwrap().events.is_empty());
+    assert_eq!(s.get(&alice, &ev.id).await.unwrap(), ev);
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_nothing_written() {
+    let (s, u) = (svc(), user("alice"));
+    let bad_zone = new("x", "2026-11-02T10:00", "Mars/Base");
+    assert_eq!(s.create(&u, &bad_zone).await.unwrap_err().code(), "invalid_timezone");
+    let backwards = NewEvent {
+        end: Some("2026-11-02T09:00".into()),
+        duration_minutes: None,
+        ..new("x", "2026-11-02T10:00", "UTC")
+    };
+    assert_eq!(s.create(&u, &backwards).await.unwrap_err().code(), "end_before_start");
+    for rule in ["FREQ=FORTNIGHTLY", "FREQ=MINUTELY", "nonsense"] {
+        let mut e = weekly("x", "2026-11-02T10:00", "UTC");
+        e.recurrence.as_mut().unwrap().rrule = rule.into();
+        assert_eq!(s.create(&u, &e).await.unwrap_err().code(), "invalid_rrule", "{rule}");
+    }
+    assert_eq!(s.list(&u, &q("2026-01-01", "2027-06-01", "UTC")).await.unwrap_err().code(), "range_too_long");
+    assert_eq!(s.list(&u, &q("2026-06-01", "2026-01-01", "UTC")).await.unwrap_err().code(), "end_before_start");
+    assert!(s.list(&u, &q("2026-01-01", "2026-12-31", "UTC")).await.unwrap().events.is_empty(), "nothing written");
+}
+
+#[tokio::test]
+async fn an_unbounded_series_lists_a_capped_number_and_says_so() {
+    let (s, u) = (svc(), user("alice"));
+    let mut e = weekly("Hourly ping", "2026-01-01T00:00", "UTC");
+    e.recurrence.as_mut().unwrap().rrule = "FREQ=HOURLY".into();
+    e.duration_minutes = Some(10);
+    s.create(&u, &e).await.unwrap();
+    let list = s.list(&u, &q("2026-01-01", "2026-03-01", "UTC")).await.unwrap();
+    assert_eq!(list.events.len(), recur::MAX_INSTANCES);
+    assert!(list.truncated);
+}
+
+#[tokio::test]
+async fn a_stale_version_is_a_conflict_and_writes_nothing() {
+    let (s, u) = (svc(), user("alice"));
+    let ev = s.create(&u, &new("Plan", "2026-11-02T10:00", "UTC")).await.unwrap().event.unwrap();
+    let c = EventChanges { title: Some("Plan v2".into()), ..Default::default() };
+    s.update(&u, &ev.id, &Target::default(), &c, Some(1)).await.unwrap();
+    let e = s.update(&u, &ev.id, &Target::default(), &c, Some(1)).await.unwrap_err();
+    assert!(matches!(e, CalendarError::Conflict { expected: 1, current_version: 2 }), "{e:?}");
+    assert_eq!(s.delete(&u, &EventId::new(), &Target::default(), None).await.unwrap_err().code(), "event_not_found");
+}
+
+#[tokio::test]
+async fn free_time_skips_busy_occurrences() {
+    let (s, u) = (svc(), user("alice"));
+    s.create(&u, &new("Busy", "2026-12-01T10:00", "Europe/Berlin")).await.unwrap();
+    let fq = FreeQuery {
+        from: "2026-12-01".into(),
+        to: "2026-12-01".into(),
+        duration_minutes: 120,
+        timezone: Some("Europe/Berlin".into()),
+        ..Default::default()
+    };
+    let slots = s.free_time(&u, &fq).await.unwrap();
+    let got: Vec<_> = slots.iter().map(|x| (x.start.as_str(), x.end.as_str())).collect();
+    assert_eq!(got, vec![("2026-12-01T11:00:00+01:00", "2026-12-01T17:00:00+01:00")]);
+}
