@@ -9,7 +9,13 @@ use shared::calendar::caldav::{
 };
 use shared::calendar::recur::day_range;
 use shared::calendar::remote::Remote;
-use shared::calendar::{CalendarError, CalendarEvent, EventTime, InstanceOverride, Recurrence, RemoteRef, Zone};
+use shared::calendar::store::MemoryEventStore;
+use shared::calendar::{
+    CalendarError, CalendarEvent, CalendarService, EventChanges, EventTime, InstanceOverride, ListQuery, NewEvent,
+    Recurrence, RecurrenceInput, RemoteRef, Target, Zone,
+};
+use shared::entities::store::MemoryEntityStore;
+use shared::entities::EntityService;
 use shared::ids::{EventId, UserId};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -285,11 +291,11 @@ async fn bob_can_neither_read_nor_write_alices_calendar() {
 #[tokio::test]
 async fn the_remote_seam_writes_reads_and_reports_conflicts_by_title() {
     let Some(rad) = radicale("remote_seam") else { return };
-    // dev-user's account only; alice has none here.
-    let accounts = HashMap::from([("u-dev".to_string(), rad.account("dev-user"))]);
+    // bob's account only (his default calendar); alice has none here.
+    let accounts = HashMap::from([("u-dev".to_string(), rad.account("bob"))]);
     let remote = CaldavRemote::new(Arc::new(EnvAccounts::new(accounts)));
     assert!(remote.calendar(&UserId::parse("u-alice").unwrap()).await.unwrap().is_none(), "no account, no calendar");
-    let cal = remote.calendar(&UserId::parse("u-dev").unwrap()).await.unwrap().expect("dev-user's calendar");
+    let cal = remote.calendar(&UserId::parse("u-dev").unwrap()).await.unwrap().expect("bob's calendar");
 
     let token = cal.changes(None).await.unwrap().token;
     let mut e = weekly(&uid());
@@ -316,4 +322,83 @@ async fn the_remote_seam_writes_reads_and_reports_conflicts_by_title() {
     cal.delete(&r2, "Standup").await.unwrap();
     let gone = RemoteRef { href: r2.href.clone(), etag: r2.etag.clone() };
     cal.delete(&gone, "Standup").await.expect("deleting what is already gone is done");
+}
+
+/// The calendar service synced with dev-user's Radicale calendar: what it
+/// makes appears on the server; what is made there appears in its listing;
+/// a change made there in between is a conflict and nothing is overwritten.
+#[tokio::test]
+async fn the_calendar_service_and_the_server_see_each_others_events() {
+    let Some(rad) = radicale("service_sync") else { return };
+    let accounts = HashMap::from([("u-sync".to_string(), rad.account("dev-user"))]);
+    let remote = CaldavRemote::new(Arc::new(EnvAccounts::new(accounts)));
+    let svc = CalendarService::new(MemoryEventStore::new(), EntityService::new(MemoryEntityStore::new()))
+        .with_remote(Arc::new(remote));
+    let user = UserId::parse("u-sync").unwrap();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+
+    // Made by the service (as the model's tool would): on the server.
+    let input = NewEvent {
+        title: format!("Review {tag}"),
+        start: "2026-10-19T09:00".into(),
+        end: None,
+        duration_minutes: Some(30),
+        timezone: Some("Europe/Berlin".into()),
+        location: None,
+        description: None,
+        recurrence: Some(RecurrenceInput { rrule: "FREQ=WEEKLY;COUNT=4".into(), exdates: vec![], rdates: vec![] }),
+        project_id: None,
+        task_id: None,
+    };
+    let made = svc.create(&user, &input).await.unwrap().event.unwrap();
+    let r = made.remote.clone().expect("written to the server");
+    let dev = rad.client("dev-user");
+    let there = dev.get(&r.href).await.unwrap();
+    assert_eq!(there.etag, r.etag);
+    let theirs = from_ics(&there.ics, Zone::UTC).unwrap();
+    assert_eq!((theirs.uid.as_str(), theirs.title.as_str()), (made.uid.as_str(), made.title.as_str()));
+    assert_eq!(theirs.start, at("2026-10-19T07:00:00Z"));
+
+    // Made on the server (another client): in the service's listing.
+    let cal = dev.default_calendar().await.unwrap();
+    let other = event(&uid(), &format!("Dentist {tag}"), "2026-10-20T13:00:00Z", "2026-10-20T14:00:00Z", berlin());
+    create(&dev, &cal.href, &other).await;
+    let q = ListQuery {
+        from: "2026-10-19".into(),
+        to: "2026-10-20".into(),
+        timezone: Some("Europe/Berlin".into()),
+        project_id: None,
+    };
+    let listed: Vec<(String, String)> = svc
+        .list(&user, &q)
+        .await
+        .unwrap()
+        .events
+        .into_iter()
+        .filter(|e| e.title.ends_with(&tag))
+        .map(|e| (e.title, e.start))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            (format!("Review {tag}"), "2026-10-19T09:00:00+02:00".to_string()),
+            (format!("Dentist {tag}"), "2026-10-20T15:00:00+02:00".to_string()),
+        ]
+    );
+
+    // Changed on the server after the service read it: the service's change
+    // is refused, naming the event; the server keeps the other change.
+    let mut elsewhere = theirs.clone();
+    elsewhere.title = format!("Review (moved by phone) {tag}");
+    let their_etag = dev.put(&r.href, &to_ics(&elsewhere), Precondition::Match(r.etag.clone())).await.unwrap();
+    let change = EventChanges { title: Some(format!("Review (ours) {tag}")), ..EventChanges::default() };
+    match svc.update(&user, &made.id, &Target::default(), &change, None).await {
+        // Named by the title of the refused write (what the seam is given).
+        Err(CalendarError::RemoteConflict { title }) => assert_eq!(Some(title), change.title),
+        other => panic!("expected a RemoteConflict, got {other:?}"),
+    }
+    let now = dev.get(&r.href).await.unwrap();
+    assert_eq!(now.etag, their_etag);
+    assert_eq!(from_ics(&now.ics, Zone::UTC).unwrap().title, elsewhere.title);
+    assert_eq!(svc.get(&user, &made.id).await.unwrap().title, made.title, "nothing written here either");
 }
