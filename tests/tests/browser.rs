@@ -6,7 +6,9 @@
 //! last message; a reload mid-turn resumes without duplicated text; history,
 //! tool calls and operations after a reload; the pane follows a streaming
 //! answer; a turn of many tool calls and its replay render without an update
-//! loop; another project's session shows that project) are in the script;
+//! loop; another project's session shows that project; the agenda lists the
+//! week, a calendar turn's event appears in it in place and stays after a
+//! reload, a calendar that cannot be listed leaves the page working) are in the script;
 //! this starts everything (two projects, a session in the second), answers as
 //! the model, and checks its exit code. The lock files' test is here too.
 //!
@@ -26,7 +28,9 @@ const USER: &str = "web-user";
 
 /// The scripted model, by the last message of each request (the script's
 /// prompts): a document to create, then a paced answer; a long answer to stop;
-/// an answer to reload in the middle of.
+/// an answer to reload in the middle of; an event to put on the calendar on
+/// the day the prompt names (the script computes "tomorrow" in the browser's
+/// zone, so the model need not know it).
 fn model(request: &Value) -> Reply {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let last = messages.last().cloned().unwrap_or_default();
@@ -38,6 +42,7 @@ fn model(request: &Value) -> Reply {
     let paced = |pieces: Vec<String>| Reply::paced(&pieces.iter().map(String::as_str).collect::<Vec<_>>(), gap);
     match last["role"].as_str() {
         Some("tool") if asked.contains("every list") => Reply::text(&["Everything ", "is in order."]),
+        Some("tool") if asked.contains("design review") => Reply::text(&["Booked ", "the design review."]),
         Some("tool") => paced(["I added ", "the Launch ", "checklist ", "to the plan", "."].map(String::from).to_vec()),
         // Many reads at once: a turn of some 150 parts, arriving (and replayed) in bursts.
         _ if text.contains("every list") => {
@@ -50,6 +55,14 @@ fn model(request: &Value) -> Reply {
             "create_document",
             json!({ "title": "Launch checklist", "content": "- [ ] announce" }),
         )]),
+        // "Schedule a design review on 2026-11-27 at 10:00": a 30-minute event at 10:00 local that day.
+        _ if text.contains("design review on ") => {
+            let day: String = text.split("design review on ").nth(1).unwrap_or_default().chars().take(10).collect();
+            Reply::tool_calls(&[(
+                "create_calendar_event",
+                json!({ "title": "Design review", "start": format!("{day}T10:00"), "duration_minutes": 30 }),
+            )])
+        }
         _ if text.contains("long essay") => paced(words("essay", 120)),
         _ if text.contains("reload") => paced(words("resumed", 40)),
         _ if text.contains("long story") => paced(words("story", 150)),

@@ -1,11 +1,13 @@
 //! The feature stores' contract suites against DynamoDB Local: the same cases
 //! the in-memory twins pass in `cargo test -p shared --lib` (entities, plans,
-//! agent state, summaries, the context cache), so the two cannot drift.
+//! agent state, summaries, the context cache, calendar events), so the two
+//! cannot drift.
 //! Sessions are plain session items written here, as the sessions store
 //! leaves them: live (`status` active) or being deleted.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use shared::agent_state::store::DynamoAgentStateStore;
+use shared::calendar::store::DynamoEventStore;
 use shared::context::cache::DynamoContextCache;
 use shared::entities::store::DynamoEntityStore;
 use shared::ids::{SessionId, UserId};
@@ -107,4 +109,15 @@ mod context_cache {
     }
 
     shared::context_cache_contract!(cache);
+}
+
+mod calendar_events {
+    use super::*;
+
+    async fn store() -> DynamoEventStore {
+        let (client, table) = table().await;
+        DynamoEventStore::new(client, table)
+    }
+
+    shared::event_store_contract!(store);
 }

@@ -268,7 +268,7 @@ async fn refused_arguments_ask_nothing_and_create_nothing() {
     use shared::tools::{ToolContext, ToolRegistry, ToolScope};
     let t = TestApp::new().await;
     let reg = ToolRegistry::new(service(&t));
-    let ctx = ToolContext { user: user("alice"), scope: ToolScope::Global };
+    let ctx = ToolContext { user: user("alice"), scope: ToolScope::Global, zone: None };
     let call = |name: &str, args: Value| ToolCall {
         id: "c1".into(),
         kind: "function".into(),

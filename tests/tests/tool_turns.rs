@@ -30,7 +30,7 @@ async fn project(t: &TestApp, u: &str, name: &str) -> ProjectId {
 /// Creates an entity through the tool registry (the same service), returning its id.
 async fn create(t: &TestApp, u: &str, p: &ProjectId, tool: &str, args: Value) -> String {
     let reg = ToolRegistry::new(service(t));
-    let ctx = ToolContext { user: user(u), scope: ToolScope::Project { project: p.clone() } };
+    let ctx = ToolContext { user: user(u), scope: ToolScope::Project { project: p.clone() }, zone: None };
     let call = ToolCall {
         id: "setup".into(),
         kind: "function".into(),

@@ -36,7 +36,7 @@ async fn project(f: &Fixture, u: &str, name: &str) -> (ProjectId, EntityId) {
 }
 
 fn ctx(u: &str, scope: ToolScope) -> ToolContext {
-    ToolContext { user: user(u), scope }
+    ToolContext { user: user(u), scope, zone: None }
 }
 
 fn in_project(u: &str, p: &ProjectId) -> ToolContext {
@@ -176,7 +176,7 @@ async fn definitions_are_the_offered_tools() {
     fn assert_send<T: Send>(t: T) -> T {
         t
     }
-    let c = ToolContext { user: user("alice"), scope };
+    let c = ToolContext { user: user("alice"), scope, zone: None };
     let o = assert_send(f.tools.execute(&c, &call("get_doc_structure", "{}"))).await;
     assert!(o.ok, "{}", o.content);
 }

@@ -27,6 +27,10 @@ const STORY_REPLY = words('story', 150);
 const OTHER_PROJECT_NAME = 'Garden planner';
 const OTHER_DOC = 'Seed list';
 const { OTHER_SESSION, OTHER_PROJECT } = process.env;
+// The browser's time zone (not the machine's, nor UTC): the agenda's days and
+// the calendar turn's local times are in it.
+const ZONE = 'Europe/Berlin';
+const CALENDAR_REPLY = 'Booked the design review.';
 if (!OTHER_SESSION || !OTHER_PROJECT) throw new Error('OTHER_SESSION and OTHER_PROJECT must be set');
 
 const profile = mkdtempSync(join(tmpdir(), 'agentic-chat-chromium-'));
@@ -35,6 +39,7 @@ const browser = await chromium.launchPersistentContext(profile, {
   executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
   headless: true,
   viewport: { width: 1280, height: 760 },
+  timezoneId: ZONE,
   args: [
     '--headless',
     '--no-sandbox',
@@ -48,12 +53,17 @@ const browser = await chromium.launchPersistentContext(profile, {
 const pageErrors = [];
 // The body of every POST /chat the page made, in order.
 const posted = [];
+// The query of every GET <entitiesUrl>/events the page made, in order.
+const listed = [];
 try {
   const page = browser.pages()[0] ?? (await browser.newPage());
   page.on('pageerror', (e) => pageErrors.push(String(e)));
   page.on('console', (m) => m.type() === 'error' && /React error|Maximum update depth/.test(m.text()) && pageErrors.push(m.text()));
   page.on('request', (r) => {
     if (r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/chat')) posted.push(r.postDataJSON());
+    if (r.method() === 'GET' && new URL(r.url()).pathname.endsWith('/events')) {
+      listed.push(Object.fromEntries(new URL(r.url()).searchParams));
+    }
   });
   page.setDefaultTimeout(20_000);
 
@@ -225,11 +235,116 @@ try {
     await page.locator('aside h2', { hasText: OTHER_PROJECT_NAME }).waitFor();
   });
 
+  const today = dayIn(ZONE);
+  const tomorrow = plusDays(today, 1);
+  const agendaDay = (date) => page.locator(`[data-testid=agenda-day][data-date="${date}"]`);
+
+  await scenario('the agenda groups a listing by local day: all-day events first, on each of their days', async () => {
+    // The listing as the route answers (src/agenda.ts): a two-day all-day
+    // event, two timed ones out of order, an occurrence of a series.
+    const at = (day, hm) => `${day}T${hm}:00+01:00`;
+    const d2 = plusDays(today, 2);
+    const events = [
+      { event_id: 'e1', title: 'Standup', start: at(d2, '09:00'), end: at(d2, '09:15'), all_day: false, recurring: true, instance: `${d2}T08:00:00Z`, version: 1 },
+      { event_id: 'e2', title: 'Offsite', start: today, end: plusDays(today, 2), all_day: true, recurring: false, version: 1 },
+      { event_id: 'e3', title: 'Breakfast', start: at(d2, '08:30'), end: at(d2, '09:00'), all_day: false, recurring: false, version: 1 },
+    ];
+    await page.route(isListing, (route) =>
+      route.fulfill({ json: { from: today, to: plusDays(today, 6), timezone: ZONE, events, truncated: false } }),
+    );
+    try {
+      await page.reload();
+      await page.locator('[data-testid=agenda][data-state=ready]').waitFor();
+      const rows = async (date) =>
+        agendaDay(date).locator('[data-testid=agenda-event]').evaluateAll((els) => els.map((el) => el.textContent));
+      assert.deepEqual(await rows(today), ['all day Offsite']);
+      assert.deepEqual(await rows(tomorrow), ['all day Offsite']);
+      assert.deepEqual(await rows(d2), ['08:30 Breakfast', '09:00 Standup']);
+    } finally {
+      await page.unroute(isListing);
+    }
+  });
+
+  await scenario("a calendar that cannot be listed says so and the page goes on working", async () => {
+    await page.route(isListing, (route) =>
+      route.fulfill({ status: 503, json: { error: { code: 'unavailable', message: 'no calendar' } } }),
+    );
+    try {
+      await page.reload();
+      await page.locator('[data-testid=agenda-unavailable]', { hasText: 'calendar unavailable' }).waitFor();
+      await page.locator('[data-testid=doc]').first().waitFor();
+      await waitReady(page);
+      const before = posted.length;
+      await send(page, 'Hello once more');
+      await watchAssistant(page, (t) => t === 'Hello.' && posted.length > before);
+    } finally {
+      await page.unroute(isListing);
+    }
+  });
+
+  await scenario("the agenda lists today and the next six days in the browser's zone", async () => {
+    await page.reload();
+    await page.locator('[data-testid=agenda][data-state=ready]').waitFor();
+    const days = await page.$$eval('[data-testid=agenda-day]', (els) => els.map((el) => el.getAttribute('data-date')));
+    assert.deepEqual(days, Array.from({ length: 7 }, (_, i) => plusDays(today, i)));
+    assert.deepEqual(listed.at(-1), { from: today, to: plusDays(today, 6), timezone: ZONE });
+    assert.equal(await agendaDay(today).locator('h3').textContent(), 'Today');
+  });
+
+  await scenario("a calendar turn's event appears in the agenda in place, and stays after a reload", async () => {
+    await page.locator('[data-testid=new-calendar-chat]').click();
+    await page.locator('[data-testid=agenda][data-state=ready]').waitFor();
+    await page.evaluate(() => (window.__samePage = true));
+    const listings = listed.length;
+    await send(page, `Schedule a design review on ${tomorrow} at 10:00`);
+    await watchAssistant(page, (t) => t === CALENDAR_REPLY);
+    const body = posted.at(-1);
+    assert.equal(body.context_type, 'calendar', 'a calendar chat names its scope');
+    assert.equal(body.timezone, ZONE, "the turn sends the browser's zone");
+    assert.equal(body.projectFocus, undefined);
+    // The patch made the page list the week again; the event is under tomorrow, at 10:00 local.
+    const event = agendaDay(tomorrow).locator('[data-testid=agenda-event]', { hasText: 'Design review' });
+    await event.waitFor();
+    assert.ok(listed.length > listings, 'the calendar patch listed the week again');
+    assert.equal(await event.locator('[data-testid=agenda-time]').textContent(), '10:00');
+    assert.equal(await page.evaluate(() => window.__samePage), true, 'no reload');
+    await page.locator('aside [data-testid=operation]', { hasText: /Design review/ }).first().waitFor();
+    // After a reload (the finished turn replayed, its patch with it) it is still there, once.
+    await page.reload();
+    await page.locator('[data-testid=message-assistant]').first().waitFor();
+    await waitReady(page);
+    await event.waitFor();
+    await page.waitForTimeout(500);
+    assert.equal(await page.locator('[data-testid=agenda-event]', { hasText: 'Design review' }).count(), 1);
+    assert.equal(await event.locator('[data-testid=agenda-time]').textContent(), '10:00');
+    await page.locator('aside [data-testid=operation]', { hasText: /Design review/ }).first().waitFor();
+    // A stored calendar session keeps its scope.
+    await send(page, 'Hello calendar');
+    await watchAssistant(page, (t) => t === 'Hello.');
+    assert.equal(posted.at(-1).context_type, 'calendar');
+  });
+
   assert.deepEqual(pageErrors, [], 'the page threw');
   console.log(`browser: every scenario passed in ${Date.now() - t0} ms (resume: first text ${resumeMs} ms after reload)`);
 } finally {
   await browser.close();
   rmSync(profile, { recursive: true, force: true });
+}
+
+/** Whether `url` is the calendar's listing (`GET <entitiesUrl>/events`), for page.route. */
+function isListing(url) {
+  return url.pathname.endsWith('/events');
+}
+
+/** Today's date (YYYY-MM-DD) in `zone`. */
+function dayIn(zone) {
+  return new Intl.DateTimeFormat('en-CA', { timeZone: zone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(new Date());
+}
+
+/** `day` plus `n` days. */
+function plusDays(day, n) {
+  const [y, m, d] = day.split('-').map(Number);
+  return new Date(Date.UTC(y, m - 1, d + n)).toISOString().slice(0, 10);
 }
 
 async function scenario(name, body) {

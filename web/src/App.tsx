@@ -1,14 +1,17 @@
 /**
  * The chat page: sessions on the left, the conversation in the middle, the
- * project's document tree and the turn's operations on the right. The open
+ * agenda (the calendar's next seven days), the project's document tree and
+ * the turn's operations on the right. The open
  * session is in the address (`#/s/<id>`), so a reload comes back to it and
  * resumes a running turn.
  */
 import { generateId } from 'ai';
 import { useCallback, useEffect, useMemo, useState } from 'react';
 import { Api } from './api/client';
-import type { EntityPatch, Project, SessionView } from './api/types.gen';
-import { Chat } from './Chat';
+import type { CalendarPatch, ContextType, EntityPatch, Project, SessionView } from './api/types.gen';
+import { changesSomething } from './agenda';
+import { AgendaPanel, useAgenda } from './AgendaPanel';
+import { Chat, type ChatScope } from './Chat';
 import type { ChatMessage } from './chat-types';
 import type { AppConfig } from './config';
 import { toUIMessages } from './history';
@@ -30,14 +33,26 @@ function useHashSession(): string | null {
   return id;
 }
 
-/** A new chat: an id like `useChat`'s own, which the server takes as the session's key. */
-/** Chat ids this tab made and has not sent anything under yet: they have no
- * stored history to ask for (asking would only log a 404 in the console). */
-const fresh = new Set<string>();
+/**
+ * Chat ids this tab made and has not sent anything under yet, with the scope
+ * their first turn names: they have no stored history to ask for (asking
+ * would only log a 404 in the console).
+ */
+const fresh = new Map<string, ChatScope>();
 
-function openSession(id: string = generateId()) {
-  fresh.add(id);
+/** A new chat: an id like `useChat`'s own, which the server takes as the session's key. */
+function openSession(scope: ChatScope = 'project', id: string = generateId()) {
+  fresh.set(id, scope);
   window.location.hash = `#/s/${id}`;
+}
+
+/**
+ * The scope a stored session's turns keep: a calendar session (or a daily
+ * brief) stays one; any other is turned toward its project, as before.
+ */
+function sessionScope(session: SessionView | null): ChatScope {
+  const t: ContextType | undefined = session?.context_type;
+  return t === 'calendar' || t === 'daily_brief_update' ? t : 'project';
 }
 
 /** The project a session works in, from its focus (`projectFocus`: `projectId`), if it names one. */
@@ -53,7 +68,12 @@ export function App({ config }: { config: AppConfig }) {
   const [sessions, setSessions] = useState<SessionView[]>([]);
   // The open session: its history, and the project it works in (its stored
   // focus; null for a new chat or one without a project).
-  const [history, setHistory] = useState<{ id: string; messages: ChatMessage[]; project: string | null } | null>(null);
+  const [history, setHistory] = useState<{
+    id: string;
+    messages: ChatMessage[];
+    project: string | null;
+    scope: ChatScope;
+  } | null>(null);
   const [projects, setProjects] = useState<Project[] | null>(null);
   const [ontology, setOntology] = useState<Ontology | null>(null);
   // The panel's operations list, which the open chat fills (OntologyPanel).
@@ -79,15 +99,22 @@ export function App({ config }: { config: AppConfig }) {
   useEffect(() => {
     if (!sessionId) return openSession();
     setHistory(null);
-    if (fresh.delete(sessionId)) {
-      setHistory({ id: sessionId, messages: [], project: null });
+    const scope = fresh.get(sessionId);
+    if (scope) {
+      fresh.delete(sessionId);
+      setHistory({ id: sessionId, messages: [], project: null, scope });
       return;
     }
     let live = true;
     Promise.all([api.messages(sessionId), api.session(sessionId)]).then(
       ([page, session]) =>
         live &&
-        setHistory({ id: sessionId, messages: toUIMessages(page.messages), project: focusProject(session?.focus) }),
+        setHistory({
+          id: sessionId,
+          messages: toUIMessages(page.messages),
+          project: focusProject(session?.focus),
+          scope: sessionScope(session),
+        }),
       (e) => live && setError(String(e)),
     );
     return () => {
@@ -117,11 +144,18 @@ export function App({ config }: { config: AppConfig }) {
 
   const onPatch = useCallback((p: EntityPatch) => setOntology((o) => (o ? applyPatch(o, p) : o)), []);
 
+  // The calendar's next days; a turn's calendar patch lists them again.
+  const [agenda, refreshAgenda] = useAgenda(api);
+  const onCalendarPatch = useCallback((p: CalendarPatch) => changesSomething(p) && refreshAgenda(), [refreshAgenda]);
+
   return (
     <div className="layout">
       <nav className="sessions">
         <button data-testid="new-chat" onClick={() => openSession()}>
           New chat
+        </button>
+        <button data-testid="new-calendar-chat" onClick={() => openSession('calendar')}>
+          New calendar chat
         </button>
         <ul>
           {sessions.map((s) => (
@@ -144,7 +178,9 @@ export function App({ config }: { config: AppConfig }) {
             sessionId={current.id}
             initial={current.messages}
             projectId={projectId}
+            scope={current.scope}
             onPatch={onPatch}
+            onCalendarPatch={onCalendarPatch}
             feed={feed}
             onTurnEnd={refreshSessions}
           />
@@ -152,7 +188,9 @@ export function App({ config }: { config: AppConfig }) {
           <p className="muted">Loading…</p>
         )}
       </main>
-      <OntologyPanel ontology={ontology} feedRef={setFeed} />
+      <OntologyPanel ontology={ontology} feedRef={setFeed}>
+        <AgendaPanel state={agenda} />
+      </OntologyPanel>
     </div>
   );
 }

@@ -3,19 +3,28 @@
  * `DefaultChatTransport` against `POST <stream URL>/chat`, resuming a running
  * turn on mount (`GET <stream URL>/chat/{id}/stream`). Our events arrive as
  * `data-*` parts: operations stay in the message, entity patches go to the
- * ontology panel, the agent state (transient) to the status line.
+ * ontology panel, calendar patches to the agenda, the agent state
+ * (transient) to the status line.
  */
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, type PrepareSendMessagesRequest } from 'ai';
 import { useLayoutEffect, useMemo, useRef, useState } from 'react';
 import { createPortal } from 'react-dom';
 import type { Api } from './api/client';
-import type { EntityPatch } from './api/types.gen';
+import { browserZone } from './agenda';
+import type { CalendarPatch, ContextType, EntityPatch } from './api/types.gen';
 import type { ChatMessage } from './chat-types';
 import { join, type AppConfig } from './config';
 import { Message } from './Message';
 import { OperationsFeed } from './OntologyPanel';
 import { settled } from './operations';
+
+/**
+ * What a turn names as its scope (`context_type`): a project turn (with the
+ * project in `projectFocus`), or a calendar one (the calendar's tools and
+ * the next seven days in its context), or a daily brief.
+ */
+export type ChatScope = Extract<ContextType, 'project' | 'calendar' | 'daily_brief_update'>;
 
 interface Props {
   api: Api;
@@ -24,7 +33,11 @@ interface Props {
   initial: ChatMessage[];
   /** The project the turn works in (its tools), when there is one. */
   projectId?: string;
+  /** The scope each turn names (`project` when it has a project). */
+  scope: ChatScope;
   onPatch: (p: EntityPatch) => void;
+  /** A turn's calendar patch (`data-calendar-patch`): the agenda lists its days again. */
+  onCalendarPatch: (p: CalendarPatch) => void;
   /** The panel's operations list: the feed is drawn into it. */
   feed: HTMLElement | null;
   onTurnEnd: () => void;
@@ -41,13 +54,15 @@ export const lastMessageOnly: PrepareSendMessagesRequest<ChatMessage> = ({ id, m
   body: { ...body, id, messages: messages.slice(-1), trigger, messageId },
 });
 
-export function Chat({ api, config, sessionId, initial, projectId, onPatch, feed, onTurnEnd }: Props) {
+export function Chat({ api, config, sessionId, initial, projectId, scope, onPatch, onCalendarPatch, feed, onTurnEnd }: Props) {
   const [agentState, setAgentState] = useState<string | null>(null);
   const [input, setInput] = useState('');
   // useChat keeps the transport it was first given, so the scope is read
   // when each request is made, not when the transport is.
   const project = useRef(projectId);
   project.current = projectId;
+  const turnScope = useRef(scope);
+  turnScope.current = scope;
   const transport = useMemo(
     () =>
       new DefaultChatTransport<ChatMessage>({
@@ -55,8 +70,15 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, feed
         headers: api.authHeaders,
         // Besides useChat's own body ({id, messages, trigger, messageId}): the
         // turn's scope, as in a native turn request (TurnRequest): a project
-        // turn names its project in `projectFocus`.
-        body: () => (project.current ? { context_type: 'project', projectFocus: { projectId: project.current } } : {}),
+        // turn names its project in `projectFocus`; and the browser's time
+        // zone (IANA), in which the calendar tools read and write local times.
+        body: () => {
+          const timezone = browserZone();
+          if (turnScope.current !== 'project') return { context_type: turnScope.current, timezone };
+          return project.current
+            ? { context_type: 'project', projectFocus: { projectId: project.current }, timezone }
+            : { timezone };
+        },
         prepareSendMessagesRequest: lastMessageOnly,
       }),
     [api, config.streamUrl],
@@ -68,6 +90,7 @@ export function Chat({ api, config, sessionId, initial, projectId, onPatch, feed
     resume: true,
     onData: (part) => {
       if (part.type === 'data-entity-patch') onPatch(part.data.patch);
+      if (part.type === 'data-calendar-patch') onCalendarPatch(part.data.patch);
       if (part.type === 'data-agent-state') setAgentState(part.data.state);
     },
     onFinish: () => {

@@ -7,7 +7,7 @@
  * streaming message, and a burst of parts (a replayed turn arrives at once)
  * would exceed React's limit of nested updates (error #185).
  */
-import type { Ref } from 'react';
+import type { ReactNode, Ref } from 'react';
 import type { DocNode } from './api/types.gen';
 import type { OperationData } from './chat-types';
 import { sorted, type Ontology } from './ontology';
@@ -28,10 +28,20 @@ function Tree({ nodes, titles }: { nodes: DocNode[]; titles: Ontology['titles'] 
   );
 }
 
-export function OntologyPanel({ ontology, feedRef }: { ontology: Ontology | null; feedRef: Ref<HTMLOListElement> }) {
+export function OntologyPanel({
+  ontology,
+  feedRef,
+  children,
+}: {
+  ontology: Ontology | null;
+  feedRef: Ref<HTMLOListElement>;
+  /** Shown above the project (the agenda). */
+  children?: ReactNode;
+}) {
   return (
     <aside className="ontology">
-      <h2>{ontology ? ontology.projectName : 'No project'}</h2>
+      {children}
+      <h2 data-testid="project-name">{ontology ? ontology.projectName : 'No project'}</h2>
       {ontology && (
         <div data-testid="tree" data-version={ontology.version}>
           <Tree nodes={ontology.tree} titles={ontology.titles} />

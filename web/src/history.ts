@@ -61,7 +61,8 @@ const REFUSED = new Set(['invalid_arguments', 'unknown_tool', 'out_of_scope', 'i
  * preview (`title` or `name` of the entity read or written), else the id.
  * The status: `success`, `error` when the result is an error, `start` when
  * the result is missing (the turn ended during the call). One operation per
- * call: the settled one the live feed shows.
+ * call: the settled one the live feed shows. A calendar write's sentence
+ * (`summary`: "Scheduled Design review for …") is its result's `done`.
  */
 export function storedOperations(call: ToolCallView): OperationData[] {
   const args = parseArgs(call.arguments);
@@ -119,6 +120,21 @@ export function storedOperations(call: ToolCallView): OperationData[] {
         if (str('from_kind')) op = ['update', str('from_kind')!, `${str('from_id')} ${relation} ${str('to_id')}`, str('from_id')];
         break;
       }
+      case 'create_calendar_event':
+        op = ['create', 'calendar_event', str('title') ?? ''];
+        break;
+      case 'update_calendar_event':
+        op = ['update', 'calendar_event', named(str('event_id')), str('event_id')];
+        break;
+      case 'delete_calendar_event':
+        op = ['delete', 'calendar_event', named(str('event_id')), str('event_id')];
+        break;
+      case 'list_calendar_events':
+        op = ['list', 'calendar_event', `calendar ${str('from') ?? ''} – ${str('to') ?? ''}`];
+        break;
+      case 'find_free_time':
+        op = ['search', 'calendar_event', `free ${String(a.duration_minutes ?? '')} min, ${str('from') ?? ''} – ${str('to') ?? ''}`];
+        break;
       case 'get_document_metadata': {
         const ids = Array.isArray(a.document_ids) ? a.document_ids : [];
         const titles = preview && !failed ? namesIn(preview) : [];
@@ -129,7 +145,14 @@ export function storedOperations(call: ToolCallView): OperationData[] {
   if (!op) return []; // the calls that send no operation (questions, edges, the doc tree, plans)
   const [action, entity_type, entity_name, entity_id] = op;
   const status = preview == null ? 'start' : failed ? 'error' : 'success';
-  return [{ action, entity_type, entity_name, status, ...(entity_id ? { entity_id } : {}) }];
+  const summary = status === 'success' && entity_type === 'calendar_event' ? doneIn(preview!) : undefined;
+  return [{ action, entity_type, entity_name, status, ...(entity_id ? { entity_id } : {}), ...(summary ? { summary } : {}) }];
+}
+
+/** A calendar write's sentence: its result's `done` (JSON, possibly cut short). */
+function doneIn(preview: string): string | undefined {
+  const m = /"done":("(?:[^"\\]|\\.)*")/.exec(preview);
+  return m ? (JSON.parse(m[1]) as string) : undefined;
 }
 
 const NAME = /"(?:title|name)":("(?:[^"\\]|\\.)*")/g;

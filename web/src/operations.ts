@@ -1,4 +1,7 @@
-/** An operation (`data-operation`) as a person reads it: "Created document “Plan”". */
+/**
+ * An operation (`data-operation`) as a person reads it: "Created document
+ * “Plan”", or the sentence the server sent with it (`summary`).
+ */
 import type { OperationAction } from './api/types.gen';
 import type { OperationData } from './chat-types';
 
@@ -12,6 +15,10 @@ const VERBS: { [A in OperationAction]: [running: string, done: string, failed: s
 };
 
 export function describeOperation(op: OperationData): string {
+  // The server's own sentence, where names alone do not say the step
+  // ("Moved Design review to Tue 1 Dec 10:00"); a failure has none.
+  if (op.summary && op.status === 'success') return op.summary;
+  if (op.summary && op.status === 'start') return `${op.summary}…`;
   const [running, done, failed] = VERBS[op.action];
   const what = `${op.entity_type.replace(/_/g, ' ')} “${op.entity_name}”`;
   switch (op.status) {

@@ -3,7 +3,8 @@
 //! each runs the [`EntityService`] call its [`Op`] names. Body, query and
 //! `If-Match` parsing, with the grammar the document states (integers by
 //! [`crate::entities::rules`], `If-Match` by [`IF_MATCH_PATTERN`]); errors
-//! are [`EntityError`]'s one answer (`super::error`).
+//! are [`EntityError`]'s one answer (`super::error`). The calendar's
+//! `/events` routes are in the same list and run by [`super::events`].
 //!
 //! `GET /openapi.json` is public; every other route needs a bearer token.
 
@@ -11,6 +12,8 @@ use super::entities_doc::{base_document, http_method, operation, Op};
 use super::extract::{HasAuth, Params, Segments, User};
 use super::{json, json_error, OpenApiRouter, ResponseBody};
 use crate::auth::Authenticator;
+use crate::calendar::store::DynamoEventStore;
+use crate::calendar::CalendarService;
 use crate::config::Config;
 use crate::entities::model::*;
 use crate::entities::rules::{PAGE_LIMIT, VERSION};
@@ -38,6 +41,8 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 #[derive(Clone)]
 pub struct EntitiesApp {
     pub service: EntityService,
+    /// The calendar (`/events`), over the same table.
+    pub calendar: CalendarService,
     pub auth: Authenticator,
     openapi: Arc<String>,
     /// `CORS_ALLOW_ORIGIN` (local stacks; see [`super::cors`]).
@@ -51,8 +56,11 @@ impl EntitiesApp {
     }
 
     pub fn with_dynamo(config: Config, dynamo: aws_sdk_dynamodb::Client) -> EntitiesApp {
+        let service = EntityService::new(DynamoEntityStore::new(dynamo.clone(), config.table_name.clone()));
+        let events = DynamoEventStore::new(dynamo, config.table_name.clone());
         EntitiesApp {
-            service: EntityService::new(DynamoEntityStore::new(dynamo, config.table_name.clone())),
+            calendar: CalendarService::new(events, service.clone()),
+            service,
             auth: Authenticator::from_config(&config.auth),
             openapi: Arc::new(openapi_json()),
             cors_allow_origin: config.cors_allow_origin.clone(),
@@ -155,11 +163,11 @@ fn no_route_found() -> Response {
 }
 
 /// A request's parts the operations read.
-struct Input {
-    segs: Vec<String>,
-    q: Params,
-    headers: http::HeaderMap,
-    body: Bytes,
+pub(super) struct Input {
+    pub(super) segs: Vec<String>,
+    pub(super) q: Params,
+    pub(super) headers: http::HeaderMap,
+    pub(super) body: Bytes,
 }
 
 /// One route: the document is public; everything else is the user's, with a
@@ -183,6 +191,9 @@ async fn serve(op: Op, State(app): State<EntitiesApp>, req: Request) -> Response
         Ok::<_, super::ApiError>(Input { segs, q, headers: parts.headers.clone(), body })
     };
     match input.await {
+        Ok(input) if op.is_event() => {
+            super::events::run(op, &app.calendar, &user, &input).await.unwrap_or_else(IntoResponse::into_response)
+        }
         Ok(input) => run(op, &app.service, &user, &input).await.unwrap_or_else(IntoResponse::into_response),
         Err(e) => e.into_response(),
     }
@@ -241,6 +252,9 @@ async fn run_project(op: Op, svc: &EntityService, user: &UserId, req: &Input) ->
         Op::OpenApi | Op::List(_) | Op::Create(_) | Op::Get(_) | Op::Update(_) | Op::Delete(_) => {
             unreachable!("served elsewhere")
         }
+        Op::ListEvents | Op::FreeTime | Op::CreateEvent | Op::GetEvent | Op::UpdateEvent | Op::DeleteEvent => {
+            unreachable!("the calendar's: super::events")
+        }
     }
 }
 
@@ -291,7 +305,7 @@ fn kind(s: &str) -> Result<EntityKind, EntityError> {
     EntityKind::from_plural(s).ok_or_else(|| EntityError::UnknownKind(s.to_string()))
 }
 
-fn body<T: serde::de::DeserializeOwned>(req: &Input) -> Result<T, EntityError> {
+pub(super) fn body<T: serde::de::DeserializeOwned>(req: &Input) -> Result<T, EntityError> {
     let b = req.body.as_ref();
     if b.is_empty() {
         return Err(EntityError::bad("invalid_json", "a JSON body is required"));
@@ -340,7 +354,7 @@ fn version_tag(s: &str) -> Option<u64> {
 }
 
 /// `If-Match`: `*` (no check) or one version ([`version_tag`]).
-fn if_match(req: &Input) -> Result<Option<u64>, EntityError> {
+pub(super) fn if_match(req: &Input) -> Result<Option<u64>, EntityError> {
     let Some(v) = req.headers.get(http::header::IF_MATCH) else { return Ok(None) };
     let s = v.to_str().unwrap_or("");
     if s == "*" {

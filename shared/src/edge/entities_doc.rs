@@ -7,6 +7,8 @@
 //! routes by the same list (its 405 answers name the methods listed here),
 //! and `docs/openapi.json` is a copy a test keeps equal to it.
 
+use super::events::{EventDeleted, FreeSlots};
+use crate::calendar::{CalendarEvent, CalendarPatch, EditScope, EventChanges, EventList, NewEvent};
 use crate::entities::model::*;
 use crate::entities::rules;
 use crate::entities::service::MAX_PAGE;
@@ -33,8 +35,23 @@ pub enum Param {
     OfEntity,
     /// `q` of `GET /search`.
     Q,
-    /// `project_id` of `GET /search`.
+    /// `project_id` of `GET /search` and `GET /events`.
     InProject,
+    /// `from` / `to` of the calendar's ranges (required).
+    From,
+    To,
+    /// `timezone` of the calendar's reads: an IANA name.
+    Timezone,
+    /// `duration_minutes` of `GET /events/free` (required).
+    DurationMinutes,
+    /// `day_start` / `day_end` of `GET /events/free`: `HH:MM`.
+    DayStart,
+    DayEnd,
+    /// `include_weekends` of `GET /events/free`.
+    IncludeWeekends,
+    /// `instance` / `scope` of an event's update or delete: the target.
+    Instance,
+    Scope,
 }
 
 impl Param {
@@ -45,6 +62,31 @@ impl Param {
             Param::OfEntity => "entity_id",
             Param::Q => "q",
             Param::InProject => "project_id",
+            Param::From => "from",
+            Param::To => "to",
+            Param::Timezone => "timezone",
+            Param::DurationMinutes => "duration_minutes",
+            Param::DayStart => "day_start",
+            Param::DayEnd => "day_end",
+            Param::IncludeWeekends => "include_weekends",
+            Param::Instance => "instance",
+            Param::Scope => "scope",
+        }
+    }
+
+    /// Whether a request without it is refused (`missing_field`, or
+    /// `invalid_value` for `q`).
+    pub fn required(self) -> bool {
+        matches!(self, Param::Q | Param::From | Param::To | Param::DurationMinutes)
+    }
+
+    /// The code of a refused value of it.
+    fn error_code(self) -> &'static str {
+        match self {
+            Param::Limit | Param::Q | Param::DurationMinutes | Param::IncludeWeekends | Param::Scope => "invalid_value",
+            Param::ProjectCursor | Param::EntityCursor | Param::OfEntity | Param::InProject => "invalid_id",
+            Param::From | Param::To | Param::DayStart | Param::DayEnd | Param::Instance => "invalid_time",
+            Param::Timezone => "invalid_timezone",
         }
     }
 
@@ -59,6 +101,7 @@ impl Param {
             Param::OfEntity => described_ref("EntityId", "Only this entity's edges (both directions)."),
             Param::Q => rules::SEARCH_QUERY.schema().description(Some("Searched for, case-insensitively.")).into(),
             Param::InProject => described_ref("ProjectId", "Only this project; every project when absent."),
+            _ => super::events::param_schema(self),
         }
     }
 }
@@ -84,6 +127,23 @@ pub enum Op {
     Get(EntityKind),
     Update(EntityKind),
     Delete(EntityKind),
+    /// The calendar's routes ([`super::events`]).
+    ListEvents,
+    FreeTime,
+    CreateEvent,
+    GetEvent,
+    UpdateEvent,
+    DeleteEvent,
+}
+
+impl Op {
+    /// A route of the calendar, run by [`super::events`].
+    pub fn is_event(self) -> bool {
+        matches!(
+            self,
+            Op::ListEvents | Op::FreeTime | Op::CreateEvent | Op::GetEvent | Op::UpdateEvent | Op::DeleteEvent
+        )
+    }
 }
 
 /// One route of the API.
@@ -114,6 +174,13 @@ pub const ERROR_CODES: &[(&str, u16, &str)] = &[
     ("invalid_value", 400, "a value outside what this document allows"),
     ("invalid_id", 400, "a malformed id (path, query or body)"),
     ("unknown_kind", 400, "a kind that is not one of the seven"),
+    ("invalid_time", 400, "not a date, a local time or an instant; or a local time the clocks skip"),
+    ("invalid_timezone", 400, "not an IANA time zone name"),
+    ("end_before_start", 400, "an event's end, or a range's `to`, is not after its start"),
+    ("invalid_rrule", 400, "not an RFC 5545 RRULE, or one that repeats without end too often"),
+    ("range_too_long", 400, "a range over 366 days"),
+    ("not_recurring", 400, "`instance` names an occurrence of an event that does not repeat"),
+    ("link_not_found", 400, "the event's `project_id` / `task_id` is not the user's"),
     ("missing_token", 401, "no bearer token"),
     ("invalid_token", 401, "the token is malformed or its signature is wrong"),
     ("token_expired", 401, "the token has expired"),
@@ -125,18 +192,26 @@ pub const ERROR_CODES: &[(&str, u16, &str)] = &[
     ("project_not_found", 404, "missing, being deleted, or another user's"),
     ("entity_not_found", 404, "missing, being deleted, or another user's"),
     ("edge_not_found", 404, "no such edge"),
+    ("event_not_found", 404, "missing, deleted, or another user's"),
+    ("instance_not_found", 404, "the series has no instance starting at `instance`"),
     ("cursor_not_found", 404, "the cursor's project is gone: list from the start again"),
     ("route_not_found", 404, "no such route"),
     ("method_not_allowed", 405, "the route does not take this method (`Allow` lists those it takes)"),
     ("version_conflict", 409, "the version sent is not the current one (`current_version`); nothing was written"),
     ("edge_exists", 409, "this edge already exists"),
     ("context_document_protected", 409, "a project's context document cannot be deleted"),
+    (
+        "calendar_conflict",
+        409,
+        "the event changed on the user's calendar server since it was read; nothing was written",
+    ),
     ("too_large", 413, "the body is over 3 MiB, or a content over 2 MiB"),
     ("edge_endpoint_not_found", 422, "an edge end is not an entity of this project (of that kind)"),
     ("edge_self_loop", 422, "an edge needs two different entities"),
     ("parent_not_found", 422, "the parent document is not in this project's tree"),
     ("tree_cycle", 422, "a document cannot move under itself or its descendant"),
     ("store_corrupt", 500, "a stored record cannot be read"),
+    ("calendar_server_error", 502, "the user's calendar server failed or refused"),
     ("project_busy", 503, "concurrent writes kept winning: retry"),
     ("store_unavailable", 503, "the store did not answer: retry"),
     ("jwks_unavailable", 503, "the token keys could not be fetched: retry"),
@@ -187,6 +262,9 @@ impl RouteDoc {
         if self.path.contains("{entity_id}") {
             c.push("entity_not_found");
         }
+        if self.path.contains("{event_id}") {
+            c.extend(["invalid_id", "event_not_found"]);
+        }
         if self.body.is_some() {
             c.extend(BODY);
         }
@@ -194,9 +272,11 @@ impl RouteDoc {
             c.extend(["invalid_value", "version_conflict"]);
         }
         for p in self.query {
-            c.push(if matches!(p, Param::Limit | Param::Q) { "invalid_value" } else { "invalid_id" });
+            c.extend(p.required().then_some("missing_field"));
+            c.push(p.error_code());
         }
-        if self.writes() {
+        // The calendar is not in a project: no project transaction to lose.
+        if self.writes() && !self.op.is_event() {
             c.push("project_busy");
         }
         c.extend(self.errors);
@@ -206,11 +286,11 @@ impl RouteDoc {
     }
 }
 
-fn r(name: &str) -> RefOr<Schema> {
+pub(super) fn r(name: &str) -> RefOr<Schema> {
     RefOr::Ref(Ref::from_schema_name(name))
 }
 
-fn described_ref(name: &str, description: &str) -> RefOr<Schema> {
+pub(super) fn described_ref(name: &str, description: &str) -> RefOr<Schema> {
     // A `$ref` with siblings is fine in OpenAPI 3.1.
     let mut r = Ref::from_schema_name(name);
     r.description = description.to_string();
@@ -251,7 +331,7 @@ fn patch_schema(kind: EntityKind) -> String {
     fields_schema(kind).replace("Fields", "Patch")
 }
 
-fn route(
+pub(super) fn route(
     op: Op,
     method: Method,
     path: &str,
@@ -283,6 +363,7 @@ pub fn routes() -> Vec<RouteDoc> {
     for kind in EntityKind::ALL {
         v.extend(kind_routes(kind));
     }
+    v.extend(super::events::routes());
     v
 }
 
@@ -521,6 +602,14 @@ fn kind_routes(kind: EntityKind) -> Vec<RouteDoc> {
         SearchResults,
         SearchHit,
         MatchedIn,
+        CalendarEvent,
+        NewEvent,
+        EventChanges,
+        EditScope,
+        EventList,
+        CalendarPatch,
+        EventDeleted,
+        FreeSlots,
     ))
 )]
 struct ApiDoc;
@@ -629,8 +718,11 @@ pub fn http_method(m: &Method) -> HttpMethod {
 
 /// The route's operation: parameters, body, the success answer and every error status.
 pub fn operation(rt: &RouteDoc) -> OperationBuilder {
-    let ok =
+    let mut ok =
         ResponseBuilder::new().description("OK").content("application/json", Content::new(Some(rt.response.clone())));
+    if rt.op == Op::GetEvent {
+        ok = ok.header("ETag", super::events::etag_header());
+    }
     let mut op = OperationBuilder::new().summary(Some(rt.summary.clone())).response(rt.status.to_string(), ok);
     for (status, description) in error_responses(rt) {
         let resp =
@@ -640,7 +732,7 @@ pub fn operation(rt: &RouteDoc) -> OperationBuilder {
     if !rt.public() {
         op = op.security(SecurityRequirement::new("bearer", Vec::<String>::new()));
     }
-    for (p, id) in [("project_id", "ProjectId"), ("entity_id", "EntityId")] {
+    for (p, id) in [("project_id", "ProjectId"), ("entity_id", "EntityId"), ("event_id", "EventId")] {
         if rt.path.contains(&format!("{{{p}}}")) {
             op = op.parameter(
                 ParameterBuilder::new()
@@ -652,7 +744,7 @@ pub fn operation(rt: &RouteDoc) -> OperationBuilder {
         }
     }
     for q in rt.query {
-        let required = if *q == Param::Q { Required::True } else { Required::False };
+        let required = if q.required() { Required::True } else { Required::False };
         op = op.parameter(
             ParameterBuilder::new()
                 .name(q.name())

@@ -7,6 +7,7 @@
 //! `session_busy` say); a corrupt record 500.
 
 use crate::auth::AuthError;
+use crate::calendar::CalendarError;
 use crate::entities::EntityError;
 use crate::store::StoreError;
 use crate::turn::BadTurn;
@@ -118,6 +119,42 @@ impl From<&EntityError> for ApiError {
 impl IntoResponse for EntityError {
     fn into_response(self) -> Response {
         ApiError::from(&self).into_response()
+    }
+}
+
+/// The calendar's statuses, as the entities API's: not found (another
+/// user's included) 404; refused input 400; a stale version 409 with
+/// `current_version`; a change made on the user's calendar server since it
+/// was read 409 `calendar_conflict`; that server failing 502; the store's
+/// own errors by [`store_status`].
+impl From<CalendarError> for ApiError {
+    fn from(e: CalendarError) -> Self {
+        let status = match &e {
+            CalendarError::NotFound | CalendarError::NoSuchInstance(_) => StatusCode::NOT_FOUND,
+            CalendarError::BadInput { .. } | CalendarError::InvalidId(_) => StatusCode::BAD_REQUEST,
+            CalendarError::Conflict { .. } | CalendarError::RemoteConflict { .. } => StatusCode::CONFLICT,
+            CalendarError::Remote(_) => StatusCode::BAD_GATEWAY,
+            CalendarError::Store(_) => {
+                let CalendarError::Store(s) = e else { unreachable!() };
+                return ApiError::from(s);
+            }
+        };
+        if status.is_server_error() {
+            tracing::error!(code = e.code(), error = %e, "calendar request failed");
+        } else {
+            tracing::info!(code = e.code(), "calendar request refused");
+        }
+        let current_version = match e {
+            CalendarError::Conflict { current_version, .. } => Some(current_version),
+            _ => None,
+        };
+        ApiError { current_version, ..ApiError::new(status, e.code(), e.to_string()) }
+    }
+}
+
+impl IntoResponse for CalendarError {
+    fn into_response(self) -> Response {
+        ApiError::from(self).into_response()
     }
 }
 

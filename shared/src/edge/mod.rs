@@ -21,6 +21,7 @@ pub mod deadline;
 pub mod entities;
 pub mod entities_doc;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod guard;
 pub mod openapi;

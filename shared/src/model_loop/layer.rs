@@ -26,6 +26,9 @@ pub struct TurnScope {
     pub entity_id: Option<String>,
     /// The client's focus metadata (`projectFocus`), e.g. `{"projectId": "…"}`.
     pub focus: Option<serde_json::Value>,
+    /// The zone the request named: the calendar tools read local times in
+    /// it (else the user's stored zone).
+    pub timezone: Option<crate::calendar::Zone>,
 }
 
 /// What one tool call produced.

@@ -238,7 +238,7 @@ impl Fixture {
             user: UserId::parse("user-1").unwrap(),
             sid: SessionId::new(),
             turn_id: TurnId::new(),
-            scope: TurnScope { context_type: ContextType::Global, entity_id: None, focus: None },
+            scope: TurnScope { context_type: ContextType::Global, entity_id: None, focus: None, timezone: None },
             stopped: CancellationToken::new(),
             lease_lost: CancellationToken::new(),
             max_rounds: 5,
@@ -789,7 +789,7 @@ async fn layers_route_each_call_to_the_first_layer_that_handles_it() {
     let base = Fakes::with(&[("echo", Act::Echo)]);
     let streaming = Streaming::new(&base, None, None);
     let layers = Layers::new(vec![&streaming, &base]);
-    let scope = TurnScope { context_type: ContextType::Global, entity_id: None, focus: None };
+    let scope = TurnScope { context_type: ContextType::Global, entity_id: None, focus: None, timezone: None };
     let names: Vec<_> = layers.offered(&scope).iter().map(|d| d["function"]["name"].clone()).collect();
     assert_eq!(names, ["stream_me", "echo"], "every layer's offer, in order");
     let call = |name: &str| ToolCall {
@@ -824,7 +824,7 @@ async fn the_watch_reports_a_context_shift_and_questions_from_calls() {
         kind: "function".into(),
         function: FunctionCall { name: "move".into(), arguments: "{}".into() },
     };
-    let scope = TurnScope { context_type: ContextType::Global, entity_id: None, focus: None };
+    let scope = TurnScope { context_type: ContextType::Global, entity_id: None, focus: None, timezone: None };
     watched.run(&UserId::parse("user-1").unwrap(), &scope, &call).await;
     assert_eq!(watched.shift(), Some(focus));
 }

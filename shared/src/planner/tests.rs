@@ -234,6 +234,7 @@ impl Turn {
                 context_type: ContextType::Project,
                 entity_id: None,
                 focus: Some(serde_json::json!({"projectId": project.to_string()})),
+                timezone: None,
             },
             cap: 3,
         }
@@ -521,7 +522,7 @@ async fn a_step_runs_only_the_tools_it_was_given() {
 fn plan_tools_are_offered_in_a_project_and_handled_with_the_stream() {
     let turn = Turn::new(Runner::default());
     assert_eq!(definitions(&turn.scope).len(), 2);
-    let global = TurnScope { context_type: ContextType::Global, entity_id: None, focus: None };
+    let global = TurnScope { context_type: ContextType::Global, entity_id: None, focus: None, timezone: None };
     assert!(definitions(&global).is_empty());
     let layer =
         PlanLayer { store: &turn.plans, entities: None, tools: &turn.tools, step_concurrency: 1, step_max_rounds: 1 };

@@ -45,6 +45,11 @@ fn service<'a>(c: &Call<'a>) -> Result<&'a CalendarService, Refusal> {
     c.calendar.ok_or_else(|| Refusal::Args("the calendar is not available here".into()))
 }
 
+/// The zone the request named, else `None` (the user's stored zone).
+fn zone_name(c: &Call<'_>) -> Option<String> {
+    c.zone.map(|z| z.name().to_string())
+}
+
 fn event_id(s: &str) -> Result<EventId, Refusal> {
     EventId::parse(s).map_err(|e| Refusal::Calendar(CalendarError::InvalidId(format!("event_id: {e}")), None))
 }
@@ -113,7 +118,7 @@ impl Tool for ListCalendarEvents {
             Some(p) => Some(ProjectId::parse(p).map_err(|e| Refusal::Args(format!("project_id: {e}")))?),
             None => None,
         };
-        let q = ListQuery { from: a.from.clone(), to: a.to.clone(), timezone: None, project_id };
+        let q = ListQuery { from: a.from.clone(), to: a.to.clone(), timezone: zone_name(c), project_id };
         let op = op(OperationAction::List, format!("calendar {} – {}", a.from, a.to), None);
         read(svc.list(c.user, &q).await.map(|l| to_json(&l)), op)
     }
@@ -130,7 +135,8 @@ impl Tool for CreateCalendarEvent {
         (default one hour). Repeat it with `recurrence.rrule` (RFC 5545, e.g. `FREQ=WEEKLY;BYDAY=TU`).";
     const NEEDS_PROJECT: bool = false;
 
-    async fn run(&self, c: &Call<'_>, a: NewEvent) -> Result<Done, Refusal> {
+    async fn run(&self, c: &Call<'_>, mut a: NewEvent) -> Result<Done, Refusal> {
+        a.timezone = a.timezone.filter(|z| !z.is_empty()).or_else(|| zone_name(c));
         let op = op(OperationAction::Create, a.title.clone(), None);
         written(service(c)?.create(c.user, &a).await, op, OperationAction::Create)
     }
@@ -263,7 +269,7 @@ impl Tool for FindFreeTime {
             from: a.from,
             to: a.to,
             duration_minutes: a.duration_minutes,
-            timezone: None,
+            timezone: zone_name(c),
             day_start: a.day_start,
             day_end: a.day_end,
             include_weekends: a.include_weekends,

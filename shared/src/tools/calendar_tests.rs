@@ -15,7 +15,7 @@ fn registry() -> ToolRegistry {
 }
 
 async fn run(reg: &ToolRegistry, user: &str, name: &str, args: Value) -> ToolOutcome {
-    let ctx = ToolContext { user: UserId::parse(user).unwrap(), scope: ToolScope::Global };
+    let ctx = ToolContext { user: UserId::parse(user).unwrap(), scope: ToolScope::Global, zone: None };
     let call = ToolCall {
         id: "call_1".into(),
         kind: "function".into(),

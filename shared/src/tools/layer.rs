@@ -19,7 +19,7 @@ impl TurnTools for ToolRegistry {
     }
 
     async fn run(&self, user: &UserId, s: &TurnScope, call: &ToolCall) -> ToolRun {
-        let ctx = ToolContext { user: user.clone(), scope: scope(s) };
+        let ctx = ToolContext { user: user.clone(), scope: scope(s), zone: s.timezone };
         let outcome = self.execute(&ctx, call).await;
         let events = outcome.events();
         ToolRun { ok: outcome.ok, content: outcome.content, preview: outcome.preview, events }

@@ -211,6 +211,8 @@ impl fmt::Debug for ToolName {
 pub struct ToolContext {
     pub user: UserId,
     pub scope: ToolScope,
+    /// The zone the turn's request named (the calendar's local times).
+    pub zone: Option<crate::calendar::Zone>,
 }
 
 /// The chat's tools, over one [`EntityService`] and, where the function
@@ -260,7 +262,13 @@ impl ToolRegistry {
             Ok(raw) => raw,
             Err(message) => return failure("invalid_arguments", &message),
         };
-        let call = Call { svc: &self.service, calendar: self.calendar.as_ref(), user: &ctx.user, scope: &ctx.scope };
+        let call = Call {
+            svc: &self.service,
+            calendar: self.calendar.as_ref(),
+            user: &ctx.user,
+            scope: &ctx.scope,
+            zone: ctx.zone,
+        };
         outcome(name, tool.0.run_raw(&call, &raw).await)
     }
 }

@@ -12,7 +12,7 @@ fn registry() -> ToolRegistry {
 }
 
 async fn run(reg: &ToolRegistry, user: &str, scope: &ToolScope, name: &str, args: Value) -> (bool, Value) {
-    let ctx = ToolContext { user: UserId::parse(user).unwrap(), scope: scope.clone() };
+    let ctx = ToolContext { user: UserId::parse(user).unwrap(), scope: scope.clone(), zone: None };
     let call = ToolCall {
         id: "call_1".into(),
         kind: "function".into(),

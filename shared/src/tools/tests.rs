@@ -27,7 +27,7 @@ fn registry() -> ToolRegistry {
 }
 
 fn ctx(scope: ToolScope) -> ToolContext {
-    ToolContext { user: UserId::parse("alice").unwrap(), scope }
+    ToolContext { user: UserId::parse("alice").unwrap(), scope, zone: None }
 }
 
 fn project_scope() -> ToolScope {

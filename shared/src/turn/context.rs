@@ -95,8 +95,12 @@ pub fn remember_zone(deps: &TurnDeps, user: &UserId, zone: Option<Zone>) {
 
 pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -> Prepared {
     let view = &started.view;
-    let scope =
-        TurnScope { context_type: view.context_type, entity_id: view.entity_id.clone(), focus: view.focus.clone() };
+    let scope = TurnScope {
+        context_type: view.context_type,
+        entity_id: view.entity_id.clone(),
+        focus: view.focus.clone(),
+        timezone: started.timezone,
+    };
     let pack = started.pack.as_ref();
     let state_block = started.agent_state.as_ref().map(|(s, _)| render(s)).filter(|r| !r.is_empty());
     let prompt = PromptBuilder::build(&PromptInputs {

@@ -47,6 +47,8 @@ pub struct Started {
     pub pack: Option<LoadedPack>,
     /// The calendar block, in the calendar and daily-brief scopes.
     pub agenda: Option<String>,
+    /// The zone the request named.
+    pub timezone: Option<crate::calendar::Zone>,
     pub lease: LeaseGuard,
     pub run_id: RunId,
     /// The message this turn's start wrote: the user message, or a
@@ -157,6 +159,7 @@ async fn open(
         agent_state,
         pack,
         agenda,
+        timezone: turn.timezone,
         lease,
         run_id: ids.run_id.clone(),
         user_message,
@@ -262,6 +265,7 @@ async fn resume(
         history,
         pack,
         agenda,
+        timezone: turn.timezone,
         lease,
         run_id: ids.run_id.clone(),
         user_message,

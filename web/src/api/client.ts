@@ -4,6 +4,7 @@
  * (docs/entities.md). Every call sends the bearer token; a non-2xx answer
  * throws with the server's `{"error":{"code","message"}}`.
  */
+import type { EventList } from '../agenda';
 import { join, type AppConfig } from '../config';
 import type {
   DocStructure,
@@ -89,6 +90,15 @@ export class Api {
 
   docStructure(projectId: string): Promise<DocStructure> {
     return this.call(this.config.entitiesUrl, `projects/${encodeURIComponent(projectId)}/doc-structure`);
+  }
+
+  /**
+   * The user's calendar from day `from` through day `to` (both included) in
+   * `timezone`: recurrences expanded, times local to that zone.
+   */
+  events(from: string, to: string, timezone: string): Promise<EventList> {
+    const q = new URLSearchParams({ from, to, timezone });
+    return this.call(this.config.entitiesUrl, `events?${q}`);
   }
 
   /** The project's documents (without content), every page. */

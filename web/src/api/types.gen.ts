@@ -275,6 +275,20 @@ export type ContextType =
  */
 export type DoneReason = 'complete' | 'error' | 'stopped';
 /**
+ * Which part of a series a change or delete applies to.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EditScope".
+ */
+export type EditScope = 'instance' | 'following' | 'series';
+/**
+ * An IANA time zone name, e.g. Europe/Berlin.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Zone".
+ */
+export type Zone = string;
+/**
  * Where a search term was found.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -566,13 +580,6 @@ export type Telemetry =
       plan_id: string;
       step_id: string;
     };
-/**
- * An IANA time zone name, e.g. Europe/Berlin.
- *
- * This interface was referenced by `WireTypes`'s JSON-Schema
- * via the `definition` "Zone".
- */
-export type Zone = string;
 
 export interface WireTypes {
   AgentActivity?: AgentActivity;
@@ -599,6 +606,7 @@ export interface WireTypes {
   Edge?: Edge;
   EdgeEnd?: EdgeEnd;
   EdgeList?: EdgeList;
+  EditScope?: EditScope;
   Entity?: Entity;
   EntityFields?: EntityFields;
   EntityId?: EntityId;
@@ -607,10 +615,16 @@ export interface WireTypes {
   Error?: Error;
   ErrorBody?: ErrorBody;
   ErrorDetail?: ErrorDetail;
+  EventChanges?: EventChanges;
+  EventDeleted?: EventDeleted;
   EventId?: EventId;
+  EventInstance?: EventInstance;
+  EventList?: EventList;
   EventTime?: EventTime;
   ExecutorKind?: ExecutorKind;
   Focus?: Focus;
+  FreeSlot?: FreeSlot;
+  FreeSlots?: FreeSlots;
   FunctionCall?: FunctionCall;
   GoalFields?: GoalFields;
   GoalPatch?: GoalPatch;
@@ -630,6 +644,7 @@ export interface WireTypes {
   MoveDocument?: MoveDocument;
   Name?: Name;
   NewDocument?: NewDocument;
+  NewEvent?: NewEvent;
   NewProject?: NewProject;
   OperationAction?: OperationAction;
   OperationStatus?: OperationStatus;
@@ -649,6 +664,7 @@ export interface WireTypes {
   Record?: Record;
   RecordKind?: RecordKind;
   Recurrence?: Recurrence;
+  RecurrenceInput?: RecurrenceInput1;
   RemoteRef?: RemoteRef;
   RenameSession?: RenameSession;
   RequirementFields?: RequirementFields;
@@ -1186,7 +1202,7 @@ export interface EntityPatch {
 export interface Error {
   error: {
     /**
-     * Stable, machine-readable. `invalid_json` (400): the body is not JSON, or is missing; `missing_field` (400): a required field is absent (or null in an update); `unknown_field` (400): a field this body does not have; `wrong_type` (400): a field, or the body, has the wrong JSON type; `invalid_value` (400): a value outside what this document allows; `invalid_id` (400): a malformed id (path, query or body); `unknown_kind` (400): a kind that is not one of the seven; `missing_token` (401): no bearer token; `invalid_token` (401): the token is malformed or its signature is wrong; `token_expired` (401): the token has expired; `token_not_yet_valid` (401): the token is not valid yet; `invalid_issuer` (401): the token's issuer is not the configured one; `invalid_audience` (401): the token's audience is not the configured one; `invalid_subject` (401): the token's subject is not a valid user id; `auth_not_configured` (401): the server has no way to check tokens; `project_not_found` (404): missing, being deleted, or another user's; `entity_not_found` (404): missing, being deleted, or another user's; `edge_not_found` (404): no such edge; `cursor_not_found` (404): the cursor's project is gone: list from the start again; `route_not_found` (404): no such route; `method_not_allowed` (405): the route does not take this method (`Allow` lists those it takes); `version_conflict` (409): the version sent is not the current one (`current_version`); nothing was written; `edge_exists` (409): this edge already exists; `context_document_protected` (409): a project's context document cannot be deleted; `too_large` (413): the body is over 3 MiB, or a content over 2 MiB; `edge_endpoint_not_found` (422): an edge end is not an entity of this project (of that kind); `edge_self_loop` (422): an edge needs two different entities; `parent_not_found` (422): the parent document is not in this project's tree; `tree_cycle` (422): a document cannot move under itself or its descendant; `store_corrupt` (500): a stored record cannot be read; `project_busy` (503): concurrent writes kept winning: retry; `store_unavailable` (503): the store did not answer: retry; `jwks_unavailable` (503): the token keys could not be fetched: retry.
+     * Stable, machine-readable. `invalid_json` (400): the body is not JSON, or is missing; `missing_field` (400): a required field is absent (or null in an update); `unknown_field` (400): a field this body does not have; `wrong_type` (400): a field, or the body, has the wrong JSON type; `invalid_value` (400): a value outside what this document allows; `invalid_id` (400): a malformed id (path, query or body); `unknown_kind` (400): a kind that is not one of the seven; `invalid_time` (400): not a date, a local time or an instant; or a local time the clocks skip; `invalid_timezone` (400): not an IANA time zone name; `end_before_start` (400): an event's end, or a range's `to`, is not after its start; `invalid_rrule` (400): not an RFC 5545 RRULE, or one that repeats without end too often; `range_too_long` (400): a range over 366 days; `not_recurring` (400): `instance` names an occurrence of an event that does not repeat; `link_not_found` (400): the event's `project_id` / `task_id` is not the user's; `missing_token` (401): no bearer token; `invalid_token` (401): the token is malformed or its signature is wrong; `token_expired` (401): the token has expired; `token_not_yet_valid` (401): the token is not valid yet; `invalid_issuer` (401): the token's issuer is not the configured one; `invalid_audience` (401): the token's audience is not the configured one; `invalid_subject` (401): the token's subject is not a valid user id; `auth_not_configured` (401): the server has no way to check tokens; `project_not_found` (404): missing, being deleted, or another user's; `entity_not_found` (404): missing, being deleted, or another user's; `edge_not_found` (404): no such edge; `event_not_found` (404): missing, deleted, or another user's; `instance_not_found` (404): the series has no instance starting at `instance`; `cursor_not_found` (404): the cursor's project is gone: list from the start again; `route_not_found` (404): no such route; `method_not_allowed` (405): the route does not take this method (`Allow` lists those it takes); `version_conflict` (409): the version sent is not the current one (`current_version`); nothing was written; `edge_exists` (409): this edge already exists; `context_document_protected` (409): a project's context document cannot be deleted; `calendar_conflict` (409): the event changed on the user's calendar server since it was read; nothing was written; `too_large` (413): the body is over 3 MiB, or a content over 2 MiB; `edge_endpoint_not_found` (422): an edge end is not an entity of this project (of that kind); `edge_self_loop` (422): an edge needs two different entities; `parent_not_found` (422): the parent document is not in this project's tree; `tree_cycle` (422): a document cannot move under itself or its descendant; `store_corrupt` (500): a stored record cannot be read; `calendar_server_error` (502): the user's calendar server failed or refused; `project_busy` (503): concurrent writes kept winning: retry; `store_unavailable` (503): the store did not answer: retry; `jwks_unavailable` (503): the token keys could not be fetched: retry.
      */
     code:
       | 'invalid_json'
@@ -1196,6 +1212,13 @@ export interface Error {
       | 'invalid_value'
       | 'invalid_id'
       | 'unknown_kind'
+      | 'invalid_time'
+      | 'invalid_timezone'
+      | 'end_before_start'
+      | 'invalid_rrule'
+      | 'range_too_long'
+      | 'not_recurring'
+      | 'link_not_found'
       | 'missing_token'
       | 'invalid_token'
       | 'token_expired'
@@ -1207,18 +1230,22 @@ export interface Error {
       | 'project_not_found'
       | 'entity_not_found'
       | 'edge_not_found'
+      | 'event_not_found'
+      | 'instance_not_found'
       | 'cursor_not_found'
       | 'route_not_found'
       | 'method_not_allowed'
       | 'version_conflict'
       | 'edge_exists'
       | 'context_document_protected'
+      | 'calendar_conflict'
       | 'too_large'
       | 'edge_endpoint_not_found'
       | 'edge_self_loop'
       | 'parent_not_found'
       | 'tree_cycle'
       | 'store_corrupt'
+      | 'calendar_server_error'
       | 'project_busy'
       | 'store_unavailable'
       | 'jwks_unavailable';
@@ -1250,6 +1277,123 @@ export interface ErrorDetail {
   message: string;
 }
 /**
+ * `PATCH /events/{id}` and `update_calendar_event`: the fields to change.
+ * Moving `start` alone keeps the duration. An empty `location` or
+ * `description` clears it.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EventChanges".
+ */
+export interface EventChanges {
+  description?: string | null;
+  duration_minutes?: number | null;
+  end?: string | null;
+  location?: string | null;
+  recurrence?: null | RecurrenceInput;
+  start?: string | null;
+  timezone?: string | null;
+  title?: string | null;
+}
+/**
+ * The whole series only.
+ */
+export interface RecurrenceInput {
+  exdates?: string[];
+  rdates?: string[];
+  /**
+   * e.g. `FREQ=WEEKLY;BYDAY=TU` (RFC 5545; `RRULE:` prefix optional).
+   */
+  rrule: string;
+}
+/**
+ * What `DELETE /events/{event_id}` did: the whole event went (`deleted`),
+ * or, for an instance or "this and following" of a series, what remains.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EventDeleted".
+ */
+export interface EventDeleted {
+  /**
+   * The whole event (or series) is gone.
+   */
+  deleted: boolean;
+  event?: null | CalendarEvent1;
+  event_id: EventId;
+}
+/**
+ * A stored event: a single event, or a series (with `recurrence`).
+ */
+export interface CalendarEvent1 {
+  /**
+   * Milliseconds since the Unix epoch.
+   */
+  created_at: number;
+  description?: string | null;
+  end: EventTime;
+  id: EventId;
+  location?: string | null;
+  overrides?: InstanceOverride[];
+  project_id?: null | ProjectId;
+  recurrence?: null | Recurrence;
+  remote?: null | RemoteRef;
+  /**
+   * A date (2026-12-01, all-day) or an RFC 3339 instant in UTC (2026-12-01T09:00:00Z).
+   */
+  start: string;
+  task_id?: null | EntityId;
+  /**
+   * The zone the event was made in: its wall-clock time recurs there.
+   */
+  timezone: string;
+  title: string;
+  /**
+   * The iCalendar `UID` (the CalDAV server's name for it).
+   */
+  uid: string;
+  updated_at: number;
+  /**
+   * Bumped by every write; `If-Match` compares against it.
+   */
+  version: number;
+}
+/**
+ * One occurrence as a listing shows it, in the listing's zone.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EventInstance".
+ */
+export interface EventInstance {
+  all_day: boolean;
+  description?: string | null;
+  end: string;
+  event_id: EventId;
+  instance?: null | string;
+  location?: string | null;
+  project_id?: null | ProjectId;
+  recurring: boolean;
+  /**
+   * A date (all-day) or the local time with its offset.
+   */
+  start: string;
+  task_id?: null | EntityId;
+  title: string;
+  version: number;
+}
+/**
+ * A listing over a range, in one zone. Listings are bounded: at most
+ * `MAX_INSTANCES`; `truncated` says when more exist.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "EventList".
+ */
+export interface EventList {
+  events: EventInstance[];
+  from: string;
+  timezone: Zone;
+  to: string;
+  truncated: boolean;
+}
+/**
  * Where a turn looks: its scope, entity and the client's focus metadata.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -1259,6 +1403,26 @@ export interface Focus {
   context_type: ContextType;
   entity_id?: string | null;
   focus?: unknown;
+}
+/**
+ * One free slot, as local times with their offset.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "FreeSlot".
+ */
+export interface FreeSlot {
+  end: string;
+  minutes: number;
+  start: string;
+}
+/**
+ * `GET /events/free`: free slots of the asked length in working hours.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "FreeSlots".
+ */
+export interface FreeSlots {
+  slots: FreeSlot[];
 }
 /**
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -1441,6 +1605,50 @@ export interface NewDocument {
    */
   position?: number | null;
   title: Name;
+}
+/**
+ * `POST /events` and `create_calendar_event`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "NewEvent".
+ */
+export interface NewEvent {
+  description?: string | null;
+  duration_minutes?: number | null;
+  /**
+   * Same forms as `start`; or give `duration_minutes`; default: one hour
+   * (one day for all-day events).
+   */
+  end?: string | null;
+  location?: string | null;
+  project_id?: null | ProjectId;
+  recurrence?: null | RecurrenceInput1;
+  /**
+   * `2026-12-01` (all-day), `2026-12-01T10:00` (local time in `timezone`)
+   * or an instant with offset (`2026-12-01T10:00:00+01:00`).
+   */
+  start: string;
+  task_id?: null | EntityId;
+  /**
+   * IANA zone of local times; default: the user's zone.
+   */
+  timezone?: string | null;
+  title: string;
+}
+/**
+ * A recurrence as input: the `RRULE` value and excluded/added starts in the
+ * same forms as `start`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "RecurrenceInput".
+ */
+export interface RecurrenceInput1 {
+  exdates?: string[];
+  rdates?: string[];
+  /**
+   * e.g. `FREQ=WEEKLY;BYDAY=TU` (RFC 5545; `RRULE:` prefix optional).
+   */
+  rrule: string;
 }
 /**
  * `POST /projects`: the project, and what its context document says.
@@ -1741,11 +1949,6 @@ export interface TurnRequest {
   stream_run_id?: {
     [k: string]: unknown;
   };
-  /**
-   * The user's IANA time zone (`Europe/Berlin`): the calendar reads and
-   * writes local times in it, and it is kept as the user's preference.
-   */
-  timezone?: string | null;
   /**
    * Groups the voice notes a message was dictated from; stored with the
    * user message and returned in its history.

@@ -22,6 +22,16 @@ impl DynamoEventStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self { client, table: table.into() }
     }
+
+    /// The version a failed condition found: from the item the failure
+    /// returned, else read. DynamoDB returns it (`ALL_OLD`); DynamoDB Local
+    /// does not, and a conflict must not read as "gone" there.
+    async fn found(&self, user: &UserId, id: &EventId, old: Option<&Item>) -> Result<Option<u64>, StoreError> {
+        match current_version(old) {
+            Some(v) => Ok(Some(v)),
+            None => Ok(self.get(user, id).await?.map(|e| e.version)),
+        }
+    }
 }
 
 fn from_item(item: &Item) -> Result<CalendarEvent, StoreError> {
@@ -97,7 +107,7 @@ impl EventStore for DynamoEventStore {
                     Some(PutItemError::ConditionalCheckFailedException(c)) => c.item(),
                     _ => None,
                 };
-                Err(WriteError::Conflict { current: current_version(old) })
+                Err(WriteError::Conflict { current: self.found(user, &event.id, old).await? })
             }
             Err(e) => Err(backend(e).into()),
         }
@@ -117,7 +127,7 @@ impl EventStore for DynamoEventStore {
                     Some(DeleteItemError::ConditionalCheckFailedException(c)) => c.item(),
                     _ => None,
                 };
-                Err(WriteError::Conflict { current: current_version(old) })
+                Err(WriteError::Conflict { current: self.found(user, id, old).await? })
             }
             Err(e) => Err(backend(e).into()),
         }

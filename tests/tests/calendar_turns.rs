@@ -1,0 +1,108 @@
+//! Calendar turns end to end: the real stream handler, the calendar on
+//! DynamoDB Local, and a scripted model calling the calendar tools. The
+//! model is told today's date and the user's zone; what it books is judged
+//! by the stored event's instant in that zone.
+
+use chrono::{Duration, Utc};
+use serde_json::{json, Value};
+use shared::calendar::store::DynamoEventStore;
+use shared::calendar::{CalendarService, ListQuery};
+use shared::entities::store::DynamoEntityStore;
+use shared::entities::EntityService;
+use shared::ids::UserId;
+use shared::sse::{OperationStatus, StreamEvent};
+use tests::{Reply, TestApp};
+
+fn calendar(t: &TestApp) -> CalendarService {
+    let entities = EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()));
+    CalendarService::new(DynamoEventStore::new(t.dynamo.clone(), t.table.clone()), entities)
+}
+
+fn tomorrow_in(zone: chrono_tz::Tz) -> String {
+    (Utc::now().with_timezone(&zone).date_naive() + Duration::days(1)).to_string()
+}
+
+fn system_prompt(req: &Value) -> String {
+    req["messages"][0]["content"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn a_calendar_turn_books_a_meeting_at_the_local_time_asked() {
+    let t = TestApp::new().await;
+    let day = tomorrow_in(chrono_tz::America::Los_Angeles);
+    let start = format!("{day}T10:00");
+    t.llm.push(Reply::tool_calls(&[(
+        "create_calendar_event",
+        json!({"title": "Team review", "start": start, "duration_minutes": 30}),
+    )]));
+    t.llm.push(Reply::text(&["Booked."]));
+    let body = json!({"message": "schedule a 30-minute review tomorrow at 10", "context_type": "calendar",
+        "timezone": "America/Los_Angeles"});
+    let turn = t.turn("alice", body).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+
+    // The model was told the date and the zone, and offered the calendar tools.
+    let first = t.llm.requests()[0].clone();
+    let prompt = system_prompt(&first);
+    assert!(prompt.contains("time zone America/Los_Angeles"), "{prompt}");
+    let tools: Vec<_> = first["tools"].as_array().unwrap().iter().map(|d| d["function"]["name"].clone()).collect();
+    assert!(tools.contains(&json!("create_calendar_event")) && tools.contains(&json!("find_free_time")));
+
+    // The stream said it in words and sent the patch.
+    let summary = turn.events.iter().find_map(|e| match e {
+        StreamEvent::Operation { status: OperationStatus::Success, summary, .. } => summary.clone(),
+        _ => None,
+    });
+    assert!(summary.unwrap().starts_with("Scheduled Team review for "));
+    assert!(turn.kinds().contains(&"calendar_patch"));
+
+    // Stored at 10:00 Los Angeles time, whatever the machine's zone.
+    let q = ListQuery {
+        from: day.clone(),
+        to: day.clone(),
+        timezone: Some("America/Los_Angeles".into()),
+        project_id: None,
+    };
+    let listed = calendar(&t).list(&UserId::parse("alice").unwrap(), &q).await.unwrap();
+    assert_eq!(listed.events.len(), 1);
+    assert!(listed.events[0].start.starts_with(&format!("{day}T10:00:00-0")), "{:?}", listed.events[0]);
+
+    // The zone was kept: the next turn without one still reads LA, and its
+    // calendar pack lists the meeting.
+    t.llm.push(Reply::text(&["You have the review."]));
+    let sid = turn.session_id().to_string();
+    t.turn("alice", json!({"message": "what is on tomorrow?", "session_id": sid})).await;
+    let prompt = system_prompt(t.llm.requests().last().unwrap());
+    assert!(prompt.contains("time zone America/Los_Angeles") && prompt.contains("Team review"), "{prompt}");
+}
+
+#[tokio::test]
+async fn another_users_event_id_in_a_tool_call_is_not_found_and_untouched() {
+    let t = TestApp::new().await;
+    let cal = calendar(&t);
+    let alice = UserId::parse("alice").unwrap();
+    let new = shared::calendar::NewEvent {
+        title: "Private".into(),
+        start: "2026-12-01T10:00".into(),
+        end: None,
+        duration_minutes: None,
+        timezone: Some("UTC".into()),
+        location: None,
+        description: None,
+        recurrence: None,
+        project_id: None,
+        task_id: None,
+    };
+    let ev = cal.create(&alice, &new).await.unwrap().event.unwrap();
+    t.llm.push(Reply::tool_calls(&[("delete_calendar_event", json!({"event_id": ev.id.to_string()}))]));
+    t.llm.push(Reply::text(&["I could not."]));
+    let turn = t.turn("mallory", json!({"message": "delete it", "context_type": "calendar"})).await;
+    let result = turn.events.iter().find_map(|e| match e {
+        StreamEvent::ToolResult { ok, preview, .. } => Some((*ok, preview.clone())),
+        _ => None,
+    });
+    let (ok, preview) = result.expect("a tool result");
+    assert!(!ok && preview.contains("event_not_found"), "{preview}");
+    assert_eq!(cal.get(&alice, &ev.id).await.unwrap(), ev, "nothing written");
+    assert_eq!(turn.kinds().last(), Some(&"done"));
+}
