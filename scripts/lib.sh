@@ -31,6 +31,11 @@ LOCAL_MODEL="${LOCAL_MODEL:-qwen2.5-coder-1.5b}"
 LLAMA_CPP_PYTHON_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 MODELS_DIR="$LOCAL_DIR/models"
 SCHEMATHESIS_VERSION="${SCHEMATHESIS_VERSION:-4.32.5}"
+# The CalDAV server of the calendar's sync (docs/calendar-caldav.md).
+RADICALE_VERSION="${RADICALE_VERSION:-3.9.0}"
+# Its accounts (htpasswd, plain): user:password, space-separated. alice,
+# bob and carol are the tests' (tests/tests/caldav.rs), dev-user the stack's.
+RADICALE_USERS="${RADICALE_USERS:-alice:alice-pw bob:bob-pw carol:carol-pw dev-user:dev-user-pw}"
 
 PYTHON="${PYTHON:-python3}"
 
@@ -375,6 +380,17 @@ ensure_schemathesis() {
   have st || die "st still not on PATH after pip install schemathesis"
 }
 
+# ensure_radicale: the CalDAV server Radicale at the pinned version, from
+# PyPI, into the same Python as moto.
+ensure_radicale() {
+  if have_py_modules radicale \
+    && [[ "$("$PYTHON" -c 'import radicale; print(radicale.VERSION)' 2>/dev/null)" == "$RADICALE_VERSION" ]]; then
+    return 0
+  fi
+  pip_install "radicale==$RADICALE_VERSION"
+  have_py_modules radicale || die "radicale still not importable after pip install"
+}
+
 ensure_moto() {
   python_scripts_on_path
   if have moto_server && have_py_modules moto flask flask_cors; then
@@ -566,6 +582,66 @@ start_moto() {
 }
 
 stop_moto() { stop_service "$SERVICE_PREFIX-moto"; }
+
+# start_radicale PORT [STORAGE_DIR]: Radicale (CalDAV) on 127.0.0.1:PORT.
+# Without STORAGE_DIR its collections go to a fresh folder under the run dir
+# (emptied first); with it they persist there. Basic auth against a htpasswd
+# file (plain) of $RADICALE_USERS, so a wrong password is refused; rights
+# owner_only, so one user never reads another's calendars. No auth delay: the
+# tests try a wrong password on purpose.
+start_radicale() {
+  local port="$1" storage="${2:-}" name="$SERVICE_PREFIX-radicale" pid logf dir user
+  if pid="$(service_pid "$name")"; then
+    log "$name already running (pid $pid); reusing it"
+    return 0
+  fi
+  if port_open 127.0.0.1 "$port"; then
+    die "port $port is already in use; cannot start Radicale there"
+  fi
+  # Folders of earlier runs whose service is gone (no pid file; older than a
+  # minute, so never one another script is just setting up).
+  local old
+  while IFS= read -r old; do
+    [[ -f "$old.pid" ]] || rm -rf "$old"
+  done < <(find "$RUN_DIR" -mindepth 1 -maxdepth 1 -type d -name '*-radicale' -mmin +1)
+  dir="$RUN_DIR/$name"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  if [[ -z "$storage" ]]; then
+    storage="$dir/collections"
+  fi
+  mkdir -p "$storage"
+  (
+    umask 077
+    : >"$dir/users"
+    for user in $RADICALE_USERS; do printf '%s\n' "$user" >>"$dir/users"; done
+  )
+  cat >"$dir/config" <<EOF
+[server]
+hosts = 127.0.0.1:$port
+[auth]
+type = htpasswd
+htpasswd_filename = $dir/users
+htpasswd_encryption = plain
+delay = 0
+[rights]
+type = owner_only
+[storage]
+filesystem_folder = $storage
+[logging]
+level = warning
+EOF
+  logf="$(log_file "$LOG_PREFIX-radicale")"
+  start_service "$name" "$logf" "radicale --config $dir/config" \
+    "$PYTHON" -m radicale --config "$dir/config"
+  wait_for_http "http://127.0.0.1:$port/.web/" 60 "$SERVICE_PID" || {
+    print_log_tail "$logf"
+    die "Radicale did not come up on port $port"
+  }
+  log "Radicale ready at http://127.0.0.1:$port (collections in ${storage#"$REPO_ROOT"/})"
+}
+
+stop_radicale() { stop_service "$SERVICE_PREFIX-radicale"; }
 
 # start_llama_server PORT: serve $LOCAL_MODEL (ensure_local_model first)
 # with our OpenAI-compatible server (scripts/local_llm/server.py: streamed

@@ -16,6 +16,8 @@
 # smollm2 for a small chat-only model; skipped when LLM_BASE_URL is set),
 # `cargo lambda watch` serving the functions (LAMBDA_PORT=9000), and the local
 # SQS event source feeding the summarizer from the turns FIFO queue on moto,
+# Radicale, the CalDAV server the calendar syncs with (RADICALE_PORT=5232;
+# collections in .local/radicale-data; dev-user's account in CALDAV_ACCOUNTS),
 # and, while the stack stays up (the REPL or --keep), the chat page (web/,
 # built once, served by `vite preview` on WEB_PORT=5173 with a config.json
 # naming this stack; docs/web.md; WEB=0 skips it).
@@ -45,7 +47,7 @@ while (($#)); do
     status)
       if ((${#message[@]} == 0 && $# == 1)); then
         any=0
-        for svc in dynamodb moto llama lambda events web; do
+        for svc in dynamodb moto radicale llama lambda events web; do
           if pid="$(service_pid "stack-$svc")"; then
             echo "stack-$svc running (pid $pid)"
             any=1
@@ -73,6 +75,7 @@ done
 
 DDB_PORT="${DDB_PORT:-8000}"
 MOTO_PORT="${MOTO_PORT:-5000}"
+RADICALE_PORT="${RADICALE_PORT:-5232}"
 LLM_PORT="${LLM_PORT:-8080}"
 LAMBDA_PORT="${LAMBDA_PORT:-9000}"
 WEB_PORT="${WEB_PORT:-5173}"
@@ -101,6 +104,7 @@ t0=$SECONDS
 # ---------------------------------------------------------------- deps ---
 ensure_dynamodb_local
 ensure_moto
+ensure_radicale
 ensure_cargo_lambda
 if [[ -z "${LLM_BASE_URL:-}" ]]; then
   ensure_local_model
@@ -118,6 +122,13 @@ log "dependencies ready ($((SECONDS - t0))s)"
 # ------------------------------------------------------------- env ---
 export TABLE_NAME="${TABLE_NAME:-agentic-chat}"
 use_local_aws "http://127.0.0.1:$DDB_PORT" "http://127.0.0.1:$MOTO_PORT"
+# The dev user's CalDAV account on the stack's Radicale (user and password
+# from RADICALE_USERS in lib.sh; docs/calendar-caldav.md). A CALDAV_ACCOUNTS
+# of the caller's (e.g. a real server's) wins.
+if [[ -z "${CALDAV_ACCOUNTS:-}" ]]; then
+  CALDAV_ACCOUNTS='{"dev-user": {"url": "http://127.0.0.1:'"$RADICALE_PORT"'/", "username": "dev-user", "password": "dev-user-pw"}}'
+fi
+export CALDAV_ACCOUNTS
 
 if [[ -z "${LLM_BASE_URL:-}" ]]; then
   use_local_model=1
@@ -166,6 +177,7 @@ fi
 # ------------------------------------------------------------ services ---
 start_dynamodb_local "$DDB_PORT" "$LOCAL_DIR/ddb-data"
 start_moto "$MOTO_PORT"
+start_radicale "$RADICALE_PORT" "$LOCAL_DIR/radicale-data"
 # The summarizer's FIFO queue; the stream publishes TurnCompleted events to it.
 SUMMARY_QUEUE_URL="$("$PYTHON" scripts/local-event-source.py --create-queue)" \
   || die "could not create the summarizer queue on moto"
@@ -200,7 +212,7 @@ env_file="$LOCAL_DIR/stack.env"
     else
       printf "%s='%s'\n" "$name" "$value" >>"$env_file"
     fi
-  done < <(compgen -e | grep -E '^(TABLE_NAME|HISTORY_LIMIT|SUMMARY_[A-Z_]+|SUMMARIZER_MODEL|TURN_EVENT_WAIT_MS|CONTEXT_[A-Z_]+|MAX_MESSAGE_BYTES|SESSION_LEASE_MS|DEADLINE_MARGIN_MS|TURN_TIMEOUT_MS|LOG_FORMAT|RUST_LOG|CORS_ALLOW_ORIGIN|LLM_[A-Z_]+|AUTH_[A-Z_]+|AWS_REGION|AWS_DEFAULT_REGION|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_EC2_METADATA_DISABLED|AWS_ENDPOINT_URL_[A-Z_]+)$' | sort)
+  done < <(compgen -e | grep -E '^(TABLE_NAME|HISTORY_LIMIT|SUMMARY_[A-Z_]+|SUMMARIZER_MODEL|TURN_EVENT_WAIT_MS|CONTEXT_[A-Z_]+|MAX_MESSAGE_BYTES|SESSION_LEASE_MS|DEADLINE_MARGIN_MS|TURN_TIMEOUT_MS|LOG_FORMAT|RUST_LOG|CORS_ALLOW_ORIGIN|CALDAV_ACCOUNTS|LLM_[A-Z_]+|AUTH_[A-Z_]+|AWS_REGION|AWS_DEFAULT_REGION|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_EC2_METADATA_DISABLED|AWS_ENDPOINT_URL_[A-Z_]+)$' | sort)
 )
 start_cargo_lambda_watch "$LAMBDA_PORT" --env-file "$env_file"
 # Lambda's SQS event source mapping, locally: queue -> summarizer invocations.
@@ -247,6 +259,7 @@ $page_line
     entities function  $ENTITIES_URL
     DynamoDB Local     $AWS_ENDPOINT_URL_DYNAMODB   (table $TABLE_NAME, data in .local/ddb-data)
     SQS (moto)         $AWS_ENDPOINT_URL_SQS   (summarizer queue $SUMMARY_QUEUE_URL)
+    CalDAV (Radicale)  http://127.0.0.1:$RADICALE_PORT/   (dev-user / dev-user-pw, data in .local/radicale-data)
     model              $LLM_BASE_URL   (model ${LLM_MODEL:-<app default>})
     logs               .local/stack-*.log
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # THE test command: scripts/test.sh [nextest args...]
 #
-# Installs what the tests need (DynamoDB Local, moto, cargo-nextest, the AI
-# SDK check's npm packages in tests/node) if it is
-# missing, starts DynamoDB Local (in memory) and moto_server on free ports,
-# exports the AWS endpoint/credential variables, runs
+# Installs what the tests need (DynamoDB Local, moto, Radicale, cargo-nextest,
+# the AI SDK check's npm packages in tests/node) if it is missing, starts
+# DynamoDB Local (in memory), moto_server and Radicale (CalDAV) on free ports,
+# exports the AWS endpoint/credential variables and CALDAV_TEST_URL, runs
 # `cargo nextest run --workspace --no-fail-fast "$@"` and stops the services
 # on exit. Exits with the test runner's status.
 #
@@ -42,6 +42,7 @@ shopt -u nullglob
 t0=$SECONDS
 ensure_dynamodb_local
 ensure_moto
+ensure_radicale
 ensure_ai_sdk_check
 use_nextest=1
 if ! ensure_nextest; then
@@ -74,11 +75,18 @@ ddb_port="$(free_port)"
 start_dynamodb_local "$ddb_port"
 moto_port="$(free_port)"
 start_moto "$moto_port"
+# The CalDAV server of tests/tests/caldav.rs: fresh collections each run, the
+# users of RADICALE_USERS (lib.sh).
+radicale_port="$(free_port)"
+start_radicale "$radicale_port"
+export CALDAV_TEST_URL="http://127.0.0.1:$radicale_port"
+export CALDAV_TEST_USERS="$RADICALE_USERS"
 
 use_local_aws "http://127.0.0.1:$ddb_port" "http://127.0.0.1:$moto_port"
 
 log "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB"
 log "AWS_ENDPOINT_URL_SQS=$AWS_ENDPOINT_URL_SQS"
+log "CALDAV_TEST_URL=$CALDAV_TEST_URL"
 
 status=0
 # The local model server's parser and wire format (pure Python, no model):

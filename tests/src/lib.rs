@@ -5,6 +5,7 @@
 //! DynamoDB Local is started once by `scripts/test.sh`, which exports
 //! `AWS_ENDPOINT_URL_DYNAMODB`; each test creates its own table in it.
 
+pub mod caldav;
 pub mod entities;
 pub mod fault_proxy;
 pub mod function_urls;

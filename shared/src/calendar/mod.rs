@@ -6,6 +6,7 @@
 //! `docs/calendar.md`.
 
 pub mod agenda;
+pub mod caldav;
 pub mod edit;
 pub mod error;
 pub mod free;
