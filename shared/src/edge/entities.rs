@@ -12,7 +12,6 @@ use super::entities_doc::{base_document, http_method, operation, Op};
 use super::extract::{HasAuth, Params, Segments, User};
 use super::{json, json_error, OpenApiRouter, ResponseBody};
 use crate::auth::Authenticator;
-use crate::calendar::store::DynamoEventStore;
 use crate::calendar::CalendarService;
 use crate::config::Config;
 use crate::entities::model::*;
@@ -57,9 +56,8 @@ impl EntitiesApp {
 
     pub fn with_dynamo(config: Config, dynamo: aws_sdk_dynamodb::Client) -> EntitiesApp {
         let service = EntityService::new(DynamoEntityStore::new(dynamo.clone(), config.table_name.clone()));
-        let events = DynamoEventStore::new(dynamo, config.table_name.clone());
         EntitiesApp {
-            calendar: CalendarService::new(events, service.clone()),
+            calendar: super::stream::calendar_service(&dynamo, &config.table_name, &service),
             service,
             auth: Authenticator::from_config(&config.auth),
             openapi: Arc::new(openapi_json()),

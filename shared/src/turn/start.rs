@@ -238,17 +238,7 @@ async fn resume(
     };
     record_session(sid);
     let view = scoped_view(&session.view, turn);
-    let pack = match (pack, context::pack_scope(deps, &view, false)) {
-        (Some(p), Some(wanted)) if p.scope == wanted => Some(p),
-        // The request did not name its scope: a second round trip.
-        (_, Some(wanted)) => Some(context::load_pack(deps, user, wanted, exit).await),
-        (_, None) => None,
-    };
-    let agenda = match agenda {
-        Some(a) => a,
-        // The request did not name its scope: read for the session's.
-        None => context::load_agenda(deps, user, view.context_type, turn.timezone).await,
-    };
+    let (pack, agenda) = settle_reads(deps, user, &view, turn, (pack, agenda), exit).await;
     announce(sink, &session.view, &view).await.map_err(|()| Refused::Gone(sid.clone()))?;
     let (user_message, start) = turn_start(turn, ids, &session, &view, answers.as_ref());
     let (store, user, sid) = (deps.store.clone(), user.clone(), sid.clone());
@@ -272,6 +262,29 @@ async fn resume(
         answers,
         persist_user,
     })
+}
+
+/// The pack and the calendar block for the scope the turn runs in: the
+/// early reads when they were for it; else (the request did not name its
+/// scope) read now, a second round trip.
+async fn settle_reads(
+    deps: &TurnDeps,
+    user: &UserId,
+    view: &SessionView,
+    turn: &ValidTurn,
+    early: (Option<LoadedPack>, Option<Option<String>>),
+    exit: &Exit,
+) -> (Option<LoadedPack>, Option<String>) {
+    let pack = match (early.0, context::pack_scope(deps, view, false)) {
+        (Some(p), Some(wanted)) if p.scope == wanted => Some(p),
+        (_, Some(wanted)) => Some(context::load_pack(deps, user, wanted, exit).await),
+        (_, None) => None,
+    };
+    let agenda = match early.1 {
+        Some(a) => a,
+        None => context::load_agenda(deps, user, view.context_type, turn.timezone).await,
+    };
+    (pack, agenda)
 }
 
 /// The agent state the turn keeps: the stored one, a new one when none is
