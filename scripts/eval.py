@@ -16,6 +16,7 @@ median latencies) on stdout; ``--json FILE`` keeps every run.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import statistics
 import subprocess
@@ -26,6 +27,7 @@ import urllib.error
 import urllib.request
 import uuid
 from dataclasses import asdict, dataclass, field
+from zoneinfo import ZoneInfo
 from typing import Any, Callable, Dict, List, Optional
 
 
@@ -241,8 +243,64 @@ def stop_mid_turn(u: User, run: Run):
     return ok, f"done {run.done_reason!r} {after:.1f}s after stop; stored {last.get('role')} {str(last.get('status', ''))}"
 
 
+# ---- the calendar: the user is in Europe/Berlin; judged by the stored events' instants there ----
+
+ZONE = "Europe/Berlin"
+
+
+def local_today() -> "datetime.date":
+    return datetime.datetime.now(ZoneInfo(ZONE)).date()
+
+
+def in_calendar(message: str) -> Dict[str, Any]:
+    return {"message": message, "context_type": "calendar", "timezone": ZONE}
+
+
+def event(u: User, title_: str, start: str, minutes: int = 60) -> str:
+    body = {"title": title_, "start": start, "duration_minutes": minutes, "timezone": ZONE}
+    return u.api("POST", "/events", body)["data"]["id"]
+
+
+def listed(u: User, day: "datetime.date") -> List[Dict[str, Any]]:
+    return u.api("GET", f"/events?from={day}&to={day}&timezone={ZONE}")["events"]
+
+
+def calendar_tomorrow(u: User, run: Run):
+    tomorrow = local_today() + datetime.timedelta(days=1)
+    event(u, "Dentist", f"{tomorrow}T09:00")
+    event(u, "Team sync", f"{tomorrow}T14:00")
+    event(u, "Board dinner", f"{tomorrow + datetime.timedelta(days=2)}T19:00")
+    turn = u.turn(run, in_calendar("What is on my calendar tomorrow?"))
+    text = norm(turn.text)
+    ok = "dentist" in text and "team sync" in text and "board dinner" not in text
+    return ok, f"answer {turn.text[:120]!r}"
+
+
+def schedule_review(u: User, run: Run):
+    today = local_today()
+    # "next Tuesday": the first Tuesday after today.
+    tuesday = today + datetime.timedelta(days=(1 - today.weekday()) % 7 or 7)
+    u.turn(run, in_calendar("Schedule a 30-minute review with the team next Tuesday at 10."))
+    events = listed(u, tuesday)
+    got = [(e["title"], e["start"], e["end"]) for e in events]
+    ok = any(e["start"].startswith(f"{tuesday}T10:00") and e["end"].startswith(f"{tuesday}T10:30") for e in events)
+    return ok, f"on {tuesday}: {got}"
+
+
+def move_three_to_four(u: User, run: Run):
+    tomorrow = local_today() + datetime.timedelta(days=1)
+    event(u, "Design review", f"{tomorrow}T15:00")
+    event(u, "Lunch", f"{tomorrow}T12:00")
+    u.turn(run, in_calendar("Move my 3pm tomorrow to 4pm."))
+    events = {e["title"]: e["start"] for e in listed(u, tomorrow)}
+    ok = events.get("Design review", "").startswith(f"{tomorrow}T16:00") and \
+        events.get("Lunch", "").startswith(f"{tomorrow}T12:00") and len(events) == 2
+    return ok, f"tomorrow: {events}"
+
+
 SCENARIOS = {f.__name__: f for f in (create_project_with_task, add_document_under_parent, link_task_to_goal,
-                                     read_deep_document, plain_question, stop_mid_turn)}
+                                     read_deep_document, plain_question, stop_mid_turn,
+                                     calendar_tomorrow, schedule_review, move_three_to_four)}
 
 
 def run_one(stack: Stack, name: str, i: int, tag: str) -> Run:
