@@ -101,6 +101,7 @@ impl Scope {
             entity_id: self.entity.clone(),
             project_focus: self.focus(),
             stream_run_id: run_id.map(|r| serde_json::Value::String(r.to_string())),
+            timezone: local_zone(),
             ..Default::default()
         }
     }
@@ -149,6 +150,29 @@ impl Scope {
     }
 }
 
+/// This machine's IANA zone, for the calendar's local times: `TZ` when it
+/// names one, else `/etc/timezone`, else where `/etc/localtime` points
+/// (`…/zoneinfo/Europe/Berlin`); `None` when none says (the server then uses
+/// the user's stored zone).
+fn local_zone() -> Option<String> {
+    zone_from(std::env::var("TZ").ok())
+}
+
+/// [`local_zone`] with `TZ`'s value given.
+fn zone_from(tz: Option<String>) -> Option<String> {
+    let valid = |z: &str| z.parse::<chrono_tz::Tz>().ok().map(|_| z.to_string());
+    let from_env = tz.map(|z| z.trim_start_matches(':').to_string());
+    let from_file = || std::fs::read_to_string("/etc/timezone").ok().map(|z| z.trim().to_string());
+    let from_link = || {
+        let target = std::fs::read_link("/etc/localtime").ok()?;
+        target.to_str()?.split("zoneinfo/").nth(1).map(str::to_string)
+    };
+    from_env
+        .and_then(|z| valid(&z))
+        .or_else(|| from_file().and_then(|z| valid(&z)))
+        .or_else(|| from_link().and_then(|z| valid(&z)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,7 +192,19 @@ mod tests {
         let body =
             serde_json::to_vec(&scope.request("hi", Some("019aa000-0000-7000-8000-000000000001"), Some("r1"))).unwrap();
         ValidTurn::parse(&body, 1024).expect("the stream accepts what the CLI sends");
-        serde_json::from_slice(&body).unwrap()
+        let mut v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        // The machine's zone, when it has one, rides along: checked on its own.
+        let zone = v.as_object_mut().unwrap().remove("timezone");
+        assert_eq!(zone.as_ref().and_then(|z| z.as_str()).map(str::to_string), local_zone());
+        v
+    }
+
+    #[test]
+    fn the_zone_is_tz_when_it_names_one() {
+        assert_eq!(zone_from(Some("America/Los_Angeles".into())).as_deref(), Some("America/Los_Angeles"));
+        assert_eq!(zone_from(Some(":Europe/Berlin".into())).as_deref(), Some("Europe/Berlin"));
+        // Not a zone name: the machine's files decide (or nothing is sent).
+        assert_eq!(zone_from(Some("nonsense".into())), zone_from(None));
     }
 
     #[test]

@@ -834,7 +834,11 @@ async fn the_document_states_each_rule_the_server_enforces() {
             assert!(responses.contains_key(status), "{} {} lists {status}", rt.method, rt.path);
         }
         for p in op["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "path") {
-            let id = if p["name"] == "project_id" { "ProjectId" } else { "EntityId" };
+            let id = match p["name"].as_str() {
+                Some("project_id") => "ProjectId",
+                Some("event_id") => "EventId",
+                _ => "EntityId",
+            };
             assert_eq!(p["schema"]["$ref"], format!("#/components/schemas/{id}"));
         }
         if rt.takes_if_match() {
