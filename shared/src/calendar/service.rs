@@ -136,6 +136,17 @@ impl CalendarService {
     pub async fn list(&self, user: &UserId, q: &ListQuery) -> Result<EventList, CalendarError> {
         let zone = self.zone(user, q.timezone.as_deref()).await?;
         let (from, to) = range(&q.from, &q.to, zone)?;
+        if let Some(p) = &q.project_id {
+            // A project that is not the user's lists nothing; say so rather
+            // than answer "no events" (small models fill optional ids with
+            // placeholders such as "your_project_id").
+            self.entities.get_project(user, p).await.map_err(|_| {
+                CalendarError::bad(
+                    "link_not_found",
+                    format!("project {p} not found: omit project_id to list every event"),
+                )
+            })?;
+        }
         self.sync(user).await?;
         let events = self.store.list(user).await?;
         let mut out = vec![];

@@ -194,3 +194,12 @@ async fn free_time_skips_busy_occurrences() {
     let got: Vec<_> = slots.iter().map(|x| (x.start.as_str(), x.end.as_str())).collect();
     assert_eq!(got, vec![("2026-12-01T11:00:00+01:00", "2026-12-01T17:00:00+01:00")]);
 }
+
+#[tokio::test]
+async fn a_project_filter_naming_no_project_of_the_user_is_refused_not_empty() {
+    let (s, u) = (svc(), user("alice"));
+    s.create(&u, &new("Standup", "2026-11-02T10:00", "UTC")).await.unwrap();
+    let mut query = q("2026-11-02", "2026-11-02", "UTC");
+    query.project_id = Some(crate::ids::ProjectId::parse("your_project_id").unwrap());
+    assert_eq!(s.list(&u, &query).await.unwrap_err().code(), "link_not_found");
+}

@@ -96,7 +96,7 @@ pub struct ListArgs {
     pub from: String,
     /// Last day, included (`2026-12-01` for one day), or an end time.
     pub to: String,
-    /// Only the events linked to this project.
+    /// Only the events linked to this project id (omit for every event).
     #[serde(default)]
     pub project_id: Option<String>,
 }

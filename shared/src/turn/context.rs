@@ -81,8 +81,13 @@ pub async fn load_agenda(deps: &TurnDeps, user: &UserId, ct: ContextType, zone: 
 }
 
 /// Keeps the zone a request named as the user's preference, off the turn's
-/// path (a failure only means the next turn without a zone reads UTC).
-pub fn remember_zone(deps: &TurnDeps, user: &UserId, zone: Option<Zone>) {
+/// path (a failure only means the next turn without a zone reads UTC). Only
+/// in the calendar's scopes: elsewhere no tool reads it, and a turn there
+/// costs no DynamoDB request for it (the web page sends its zone every turn).
+pub fn remember_zone(deps: &TurnDeps, user: &UserId, ct: ContextType, zone: Option<Zone>) {
+    if !matches!(ct, ContextType::Calendar | ContextType::DailyBriefUpdate) {
+        return;
+    }
     if let (Some(cal), Some(zone)) = (deps.calendar.clone(), zone) {
         let user = user.clone();
         tokio::spawn(async move {
