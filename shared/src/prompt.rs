@@ -71,7 +71,11 @@ impl PromptBuilder {
                      documents and do not have them, say which ones you need."
                 )
             }
-            ContextType::Calendar => "Scope: calendar. Help the user plan their time.".to_string(),
+            ContextType::Calendar => "Scope: calendar. Help the user plan their time. Questions about the coming \
+                                      days are answered from the Calendar block below; to book, move or cancel, \
+                                      call the calendar tools themselves (never describe a call in your answer), \
+                                      with dates taken from its list of days."
+                .to_string(),
             ContextType::ProjectCreate => "Scope: creating a new project. Help the user shape it: name, goal, first \
                                            documents and tasks. Ask one question at a time."
                 .to_string(),

@@ -51,6 +51,21 @@ pub fn render(zone: Zone, now: DateTime<Utc>, days: i64, events: &[EventInstance
         local.format("UTC%:z"),
         zone.name()
     );
+    // Small models get weekday arithmetic wrong ("next Tuesday"): the days
+    // are spelled out with their dates.
+    let today = local.date_naive();
+    let names: Vec<String> = (0..7)
+        .map(|i| {
+            let d = today + Duration::days(i);
+            let tag = match i {
+                0 => " (today)",
+                1 => " (tomorrow)",
+                _ => "",
+            };
+            format!("{}{tag}", d.format("%A %Y-%m-%d"))
+        })
+        .collect();
+    out.push_str(&format!("\nDays: {}.", names.join(", ")));
     let span = if days == 1 { "Today".to_string() } else { format!("The next {days} days") };
     if events.is_empty() {
         out.push_str(&format!("\n{span}: no events."));
@@ -75,4 +90,35 @@ pub fn render(zone: Zone, now: DateTime<Utc>, days: i64, events: &[EventInstance
 /// `2026-12-01T10:00:00+01:00` → `Tue 2026-12-01 10:00`.
 fn short(t: &str) -> String {
     DateTime::parse_from_rfc3339(t).map(|d| d.format("%a %Y-%m-%d %H:%M").to_string()).unwrap_or_else(|_| t.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn the_block_names_the_days_and_lists_events_with_their_ids() {
+        let zone = Zone::parse("Europe/Berlin").unwrap();
+        let now = Utc.with_ymd_and_hms(2026, 11, 26, 14, 20, 0).unwrap();
+        let ev = EventInstance {
+            event_id: crate::ids::EventId::parse("e1").unwrap(),
+            instance: None,
+            title: "Dentist".into(),
+            start: "2026-11-27T09:00:00+01:00".into(),
+            end: "2026-11-27T10:00:00+01:00".into(),
+            all_day: false,
+            recurring: false,
+            location: None,
+            description: None,
+            project_id: None,
+            task_id: None,
+            version: 1,
+        };
+        let block = render(zone, now, 7, &[ev]);
+        assert!(block.contains("now is Thursday 2026-11-26 15:20 (UTC+01:00), time zone Europe/Berlin"), "{block}");
+        assert!(block.contains("Friday 2026-11-27 (tomorrow)") && block.contains("Tuesday 2026-12-01"), "{block}");
+        assert!(block.contains("- Fri 2026-11-27 09:00 – Fri 2026-11-27 10:00: Dentist (event_id e1)"), "{block}");
+        assert!(render(zone, now, 1, &[]).ends_with("Today: no events."));
+    }
 }
