@@ -138,21 +138,23 @@ async fn after_zero_replays_a_finished_turn_byte_for_byte_then_ends() {
 }
 
 #[tokio::test]
-async fn nothing_to_resume_answers_204_and_another_user_gets_nothing() {
+async fn nothing_to_resume_answers_204_and_another_users_or_a_missing_session_is_404() {
     let t = TestApp::new().await;
     t.llm.push(Reply::text(&["secret ", "answer"]));
     let live = frames_of(&t.turn("alice", json!({"message": "hi"})).await);
     let sid = sid_of(&live);
-    // Another user, with every way in: nothing of alice's.
+    // Another user, with every way in: nothing of alice's (a session of
+    // someone else's is not there for bob: 404, as a missing one).
     for (last, after) in [(None, None), (None, Some(0)), (Some(1), None)] {
         let bob = resume(&t.app, "bob", &sid, last, after).await;
-        assert_eq!((bob.status, bob.frames.len()), (204, 0), "bob {last:?} {after:?}");
+        assert_eq!((bob.status, bob.frames.len()), (404, 0), "bob {last:?} {after:?}");
     }
     // The client has everything already.
     let all = resume(&t.app, "alice", &sid, Some(id(live.last().unwrap())), None).await;
     assert_eq!(all.status, 204);
-    // A session that does not exist.
-    assert_eq!(resume(&t.app, "alice", &SessionId::new().to_string(), None, None).await.status, 204);
+    // A session that does not exist: 404, like the other session routes
+    // (schemathesis' stateful check: a deleted session was still 204).
+    assert_eq!(resume(&t.app, "alice", &SessionId::new().to_string(), None, None).await.status, 404);
     // Alice herself, within the resume window: the whole turn.
     assert_eq!(frames_of(&resume(&t.app, "alice", &sid, None, Some(0)).await), live);
     // A bad id is refused, not guessed.
@@ -166,6 +168,17 @@ async fn nothing_to_resume_answers_204_and_another_user_gets_nothing() {
     let bad = Turn::read(handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
     assert_eq!(bad.status, 400);
     assert_eq!(bad.json.unwrap()["error"]["code"], json!("invalid_last_event_id"));
+    // Deleted: gone from this route too, frames and all.
+    let req = http::Request::builder()
+        .method("DELETE")
+        .uri(format!("/sessions/{sid}"))
+        .header("authorization", format!("Bearer {}", token("alice")))
+        .body(lambda_http::Body::Empty)
+        .unwrap();
+    let deleted = Turn::read(handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    assert_eq!(deleted.status, 204);
+    let gone = resume(&t.app, "alice", &sid, None, Some(0)).await;
+    assert_eq!((gone.status, gone.frames.len()), (404, 0));
 }
 
 #[tokio::test]

@@ -258,7 +258,13 @@ async fn follow(
     let Some(log) = &app.deps.frames else { return Ok(no_content()) };
     let until = deadline - FOLLOW_MARGIN;
     let Some(follow) = crate::frames::follow(log.clone(), &user, &sid, after, until).await.map_err(store_error)? else {
-        return Ok(no_content());
+        // Nothing to replay: an idle session is 204, one that does not exist
+        // (deleted, never made, or another user's) is 404 like every other
+        // session route. Read only on this path, never before frames.
+        return match app.deps.store.session(&user, &sid).await.map_err(store_error)? {
+            Some(_) => Ok(no_content()),
+            None => Err(not_found()),
+        };
     };
     let (tx, rx) = tokio::sync::mpsc::channel(crate::sse::CHANNEL_FRAMES);
     tokio::spawn(async move {
