@@ -393,8 +393,8 @@ async fn the_calendar_service_and_the_server_see_each_others_events() {
     let their_etag = dev.put(&r.href, &to_ics(&elsewhere), Precondition::Match(r.etag.clone())).await.unwrap();
     let change = EventChanges { title: Some(format!("Review (ours) {tag}")), ..EventChanges::default() };
     match svc.update(&user, &made.id, &Target::default(), &change, None).await {
-        // Named by the title of the refused write (what the seam is given).
-        Err(CalendarError::RemoteConflict { title }) => assert_eq!(Some(title), change.title),
+        // Named as the user knows it: its stored title, not the refused one.
+        Err(CalendarError::RemoteConflict { title }) => assert_eq!(title, made.title),
         other => panic!("expected a RemoteConflict, got {other:?}"),
     }
     let now = dev.get(&r.href).await.unwrap();

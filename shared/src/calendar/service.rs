@@ -194,7 +194,14 @@ impl CalendarService {
         mut new: CalendarEvent,
     ) -> Result<CalendarEvent, CalendarError> {
         if let Some(cal) = self.remote(user).await? {
-            new.remote = Some(cal.put(&new).await?);
+            // A conflict names the event as the user knows it (its stored
+            // title), not as the refused change would have renamed it.
+            new.remote = Some(cal.put(&new).await.map_err(|e| match (e, old) {
+                (CalendarError::RemoteConflict { .. }, Some(o)) => {
+                    CalendarError::RemoteConflict { title: o.title.clone() }
+                }
+                (e, _) => e,
+            })?);
         }
         let expected = old.map(|o| o.version);
         self.store.put(user, &new, expected).await.map_err(conflict(expected.unwrap_or(0)))?;
