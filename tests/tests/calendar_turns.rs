@@ -106,3 +106,34 @@ async fn another_users_event_id_in_a_tool_call_is_not_found_and_untouched() {
     assert_eq!(cal.get(&alice, &ev.id).await.unwrap(), ev, "nothing written");
     assert_eq!(turn.kinds().last(), Some(&"done"));
 }
+
+#[tokio::test]
+async fn the_daily_brief_gets_todays_agenda_and_only_the_reading_tools() {
+    let t = TestApp::new().await;
+    let zone = chrono_tz::Europe::Berlin;
+    let today = Utc::now().with_timezone(&zone).date_naive();
+    let alice = UserId::parse("alice").unwrap();
+    let at = |day: chrono::NaiveDate, title: &str| shared::calendar::NewEvent {
+        title: title.into(),
+        start: format!("{day}T23:59"),
+        end: None,
+        duration_minutes: Some(1),
+        timezone: Some("Europe/Berlin".into()),
+        location: None,
+        description: None,
+        recurrence: None,
+        project_id: None,
+        task_id: None,
+    };
+    calendar(&t).create(&alice, &at(today, "Late review")).await.unwrap();
+    calendar(&t).create(&alice, &at(today + Duration::days(1), "Tomorrow's thing")).await.unwrap();
+    t.llm.push(Reply::text(&["Your day."]));
+    let body = json!({"message": "brief me", "context_type": "daily_brief_update", "timezone": "Europe/Berlin"});
+    let turn = t.turn("alice", body).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let first = t.llm.requests()[0].clone();
+    let prompt = system_prompt(&first);
+    assert!(prompt.contains("Late review") && !prompt.contains("Tomorrow's thing"), "{prompt}");
+    let tools: Vec<_> = first["tools"].as_array().unwrap().iter().map(|d| d["function"]["name"].clone()).collect();
+    assert!(tools.contains(&json!("list_calendar_events")) && !tools.contains(&json!("create_calendar_event")));
+}
