@@ -90,6 +90,8 @@
 //!
 //! The ontology (projects, entities, edges, document content, the document
 //! tree) has its own partitions, `U#<user>#P#<project>`: see [`crate::entities::store`].
+//! The calendar (events, series, the user's zone and CalDAV sync token) has
+//! one partition per user, `U#<user>#CAL`: see [`crate::calendar::store`].
 
 pub(crate) mod attr;
 pub mod dynamo;
