@@ -70,6 +70,8 @@ pub struct FreeQuery {
 /// for the stream, and the change in human words.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Written {
+    /// The event's title as the user knows it (before a delete, after a change).
+    pub title: String,
     pub event: Option<CalendarEvent>,
     pub patch: CalendarPatch,
     pub summary: String,
@@ -166,12 +168,16 @@ impl CalendarService {
     }
 
     pub async fn create(&self, user: &UserId, input: &NewEvent) -> Result<Written, CalendarError> {
-        let zone = self.zone(user, None).await?;
+        // The input's own zone wins in `build`: the stored one is read only without it.
+        let zone = match input.timezone.as_deref().filter(|z| !z.is_empty()) {
+            Some(_) => Zone::UTC,
+            None => self.zone(user, None).await?,
+        };
         let ev = edit::build(input, zone, crate::now_ms())?;
         self.check_links(user, &ev).await?;
         let ev = self.commit(user, None, ev).await?;
         let summary = format!("Scheduled {} for {}", ev.title, human(ev.start, ev.timezone));
-        Ok(Written { patch: upserts([&ev]), event: Some(ev), summary })
+        Ok(Written { title: ev.title.clone(), patch: upserts([&ev]), event: Some(ev), summary })
     }
 
     async fn check_links(&self, user: &UserId, ev: &CalendarEvent) -> Result<(), CalendarError> {
@@ -253,7 +259,8 @@ impl CalendarService {
         };
         let summary = describe_change(&old, &changed, tail.as_ref(), rid, scope);
         let patch = upserts([Some(&changed), tail.as_ref()].into_iter().flatten());
-        Ok(Written { event: Some(tail.unwrap_or(changed)), patch, summary })
+        let event = tail.unwrap_or(changed);
+        Ok(Written { title: event.title.clone(), event: Some(event), patch, summary })
     }
 
     /// Deletes the event, one instance of it (kept as a cancelled override),
@@ -276,7 +283,8 @@ impl CalendarService {
         let Some(mut kept) = kept else {
             self.remove(user, &old).await?;
             let patch = CalendarPatch { changes: vec![CalendarChange::Delete { event_id: old.id.clone() }] };
-            return Ok(Written { event: None, patch, summary: format!("Deleted {}", old.title) });
+            let summary = format!("Deleted {}", old.title);
+            return Ok(Written { title: old.title, event: None, patch, summary });
         };
         (kept.version, kept.updated_at) = (old.version + 1, crate::now_ms());
         let kept = self.commit(user, Some(&old), kept).await?;
@@ -284,7 +292,7 @@ impl CalendarService {
             EditScope::Following => format!("Ended {} before {}", old.title, when.trim_start_matches(" on ")),
             _ => format!("Cancelled {}{when}", old.title),
         };
-        Ok(Written { patch: upserts([&kept]), event: Some(kept), summary })
+        Ok(Written { title: old.title, patch: upserts([&kept]), event: Some(kept), summary })
     }
 
     async fn remove(&self, user: &UserId, old: &CalendarEvent) -> Result<(), CalendarError> {
@@ -296,8 +304,9 @@ impl CalendarService {
 
     /// Free slots of the asked length inside working hours over the range.
     pub async fn free_time(&self, user: &UserId, q: &FreeQuery) -> Result<Vec<FreeSlot>, CalendarError> {
-        let list = ListQuery { from: q.from.clone(), to: q.to.clone(), timezone: q.timezone.clone(), project_id: None };
         let zone = self.zone(user, q.timezone.as_deref()).await?;
+        let list =
+            ListQuery { from: q.from.clone(), to: q.to.clone(), timezone: Some(zone.name().into()), project_id: None };
         let (from, to) = range(&q.from, &q.to, zone)?;
         let hour = |s: &Option<String>, d: u32| match s {
             Some(s) => NaiveTime::parse_from_str(s, "%H:%M")

@@ -65,8 +65,9 @@ fn read(r: Result<serde_json::Value, CalendarError>, op: Op) -> Result<Done, Ref
 /// A write's result: its step with the sentence, then its patch.
 fn written(r: Result<Written, CalendarError>, mut op: Op, action: OperationAction) -> Result<Done, Refusal> {
     let w = r.map_err(|e| Refusal::Calendar(e, Some(op.clone())))?;
+    op.name = w.title.clone();
     if let Some(ev) = &w.event {
-        (op.name, op.id) = (ev.title.clone(), Some(ev.id.to_string()));
+        op.id = Some(ev.id.to_string());
     }
     let event = |status| StreamEvent::Operation {
         action,
@@ -195,7 +196,9 @@ impl Tool for UpdateCalendarEvent {
             description: a.description,
             recurrence: a.recurrence,
         };
-        let name = svc.get(c.user, &id).await.map(|e| e.title).unwrap_or_else(|_| id.to_string());
+        // Named by the write's result; a refused call by its id (another
+        // user's id reveals no name), without a second read of the event.
+        let name = id.to_string();
         let op = op(OperationAction::Update, name, Some(id.to_string()));
         written(svc.update(c.user, &id, &target, &changes, None).await, op, OperationAction::Update)
     }
@@ -226,7 +229,9 @@ impl Tool for DeleteCalendarEvent {
     async fn run(&self, c: &Call<'_>, a: DeleteArgs) -> Result<Done, Refusal> {
         let svc = service(c)?;
         let id = event_id(&a.event_id)?;
-        let name = svc.get(c.user, &id).await.map(|e| e.title).unwrap_or_else(|_| id.to_string());
+        // Named by the write's result; a refused call by its id (another
+        // user's id reveals no name), without a second read of the event.
+        let name = id.to_string();
         let op = op(OperationAction::Delete, name, Some(id.to_string()));
         let target = Target { instance: a.instance, scope: a.scope };
         written(svc.delete(c.user, &id, &target, None).await, op, OperationAction::Delete)
