@@ -124,7 +124,10 @@ impl ToolScope {
     /// with no project yet, which offers [`PROJECT_CREATE_TOOLS`] (the model
     /// either asks, the request being too vague, or creates the project), in
     /// `calendar`, which offers the calendar tools, and in a workspace-wide
-    /// `daily_brief_update`, which offers the agenda's reads.
+    /// `daily_brief_update`, which offers the agenda's reads. The web tools
+    /// ([`super::WEB_TOOLS`]) come with the global, project and brain-dump
+    /// context types (the spec's gating: research belongs there, not in a
+    /// focused entity, the calendar or the project's audits).
     pub fn offered_in(&self, context: ContextType) -> Vec<ToolName> {
         match (context, self) {
             (ContextType::ProjectCreate, ToolScope::Global) => PROJECT_CREATE_TOOLS.to_vec(),
@@ -139,6 +142,10 @@ impl ToolScope {
                     ToolName::SearchWorkspace,
                 ]
             }
+            (
+                ContextType::Global | ContextType::Project | ContextType::BrainDump,
+                ToolScope::Global | ToolScope::Project { .. },
+            ) => [self.offered().as_slice(), super::WEB_TOOLS].concat(),
             _ => self.offered(),
         }
     }

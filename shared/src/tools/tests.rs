@@ -249,7 +249,13 @@ fn project_create_offers_its_own_tools_until_it_has_a_project() {
     );
     let project = project_scope();
     assert_eq!(project.offered_in(ContextType::ProjectCreate), project.offered());
-    assert_eq!(ToolScope::Global.offered_in(ContextType::Global), ToolScope::Global.offered());
+    // The global, project and brain-dump context types add the web tools.
+    let with_web = [ToolScope::Global.offered(), crate::tools::WEB_TOOLS.to_vec()].concat();
+    assert_eq!(ToolScope::Global.offered_in(ContextType::Global), with_web);
+    assert_eq!(ToolScope::Global.offered_in(ContextType::BrainDump), with_web);
+    let in_project = [project.offered(), crate::tools::WEB_TOOLS.to_vec()].concat();
+    assert_eq!(project.offered_in(ContextType::Project), in_project);
+    assert_eq!(project.offered_in(ContextType::Ontology), project.offered());
 }
 
 #[test]
@@ -267,6 +273,8 @@ fn only_project_bound_tools_need_a_project() {
         "update_calendar_event",
         "delete_calendar_event",
         "find_free_time",
+        "web_search",
+        "web_visit",
     ];
     for &t in ToolName::ALL {
         assert_eq!(!t.needs_project(), global_tools.contains(&t.as_str()), "{t:?}");
