@@ -5,7 +5,8 @@
 //!
 //! The contract:
 //! - Every tool is one `impl` of [`Tool`] in its family's file (projects,
-//!   search, entities, documents, edges, project creation) and one line of
+//!   search, entities, documents, edges, project creation, calendar, web,
+//!   utility) and one line of
 //!   [`ToolName::ALL`]. Its arguments are one type deriving
 //!   `utoipa::ToSchema` from the entity field types; the JSON Schema the
 //!   model sees is generated from it ([`schema::of`]) and sent as an OpenAI
@@ -41,12 +42,14 @@ mod projects;
 pub mod schema;
 pub mod scope;
 mod search;
+mod utility;
 mod web;
 
 pub use calendar::CALENDAR_TOOLS;
 pub use outcome::{ToolOutcome, PREVIEW_CHARS};
 pub use project_create::{MAX_CLARIFYING_QUESTIONS, MAX_QUESTION_CHARS};
 pub use scope::ToolScope;
+pub use utility::{field_schema, FieldKind, MAX_LINKED};
 pub use web::{display_url, WebTools, WEB_TOOLS};
 
 use crate::calendar::CalendarService;
@@ -153,6 +156,9 @@ impl ToolName {
         ToolName::FindFreeTime,
         ToolName::WebSearch,
         ToolName::WebVisit,
+        ToolName::GetFieldInfo,
+        ToolName::GetEntityRelationships,
+        ToolName::GetLinkedEntities,
     ];
 
     const fn of<T: Tool>(tool: &'static T) -> ToolName {

@@ -74,11 +74,14 @@ impl ToolScope {
         }
     }
 
-    /// The tools this scope offers the model, in a stable order.
+    /// The tools this scope offers the model, in a stable order; the
+    /// utility tools (field info, relationships) wherever ontology tools are.
     pub fn offered(&self) -> Vec<ToolName> {
         type T = ToolName;
         match self {
-            ToolScope::Global => vec![T::ListProjects, T::SearchWorkspace, T::GetProject, T::CreateProject],
+            ToolScope::Global => {
+                vec![T::ListProjects, T::SearchWorkspace, T::GetProject, T::CreateProject, T::GetFieldInfo]
+            }
             ToolScope::Project { .. } => vec![
                 T::GetProject,
                 T::UpdateProject,
@@ -101,6 +104,9 @@ impl ToolScope {
                 T::GetDocumentMetadata,
                 T::ReadDocument,
                 T::MoveDocument,
+                T::GetFieldInfo,
+                T::GetEntityRelationships,
+                T::GetLinkedEntities,
             ],
             ToolScope::Entity { kind, .. } => {
                 // A document in focus (or one of unknown kind) may be read.
@@ -111,6 +117,9 @@ impl ToolScope {
                     T::LinkEntities,
                     T::UnlinkEntities,
                     T::SearchProject,
+                    T::GetFieldInfo,
+                    T::GetEntityRelationships,
+                    T::GetLinkedEntities,
                 ];
                 if matches!(kind, None | Some(EntityKind::Document)) {
                     v.extend([T::ReadDocument, T::GetDocumentMetadata]);

@@ -227,16 +227,25 @@ fn scopes_offer_the_same_names_as_before() {
     let e = EntityId::new();
     assert_eq!(
         names(&ToolScope::Global.offered()),
-        ["list_projects", "search_workspace", "get_project", "create_project"]
+        ["list_projects", "search_workspace", "get_project", "create_project", "get_field_info"]
     );
     let task = ToolScope::Entity { project: p.clone(), kind: Some(EntityKind::Task), entity: e.clone() };
-    let entity_tools =
-        ["get_entity", "update_entity", "list_edges", "link_entities", "unlink_entities", "search_project"];
+    let entity_tools = [
+        "get_entity",
+        "update_entity",
+        "list_edges",
+        "link_entities",
+        "unlink_entities",
+        "search_project",
+        "get_field_info",
+        "get_entity_relationships",
+        "get_linked_entities",
+    ];
     assert_eq!(names(&task.offered()), entity_tools);
     let document = ToolScope::Entity { project: p.clone(), kind: None, entity: e };
-    assert_eq!(names(&document.offered())[6..], ["read_document", "get_document_metadata"]);
+    assert_eq!(names(&document.offered())[9..], ["read_document", "get_document_metadata"]);
     let project = names(&ToolScope::Project { project: p }.offered());
-    assert_eq!(project.len(), 21);
+    assert_eq!(project.len(), 24);
     assert!(!project.contains(&"create_project") && !project.contains(&"list_projects"));
     assert!(!project.contains(&"ask_clarifying_questions") && !project.contains(&"create_onto_project"));
 }
@@ -275,6 +284,7 @@ fn only_project_bound_tools_need_a_project() {
         "find_free_time",
         "web_search",
         "web_visit",
+        "get_field_info",
     ];
     for &t in ToolName::ALL {
         assert_eq!(!t.needs_project(), global_tools.contains(&t.as_str()), "{t:?}");
