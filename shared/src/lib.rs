@@ -7,6 +7,8 @@
 //! - leaves: [`config`] (the one env loader), [`ids`] (newtypes for ids),
 //!   [`auth`] (bearer JWTs), [`message`] (the protocol-complete conversation
 //!   log), [`metrics`], [`telemetry`], [`transport`] (socket options);
+//!   [`web`] (pages read and searches made for the web tools, under the
+//!   address guard);
 //! - [`store`]: the DynamoDB client, the one key scheme, attribute helpers,
 //!   `StoreError` — and no feature's types;
 //! - what the ontology, a session, a plan and the agent state are, with
@@ -55,6 +57,7 @@ pub mod telemetry;
 pub mod tools;
 pub mod transport;
 pub mod turn;
+pub mod web;
 
 /// Milliseconds since the Unix epoch: the one clock every stored timestamp uses.
 pub fn now_ms() -> i64 {

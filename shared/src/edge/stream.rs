@@ -76,7 +76,8 @@ impl StreamApp {
         let store = Arc::new(DynamoStore::new(dynamo.clone(), config.table_name.clone()));
         let entities = EntityService::new(DynamoEntityStore::new(dynamo.clone(), config.table_name.clone()));
         let calendar = calendar_service(&dynamo, &config.table_name, &entities);
-        let registry = ToolRegistry::new(entities.clone()).with_calendar(calendar.clone());
+        let web = crate::tools::WebTools::new(&config.web);
+        let registry = ToolRegistry::new(entities.clone()).with_calendar(calendar.clone()).with_web(web);
         let tools: Option<Arc<dyn TurnTools>> = Some(Arc::new(registry));
         let (dynamo_for_cache, table_for_cache) = (dynamo.clone(), config.table_name.clone());
         let agent_state: Arc<dyn AgentStateStore> =

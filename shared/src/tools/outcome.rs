@@ -73,6 +73,9 @@ pub enum Refusal {
     Entity(EntityError),
     /// A calendar operation refused, and the step it was (shown as failed).
     Calendar(CalendarError, Option<Op>),
+    /// A page not read or a search not answered, with the step's events
+    /// (start, then error).
+    Web(crate::web::WebError, Vec<StreamEvent>),
 }
 
 impl From<EntityError> for Refusal {
@@ -165,6 +168,11 @@ pub fn outcome(tool: &str, run: Result<Done, Refusal>) -> ToolOutcome {
             return failure(&code, &message);
         }
         Err(Refusal::Calendar(e, op)) => return calendar_failure(&e, op),
+        Err(Refusal::Web(e, events)) => {
+            let mut out = failure(e.code(), &e.to_string());
+            out.turn_events = events;
+            return out;
+        }
     };
     let mut outcome = match &done.result {
         Ok(v) => {
