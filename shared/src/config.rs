@@ -144,6 +144,12 @@ pub struct Config {
     /// (or `*`); on AWS leave it unset: the function URL's `Cors` adds the
     /// headers, and a second copy from us would make browsers refuse both.
     pub cors_allow_origin: Option<String>,
+    /// `APPROVAL_SECRET` (default unset: the JWT secret): the key approval
+    /// ids are signed with ([`crate::approval`]).
+    pub approval_secret: Option<String>,
+    /// `APPROVAL_TTL_MS` (default 86400000, a day): how long a call waits
+    /// for the user's yes before it counts as denied.
+    pub approval_ttl: Duration,
 }
 
 /// `name`'s value, if set and not blank. Every module's settings are read
@@ -225,6 +231,8 @@ impl Config {
             plan_step_concurrency: env_parse("PLAN_STEP_CONCURRENCY", 3usize)?.max(1),
             plan_step_max_rounds: env_parse("PLAN_STEP_MAX_ROUNDS", 3usize)?,
             cors_allow_origin: cors_origin()?,
+            approval_secret: env_or("APPROVAL_SECRET"),
+            approval_ttl: ms("APPROVAL_TTL_MS", 86_400_000)?,
         })
     }
 }
