@@ -52,8 +52,11 @@ pub struct UiEncoder {
     open_text: Option<String>,
     /// Text parts started so far (their ids are `text-<n>`).
     texts: u32,
-    /// Call ids announced with `tool-input-*`.
+    /// Call ids announced with `tool-input-*`, or answered (an approval's
+    /// continuation: the client has the call in the message it continues).
     calls: HashSet<String>,
+    /// Calls the user denied: their `tool-output-denied` is their result.
+    denied: HashSet<String>,
     /// An `error` part was sent.
     errored: bool,
     finished: bool,
@@ -71,6 +74,7 @@ impl UiEncoder {
             open_text: None,
             texts: 0,
             calls: HashSet::new(),
+            denied: HashSet::new(),
             errored: false,
             finished: false,
         }
@@ -95,6 +99,22 @@ impl UiEncoder {
             StreamEvent::TextDelta { content } if content.is_empty() => {}
             StreamEvent::TextDelta { content } => self.text(content, &mut parts),
             StreamEvent::ToolCall { tool_call, .. } => self.tool_call(tool_call, &mut parts),
+            StreamEvent::ToolResult { tool_call_id, .. } if self.denied.contains(tool_call_id) => {}
+            StreamEvent::ApprovalRequired { approval_id, tool_call_id, .. } if self.calls.contains(tool_call_id) => {
+                self.end_text(&mut parts);
+                parts.push(
+                    json!({"type": "tool-approval-request", "approvalId": approval_id, "toolCallId": tool_call_id}),
+                );
+            }
+            StreamEvent::ApprovalAnswered { tool_call_id, approved, .. } => {
+                self.calls.insert(tool_call_id.clone());
+                if !approved {
+                    self.end_text(&mut parts);
+                    self.step_has_results = true;
+                    self.denied.insert(tool_call_id.clone());
+                    parts.push(json!({"type": "tool-output-denied", "toolCallId": tool_call_id}));
+                }
+            }
             StreamEvent::ToolResult { tool_call_id, ok, preview, .. } if self.calls.contains(tool_call_id) => {
                 self.tool_output(tool_call_id, *ok, preview, &mut parts)
             }

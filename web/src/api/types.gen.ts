@@ -485,6 +485,26 @@ export type StreamEvent =
       type: 'confirmation_required';
     }
   | {
+      approval_id: string;
+      arguments: {};
+      /**
+       * Ms since the epoch; after it the call counts as denied.
+       */
+      expires_at: number;
+      summary: string;
+      tool: string;
+      tool_call_id: string;
+      type: 'approval_required';
+    }
+  | {
+      approval_id: string;
+      approved: boolean;
+      reason?: string | null;
+      tool: string;
+      tool_call_id: string;
+      type: 'approval_answered';
+    }
+  | {
       questions: string[];
       type: 'clarifying_questions';
     }
