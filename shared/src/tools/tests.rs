@@ -459,3 +459,12 @@ fn previews_are_cut_at_the_limit_with_an_ellipsis() {
     let short = outcome("list_edges", Ok(Done::quiet(Ok(json!({ "items": [] })))));
     assert_eq!(short.preview, short.content);
 }
+
+#[test]
+fn docs_tools_md_lists_every_tool() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tools.md")).unwrap();
+    let builtin = [plan::AGENT_CREATE_PLAN, plan::AGENT_CONTINUE_PLAN, "read_tool_output"];
+    for name in ToolName::ALL.iter().map(|t| t.as_str()).chain(builtin) {
+        assert!(doc.contains(&format!("`{name}` |")) || doc.contains(&format!("`{name}` /")), "{name}");
+    }
+}

@@ -75,8 +75,7 @@ pub struct GetFieldInfo;
 impl Tool for GetFieldInfo {
     type Args = FieldInfoArgs;
     const NAME: &'static str = "get_field_info";
-    const DESCRIPTION: &'static str = "The fields of an entity kind (or the project): their types, allowed \
-        values and limits, and which are required.";
+    const DESCRIPTION: &'static str = "The fields of a kind: types, allowed values, limits, required.";
     const NEEDS_PROJECT: bool = false;
 
     async fn run(&self, _: &Call<'_>, a: FieldInfoArgs) -> Result<Done, Refusal> {
@@ -100,13 +99,13 @@ struct Linked {
     via: Option<String>,
 }
 
-/// The entity at the centre: its kind (asked, found on an edge, or looked
-/// up), its name, and its edges. Missing or another user's: `NotFound`.
-async fn centre(c: &Call<'_>, id: &EntityId, kind: Option<EntityKind>) -> Result<(EntityKind, Vec<Edge>), Refusal> {
+/// The entity at the centre: its kind (found on an edge, else looked up
+/// across the kinds) and its edges. Missing or another user's: `NotFound`.
+async fn centre(c: &Call<'_>, id: &EntityId) -> Result<(EntityKind, Vec<Edge>), Refusal> {
     let project = c.project()?;
     let edges = c.svc.edges(c.user, project, Some(id)).await?;
     let seen = edges.iter().flat_map(|e| [&e.from, &e.to]).find(|end| &end.id == id).map(|end| end.kind);
-    let kind = match kind.or(seen) {
+    let kind = match seen {
         Some(k) => k,
         None => {
             let tries = EntityKind::ALL.map(|k| async move { c.svc.get(c.user, project, k, id).await.ok().map(|_| k) });
@@ -186,7 +185,7 @@ async fn walk(
 
 async fn links(c: &Call<'_>, a: LinkArgs, depth: u8) -> Result<Done, Refusal> {
     let id = entity_id("entity_id", &a.entity_id)?;
-    let (kind, edges) = match centre(c, &id, a.kind).await {
+    let (kind, edges) = match centre(c, &id).await {
         Ok(found) => found,
         Err(Refusal::Entity(e)) => {
             let op = Op {
@@ -211,15 +210,18 @@ async fn links(c: &Call<'_>, a: LinkArgs, depth: u8) -> Result<Done, Refusal> {
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+pub struct RelationshipArgs {
+    pub entity_id: String,
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct LinkArgs {
     pub entity_id: String,
-    /// The entity's kind, when known (saves a lookup).
-    #[serde(default)]
-    pub kind: Option<EntityKind>,
-    /// Only links with this relation (e.g. supports, blocks).
+    /// Only this relation (e.g. supports).
     #[serde(default)]
     pub relation: Option<String>,
-    /// `get_linked_entities` only: 1 (default) or 2 (links of links).
+    /// 1 (default) or 2: links of links too.
     #[serde(default)]
     #[schema(minimum = 1, maximum = 2)]
     pub depth: Option<u8>,
@@ -229,14 +231,13 @@ pub struct GetEntityRelationships;
 
 #[async_trait::async_trait]
 impl Tool for GetEntityRelationships {
-    type Args = LinkArgs;
+    type Args = RelationshipArgs;
     const NAME: &'static str = "get_entity_relationships";
-    const DESCRIPTION: &'static str = "An entity's relations in both directions, each with the other \
-        entity's kind and name.";
+    const DESCRIPTION: &'static str = "An entity's relations, both directions, with each other side's kind and name.";
     const NEEDS_PROJECT: bool = true;
 
-    async fn run(&self, c: &Call<'_>, a: LinkArgs) -> Result<Done, Refusal> {
-        links(c, a, 1).await
+    async fn run(&self, c: &Call<'_>, a: RelationshipArgs) -> Result<Done, Refusal> {
+        links(c, LinkArgs { entity_id: a.entity_id, relation: None, depth: None }, 1).await
     }
 }
 
@@ -246,8 +247,7 @@ pub struct GetLinkedEntities;
 impl Tool for GetLinkedEntities {
     type Args = LinkArgs;
     const NAME: &'static str = "get_linked_entities";
-    const DESCRIPTION: &'static str = "The entities linked to one entity (optionally by one relation), and with \
-        depth 2 the entities linked to those; each with kind, name, relation and direction.";
+    const DESCRIPTION: &'static str = "Entities linked to one entity, to depth 2, with kind, name and relation.";
     const NEEDS_PROJECT: bool = true;
 
     async fn run(&self, c: &Call<'_>, a: LinkArgs) -> Result<Done, Refusal> {
