@@ -152,6 +152,12 @@ pub struct Config {
     /// `APPROVAL_TTL_MS` (default 86400000, a day): how long a call waits
     /// for the user's yes before it counts as denied.
     pub approval_ttl: Duration,
+    /// Per-user budgets (`BUDGET_*`, [`BudgetConfig`]).
+    pub budgets: BudgetConfig,
+    /// `FRAME_FLUSH_MS` (default 50, 1..=1000): the longest a frame waits
+    /// before the frame log writes its batch (`crate::frames`): fewer writes
+    /// per turn against a resumed stream's freshness (docs/cost.md).
+    pub frame_flush: Duration,
 }
 
 /// The API `web_search` speaks (`WEB_SEARCH_PROVIDER`).
@@ -263,6 +269,41 @@ fn search_config() -> Result<Option<SearchConfig>, ConfigError> {
     Ok(Some(SearchConfig { provider, api_key, base_url }))
 }
 
+/// Per-user budgets ([`crate::budget`]); `0` turns one off, and all four off
+/// means no budget request at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetConfig {
+    /// `BUDGET_TOKENS_PER_DAY` (default 500000): model tokens, in + out as the
+    /// model reports them, per UTC day.
+    pub tokens_per_day: u64,
+    /// `BUDGET_TURNS_PER_MINUTE` (default 20): turns started per clock minute.
+    pub turns_per_minute: u64,
+    /// `BUDGET_CONCURRENT_TURNS` (default 3): turns running at once.
+    pub concurrent_turns: u64,
+    /// `BUDGET_WEB_CALLS_PER_DAY` (default 200): web tool calls per UTC day.
+    pub web_calls_per_day: u64,
+}
+
+impl BudgetConfig {
+    /// No budget at all.
+    pub const OFF: BudgetConfig =
+        BudgetConfig { tokens_per_day: 0, turns_per_minute: 0, concurrent_turns: 0, web_calls_per_day: 0 };
+
+    /// Whether a turn's start checks anything.
+    pub fn checks_turns(&self) -> bool {
+        self.tokens_per_day > 0 || self.turns_per_minute > 0 || self.concurrent_turns > 0
+    }
+
+    pub fn from_env() -> Result<BudgetConfig, ConfigError> {
+        Ok(BudgetConfig {
+            tokens_per_day: env_parse("BUDGET_TOKENS_PER_DAY", 500_000u64)?,
+            turns_per_minute: env_parse("BUDGET_TURNS_PER_MINUTE", 20u64)?,
+            concurrent_turns: env_parse("BUDGET_CONCURRENT_TURNS", 3u64)?,
+            web_calls_per_day: env_parse("BUDGET_WEB_CALLS_PER_DAY", 200u64)?,
+        })
+    }
+}
+
 /// `name`'s value, if set and not blank. Every module's settings are read
 /// through this and [`env_parse`], so blank means unset everywhere.
 pub(crate) fn env_or(name: &'static str) -> Option<String> {
@@ -345,8 +386,18 @@ impl Config {
             web: WebConfig::from_env()?,
             approval_secret: env_or("APPROVAL_SECRET"),
             approval_ttl: ms("APPROVAL_TTL_MS", 86_400_000)?,
+            budgets: BudgetConfig::from_env()?,
+            frame_flush: frame_flush()?,
         })
     }
+}
+
+fn frame_flush() -> Result<Duration, ConfigError> {
+    let every = ms("FRAME_FLUSH_MS", 50)?;
+    if every.is_zero() || every > Duration::from_secs(1) {
+        return Err(ConfigError { var: "FRAME_FLUSH_MS", reason: "must be 1..=1000".into() });
+    }
+    Ok(every)
 }
 
 /// An on/off setting: `1`/`true` or `0`/`false` (any case), off when unset.

@@ -13,7 +13,8 @@
 //!   `StoreError` — and no feature's types;
 //! - what the ontology, a session, a plan and the agent state are, with
 //!   their stores: [`entities`], [`session`] (sessions, the turn log, leases,
-//!   stop signals), [`plan`], [`agent_state`];
+//!   stop signals), [`plan`], [`agent_state`]; [`budget`] (per-user
+//!   budgets: tokens a day, turns a minute, turns at once, web calls a day);
 //! - [`sse`]: the event contract ([`sse::StreamEvent`]), the native SSE
 //!   encoder, the decoder, the sinks; above it [`frames`] (the frame log a
 //!   client resumes from) and [`llm`] (any OpenAI-compatible streaming
@@ -34,6 +35,7 @@
 pub mod agent_state;
 pub mod approval;
 pub mod auth;
+pub mod budget;
 pub mod calendar;
 pub mod chat;
 pub mod config;

@@ -24,6 +24,7 @@ pub fn routes() -> OpenApiRouter<StreamApp> {
     responses((status = 200, content_type = "text/event-stream", description = "The UI message stream (`x-vercel-ai-ui-message-stream: v1`)"),
         (status = 400, body = ErrorBody, description = "`invalid_json`, `missing_chat_id`, `unknown_trigger`, `missing_message`, …"),
         (status = 401, body = ErrorBody), (status = 413, body = ErrorBody, description = "`message_too_large`"),
+        (status = 429, body = ErrorBody, description = "`quota_exceeded`, with `Retry-After`"),
         (status = 503, body = ErrorBody)))]
 async fn post_chat(
     State(app): State<StreamApp>,

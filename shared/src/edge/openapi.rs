@@ -14,6 +14,7 @@
 //! event and session types add theirs the same way.
 
 use super::{ErrorBody, ErrorDetail};
+use crate::budget::{BudgetKind, BudgetUsage};
 use crate::message::{FunctionCall, MessageError, Role, ToolCall, Usage};
 use crate::session::api::{
     DeleteAnswer, MessageStatus, MessageView, MessagesPage, RenameSession, SessionList, StopAnswer, StopRequest,
@@ -56,6 +57,8 @@ use utoipa::OpenApi;
     DeleteAnswer,
     ErrorBody,
     ErrorDetail,
+    BudgetUsage,
+    BudgetKind,
 )))]
 struct WireTypes;
 
