@@ -180,6 +180,12 @@ impl Renderer {
                     .collect();
                 (Some(format!("? confirm: {}", what.join(", "))), Waiting::Off)
             }
+            StreamEvent::ApprovalRequired { summary, .. } => (Some(format!("? approve: {summary}")), Waiting::Off),
+            StreamEvent::ApprovalAnswered { approved: true, .. } => (Some("✓ approved".to_string()), Waiting::Same),
+            StreamEvent::ApprovalAnswered { reason, .. } => {
+                let why = reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+                (Some(format!("✗ denied{why}")), Waiting::Same)
+            }
             StreamEvent::ContextShift { current, entity_name, .. } => {
                 let project = current.focus.as_ref().and_then(|f| f.get("projectId")).and_then(|p| p.as_str());
                 if let Some(p) = project {

@@ -146,6 +146,12 @@ pub struct Config {
     pub cors_allow_origin: Option<String>,
     /// The web tools' limits and the search provider ([`WebConfig`]).
     pub web: WebConfig,
+    /// `APPROVAL_SECRET` (default unset: the JWT secret): the key approval
+    /// ids are signed with ([`crate::approval`]).
+    pub approval_secret: Option<String>,
+    /// `APPROVAL_TTL_MS` (default 86400000, a day): how long a call waits
+    /// for the user's yes before it counts as denied.
+    pub approval_ttl: Duration,
 }
 
 /// The API `web_search` speaks (`WEB_SEARCH_PROVIDER`).
@@ -337,6 +343,8 @@ impl Config {
             plan_step_max_rounds: env_parse("PLAN_STEP_MAX_ROUNDS", 3usize)?,
             cors_allow_origin: cors_origin()?,
             web: WebConfig::from_env()?,
+            approval_secret: env_or("APPROVAL_SECRET"),
+            approval_ttl: ms("APPROVAL_TTL_MS", 86_400_000)?,
         })
     }
 }

@@ -32,6 +32,7 @@
 //!   OpenAPI document, CORS, errors as answers. Nothing below imports these.
 
 pub mod agent_state;
+pub mod approval;
 pub mod auth;
 pub mod calendar;
 pub mod chat;

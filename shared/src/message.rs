@@ -99,6 +99,26 @@ pub struct StoredMessage {
     /// the marker are shown or sent to the model ([`without_superseded`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes_from: Option<u64>,
+    /// On an assistant message: its calls that wait for the user's approval
+    /// ([`crate::approval`]). Their results come later in the log: the
+    /// approved call's own, or the denial ("denied by the user: …").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<PendingApproval>,
+}
+
+/// A call that waits for the user's yes ([`crate::approval`]): what the
+/// approval id signs is the call as stored in the same message (its
+/// arguments are never taken from the client).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PendingApproval {
+    pub tool_call_id: String,
+    /// HMAC over user, session, call id, tool, arguments' hash and expiry.
+    pub approval_id: String,
+    pub tool: String,
+    /// The operation in human words ("Delete the task \"Old checklist\"").
+    pub summary: String,
+    /// Ms since the epoch; after it the call is denied as expired.
+    pub expires_at: i64,
 }
 
 /// A contiguous run of the log as readers see it: without regenerate markers
@@ -158,6 +178,7 @@ impl StoredMessage {
             created_at: crate::now_ms(),
             voice_note_group_id: None,
             supersedes_from: None,
+            approvals: vec![],
         }
     }
 

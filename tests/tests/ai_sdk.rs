@@ -543,3 +543,123 @@ async fn the_ai_sdks_own_client_resumes_a_running_turn_without_repeating_text() 
     assert_eq!(text(&reloaded[3]), pieces.concat(), "every word once");
     assert_eq!(text(&live[3]), pieces.concat());
 }
+
+/// The AI SDK's own approval flow (`tests/node/approval-check.mjs`): a
+/// scripted delete asks; the client answers with `addToolApprovalResponse`
+/// (and `sendAutomaticallyWhen:
+/// lastAssistantMessageIsCompleteWithApprovalResponses` sends it), or, as a
+/// forger, with an id the server never made. What the client printed, the
+/// project and the task.
+async fn approval_round_trip(mode: &str) -> (Value, tests::function_urls::FunctionUrls, String, String) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
+    assert!(
+        dir.join("node_modules/ai/package.json").exists(),
+        "run the tests with scripts/test.sh (npm ci in tests/node)"
+    );
+    let urls = tests::function_urls::FunctionUrls::start().await;
+    let t = &urls.t;
+    let service =
+        EntityService::new(shared::entities::store::DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
+    let project = service.create_project(&uid("alice"), p).await.unwrap().data.project.id;
+    let reg = shared::tools::ToolRegistry::new(service);
+    let scope = shared::tools::ToolScope::Project { project: project.clone() };
+    let ctx = shared::tools::ToolContext { user: uid("alice"), scope, zone: None };
+    let call = shared::message::ToolCall {
+        id: "setup".into(),
+        kind: "function".into(),
+        function: shared::message::FunctionCall {
+            name: "create_task".into(),
+            arguments: json!({"title": "Old checklist"}).to_string(),
+        },
+    };
+    let created = reg.execute(&ctx, &call).await;
+    let task = serde_json::from_str::<Value>(&created.content).unwrap()["id"].as_str().unwrap().to_string();
+    t.llm.push(Reply::tool_calls(&[("delete_entity", json!({"kind": "task", "id": task.to_string()}))]));
+    t.llm.push(Reply::text(&["Done ", "with it."]));
+    let out = tokio::process::Command::new("node")
+        .arg(dir.join("approval-check.mjs"))
+        .current_dir(&dir)
+        .env("CHAT_URL", format!("{}chat", urls.url("stream")))
+        .env("CHAT_TOKEN", token("alice"))
+        .env("CHAT_BODY", json!({"context_type": "project", "project_id": project.to_string()}).to_string())
+        .env("CHAT_TEXT", "Delete the old checklist")
+        .env("APPROVAL", mode)
+        .output()
+        .await
+        .expect("node runs (Node 20+ is required)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "node failed: {stderr}");
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    // The question: the call's input, then the request, and the turn finished.
+    let asked = seen["asked"].as_array().unwrap_or_else(|| panic!("{seen}"));
+    assert_eq!(asked.len(), 2, "{seen}");
+    let part = asked[1]["parts"].as_array().unwrap().iter().find(|p| p["type"] == "tool-delete_entity").cloned();
+    let part = part.unwrap_or_else(|| panic!("{seen}"));
+    assert_eq!(part["state"], "approval-requested", "{seen}");
+    assert!(part["approval"]["id"].as_str().unwrap().starts_with("apv1."));
+    assert_eq!(seen["statusAsked"], "ready");
+    (seen, urls, project.to_string(), task.to_string())
+}
+
+async fn task_left(urls: &tests::function_urls::FunctionUrls, project: &str, task: &str) -> bool {
+    let t = &urls.t;
+    let service =
+        EntityService::new(shared::entities::store::DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let (p, id) = (shared::ids::ProjectId::parse(project).unwrap(), shared::ids::EntityId::parse(task).unwrap());
+    service.get(&uid("alice"), &p, shared::entities::EntityKind::Task, &id).await.is_ok()
+}
+
+/// The tool part of the continued assistant message, and the message's text.
+fn answered(seen: &Value) -> (Value, String) {
+    let messages = seen["answered"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "the answer continues the same message: {seen}");
+    assert_eq!(messages[1]["id"], seen["asked"][1]["id"], "the same messageId");
+    let parts = messages[1]["parts"].as_array().unwrap();
+    let tool: Vec<_> = parts.iter().filter(|p| p["type"] == "tool-delete_entity").collect();
+    assert_eq!(tool.len(), 1, "{seen}");
+    let text = parts.iter().filter(|p| p["type"] == "text").map(|p| p["text"].as_str().unwrap()).collect();
+    (tool[0].clone(), text)
+}
+
+#[tokio::test]
+async fn the_ai_sdks_client_approves_a_delete_and_it_runs_once() {
+    let (seen, urls, project, task) = approval_round_trip("approve").await;
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+    assert_eq!(seen["status"], "ready", "{seen}");
+    let requests = seen["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 2, "one question, one answer: {seen}");
+    assert_eq!((requests[1]["status"].as_u64(), requests[1]["lastRole"].as_str()), (Some(200), Some("assistant")));
+    let (tool, text) = answered(&seen);
+    assert_eq!(tool["state"], "output-available", "{seen}");
+    assert_eq!(text, "Done with it.");
+    assert!(!task_left(&urls, &project, &task).await, "the task is gone");
+    assert_eq!(urls.t.llm.request_count(), 2);
+    assert_eq!(urls.t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn the_ai_sdks_client_denies_a_delete_and_the_model_is_told() {
+    let (seen, urls, project, task) = approval_round_trip("deny").await;
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+    let (tool, _) = answered(&seen);
+    assert_eq!(tool["state"], "output-denied", "{seen}");
+    assert!(task_left(&urls, &project, &task).await, "the task is still there");
+    let last = urls.t.llm.requests().last().cloned().unwrap();
+    let told = last["messages"].as_array().unwrap().iter().any(|m| {
+        m["role"] == "tool" && m["content"].as_str().unwrap_or("").contains("denied by the user: I still need it")
+    });
+    assert!(told, "the model read the denial: {last}");
+    assert_eq!(urls.t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn the_ai_sdks_client_with_a_forged_approval_is_refused_and_nothing_is_deleted() {
+    let (seen, urls, project, task) = approval_round_trip("forge").await;
+    let requests = seen["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 2, "{seen}");
+    assert_eq!(requests[1]["status"], 404, "{seen}");
+    assert_eq!(seen["status"], "error", "the client shows the refusal: {seen}");
+    assert!(task_left(&urls, &project, &task).await, "nothing deleted");
+    assert_eq!(urls.t.llm.request_count(), 1, "the model was not asked again");
+}

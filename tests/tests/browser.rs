@@ -43,6 +43,7 @@ fn model(request: &Value) -> Reply {
     match last["role"].as_str() {
         Some("tool") if asked.contains("every list") => Reply::text(&["Everything ", "is in order."]),
         Some("tool") if asked.contains("design review") => Reply::text(&["Booked ", "the design review."]),
+        Some("tool") if asked.contains("old drafts") => Reply::text(&["Deleted one draft ", "and kept the other."]),
         Some("tool") => paced(["I added ", "the Launch ", "checklist ", "to the plan", "."].map(String::from).to_vec()),
         // Many reads at once: a turn of some 150 parts, arriving (and replayed) in bursts.
         _ if text.contains("every list") => {
@@ -82,6 +83,20 @@ async fn create_project(f: &FunctionUrls, name: &str) -> String {
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
     let created: Value = r.json().await.unwrap();
     created["data"]["project"]["id"].as_str().expect("the project's id").to_string()
+}
+
+/// A task of `USER` in `project`: its id.
+async fn create_task(f: &FunctionUrls, project: &str, title: &str) -> String {
+    let r = reqwest::Client::new()
+        .post(format!("{}projects/{project}/tasks", f.url("entities")))
+        .bearer_auth(token(USER))
+        .json(&json!({ "title": title }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let created: Value = r.json().await.unwrap();
+    created["data"]["id"].as_str().expect("the task's id").to_string()
 }
 
 async fn create_document(f: &FunctionUrls, project: &str, title: &str) {
@@ -126,8 +141,18 @@ async fn the_chat_page_in_a_real_browser() {
     }
     // The page's origin is the static site's; `*` saves knowing its port first.
     let f = FunctionUrls::with_config(|c| c.cors_allow_origin = Some("*".into())).await;
-    f.t.llm.set_default(Reply::dynamic(model));
-    create_project(&f, "Product launch").await;
+    let launch = create_project(&f, "Product launch").await;
+    // Two tasks a turn will ask to delete: the page approves one, denies the other.
+    let drafts = [create_task(&f, &launch, "Old draft A").await, create_task(&f, &launch, "Old draft B").await];
+    let ids = drafts.clone();
+    f.t.llm.set_default(Reply::dynamic(move |r| {
+        let last = r["messages"].as_array().and_then(|m| m.last().cloned()).unwrap_or_default();
+        if last["role"] == "user" && last["content"].as_str().unwrap_or("").contains("old drafts") {
+            let del = |id: &str| ("delete_entity", json!({"kind": "task", "id": id}));
+            return Reply::tool_calls(&[del(&ids[0]), del(&ids[1])]);
+        }
+        model(r)
+    }));
     // A second project (not the first the page would pick) with a session in it.
     let garden = create_project(&f, "Garden planner").await;
     create_document(&f, &garden, "Seed list").await;
@@ -159,6 +184,12 @@ async fn the_chat_page_in_a_real_browser() {
         }
         panic!("web/e2e/browser.mjs failed ({})", out.status);
     }
+    let task = |id: &str| format!("{}projects/{launch}/tasks/{id}", f.url("entities"));
+    let get = |url: String| async move {
+        reqwest::Client::new().get(url).bearer_auth(token(USER)).send().await.unwrap().status().as_u16()
+    };
+    assert_eq!(get(task(&drafts[0])).await, 404, "the approved delete ran");
+    assert_eq!(get(task(&drafts[1])).await, 200, "the denied one did not");
     eprintln!("browser test: node + chromium ran {} ms", started.elapsed().as_millis());
 }
 

@@ -31,6 +31,7 @@ const { OTHER_SESSION, OTHER_PROJECT } = process.env;
 // the calendar turn's local times are in it.
 const ZONE = 'Europe/Berlin';
 const CALENDAR_REPLY = 'Booked the design review.';
+const APPROVAL_REPLY = 'Deleted one draft and kept the other.';
 if (!OTHER_SESSION || !OTHER_PROJECT) throw new Error('OTHER_SESSION and OTHER_PROJECT must be set');
 
 const profile = mkdtempSync(join(tmpdir(), 'agentic-chat-chromium-'));
@@ -158,6 +159,36 @@ try {
     await page.locator('aside [data-testid=operation]', { hasText: 'Created document “Launch checklist”' }).waitFor();
     assert.equal(await page.locator('aside [data-testid=operation]').count(), 1, 'the feed lists the operation once');
     assert.deepEqual(pageErrors, [], 'the page threw');
+  });
+
+  await scenario('a delete waits: Approve runs one, Deny keeps the other; the answers show after a reload', async () => {
+    await send(page, 'Please clean up the old drafts');
+    const asked = (name) => page.locator('[data-testid=approval]', { hasText: name });
+    await asked('Old draft A').locator('[data-testid=approve]').waitFor();
+    await asked('Old draft B').locator('[data-testid=deny]').waitFor();
+    await waitReady(page);
+    assert.match(await asked('Old draft A').textContent(), /Delete the task “?"?Old draft A/);
+    await asked('Old draft A').locator('[data-testid=approve]').click();
+    await asked('Old draft B').locator('[data-testid=deny]').click();
+    // Both answered: the page sends them at once; the same message goes on.
+    await watchAssistant(page, (t) => t === APPROVAL_REPLY);
+    const answered = posted.at(-1);
+    assert.equal(answered.messages.at(-1).role, 'assistant', 'the answer posts the assistant message');
+    const check = async () => {
+      await asked('Old draft A').locator('[data-testid=approval-answer]', { hasText: 'Approved' }).waitFor();
+      await asked('Old draft B').locator('[data-testid=approval-answer]', { hasText: 'Denied' }).waitFor();
+      assert.equal(await page.locator('[data-testid=approval][data-state=waiting]').count(), 0);
+    };
+    await check();
+    await page.reload();
+    await page.locator('[data-testid=message-assistant]').nth(3).waitFor();
+    await waitReady(page);
+    await check();
+    await page.waitForTimeout(500);
+    assert.deepEqual((await conversation(page)).slice(-2), [
+      ['user', 'Please clean up the old drafts'],
+      ['assistant', APPROVAL_REPLY],
+    ], 'one answer, in the message that asked');
   });
 
   await scenario('the messages follow a streaming answer to its end, unless scrolled up', async () => {

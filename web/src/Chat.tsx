@@ -7,7 +7,7 @@
  * (transient) to the status line.
  */
 import { useChat } from '@ai-sdk/react';
-import { DefaultChatTransport, type PrepareSendMessagesRequest } from 'ai';
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, type PrepareSendMessagesRequest } from 'ai';
 import { useLayoutEffect, useMemo, useRef, useState } from 'react';
 import { createPortal } from 'react-dom';
 import type { Api } from './api/client';
@@ -83,11 +83,14 @@ export function Chat({ api, config, sessionId, initial, projectId, scope, onPatc
       }),
     [api, config.streamUrl],
   );
-  const { messages, sendMessage, status, stop, error } = useChat<ChatMessage>({
+  const { messages, sendMessage, status, stop, error, addToolApprovalResponse } = useChat<ChatMessage>({
     id: sessionId,
     messages: initial,
     transport,
     resume: true,
+    // An answered approval is sent at once: the server runs the approved
+    // calls (with the arguments it stored) and the answer goes on.
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     onData: (part) => {
       if (part.type === 'data-entity-patch') onPatch(part.data.patch);
       if (part.type === 'data-calendar-patch') onCalendarPatch(part.data.patch);
@@ -143,7 +146,13 @@ export function Chat({ api, config, sessionId, initial, projectId, scope, onPatc
         onWheel={(e) => e.deltaY < 0 && (follow.current = false)}
       >
         {messages.map((m) => (
-          <Message key={m.id} message={m} />
+          <Message
+            key={m.id}
+            message={m}
+            onApproval={(id, approved) =>
+              addToolApprovalResponse({ id, approved, reason: approved ? undefined : 'the user said no' })
+            }
+          />
         ))}
       </div>
       <p className="status" data-testid="status" data-status={status}>

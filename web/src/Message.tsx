@@ -2,8 +2,15 @@
 import type { ChatMessage } from './chat-types';
 import { describeOperation, settled } from './operations';
 
-export function Message({ message }: { message: ChatMessage }) {
+/** Answers a waiting call (`addToolApprovalResponse`). */
+export type OnApproval = (approvalId: string, approved: boolean) => void;
+
+export function Message({ message, onApproval }: { message: ChatMessage; onApproval?: OnApproval }) {
   const ended = message.metadata?.reason;
+  // The operation in human words, per waiting call (`data-approval-required`).
+  const asked = new Map(
+    message.parts.flatMap((p) => (p.type === 'data-approval-required' ? [[p.data.tool_call_id, p.data.summary] as const] : [])),
+  );
   const ops = message.parts.flatMap((p) => (p.type === 'data-operation' ? [p.data] : []));
   const shown = new Set(settled(ops));
   return (
@@ -17,8 +24,20 @@ export function Message({ message }: { message: ChatMessage }) {
           );
         }
         if (part.type === 'dynamic-tool' || part.type.startsWith('tool-')) {
-          const p = part as { toolName?: string; type: string; state?: string };
+          const p = part as {
+            toolName?: string;
+            type: string;
+            state?: string;
+            toolCallId?: string;
+            approval?: { id: string; approved?: boolean };
+          };
           const name = (p.toolName ?? p.type.slice('tool-'.length)).replace(/_/g, ' ');
+          const summary = p.toolCallId ? asked.get(p.toolCallId) : undefined;
+          if (summary || p.approval) {
+            return (
+              <Approval key={i} summary={summary ?? name} state={p.state} approval={p.approval} onApproval={onApproval} />
+            );
+          }
           return (
             <p key={i} className="tool" data-testid="tool" data-state={p.state}>
               ⚙ {name}
@@ -39,5 +58,50 @@ export function Message({ message }: { message: ChatMessage }) {
         <p className="ended">({ended === 'stopped' ? 'stopped' : 'ended with an error'})</p>
       )}
     </article>
+  );
+}
+
+/**
+ * A call that waits for the user's yes: the operation in words with Approve
+ * and Deny while it waits; then what the user answered (also after a reload:
+ * the stored call keeps its approval and its result).
+ */
+function Approval({
+  summary,
+  state,
+  approval,
+  onApproval,
+}: {
+  summary: string;
+  state?: string;
+  approval?: { id: string; approved?: boolean };
+  onApproval?: OnApproval;
+}) {
+  const waiting = state === 'approval-requested' && approval;
+  const answer =
+    state === 'output-denied' || approval?.approved === false
+      ? 'denied'
+      : state === 'output-available' || state === 'output-error' || approval?.approved
+        ? 'approved'
+        : undefined;
+  return (
+    <div className="approval" data-testid="approval" data-state={waiting ? 'waiting' : (answer ?? 'waiting')}>
+      <p className="summary">{summary}</p>
+      {waiting ? (
+        <p className="answer">
+          <button type="button" data-testid="approve" onClick={() => onApproval?.(approval.id, true)}>
+            Approve
+          </button>
+          <button type="button" data-testid="deny" onClick={() => onApproval?.(approval.id, false)}>
+            Deny
+          </button>
+        </p>
+      ) : (
+        <p className="answer" data-testid="approval-answer">
+          {answer === 'denied' ? '✗ Denied' : '✓ Approved'}
+          {state === 'approval-responded' ? '…' : ''}
+        </p>
+      )}
+    </div>
   );
 }

@@ -26,6 +26,23 @@ export function toUIMessages(views: MessageView[]): ChatMessage[] {
     if (v.content) turn.parts.push({ type: 'text', text: v.content, state: 'done' });
     for (const call of v.tool_calls ?? []) {
       const base = { type: 'dynamic-tool', toolName: call.name, toolCallId: call.id, input: parseArgs(call.arguments) } as const;
+      if (call.approval) {
+        // A call that asked the user: still waiting (no result), or answered.
+        turn.parts.push({ type: 'data-approval-required', data: { ...call.approval, arguments: base.input ?? {} } });
+        const id = call.approval.approval_id;
+        const preview = call.result_preview;
+        turn.parts.push(
+          preview == null
+            ? { ...base, state: 'approval-requested', approval: { id } }
+            : preview.includes('denied by the user') || preview.includes('not run:')
+              ? { ...base, state: 'output-denied', approval: { id, approved: false } }
+              : { ...base, state: 'output-available', output: preview, approval: { id, approved: true } },
+        );
+        if (preview != null && !preview.includes('denied by the user') && !preview.includes('not run:')) {
+          for (const data of storedOperations(call)) turn.parts.push({ type: 'data-operation', data });
+        }
+        continue;
+      }
       turn.parts.push(
         call.result_preview == null
           ? { ...base, state: 'input-available' }

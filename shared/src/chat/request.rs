@@ -7,6 +7,7 @@
 //! and only its text parts: it must be the user's. `id` (the chat id the
 //! client made) is the session's id, created by the first turn that names it.
 
+use crate::approval::ApprovalAnswer;
 use crate::turn::{BadTurn, TurnRequest, ValidTurn};
 use serde::Deserialize;
 
@@ -35,6 +36,9 @@ struct ChatBody {
     voice_note_group_id: Option<String>,
     #[serde(default)]
     timezone: Option<String>,
+    /// The assistant message an approval's answer continues.
+    #[serde(default, rename = "messageId")]
+    message_id: Option<serde_json::Value>,
 }
 
 /// A `UIMessage` as far as we read it.
@@ -51,6 +55,20 @@ struct UiPartIn {
     kind: String,
     #[serde(default)]
     text: Option<String>,
+    /// A tool part's state (`approval-responded` carries the user's answer).
+    #[serde(default)]
+    state: Option<String>,
+    /// `{id, approved, reason?}` on an answered tool part.
+    #[serde(default)]
+    approval: Option<serde_json::Value>,
+}
+
+/// A validated chat body: the turn, and the assistant message the answer
+/// continues (an approval's answer: the request's `messageId`).
+#[derive(Debug, Clone)]
+pub struct ChatTurn {
+    pub turn: ValidTurn,
+    pub message_id: Option<String>,
 }
 
 /// Why a chat body was refused (HTTP 400, 413 for a message too large).
@@ -87,7 +105,7 @@ impl BadChat {
 /// Validates a `POST /chat` body. `regenerate-message` answers the stored last
 /// user message again; the client's copy of it is checked like a new one but
 /// not stored.
-pub fn parse(body: &[u8], max_message_bytes: usize) -> Result<ValidTurn, BadChat> {
+pub fn parse(body: &[u8], max_message_bytes: usize) -> Result<ChatTurn, BadChat> {
     // serde's struct visitor also reads a JSON array by position.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
@@ -102,13 +120,21 @@ pub fn parse(body: &[u8], max_message_bytes: usize) -> Result<ValidTurn, BadChat
         Some("regenerate-message") => true,
         Some(other) => return Err(BadChat::UnknownTrigger(other.to_string())),
     };
-    let last = chat.messages.last().filter(|m| m.role == "user").ok_or(BadChat::NoUserMessage)?;
+    let last = chat.messages.last().ok_or(BadChat::NoUserMessage)?;
+    let answers = if last.role == "assistant" && !regenerate { answers(&last.parts) } else { vec![] };
     let texts: Vec<&str> = last.parts.iter().filter(|p| p.kind == "text").filter_map(|p| p.text.as_deref()).collect();
-    if texts.is_empty() {
-        return Err(BadChat::NoUserMessage);
-    }
+    let message = match (last.role.as_str(), answers.is_empty()) {
+        ("user", _) if !texts.is_empty() => texts.join("\n"),
+        // Read for its scope only: the turn stores no message of the user's.
+        ("assistant", false) => "(approval)".to_string(),
+        _ => return Err(BadChat::NoUserMessage),
+    };
+    let message_id = match chat.message_id {
+        Some(serde_json::Value::String(m)) if !answers.is_empty() && is_message_id(&m) => Some(m),
+        _ => None,
+    };
     let req = TurnRequest {
-        message: texts.join("\n"),
+        message,
         session_id: Some(id),
         context_type: chat.context_type,
         entity_id: chat.entity_id,
@@ -118,9 +144,36 @@ pub fn parse(body: &[u8], max_message_bytes: usize) -> Result<ValidTurn, BadChat
         timezone: chat.timezone,
     };
     let mut turn = ValidTurn::from_request(req, max_message_bytes)?;
-    turn.session_may_be_new = true;
+    turn.session_may_be_new = answers.is_empty();
     turn.regenerate = regenerate;
-    Ok(turn)
+    if !answers.is_empty() {
+        turn.message.clear();
+        turn.approvals = answers;
+    }
+    Ok(ChatTurn { turn, message_id })
+}
+
+/// The answers of an assistant message's tool parts in state
+/// `approval-responded` (`addToolApprovalResponse`): `{id, approved, reason?}`.
+fn answers(parts: &[UiPartIn]) -> Vec<ApprovalAnswer> {
+    parts
+        .iter()
+        .filter(|p| p.state.as_deref() == Some("approval-responded"))
+        .filter_map(|p| {
+            let a = p.approval.as_ref()?;
+            Some(ApprovalAnswer {
+                approval_id: a.get("id")?.as_str()?.to_string(),
+                approved: a.get("approved")?.as_bool()?,
+                reason: a.get("reason").and_then(|r| r.as_str()).map(|r| r.chars().take(1_000).collect()),
+            })
+        })
+        .collect()
+}
+
+/// A client's message id we name the continued message by: 1–128
+/// characters, none of them control characters.
+fn is_message_id(m: &str) -> bool {
+    (1..=128).contains(&m.chars().count()) && !m.chars().any(char::is_control)
 }
 
 /// `projectFocus` with `project_id` as its `projectId` when it names none.
@@ -159,7 +212,7 @@ mod tests {
             "messages": [user("old"), {"id": "a1", "role": "assistant", "parts": []}, user("new")],
             "context_type": "project", "project_id": "p1",
         }));
-        let t = parse(&b, MAX).unwrap();
+        let t = parse(&b, MAX).unwrap().turn;
         assert_eq!(t.message, "new");
         assert_eq!(t.session_id.unwrap().as_str(), "Xb3kQ9mZ2pL7aR1c");
         assert!(t.session_may_be_new && !t.regenerate);
@@ -196,10 +249,34 @@ mod tests {
     }
 
     #[test]
+    fn an_answered_approval_is_a_turn_that_continues_the_assistant_message() {
+        let answered = serde_json::json!({"id": "m1", "role": "assistant", "parts": [
+            {"type": "step-start"},
+            {"type": "tool-delete_entity", "toolCallId": "c1", "state": "approval-responded",
+             "input": {"kind": "task", "id": "t1"}, "approval": {"id": "apv1.1.x", "approved": false, "reason": "keep it"}},
+            {"type": "tool-create_task", "toolCallId": "c2", "state": "output-available", "input": {}, "output": "ok"},
+        ]});
+        let b = body(serde_json::json!({"id": "c1", "trigger": "submit-message", "messageId": "m1",
+            "messages": [user("delete it"), answered]}));
+        let t = parse(&b, MAX).unwrap();
+        assert_eq!(t.message_id.as_deref(), Some("m1"));
+        assert!(t.turn.message.is_empty() && !t.turn.session_may_be_new);
+        assert_eq!(
+            t.turn.approvals,
+            [ApprovalAnswer { approval_id: "apv1.1.x".into(), approved: false, reason: Some("keep it".into()) }]
+        );
+        // An assistant message without an answer is still no message.
+        let asked = serde_json::json!({"id": "m1", "role": "assistant", "parts": [
+            {"type": "tool-delete_entity", "toolCallId": "c1", "state": "approval-requested", "approval": {"id": "a"}}]});
+        let b = body(serde_json::json!({"id": "c1", "messages": [asked]}));
+        assert_eq!(parse(&b, MAX).unwrap_err().code(), "missing_message");
+    }
+
+    #[test]
     fn regenerate_is_flagged() {
         let b = body(
             serde_json::json!({"id": "c1", "trigger": "regenerate-message", "messageId": "m", "messages": [user("hi")]}),
         );
-        assert!(parse(&b, MAX).unwrap().regenerate);
+        assert!(parse(&b, MAX).unwrap().turn.regenerate);
     }
 }

@@ -10,7 +10,8 @@
 //! written faster than it is read makes happen (docs/chat-protocol.md).
 //!
 //! 204 when there is nothing to resume (no frame log, no turn running or
-//! finished within [`crate::frames::RESUME_WINDOW`]). A turn cut off for good
+//! finished within [`crate::frames::RESUME_WINDOW`]), and for an approval's
+//! continuation (it continues a message the client reads from the history). A turn cut off for good
 //! ends with the log's `error` (`stream_interrupted`) and `done`, so `finish`
 //! and `[DONE]`; a follow that reaches the invocation's deadline first just
 //! ends the body without `finish` (the turn is still running: the client may
@@ -33,13 +34,35 @@ pub async fn resume(
     sid: &SessionId,
     until: Instant,
 ) -> Result<Option<SseBody>, StoreError> {
-    Ok(crate::frames::follow(log, user, sid, 0, until).await?.map(replay))
+    let Some(Follow { turn_id, mut frames }) = crate::frames::follow(log, user, sid, 0, until).await? else {
+        return Ok(None);
+    };
+    // An approval's answer continues a message of an earlier turn, which the
+    // client has from the history: its replay under its own id would show
+    // the answer twice. It opens with `approval_answered` right after the
+    // session's events, so the first frames tell.
+    let mut head = Vec::new();
+    while let Some(frame) = frames.next().await {
+        let opening = matches!(
+            frame.event,
+            StreamEvent::AgentState { .. } | StreamEvent::Session { .. } | StreamEvent::FocusChanged { .. }
+        );
+        if matches!(frame.event, StreamEvent::ApprovalAnswered { .. }) {
+            return Ok(None);
+        }
+        head.push(frame);
+        if !opening {
+            break;
+        }
+    }
+    let frames = futures::stream::iter(head).chain(frames).boxed();
+    Ok(Some(replay(Follow { turn_id, frames })))
 }
 
 /// The followed turn as a UI message stream named after the turn.
 fn replay(follow: Follow) -> SseBody {
     let Follow { turn_id, mut frames } = follow;
-    let (mut sink, body) = EventSink::channel_with(Box::new(UiEncoder::new(turn_id.to_string())));
+    let (mut sink, body) = EventSink::channel_with(Box::new(UiEncoder::replaying(turn_id.to_string())));
     tokio::spawn(async move {
         while let Some(frame) = frames.next().await {
             let last = matches!(frame.event, StreamEvent::Done { .. });

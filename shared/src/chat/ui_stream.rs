@@ -52,8 +52,14 @@ pub struct UiEncoder {
     open_text: Option<String>,
     /// Text parts started so far (their ids are `text-<n>`).
     texts: u32,
-    /// Call ids announced with `tool-input-*`.
+    /// Call ids announced with `tool-input-*`, or answered (an approval's
+    /// continuation: the client has the call in the message it continues).
     calls: HashSet<String>,
+    /// Calls the user denied: their `tool-output-denied` is their result.
+    denied: HashSet<String>,
+    /// A replay (`GET /chat/{id}/stream`): the client starts the message
+    /// afresh, so an answered call it no longer holds is not a tool part.
+    replay: bool,
     /// An `error` part was sent.
     errored: bool,
     finished: bool,
@@ -71,9 +77,19 @@ impl UiEncoder {
             open_text: None,
             texts: 0,
             calls: HashSet::new(),
+            denied: HashSet::new(),
+            replay: false,
             errored: false,
             finished: false,
         }
+    }
+
+    /// The encoder of a replay: the same parts, except that the calls an
+    /// approval's continuation answers (announced in an earlier turn) become
+    /// `data-approval-answered` and `data-tool-result` parts, not tool parts
+    /// of a message the client emptied at `start`.
+    pub fn replaying(message_id: impl Into<String>) -> Self {
+        UiEncoder { replay: true, ..UiEncoder::new(message_id) }
     }
 
     /// Whether `[DONE]` has been written.
@@ -95,6 +111,25 @@ impl UiEncoder {
             StreamEvent::TextDelta { content } if content.is_empty() => {}
             StreamEvent::TextDelta { content } => self.text(content, &mut parts),
             StreamEvent::ToolCall { tool_call, .. } => self.tool_call(tool_call, &mut parts),
+            StreamEvent::ToolResult { tool_call_id, .. } if self.denied.contains(tool_call_id) => {}
+            StreamEvent::ApprovalRequired { approval_id, tool_call_id, .. } if self.calls.contains(tool_call_id) => {
+                self.end_text(&mut parts);
+                parts.push(
+                    json!({"type": "tool-approval-request", "approvalId": approval_id, "toolCallId": tool_call_id}),
+                );
+                // The operation in human words, for the client to show beside it.
+                parts.push(data_part(event));
+            }
+            StreamEvent::ApprovalAnswered { .. } if self.replay => parts.push(data_part(event)),
+            StreamEvent::ApprovalAnswered { tool_call_id, approved, .. } => {
+                self.calls.insert(tool_call_id.clone());
+                if !approved {
+                    self.end_text(&mut parts);
+                    self.step_has_results = true;
+                    self.denied.insert(tool_call_id.clone());
+                    parts.push(json!({"type": "tool-output-denied", "toolCallId": tool_call_id}));
+                }
+            }
             StreamEvent::ToolResult { tool_call_id, ok, preview, .. } if self.calls.contains(tool_call_id) => {
                 self.tool_output(tool_call_id, *ok, preview, &mut parts)
             }
@@ -320,6 +355,57 @@ mod tests {
 
     fn types(parts: &[Value]) -> Vec<&str> {
         parts.iter().map(|p| p["type"].as_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_waiting_call_is_asked_then_answered_in_the_continued_message() {
+        let asked = StreamEvent::ApprovalRequired {
+            approval_id: "apv1.1.x".into(),
+            tool_call_id: "c1".into(),
+            tool: "create_task".into(),
+            summary: "Delete the task".into(),
+            arguments: json!({}),
+            expires_at: 1,
+        };
+        let (p, _) = parts(&[call("c1", "{}"), asked, done(DoneReason::Complete)]);
+        assert_eq!(
+            types(&p),
+            [
+                "start",
+                "start-step",
+                "tool-input-start",
+                "tool-input-available",
+                "tool-approval-request",
+                "data-approval-required",
+                "finish-step",
+                "finish"
+            ]
+        );
+        assert_eq!((p[4]["approvalId"].as_str(), p[4]["toolCallId"].as_str()), (Some("apv1.1.x"), Some("c1")));
+        let answered = |approved| StreamEvent::ApprovalAnswered {
+            approval_id: "apv1.1.x".into(),
+            tool_call_id: "c1".into(),
+            tool: "create_task".into(),
+            approved,
+            reason: None,
+        };
+        let text = StreamEvent::TextDelta { content: "ok".into() };
+        let (p, _) = parts(&[answered(false), result("c1", false), text.clone(), done(DoneReason::Complete)]);
+        assert_eq!(
+            types(&p),
+            [
+                "start",
+                "tool-output-denied",
+                "start-step",
+                "text-start",
+                "text-delta",
+                "text-end",
+                "finish-step",
+                "finish"
+            ]
+        );
+        let (p, _) = parts(&[answered(true), result("c1", true), text, done(DoneReason::Complete)]);
+        assert_eq!(types(&p)[1], "tool-output-available", "no repeated tool-input: {p:?}");
     }
 
     #[test]

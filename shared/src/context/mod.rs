@@ -265,8 +265,10 @@ pub fn build_context(input: &ContextInput<'_>, budget: &ContextBudget, counter: 
 
     let system = ChatMessage::system(input.system_prompt);
     let summary = input.summary.map(|s| summary_message(s.text, s.through_seq));
-    let current = input.current.to_chat();
-    let mut used = Cost::of(&current, counter);
+    // A marker (a turn that answered waiting calls: their results are the
+    // last of the history) is not sent.
+    let current = input.current.include_in_context.then(|| input.current.to_chat());
+    let mut used = current.as_ref().map(|c| Cost::of(c, counter)).unwrap_or_default();
     for fixed in std::iter::once(&system).chain(summary.as_ref()) {
         let c = Cost::of(fixed, counter);
         used.tokens += c.tokens;
@@ -290,8 +292,10 @@ pub fn build_context(input: &ContextInput<'_>, budget: &ContextBudget, counter: 
             dropped.extend(g.seqs(&sendable));
         }
     }
-    kept.push(input.current.seq);
-    messages.push(current);
+    if let Some(current) = current {
+        kept.push(input.current.seq);
+        messages.push(current);
+    }
     dropped.sort_unstable();
     BuiltContext {
         messages,

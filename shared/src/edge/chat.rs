@@ -30,12 +30,18 @@ async fn post_chat(
     User(user): User,
     Deadline(deadline): Deadline,
     body: Bytes,
-) -> Result<Response, crate::chat::request::BadChat> {
+) -> Result<Response, ApiError> {
     let started = std::time::Instant::now();
-    let valid = crate::chat::request::parse(&body, app.deps.config.max_message_bytes)?;
+    let chat = crate::chat::request::parse(&body, app.deps.config.max_message_bytes)
+        .map_err(|e| ApiError::new(e.status(), e.code(), e.to_string()))?;
+    if let (false, Some(sid)) = (chat.turn.approvals.is_empty(), &chat.turn.session_id) {
+        super::approvals::precheck(&app, &user, sid, &chat.turn.approvals).await?;
+    }
     let turn_id = TurnId::new();
-    let format = WireFormat::UiMessageStream { message_id: turn_id.to_string() };
-    Ok(stream_turn(&app, user, valid, turn_id, format, deadline, started).await)
+    // An approval's answer continues the client's assistant message.
+    let message_id = chat.message_id.unwrap_or_else(|| turn_id.to_string());
+    let format = WireFormat::UiMessageStream { message_id };
+    Ok(stream_turn(&app, user, chat.turn, turn_id, format, deadline, started).await)
 }
 
 /// The `POST /chat` body as the stream function's document states it: the

@@ -15,6 +15,7 @@
 //!   are added only when `CORS_ALLOW_ORIGIN` is set ([`cors`]).
 //! - Nothing below the edge imports it: features hand it values and errors.
 
+pub mod approvals;
 pub mod chat;
 pub mod cors;
 pub mod deadline;

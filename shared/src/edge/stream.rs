@@ -146,7 +146,11 @@ impl HasTimeout for StreamApp {
 /// The stream function's routes with their OpenAPI operations: a turn, the
 /// sessions API, the AI SDK's chat.
 pub fn routes() -> OpenApiRouter<StreamApp> {
-    OpenApiRouter::new().routes(routes!(post_turn)).merge(super::sessions::routes()).merge(super::chat::routes())
+    OpenApiRouter::new()
+        .routes(routes!(post_turn))
+        .merge(super::sessions::routes())
+        .merge(super::chat::routes())
+        .merge(super::approvals::routes())
 }
 
 /// The stream function's router: every answer, preflight included, carries

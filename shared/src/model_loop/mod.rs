@@ -37,6 +37,7 @@ pub mod round;
 pub mod telemetry;
 #[cfg(test)]
 mod tests;
+mod waiting;
 
 pub use ask::AskError;
 pub use layer::{Layers, StreamCx, StreamedRun, ToolRun, TurnScope, TurnTools};
@@ -45,7 +46,7 @@ pub use outputs::ToolOutputs;
 use crate::agent_state::AgentState;
 use crate::ids::{SessionId, TurnId, UserId};
 use crate::llm::{Llm, LlmError};
-use crate::message::{ChatMessage, Role, StoredMessage, ToolCall, Usage};
+use crate::message::{ChatMessage, PendingApproval, Role, StoredMessage, ToolCall, Usage};
 use crate::sse::{AgentActivity, EventSink, StreamEvent, ToolOrigin};
 use crate::store::StoreError;
 use round::CallEnd;
@@ -177,6 +178,17 @@ pub trait CallGate: Send + Sync {
     fn hold(&self, calls: &[ToolCall]) -> Vec<Option<ToolRun>>;
 }
 
+/// Decides which calls of a round wait for the user's yes
+/// ([`crate::approval`]): the loop runs the round's other calls, announces
+/// the waiting ones (`approval_required`) and ends the turn with them
+/// waiting, their approvals on the stored assistant message. Only a turn's
+/// own loop has one (a plan step's executor has its [`CallGate`]).
+#[async_trait::async_trait]
+pub trait ApprovalGate: Send + Sync {
+    /// Per call, in call order: `Some` when it must wait.
+    async fn waits(&self, calls: &[ToolCall]) -> Vec<Option<PendingApproval>>;
+}
+
 /// What a loop and the loops nested in it share.
 #[derive(Clone, Copy)]
 pub struct LoopEnv<'a> {
@@ -241,6 +253,8 @@ pub struct ModelLoop<'a> {
     /// Whose calls these are, on every tool event.
     pub origin: ToolOrigin,
     pub gate: Option<&'a dyn CallGate>,
+    /// Calls that wait for the user's yes (the turn's own loop only).
+    pub approvals: Option<&'a dyn ApprovalGate>,
     /// The first request's reported usage calibrates our counts (only the
     /// turn's own loop: the context phase counted its first request).
     pub calibrates: bool,
@@ -261,6 +275,7 @@ impl<'a> ModelLoop<'a> {
             tools,
             origin,
             gate: None,
+            approvals: None,
             calibrates: false,
             agent_state: None,
             observed: false,
@@ -299,6 +314,9 @@ impl<'a> ModelLoop<'a> {
                 return Ok(self.end([vec![assistant], results].concat(), outcome));
             }
             round += 1;
+            if let Some(waits) = self.waiting(&calls, &refusals).await {
+                return Ok(self.wait_for_user(assistant, &refusals, waits, sink).await);
+            }
             let (results, interrupted) = self.tool_round(&calls, &refusals, sink).await;
             let round_messages = [vec![assistant], results].concat();
             if let Some(outcome) = interrupted {

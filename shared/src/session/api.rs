@@ -64,6 +64,9 @@ pub struct ToolCallView {
     pub arguments: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_preview: Option<String>,
+    /// The call waited (or waits, without a result) for the user's yes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::message::PendingApproval>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -119,7 +122,10 @@ pub fn views(page: Vec<StoredMessage>) -> Vec<MessageView> {
         page.iter().flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone())).collect();
     page.into_iter()
         .filter(|m| !(m.role == Role::Tool && m.tool_call_id.as_ref().is_some_and(|id| calls_here.contains(id))))
+        // The marker of a turn that answered waiting calls shows nothing.
+        .filter(|m| m.include_in_context || m.content.is_some() || !m.tool_calls.is_empty())
         .map(|m| {
+            let approvals = m.approvals;
             let status = match (&m.error, m.stopped) {
                 (Some(_), _) => MessageStatus::Error,
                 (None, true) => MessageStatus::Stopped,
@@ -136,6 +142,7 @@ pub fn views(page: Vec<StoredMessage>) -> Vec<MessageView> {
                     .tool_calls
                     .into_iter()
                     .map(|c| ToolCallView {
+                        approval: approvals.iter().find(|a| a.tool_call_id == c.id).cloned(),
                         result_preview: results.remove(&c.id),
                         id: c.id,
                         name: c.function.name,

@@ -240,6 +240,32 @@ pub enum StreamEvent {
         step_id: String,
         changes: Vec<crate::plan::PendingChange>,
     },
+    /// A call of this round waits for the user's yes ([`crate::approval`]):
+    /// it did not run; the turn ends with it waiting. `summary` is the
+    /// operation in human words, `arguments` the stored ones (what an
+    /// approval runs). Answered by `POST /sessions/{id}/approvals/{approval_id}`
+    /// or, on the UI message stream, by the client's approval response.
+    ApprovalRequired {
+        approval_id: String,
+        tool_call_id: String,
+        tool: String,
+        summary: String,
+        #[schema(value_type = Object)]
+        arguments: serde_json::Value,
+        /// Ms since the epoch; after it the call counts as denied.
+        expires_at: i64,
+    },
+    /// The user's answer to a waiting call, at the start of the turn that
+    /// continues: an approved call's events and `tool_result` follow; a
+    /// denied one's `tool_result` says so ("denied by the user: …").
+    ApprovalAnswered {
+        approval_id: String,
+        tool_call_id: String,
+        tool: String,
+        approved: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// `project_create`: the request was too vague to create anything; the
     /// model asked these (`ask_clarifying_questions`). Nothing was written;
     /// the questions are also the turn's answer text, and the turn ends.
@@ -349,6 +375,8 @@ impl StreamEvent {
             StreamEvent::ExecutorResult { .. } => "executor_result",
             StreamEvent::StepComplete { .. } => "step_complete",
             StreamEvent::ConfirmationRequired { .. } => "confirmation_required",
+            StreamEvent::ApprovalRequired { .. } => "approval_required",
+            StreamEvent::ApprovalAnswered { .. } => "approval_answered",
             StreamEvent::ClarifyingQuestions { .. } => "clarifying_questions",
             StreamEvent::ContextShift { .. } => "context_shift",
             StreamEvent::Telemetry(_) => "telemetry",

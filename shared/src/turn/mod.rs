@@ -33,6 +33,7 @@
 //! [`SessionStore`]: crate::session::store::SessionStore
 //! [`Llm`]: crate::llm::Llm
 
+mod answers;
 pub mod context;
 pub mod finish;
 pub mod history;
@@ -245,6 +246,8 @@ async fn run(
         counting: &counting,
     };
     let mut model_loop = ModelLoop::new(env, layers.as_ref().map(|l| l as &dyn TurnTools), ToolOrigin::Planner);
+    let gate = approval_gate(deps, user, &sid, &prepared.scope);
+    model_loop.approvals = Some(&gate);
     model_loop.calibrates = true;
     model_loop.agent_state = agent_state.as_mut().map(|(s, _)| s);
     model_loop.next_seq = started.user_message.seq + 1;
@@ -268,6 +271,26 @@ async fn run(
             let _ = sink.send(StreamEvent::error(e.code(), e.to_string(), matches!(e, StoreError::Backend(_)))).await;
             (done(DoneReason::Error, Some(&sid), turn_id, None), None)
         }
+    }
+}
+
+/// The calls that wait for the user's yes ([`crate::approval`]), signed
+/// for this user's session.
+fn approval_gate<'a>(
+    deps: &'a TurnDeps,
+    user: &'a UserId,
+    sid: &'a SessionId,
+    scope: &TurnScope,
+) -> crate::approval::Gate<'a> {
+    let tool_scope =
+        crate::tools::ToolScope::from_focus(scope.context_type, scope.entity_id.as_deref(), scope.focus.as_ref());
+    crate::approval::Gate {
+        signer: crate::approval::Signer::of(&deps.config),
+        user,
+        sid,
+        ttl: deps.config.approval_ttl,
+        entities: deps.entities.as_ref(),
+        project: tool_scope.project().cloned(),
     }
 }
 
@@ -345,6 +368,10 @@ async fn refused_done(
         Refused::NothingToRegenerate(sid) => {
             let message = "this session has no user message to answer again";
             let _ = sink.send(StreamEvent::error("nothing_to_regenerate", message, false)).await;
+            done(DoneReason::Error, Some(&sid), turn_id, None)
+        }
+        Refused::Approval(sid, err) => {
+            let _ = sink.send(StreamEvent::error(err.code(), err.to_string(), false)).await;
             done(DoneReason::Error, Some(&sid), turn_id, None)
         }
         Refused::Store(sid, err) => {

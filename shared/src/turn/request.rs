@@ -99,9 +99,30 @@ pub struct ValidTurn {
     /// `regenerate-message`): `message` is empty and nothing of the user's is
     /// stored; the previous answer is superseded ([`crate::message::without_superseded`]).
     pub regenerate: bool,
+    /// The user's answers to waiting calls ([`crate::approval`]): the turn
+    /// runs the approved ones and the model goes on; `message` is empty and
+    /// nothing of the user's is stored but a marker.
+    pub approvals: Vec<crate::approval::ApprovalAnswer>,
 }
 
 impl ValidTurn {
+    /// A turn that answers waiting calls of `session` and goes on.
+    pub fn answering(session: SessionId, approvals: Vec<crate::approval::ApprovalAnswer>) -> ValidTurn {
+        ValidTurn {
+            message: String::new(),
+            session_id: Some(session),
+            context_type: None,
+            entity_id: None,
+            focus: None,
+            run_id: None,
+            voice_note_group_id: None,
+            timezone: None,
+            session_may_be_new: false,
+            regenerate: false,
+            approvals,
+        }
+    }
+
     /// Validates a raw body.
     pub fn parse(body: &[u8], max_message_bytes: usize) -> Result<ValidTurn, BadTurn> {
         // The body limit is generous beside the message limit (focus metadata),
@@ -165,6 +186,7 @@ impl ValidTurn {
             voice_note_group_id,
             session_may_be_new: false,
             regenerate: false,
+            approvals: vec![],
         })
     }
 }

@@ -71,6 +71,8 @@ pub enum Refused {
     Gone(SessionId),
     /// A regenerate found no user message in the session's recent log.
     NothingToRegenerate(SessionId),
+    /// The answers name no call that may run now; nothing ran.
+    Approval(SessionId, crate::approval::ApprovalError),
 }
 
 pub async fn start(
@@ -101,9 +103,9 @@ pub async fn start(
 }
 
 /// Who and what the turn is, for the two ways in.
-struct Ids<'a> {
-    user: &'a UserId,
-    turn_id: &'a TurnId,
+pub(super) struct Ids<'a> {
+    pub(super) user: &'a UserId,
+    pub(super) turn_id: &'a TurnId,
     run_id: &'a RunId,
     lease: &'a Lease,
 }
@@ -129,7 +131,7 @@ async fn open(
     let session =
         Session { user_id: ids.user.clone(), view: view.clone(), prompt_tokens: 0, completion_tokens: 0, lease: None };
     record_session(&view.id);
-    let (user_message, start) = turn_start(turn, ids, &session, &view, None);
+    let (user_message, start) = turn_start(turn, ids, &session, &view, None, 0);
     let pack =
         OptionFuture::from(context::pack_scope(deps, &view, true).map(|s| context::load_pack(deps, ids.user, s, exit)));
     let pack = async { tokio::join!(pack, context::load_agenda(deps, ids.user, view.context_type, turn.timezone)) };
@@ -224,7 +226,7 @@ async fn resume(
     let session = leased.map_err(refuse)?;
     let lease = lease.expect("a granted lease has its guard");
     let RecentLog { messages: history, summary, agent_state } = log.map_err(refuse)?;
-    let history = without_superseded(history);
+    let mut history = without_superseded(history);
     let answers = match turn.regenerate {
         false => None,
         true => Some(
@@ -240,7 +242,8 @@ async fn resume(
     let view = scoped_view(&session.view, turn);
     let (pack, agenda) = settle_reads(deps, user, &view, turn, (pack, agenda), exit).await;
     announce(sink, &session.view, &view).await.map_err(|()| Refused::Gone(sid.clone()))?;
-    let (user_message, start) = turn_start(turn, ids, &session, &view, answers.as_ref());
+    let answered = super::answers::settle_waiting(deps, ids, &session, &view, turn, &mut history, sink).await?;
+    let (user_message, start) = turn_start(turn, ids, &session, &view, answers.as_ref(), answered);
     let (store, user, sid) = (deps.store.clone(), user.clone(), sid.clone());
     let persist_user = tokio::spawn(async move { store.start_turn(&user, &sid, &start).await });
     Ok(Started {
@@ -346,17 +349,24 @@ async fn announce(sink: &mut EventSink, stored: &SessionView, view: &SessionView
 }
 
 /// The user message (or, when the turn `answers` a stored user message
-/// again, the marker superseding what followed it) and the turn's start record.
+/// again, the marker superseding what followed it; when it answers waiting
+/// calls, a marker after their `answered` results) and the turn's start record.
 fn turn_start(
     turn: &ValidTurn,
     ids: &Ids<'_>,
     session: &Session,
     view: &SessionView,
     answers: Option<&StoredMessage>,
+    answered: u64,
 ) -> (StoredMessage, TurnStart) {
     let now = crate::now_ms();
-    let seq = session.view.message_count + 1;
+    let seq = session.view.message_count + answered + 1;
     let user_message = match answers {
+        None if !turn.approvals.is_empty() => StoredMessage {
+            created_at: now,
+            include_in_context: false,
+            ..StoredMessage::new(view.id.clone(), seq, ids.turn_id.clone(), Role::Assistant, None)
+        },
         None => StoredMessage {
             created_at: now,
             voice_note_group_id: turn.voice_note_group_id.clone(),
@@ -383,7 +393,9 @@ fn turn_start(
         context_type: view.context_type,
         entity_id: view.entity_id.clone(),
         focus: view.focus.clone(),
-        title: (session.view.title.is_none() && answers.is_none()).then(|| title_from_message(&turn.message)).flatten(),
+        title: (session.view.title.is_none() && answers.is_none() && turn.approvals.is_empty())
+            .then(|| title_from_message(&turn.message))
+            .flatten(),
     };
     (user_message, start)
 }

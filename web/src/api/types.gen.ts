@@ -485,6 +485,26 @@ export type StreamEvent =
       type: 'confirmation_required';
     }
   | {
+      approval_id: string;
+      arguments: {};
+      /**
+       * Ms since the epoch; after it the call counts as denied.
+       */
+      expires_at: number;
+      summary: string;
+      tool: string;
+      tool_call_id: string;
+      type: 'approval_required';
+    }
+  | {
+      approval_id: string;
+      approved: boolean;
+      reason?: string | null;
+      tool: string;
+      tool_call_id: string;
+      type: 'approval_answered';
+    }
+  | {
       questions: string[];
       type: 'clarifying_questions';
     }
@@ -648,6 +668,7 @@ export interface WireTypes {
   NewProject?: NewProject;
   OperationAction?: OperationAction;
   OperationStatus?: OperationStatus;
+  PendingApproval?: PendingApproval1;
   PendingChange?: PendingChange;
   PlanFields?: PlanFields;
   PlanMode?: PlanMode;
@@ -1508,10 +1529,30 @@ export interface MessageView {
  * via the `definition` "ToolCallView".
  */
 export interface ToolCallView {
+  approval?: null | PendingApproval;
   arguments: string;
   id: string;
   name: string;
   result_preview?: string | null;
+}
+/**
+ * The call waited (or waits, without a result) for the user's yes.
+ */
+export interface PendingApproval {
+  /**
+   * HMAC over user, session, call id, tool, arguments' hash and expiry.
+   */
+  approval_id: string;
+  /**
+   * Ms since the epoch; after it the call is denied as expired.
+   */
+  expires_at: number;
+  /**
+   * The operation in human words ("Delete the task \"Old checklist\"").
+   */
+  summary: string;
+  tool: string;
+  tool_call_id: string;
 }
 /**
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -1664,6 +1705,30 @@ export interface NewProject {
   description?: Description;
   name: Name;
   state?: ProjectState;
+}
+/**
+ * A call that waits for the user's yes ([`crate::approval`]): what the
+ * approval id signs is the call as stored in the same message (its
+ * arguments are never taken from the client).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "PendingApproval".
+ */
+export interface PendingApproval1 {
+  /**
+   * HMAC over user, session, call id, tool, arguments' hash and expiry.
+   */
+  approval_id: string;
+  /**
+   * Ms since the epoch; after it the call is denied as expired.
+   */
+  expires_at: number;
+  /**
+   * The operation in human words ("Delete the task \"Old checklist\"").
+   */
+  summary: string;
+  tool: string;
+  tool_call_id: string;
 }
 /**
  * A change that needs the user's confirmation, in human terms.

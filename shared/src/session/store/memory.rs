@@ -50,7 +50,7 @@ struct SessionItem {
 }
 
 enum Entry {
-    Message(StoredMessage),
+    Message(Box<StoredMessage>),
     /// A chunk of a large message's body (the message holds it whole here).
     Body,
     Turn(TurnRecord),
@@ -145,7 +145,7 @@ impl State {
                     part.insert(keys::message_body_sk(m.seq, &m.id, i), Entry::Body);
                 }
             }
-            part.insert(keys::message_sk(m.seq), Entry::Message(m.clone()));
+            part.insert(keys::message_sk(m.seq), Entry::Message(Box::new(m.clone())));
         }
     }
 
@@ -201,7 +201,7 @@ impl State {
         let Some(part) = self.partitions.get(&(user.clone(), sid.clone())) else { return vec![] };
         let (lo, hi) = (keys::message_sk(*range.start()), keys::message_sk(*range.end()));
         let found = part.range(lo..=hi).filter_map(|(_, e)| match e {
-            Entry::Message(m) => Some(m.clone()),
+            Entry::Message(m) => Some((**m).clone()),
             _ => None,
         });
         if !newest {

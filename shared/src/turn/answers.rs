@@ -1,0 +1,60 @@
+//! Calls that wait for the user's yes, settled at a turn's start
+//! ([`crate::approval`]): under the session's lease, before the turn's own
+//! first write, every waiting call gets its result — the approved call's
+//! own (it runs here, with its stored arguments), a denial, or "not run"
+//! (the user wrote instead, the approval expired) — so the log the model
+//! is sent holds a result for every call.
+
+use super::start::{Ids, Refused};
+use super::{TurnDeps, ValidTurn};
+use crate::approval::settle::{run, settle, RunCx};
+use crate::approval::Signer;
+use crate::message::{without_superseded, StoredMessage};
+use crate::model_loop::TurnScope;
+use crate::session::{Session, SessionView};
+use crate::sse::EventSink;
+
+/// Settles the waiting calls of `history` (the session's recent log, read
+/// beside the lease) and appends their results to it and to the log; how
+/// many results were stored. A regenerating turn settles nothing: its
+/// marker supersedes the waiting answer.
+pub(super) async fn settle_waiting(
+    deps: &TurnDeps,
+    ids: &Ids<'_>,
+    session: &Session,
+    view: &SessionView,
+    turn: &ValidTurn,
+    history: &mut Vec<StoredMessage>,
+    sink: &mut EventSink,
+) -> Result<u64, Refused> {
+    let (user, sid) = (ids.user, &view.id);
+    let Some(tools) = deps.tools.as_deref() else { return Ok(0) };
+    if turn.regenerate || (turn.approvals.is_empty() && history.iter().all(|m| m.approvals.is_empty())) {
+        return Ok(0);
+    }
+    let refuse = |e| Refused::Store(Some(sid.clone()), e);
+    if history.last().map_or(0, |m| m.seq) != session.view.message_count {
+        // The log was read beside the lease and a turn ended in between: an
+        // answer is checked against the log as it is now that we hold it.
+        let limit = history.len().max(crate::approval::LOG_WINDOW);
+        *history = without_superseded(deps.store.recent_messages(user, sid, limit).await.map_err(refuse)?);
+    }
+    let signer = Signer::of(&deps.config);
+    let settled = settle(&signer, user, sid, history, &turn.approvals, crate::now_ms())
+        .map_err(|e| Refused::Approval(sid.clone(), e))?;
+    if settled.is_empty() {
+        return Ok(0);
+    }
+    let scope = TurnScope {
+        context_type: view.context_type,
+        entity_id: view.entity_id.clone(),
+        focus: view.focus.clone(),
+        timezone: turn.timezone,
+    };
+    let cx = RunCx { tools, user, sid, turn_id: ids.turn_id, scope: &scope };
+    let results = run(&settled, cx, session.view.message_count + 1, sink).await;
+    deps.store.append_messages(user, sid, ids.turn_id, &results).await.map_err(refuse)?;
+    let stored = results.len() as u64;
+    history.extend(results);
+    Ok(stored)
+}

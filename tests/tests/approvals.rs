@@ -1,0 +1,303 @@
+//! Approvals end to end on the native stream (docs/events.md#approval_required):
+//! a delete waits for the user's yes, the answer is a turn, and the approval
+//! id is signed, bound and single use. The scripted model refuses any history
+//! a strict server would (every call must have its result), so each test also
+//! proves the log stays valid. The fault-matrix rows of approvals
+//! (docs/reliability.md) are the tests named `row_*`.
+
+use serde_json::{json, Value};
+use shared::entities::store::DynamoEntityStore;
+use shared::entities::{EntityKind, EntityService, NewProject};
+use shared::ids::{EntityId, ProjectId, SessionId, UserId};
+use shared::message::{FunctionCall, Role, StoredMessage, ToolCall};
+use shared::session::store::{MessagesFrom, SessionLog};
+use shared::sse::{DoneReason, StreamEvent};
+use shared::tools::{ToolContext, ToolRegistry, ToolScope};
+use tests::{token, Reply, TestApp, Turn};
+
+fn uid(u: &str) -> UserId {
+    UserId::parse(u).unwrap()
+}
+
+fn service(t: &TestApp) -> EntityService {
+    EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()))
+}
+
+/// A project of alice's with one task; their ids.
+async fn project_with_task(t: &TestApp, title: &str) -> (ProjectId, EntityId) {
+    let svc = service(t);
+    let p = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
+    let project = svc.create_project(&uid("alice"), p).await.unwrap().data.project.id;
+    let reg = ToolRegistry::new(svc);
+    let ctx = ToolContext { user: uid("alice"), scope: ToolScope::Project { project: project.clone() }, zone: None };
+    let call = ToolCall {
+        id: "setup".into(),
+        kind: "function".into(),
+        function: FunctionCall { name: "create_task".into(), arguments: json!({"title": title}).to_string() },
+    };
+    let out = reg.execute(&ctx, &call).await;
+    assert!(out.ok, "{}", out.content);
+    let id = serde_json::from_str::<Value>(&out.content).unwrap()["id"].as_str().unwrap().to_string();
+    (project, EntityId::parse(id).unwrap())
+}
+
+async fn task_exists(t: &TestApp, p: &ProjectId, task: &EntityId) -> bool {
+    service(t).get(&uid("alice"), p, EntityKind::Task, task).await.is_ok()
+}
+
+fn in_project(p: &ProjectId, message: &str, sid: Option<&str>) -> Value {
+    let mut body = json!({"message": message, "context_type": "project", "projectFocus": {"projectId": p.to_string()}});
+    if let Some(sid) = sid {
+        body["session_id"] = json!(sid);
+    }
+    body
+}
+
+/// Any route of the stream function, read whole.
+async fn call(t: &TestApp, user: &str, path: &str, body: Value) -> Turn {
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("authorization", format!("Bearer {}", token(user)))
+        .body(lambda_http::Body::from(body.to_string()))
+        .unwrap();
+    Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await
+}
+
+async fn answer(t: &TestApp, user: &str, sid: &str, approval: &str, approved: bool, reason: Option<&str>) -> Turn {
+    let body = json!({"approved": approved, "reason": reason});
+    call(t, user, &format!("/sessions/{sid}/approvals/{approval}"), body).await
+}
+
+/// The approval the turn asked for: (approval id, tool call id, summary).
+fn asked(turn: &Turn) -> (String, String, String) {
+    turn.events
+        .iter()
+        .find_map(|e| match e {
+            StreamEvent::ApprovalRequired { approval_id, tool_call_id, summary, .. } => {
+                Some((approval_id.clone(), tool_call_id.clone(), summary.clone()))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("approval_required: {:?}", turn.kinds()))
+}
+
+/// A first turn whose model deletes the task: it ends waiting.
+async fn ask_to_delete(t: &TestApp, p: &ProjectId, task: &EntityId) -> (String, String, String) {
+    t.llm.push(Reply::tool_calls(&[("delete_entity", json!({"kind": "task", "id": task.to_string()}))]));
+    let first = t.turn("alice", in_project(p, "Delete the old checklist", None)).await;
+    assert!(matches!(first.done(), StreamEvent::Done { reason: DoneReason::Complete, .. }), "{:?}", first.kinds());
+    let (approval, call_id, summary) = asked(&first);
+    assert!(summary.contains("Old checklist"), "the operation in human words: {summary}");
+    assert!(!first.kinds().contains(&"tool_result"), "nothing ran: {:?}", first.kinds());
+    assert!(task_exists(t, p, task).await);
+    let _ = call_id;
+    (first.session_id(), approval, summary)
+}
+
+async fn log(t: &TestApp, sid: &str) -> Vec<StoredMessage> {
+    let sid = SessionId::parse(sid).unwrap();
+    t.store().messages_page(&uid("alice"), &sid, MessagesFrom::Before(None), 100).await.unwrap()
+}
+
+/// The tool messages' contents in the model's last request.
+fn tool_results_sent(t: &TestApp) -> Vec<String> {
+    let req = t.llm.requests().last().cloned().expect("a model request");
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Every call in the log has exactly one result.
+fn every_call_answered(log: &[StoredMessage]) {
+    for m in log.iter().filter(|m| m.role == Role::Assistant) {
+        for c in &m.tool_calls {
+            let results =
+                log.iter().filter(|r| r.role == Role::Tool && r.tool_call_id.as_deref() == Some(c.id.as_str())).count();
+            assert_eq!(results, 1, "call {} has {results} results", c.id);
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_approved_delete_runs_once_with_the_stored_arguments_and_the_model_goes_on() {
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    let (sid, approval, _) = ask_to_delete(&t, &p, &task).await;
+    assert_eq!(t.llm.request_count(), 1);
+    t.llm.push(Reply::text(&["Deleted ", "it."]));
+    let yes = answer(&t, "alice", &sid, &approval, true, None).await;
+    assert_eq!(yes.status, 200, "{:?}", yes.json);
+    assert!(matches!(yes.done(), StreamEvent::Done { reason: DoneReason::Complete, .. }), "{:?}", yes.kinds());
+    let kinds = yes.kinds();
+    let at = |k| kinds.iter().position(|x| *x == k).unwrap_or_else(|| panic!("{k}: {kinds:?}"));
+    assert!(at("approval_answered") < at("tool_result") && at("tool_result") < at("text_delta"), "{kinds:?}");
+    assert_eq!(yes.text(), "Deleted it.");
+    assert!(!task_exists(&t, &p, &task).await, "the task is gone");
+    assert!(tool_results_sent(&t).iter().any(|r| r.contains("\"ok\":true") || !r.contains("denied")));
+    // The same approval again: refused, nothing runs, the model is not asked.
+    let again = answer(&t, "alice", &sid, &approval, true, None).await;
+    assert_eq!(
+        (again.status, again.json.as_ref().map(|j| j["error"]["code"].clone())),
+        (409, Some(json!("approval_used")))
+    );
+    assert_eq!(t.llm.request_count(), 2);
+    let stored = log(&t, &sid).await;
+    every_call_answered(&stored);
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn a_denied_delete_leaves_the_task_and_the_model_is_told_why() {
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    let (sid, approval, _) = ask_to_delete(&t, &p, &task).await;
+    t.llm.push(Reply::text(&["Kept it."]));
+    let no = answer(&t, "alice", &sid, &approval, false, Some("I still need it")).await;
+    assert_eq!(no.status, 200);
+    assert!(matches!(no.done(), StreamEvent::Done { reason: DoneReason::Complete, .. }), "{:?}", no.kinds());
+    assert!(task_exists(&t, &p, &task).await, "still there");
+    let sent = tool_results_sent(&t);
+    assert!(sent.iter().any(|r| r.contains("denied by the user: I still need it")), "{sent:?}");
+    every_call_answered(&log(&t, &sid).await);
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn forged_and_foreign_approvals_are_refused_and_nothing_runs() {
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    let (sid, approval, _) = ask_to_delete(&t, &p, &task).await;
+    let code =
+        |turn: &Turn| (turn.status, turn.json.as_ref().map(|j| j["error"]["code"].as_str().unwrap().to_string()));
+    let mut forged = approval.clone();
+    forged.pop();
+    forged.push(if approval.ends_with('0') { '1' } else { '0' });
+    let not_found = (404, Some("approval_not_found".to_string()));
+    assert_eq!(code(&answer(&t, "alice", &sid, &forged, true, None).await), not_found);
+    assert_eq!(code(&answer(&t, "alice", &sid, "apv1.99999999999999.x", true, None).await), not_found);
+    // Another user's request for the same session: not theirs.
+    assert_eq!(code(&answer(&t, "bob", &sid, &approval, true, None).await).0, 404);
+    assert!(task_exists(&t, &p, &task).await);
+    assert_eq!(t.llm.request_count(), 1, "the model was not asked");
+    every_call_answered(&[]);
+}
+
+#[tokio::test]
+async fn row_approval_for_another_session_is_refused() {
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    let (_, approval, _) = ask_to_delete(&t, &p, &task).await;
+    t.llm.push(Reply::text(&["Hello."]));
+    let other = t.turn("alice", in_project(&p, "hi", None)).await.session_id();
+    let refused = answer(&t, "alice", &other, &approval, true, None).await;
+    assert_eq!(refused.status, 404, "{:?}", refused.json);
+    assert_eq!(refused.json.unwrap()["error"]["code"], "approval_not_found");
+    assert!(task_exists(&t, &p, &task).await);
+}
+
+#[tokio::test]
+async fn row_the_same_approval_twice_at_once_runs_once() {
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    let (sid, approval, _) = ask_to_delete(&t, &p, &task).await;
+    t.llm.set_default(Reply::text(&["Done."]));
+    let (a, b) = tokio::join!(
+        answer(&t, "alice", &sid, &approval, true, None),
+        answer(&t, "alice", &sid, &approval, true, None)
+    );
+    // One ran; the other was refused (409, or busy/used on its stream).
+    let ran = [&a, &b].iter().filter(|x| x.status == 200 && x.kinds().contains(&"approval_answered")).count();
+    assert_eq!(ran, 1, "{:?} {:?} / {:?} {:?}", a.status, a.kinds(), b.status, b.json);
+    assert!(!task_exists(&t, &p, &task).await);
+    let stored = log(&t, &sid).await;
+    every_call_answered(&stored);
+    let results = stored.iter().filter(|m| m.role == Role::Tool).count();
+    assert_eq!(results, 1, "one result for the one call");
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn row_a_new_message_instead_of_an_answer_denies_the_waiting_call() {
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    let (sid, approval, _) = ask_to_delete(&t, &p, &task).await;
+    t.llm.push(Reply::text(&["Sure, what else?"]));
+    let next = t.turn("alice", in_project(&p, "Actually, never mind", Some(&sid))).await;
+    assert!(matches!(next.done(), StreamEvent::Done { reason: DoneReason::Complete, .. }), "{:?}", next.kinds());
+    let sent = tool_results_sent(&t);
+    assert!(sent.iter().any(|r| r.contains("new message instead of approving")), "{sent:?}");
+    assert!(task_exists(&t, &p, &task).await);
+    // The approval is spent: the call has its result.
+    assert_eq!(answer(&t, "alice", &sid, &approval, true, None).await.status, 409);
+    assert!(task_exists(&t, &p, &task).await);
+    every_call_answered(&log(&t, &sid).await);
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn row_deadline_an_expired_approval_runs_nothing_and_the_next_turn_says_so() {
+    let t = TestApp::with_config(|c| c.approval_ttl = std::time::Duration::from_millis(1)).await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    let (sid, approval, _) = ask_to_delete(&t, &p, &task).await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let late = answer(&t, "alice", &sid, &approval, true, None).await;
+    assert_eq!((late.status, late.json.unwrap()["error"]["code"].clone()), (410, json!("approval_expired")));
+    assert!(task_exists(&t, &p, &task).await);
+    t.llm.push(Reply::text(&["It expired."]));
+    let next = t.turn("alice", in_project(&p, "and now?", Some(&sid))).await;
+    assert_eq!(next.error_code(), None, "{:?}", next.kinds());
+    assert!(tool_results_sent(&t).iter().any(|r| r.contains("approval expired")));
+    every_call_answered(&log(&t, &sid).await);
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn row_stop_while_a_call_waits_changes_nothing_and_the_approval_still_runs_once() {
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    let (sid, approval, _) = ask_to_delete(&t, &p, &task).await;
+    let stop = call(&t, "alice", &format!("/sessions/{sid}/stop"), json!({})).await;
+    assert_eq!(stop.status, 200);
+    assert_eq!(stop.json.unwrap()["stopped"], false, "no turn runs while a call waits");
+    assert!(task_exists(&t, &p, &task).await);
+    t.llm.push(Reply::text(&["Deleted."]));
+    assert_eq!(answer(&t, "alice", &sid, &approval, true, None).await.status, 200);
+    assert!(!task_exists(&t, &p, &task).await);
+    every_call_answered(&log(&t, &sid).await);
+}
+
+#[tokio::test]
+async fn row_disconnect_while_a_call_waits_the_answer_still_runs_once_and_is_logged() {
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    let (sid, approval, _) = ask_to_delete(&t, &p, &task).await;
+    t.llm.push(Reply::text(&["Deleted."]));
+    // The client posts its answer and goes away before reading anything.
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("/sessions/{sid}/approvals/{approval}"))
+        .header("authorization", format!("Bearer {}", token("alice")))
+        .body(lambda_http::Body::from(json!({"approved": true}).to_string()))
+        .unwrap();
+    drop(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await);
+    // A client gone before the turn began leaves it unstarted (nothing ran,
+    // the call still waits); once begun, the turn runs to its end. Either way
+    // the client's retry runs the call at most once more: exactly once in all.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let retry = answer(&t, "alice", &sid, &approval, true, None).await;
+    assert!(matches!(retry.status, 200 | 409), "{} {:?}", retry.status, retry.json);
+    assert!(!task_exists(&t, &p, &task).await, "the approved call ran");
+    let stored = log(&t, &sid).await;
+    every_call_answered(&stored);
+    assert_eq!(stored.iter().filter(|m| m.role == Role::Tool).count(), 1);
+    assert_eq!(answer(&t, "alice", &sid, &approval, true, None).await.status, 409, "spent");
+    t.llm.push(Reply::text(&["Hi."]));
+    let next = t.turn("alice", in_project(&p, "next", Some(&sid))).await;
+    assert_eq!(next.error_code(), None, "{:?}", next.kinds());
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
