@@ -279,6 +279,11 @@ impl ToolRegistry {
         let Some(tool) = ToolName::parse(name) else {
             return failure("unknown_tool", &format!("there is no tool named {name:?}"));
         };
+        // A web tool this registry cannot run (no web, or no search
+        // provider) is not a tool here at all: it was never offered.
+        if WEB_TOOLS.contains(&tool) && !self.has(tool) {
+            return failure("unknown_tool", &format!("there is no tool named {name:?}"));
+        }
         if !ctx.scope.allows(tool) {
             return failure("out_of_scope", &format!("{name} works inside a project; this conversation has none"));
         }

@@ -28,8 +28,10 @@ pub struct ToolOutcome {
     pub operations: Vec<StreamEvent>,
     /// What the service's writes returned, in order, unchanged.
     pub patches: Vec<EntityPatch>,
-    /// Events about the turn itself, after the patches: `clarifying_questions`
-    /// (`ask_clarifying_questions`), `context_shift` (`create_onto_project`).
+    /// Events after the patches: about the turn itself (`clarifying_questions`
+    /// from `ask_clarifying_questions`, `context_shift` from
+    /// `create_onto_project`), and the steps that carry a sentence (the
+    /// calendar's and the web tools' `operation`s, with their `summary`).
     pub turn_events: Vec<StreamEvent>,
 }
 

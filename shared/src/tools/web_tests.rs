@@ -223,5 +223,10 @@ fn web_search_is_offered_only_with_a_provider() {
     assert!(offered(&with, ContextType::BrainDump).contains(&"web_search".to_string()));
     assert!(!offered(&with, ContextType::Calendar).iter().any(|n| n.starts_with("web_")));
     let none = ToolRegistry::new(EntityService::new(MemoryEntityStore::new()));
+    // Called anyway (a model that remembers it from elsewhere): no such tool here.
+    let o = futures::executor::block_on(run(&plain, "web_search", json!({"query": "q"})));
+    assert_eq!(o.error_code.as_deref(), Some("unknown_tool"), "{}", o.content);
+    let o = futures::executor::block_on(run(&none, "web_visit", json!({"url": "https://example.org/"})));
+    assert_eq!(o.error_code.as_deref(), Some("unknown_tool"), "{}", o.content);
     assert!(!offered(&none, ContextType::Global).iter().any(|n| n.starts_with("web_")), "no web, no web tools");
 }
