@@ -35,6 +35,8 @@
 //! when a run failed, never because a target was missed: the report says so.
 
 mod adapter;
+mod capacity;
+mod cost;
 mod driver;
 mod dynamo;
 mod lambda;
@@ -63,6 +65,10 @@ enum Mode {
     CargoLambda,
     Startup,
     Dynamo,
+    /// What a turn costs (issue 30): DynamoDB capacity per turn by phase at
+    /// each frame log batch interval, a resumed stream's first frame at
+    /// each, and the dollars per 1,000 turns (docs/cost.md).
+    Cost,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -157,6 +163,8 @@ struct Run {
     rss: Option<(u64, u64, usize)>,
     /// The product's own DynamoDB spans over the measured turns (adapter only).
     spans: spans::Intervals,
+    /// DynamoDB capacity of each measured turn, by phase (adapter only).
+    capacity: Vec<capacity::Phases>,
     /// The harness's floor for the first byte after the handler's entry (adapter only).
     floor: Vec<Duration>,
 }
@@ -273,8 +281,19 @@ async fn main() {
             }
         }
     }
+    let mut cost_report = String::new();
+    if matches!(args.mode, Mode::Cost) {
+        match cost_sweep(&args).await {
+            Ok(r) => cost_report = r,
+            Err(e) => {
+                eprintln!("cost run failed: {e}");
+                failed = true;
+            }
+        }
+    }
     let load = format!("load average {load_before} before, {} after", loadavg());
     let mut report = render_report(&args, &runs, &baseline, &starts, &load);
+    report.push_str(&cost_report);
     if !resumes.is_empty() {
         report.push_str(&render_resumes(&resumes));
     }
@@ -334,16 +353,31 @@ async fn scripted_model(args: &Args) -> ScriptedLlm {
 /// The handler in this process, behind the local HTTP adapter: one session
 /// for every turn, or (`new_sessions`) a new session per turn.
 async fn adapter_run(args: &Args, spans: &spans::SpanTimes, new_sessions: bool, frames: bool) -> Result<Run, String> {
+    adapter_run_with(args, spans, new_sessions, frames, FRAME_FLUSH_DEFAULT).await
+}
+
+/// The frame log's batch interval as shipped (`FRAME_FLUSH_MS`).
+const FRAME_FLUSH_DEFAULT: Duration = shared::frames::FLUSH_EVERY;
+
+async fn adapter_run_with(
+    args: &Args,
+    spans: &spans::SpanTimes,
+    new_sessions: bool,
+    frames: bool,
+    flush: Duration,
+) -> Result<Run, String> {
     let mode = match (new_sessions, frames) {
         (true, _) => "adapter, new session per turn",
         (false, true) => "adapter",
         (false, false) => "adapter, frame log off",
     };
     eprintln!("{mode}: the handler in-process behind a local hyper adapter");
-    let dynamo = tests::dynamo_client().await;
+    let meter = capacity::Meter::default();
+    let dynamo = meter.client().await;
     let table = tests::fresh_table(&dynamo).await;
     let llm = scripted_model(args).await;
-    let config = tests::test_config(&table, &llm.base_url());
+    let mut config = bench_config(&table, &llm.base_url());
+    config.frame_flush = flush;
     let mut app = shared::edge::stream::StreamApp::with_dynamo(config, dynamo);
     if !frames {
         // The hot path as it was before the frame log (issue 19).
@@ -356,32 +390,95 @@ async fn adapter_run(args: &Args, spans: &spans::SpanTimes, new_sessions: bool, 
     let spans = spans.clone();
     let (warmup, n) = (args.warmup, args.turns);
     let (floor_addr, floor_probes) = adapter::serve(adapter::Handler::Floor).await;
-    let (turns, spans, floor) = on(&sides().client, async move {
+    let metered = meter.clone();
+    let (turns, spans, floor, consumed) = on(&sides().client, async move {
         warm_up(&mut d, warmup).await?;
         spans.take();
+        metered.take();
         let turns = measured(&mut d, n).await?;
+        // The last turn's writes after `done` (the budget's release, the
+        // frame log's last batch) land while its body closes.
+        tokio::time::sleep(Duration::from_millis(300)).await;
         let spans = spans.take();
+        let consumed = metered.take();
         let floor = driver::floor_first_byte(&format!("http://{floor_addr}/"), &floor_probes, n).await?;
-        Ok::<_, String>((turns, spans, floor))
+        Ok::<_, String>((turns, spans, floor, consumed))
     })
     .await?;
-    Ok(Run { mode: mode.into(), turns, rss: None, spans, floor })
+    let capacity = turn_capacity(&turns, &spans, &consumed);
+    Ok(Run { mode: mode.into(), turns, rss: None, spans, floor, capacity })
+}
+
+/// Each turn's capacity by phase: its records from its handler entry to the
+/// next turn's (turns run one after another).
+fn turn_capacity(
+    turns: &[TurnTiming],
+    spans: &spans::Intervals,
+    consumed: &[capacity::Consumed],
+) -> Vec<capacity::Phases> {
+    let end = Instant::now() + Duration::from_secs(3600);
+    turns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let from = t.handler_entry?;
+            let to = turns.get(i + 1).and_then(|n| n.handler_entry).unwrap_or(end);
+            Some(capacity::by_phase(consumed, from, to, premodel::model_sent(t, spans)))
+        })
+        .collect()
+}
+
+/// The frame log batch intervals `--mode cost` sweeps.
+const FLUSH_SWEEP: [u64; 5] = [25, 50, 100, 250, 500];
+
+/// `--mode cost`: each kind of turn's capacity by phase (the frame log at
+/// each interval of [`FLUSH_SWEEP`] for a talk-only turn), and a resumed
+/// stream's first frame at each interval.
+async fn cost_sweep(args: &Args) -> Result<String, String> {
+    let (warmup, n) = (args.warmup, args.turns);
+    let mut rows = Vec::new();
+    for ms in FLUSH_SWEEP {
+        let flush = Duration::from_millis(ms);
+        let label = format!("talk-only, existing session, FRAME_FLUSH_MS={ms}");
+        rows.push(cost::measure(&label, args.model(), false, false, flush, (warmup, n)).await?);
+    }
+    let d = FRAME_FLUSH_DEFAULT;
+    rows.push(cost::measure("talk-only, new session per turn", args.model(), false, true, d, (warmup, n)).await?);
+    rows.push(cost::measure("tool turn (1 call), existing session", args.model(), true, false, d, (warmup, n)).await?);
+    rows.push(cost::measure("tool turn (1 call), new session", args.model(), true, true, d, (warmup, n)).await?);
+    let mut resumes = Vec::new();
+    for ms in FLUSH_SWEEP {
+        let flush = Duration::from_millis(ms);
+        let r = resume_run_with(args, flush, false).await?;
+        resumes.push((flush, r.into_iter().next().map(|(_, t)| t).unwrap_or_default()));
+    }
+    Ok(cost::render(&rows, &resumes))
 }
 
 /// The first frame of a resumed stream, reconnecting at once and after a
 /// pause (frames then stored), against the in-process handler.
 async fn resume_run(args: &Args) -> Result<Vec<(String, Vec<Duration>)>, String> {
+    resume_run_with(args, FRAME_FLUSH_DEFAULT, true).await
+}
+
+async fn resume_run_with(args: &Args, flush: Duration, paused: bool) -> Result<Vec<(String, Vec<Duration>)>, String> {
     let n = args.turns.clamp(1, 20);
-    eprintln!("resume: {n} reconnects at once and {n} after 300 ms");
+    eprintln!("resume: {n} reconnects at once and {n} after 300 ms (frame log batches every {flush:?})");
     let dynamo = tests::dynamo_client().await;
     let table = tests::fresh_table(&dynamo).await;
     let llm = scripted_model(args).await;
-    let app = shared::edge::stream::StreamApp::with_dynamo(tests::test_config(&table, &llm.base_url()), dynamo);
+    let mut config = bench_config(&table, &llm.base_url());
+    config.frame_flush = flush;
+    let app = shared::edge::stream::StreamApp::with_dynamo(config, dynamo);
     let (addr, _) = adapter::serve(adapter::Handler::stream(app)).await;
     let url = format!("http://{addr}/");
     on(&sides().client, async move {
         let mut out = Vec::new();
-        for (label, pause) in [("at once", Duration::ZERO), ("after 300 ms", Duration::from_millis(300))] {
+        let pauses: &[(&str, Duration)] = match paused {
+            true => &[("at once", Duration::ZERO), ("after 300 ms", Duration::from_millis(300))],
+            false => &[("at once", Duration::ZERO)],
+        };
+        for &(label, pause) in pauses {
             let t = resume::first_frame_after_reconnect(&url, "bench-resume", n, pause).await?;
             out.push((format!("reconnect {label}"), t));
         }
@@ -432,7 +529,7 @@ async fn runtime_run(args: &Args, nodelay: bool) -> Result<Run, String> {
     let fill = nodelay.then(|| (args.session_turns, args.instant_model(), function.pid()));
     let (turns, rss) = session(d, args, Duration::from_secs(60), fill).await?;
     drop(function);
-    Ok(Run { mode: mode.into(), turns, rss, spans: spans::Intervals::new(), floor: vec![] })
+    Ok(Run { mode: mode.into(), turns, rss, spans: spans::Intervals::new(), floor: vec![], capacity: vec![] })
 }
 
 /// The release `stream` binary under `cargo lambda watch`.
@@ -463,7 +560,7 @@ async fn cargo_lambda_run(args: &Args, nodelay: bool) -> Result<Run, String> {
     if watch.function_pid("stream") != Some(pid) {
         return Err("the stream process was restarted during the run".into());
     }
-    Ok(Run { mode: mode.into(), turns, rss, spans: spans::Intervals::new(), floor: vec![] })
+    Ok(Run { mode: mode.into(), turns, rss, spans: spans::Intervals::new(), floor: vec![], capacity: vec![] })
 }
 
 type Rss = (u64, u64, usize);
@@ -515,6 +612,22 @@ async fn measured(d: &mut Driver, turns: usize) -> Result<Vec<TurnTiming>, Strin
     Ok(out)
 }
 
+/// Budget limits no bench turn reaches: the budgets are checked (their
+/// requests are part of what a turn costs) but never refuse.
+const BENCH_BUDGETS: shared::config::BudgetConfig = shared::config::BudgetConfig {
+    tokens_per_day: 1_000_000_000,
+    turns_per_minute: 100_000,
+    concurrent_turns: 1_000,
+    web_calls_per_day: 100_000,
+};
+
+/// The tests' config with budgets on ([`BENCH_BUDGETS`]).
+pub(crate) fn bench_config(table: &str, llm_base_url: &str) -> shared::config::Config {
+    let mut config = tests::test_config(table, llm_base_url);
+    config.budgets = BENCH_BUDGETS;
+    config
+}
+
 /// What the function reads from its environment, pointed at the bench's parts.
 fn function_env(table: &str, llm_base_url: &str, nodelay: bool) -> Vec<(String, String)> {
     let dynamo = std::env::var("AWS_ENDPOINT_URL_DYNAMODB").unwrap_or_else(|_| "http://127.0.0.1:9".into());
@@ -533,6 +646,15 @@ fn function_env(table: &str, llm_base_url: &str, nodelay: bool) -> Vec<(String, 
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
+    let b = BENCH_BUDGETS;
+    for (k, v) in [
+        ("BUDGET_TOKENS_PER_DAY", b.tokens_per_day),
+        ("BUDGET_TURNS_PER_MINUTE", b.turns_per_minute),
+        ("BUDGET_CONCURRENT_TURNS", b.concurrent_turns),
+        ("BUDGET_WEB_CALLS_PER_DAY", b.web_calls_per_day),
+    ] {
+        env.push((k.into(), v.to_string()));
+    }
     if !nodelay {
         env.push(("RUNTIME_API_NODELAY".into(), "off".into()));
     }
@@ -703,6 +825,7 @@ fn render_report(
     let _ = writeln!(out, "### Per turn\n");
     let _ = writeln!(out, "{}", stats::latency_table(&rows));
     let _ = writeln!(out, "{}", calls_table(runs));
+    let _ = writeln!(out, "{}", capacity_table(runs));
 
     let mut figures = Vec::new();
     for r in runs {
@@ -798,6 +921,51 @@ fn render_report(
         }
     }
     let _ = writeln!(out);
+    out
+}
+
+/// Lambda arm64, us-east-1: $ per GB-second and per request; the stream
+/// function's memory (infra/template.yaml).
+pub(crate) const LAMBDA_GB_SECOND: f64 = 0.000_013_333_4;
+pub(crate) const LAMBDA_REQUEST: f64 = 0.000_000_2;
+pub(crate) const STREAM_MEMORY_GB: f64 = 0.25;
+
+/// Lambda's $ per 1,000 turns of this run: billed duration (request sent →
+/// `done` at the client, a little over the invocation's own) × memory, and
+/// the request.
+fn lambda_per_1000(r: &Run) -> Option<f64> {
+    let d: Vec<f64> = r.turns.iter().map(|t| t.done_at.saturating_duration_since(t.sent_at).as_secs_f64()).collect();
+    let mean = d.iter().sum::<f64>() / d.len().max(1) as f64;
+    (!d.is_empty()).then_some(1000.0 * (mean * STREAM_MEMORY_GB * LAMBDA_GB_SECOND + LAMBDA_REQUEST))
+}
+
+/// DynamoDB capacity per turn by phase (adapter runs; `capacity`), with the
+/// dollars per 1,000 turns at on-demand prices.
+fn capacity_table(runs: &[Run]) -> String {
+    let mut out = String::from(
+        "### What a turn costs: DynamoDB request units by phase (ReturnConsumedCapacity=TOTAL), Lambda\n\n\
+         Mean per measured turn; requests / read units / write units. $ at us-east-1 on-demand prices: \
+         $0.125 per million read and $0.625 per million write request units; Lambda arm64 \
+         $0.0000133334 per GB-s at 256 MB plus $0.20 per million requests.\n\n\
+         | mode | before the model | frame log | rest of the turn (start record, finish, budget release) | total | DynamoDB $ / 1,000 turns | Lambda $ / 1,000 turns |\n\
+         |---|---|---|---|---|--:|--:|\n",
+    );
+    for r in runs.iter().filter(|r| !r.capacity.is_empty()) {
+        let m = capacity::mean(&r.capacity);
+        let cell = |p: capacity::Phase| format!("{:.1} / {:.1} / {:.1}", p.requests, p.read, p.write);
+        let lambda = lambda_per_1000(r).map_or("–".into(), |d| format!("{d:.5}"));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {:.5} | {} |",
+            r.mode,
+            cell(m.before_model),
+            cell(m.frame_log),
+            cell(m.rest),
+            cell(m.total()),
+            m.total().dollars_per_1000(),
+            lambda
+        );
+    }
     out
 }
 

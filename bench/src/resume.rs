@@ -3,7 +3,7 @@
 //! `GET /sessions/{id}/stream` with `Last-Event-ID`. Timed: from sending that
 //! request to the first byte of its body. With no pause, the frames after the
 //! client's last one may not be stored yet (the writer batches for up to
-//! 50 ms; the follower polls every 100 ms); after a pause they are, and the
+//! `FRAME_FLUSH_MS`; the follower polls every 100 ms); after a pause they are, and the
 //! figure is the read of the log.
 
 use shared::sse::{SseDecoder, StreamEvent};

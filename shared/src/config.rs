@@ -154,7 +154,7 @@ pub struct Config {
     pub approval_ttl: Duration,
     /// Per-user budgets (`BUDGET_*`, [`BudgetConfig`]).
     pub budgets: BudgetConfig,
-    /// `FRAME_FLUSH_MS` (default 50, 1..=1000): the longest a frame waits
+    /// `FRAME_FLUSH_MS` (default 100, 1..=1000): the longest a frame waits
     /// before the frame log writes its batch (`crate::frames`): fewer writes
     /// per turn against a resumed stream's freshness (docs/cost.md).
     pub frame_flush: Duration,
@@ -393,7 +393,8 @@ impl Config {
 }
 
 fn frame_flush() -> Result<Duration, ConfigError> {
-    let every = ms("FRAME_FLUSH_MS", 50)?;
+    // The default is `frames::FLUSH_EVERY` (a test keeps the two equal).
+    let every = ms("FRAME_FLUSH_MS", 100)?;
     if every.is_zero() || every > Duration::from_secs(1) {
         return Err(ConfigError { var: "FRAME_FLUSH_MS", reason: "must be 1..=1000".into() });
     }
@@ -507,6 +508,11 @@ mod tests {
         // The worst case the cap is sized for fits in 400 KB with room for the item's other attributes.
         let escaped = serde_json::to_string(&"\u{1}".repeat(MAX_MESSAGE_BYTES_LIMIT)).unwrap();
         assert!(escaped.len() + 2 * 1024 <= 400 * 1024, "{}", escaped.len());
+    }
+
+    #[test]
+    fn the_frame_flush_default_is_the_frame_logs() {
+        assert_eq!(load(&[]).unwrap().frame_flush, crate::frames::FLUSH_EVERY);
     }
 
     #[test]

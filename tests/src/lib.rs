@@ -9,6 +9,7 @@ pub mod caldav;
 pub mod entities;
 pub mod fault_proxy;
 pub mod function_urls;
+pub mod load;
 pub mod pages;
 pub mod runtime_api;
 pub mod scripted_llm;

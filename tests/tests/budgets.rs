@@ -4,7 +4,8 @@
 //! (on `/` and on `/chat`), nothing of the refused turn is stored; tokens
 //! that run out mid-turn end it `error quota_exceeded` then `done` with the
 //! partial answer kept; 20 simultaneous turns admit exactly the concurrent
-//! limit; `GET /me/usage` says what was used.
+//! limit; `GET /me/usage` says what was used; the AI SDK's own client sees
+//! a 429 as its error.
 
 use serde_json::{json, Value};
 use shared::budget::DynamoBudgetStore;
@@ -203,4 +204,61 @@ async fn usage_lists_every_budget_and_counts_a_turns_tokens() {
     assert_eq!((u["tokens_per_day"].as_u64(), u["turns_per_minute"].as_u64()), (Some(1_000), Some(5)));
     assert_eq!((u["concurrent_limit"].as_u64(), u["web_calls_per_day"].as_u64()), (Some(2), Some(7)));
     assert!(u["blocked_until_ms"].is_null(), "{u}");
+}
+
+/// A new session's write waits for the budget's admission (both beside the
+/// model): when the two are slow, the lease keeper must not renew a lease
+/// whose session is not written yet (found by the load test: 13 of 50 first
+/// turns ended `session_lease_lost` under load).
+#[tokio::test]
+async fn a_new_session_whose_first_write_is_slow_keeps_its_lease() {
+    use tests::fault_proxy::{Action, Fault, FaultProxy, Op, When};
+    let proxy = FaultProxy::start().await;
+    let t = TestApp::with_dynamo_client(proxy.client().await, |c| {
+        c.budgets = limits(0, 100, 10);
+        c.session_lease = Duration::from_millis(300);
+    })
+    .await;
+    proxy.inject(
+        Fault::on(Op::TransactWriteItems).when(When::FirstN(1)).then(Action::Delay(Duration::from_millis(600))),
+    );
+    t.llm.set_default(Reply::paced(&["slow", " but", " fine"], Duration::from_millis(300)));
+    let turn = t.turn("frank", json!({"message": "hello"})).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    assert_eq!(turn.text(), "slow but fine");
+    assert_eq!(messages(&t, "frank", &turn.session_id()).await.len(), 2);
+}
+
+/// The AI SDK's own client (`tests/node/chat-check.mjs`, as in
+/// `ai_sdk.rs`): a turn, then `regenerate()` over the minute's budget — the
+/// 429 reaches the client as its error, and the chat's status is `error`.
+#[tokio::test]
+async fn the_ai_sdks_client_sees_a_spent_budget_as_its_error() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
+    assert!(
+        dir.join("node_modules/ai/package.json").exists(),
+        "run the tests with scripts/test.sh (npm ci in tests/node)"
+    );
+    let urls = tests::function_urls::FunctionUrls::with_config(|c| c.budgets = limits(0, 1, 0)).await;
+    urls.t.llm.push(Reply::text(&["fine"]));
+    let out = tokio::process::Command::new("node")
+        .arg(dir.join("chat-check.mjs"))
+        .current_dir(&dir)
+        .env("CHAT_URL", format!("{}chat", urls.url("stream")))
+        .env("CHAT_TOKEN", token("gina"))
+        .env("CHAT_BODY", json!({"context_type": "global"}).to_string())
+        .env("CHAT_TEXT", "hello")
+        .output()
+        .await
+        .expect("node runs (Node 20+ is required)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "node failed: {stderr}");
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(seen["statusAfterFirst"], "ready", "{seen}");
+    let errors = seen["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{seen}");
+    assert!(errors[0].as_str().unwrap().contains("quota_exceeded"), "{seen}");
+    assert_eq!(seen["status"], "error", "{seen}");
+    let statuses: Vec<u64> = seen["requests"].as_array().unwrap().iter().filter_map(|r| r["status"].as_u64()).collect();
+    assert_eq!(statuses, [200, 429], "{seen}");
 }

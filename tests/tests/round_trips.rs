@@ -86,7 +86,7 @@ fn calls(seen: &[Seen], model_at: Instant) -> Calls {
         _ => false,
     };
     // The frame log's batches (docs/sessions.md) are written in the
-    // background, one per 50 ms of turn: never waited for, counted apart.
+    // background, one per `FRAME_FLUSH_MS` of turn: never waited for, counted apart.
     let frames = |s: &Seen| s.op == Op::PutItem && s.body.contains("FRAMES#");
     let turn: Vec<&Seen> = seen.iter().filter(|s| !periodic(s) && !frames(s)).collect();
     let mut before: Vec<(Instant, Instant, Op)> =

@@ -86,9 +86,9 @@ impl StreamApp {
             Arc::new(crate::plan::store::DynamoPlanStore::new(dynamo.clone(), config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let deps_table = config.table_name.clone();
-        let deps_table_budget = config.table_name.clone();
         let auth = Authenticator::from_config(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
+        let budget = Arc::new(crate::budget::DynamoBudgetStore::new(dynamo.clone(), config.table_name.clone()));
         let deps = TurnDeps {
             history: store.clone(),
             store,
@@ -105,7 +105,7 @@ impl StreamApp {
             event_wait,
             frames: Some(Arc::new(DynamoFrameLog::new(dynamo.clone(), deps_table))),
             calendar: Some(calendar),
-            budget: Some(Arc::new(crate::budget::DynamoBudgetStore::new(dynamo.clone(), deps_table_budget))),
+            budget: Some(budget),
         };
         Ok(StreamApp { deps, auth })
     }
@@ -146,7 +146,7 @@ impl HasTimeout for StreamApp {
 }
 
 /// The stream function's routes with their OpenAPI operations: a turn, the
-/// sessions API, the AI SDK's chat.
+/// sessions API, the AI SDK's chat, the user's budgets (`GET /me/usage`).
 pub fn routes() -> OpenApiRouter<StreamApp> {
     OpenApiRouter::new()
         .routes(routes!(post_turn))
@@ -370,10 +370,8 @@ pub(super) async fn stream_turn(
     // With turn budgets, the head waits for the admission (sent beside the
     // turn's first round trip): a refusal is a 429 before anything streams.
     let budgets = deps.budget.is_some() && deps.config.budgets.checks_turns();
-    let (gate, verdict) = match budgets {
-        true => crate::budget::gate(),
-        false => (crate::budget::Gate::open(), crate::budget::gate().1),
-    };
+    let (gate, verdict) = crate::budget::gate();
+    let gate = if budgets { gate } else { crate::budget::Gate::open() };
     let turn = tokio::spawn(turn::run_turn(deps, user, valid, turn_id, started, deadline, sink, gate));
     if budgets {
         if let Err(over) = verdict.wait().await {

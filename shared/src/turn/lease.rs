@@ -129,7 +129,12 @@ impl LeaseGuard {
     /// read every `STOP_POLL_MS`, a renewal every third of `SESSION_LEASE_MS`.
     pub fn watch(&self, cfg: &Config) -> Watch {
         let (lease_lost, stopped) = (CancellationToken::new(), CancellationToken::new());
+        // A new session's lease exists once its first write landed (beside
+        // the model, after the budget's admission): renewing before that
+        // finds no session and would end the turn `session_lease_lost`.
+        let first_write = self.first_write.clone();
         let task = tokio::spawn(keep_alive(
+            first_write,
             (self.leases.clone(), self.stops.clone()),
             (self.user.clone(), self.sid.clone(), self.turn_id.clone()),
             (cfg.session_lease, cfg.stop_poll.max(Duration::from_millis(20))),
@@ -172,11 +177,15 @@ impl Drop for Watch {
 }
 
 async fn keep_alive(
+    first_write: Option<Arc<tokio::sync::Mutex<()>>>,
     (leases, stops): (Arc<dyn Leases>, Arc<dyn StopSignals>),
     (user, sid, turn_id): (UserId, SessionId, TurnId),
     (lease, poll): (Duration, Duration),
     (lost, stop): (CancellationToken, CancellationToken),
 ) {
+    if let Some(gate) = first_write {
+        let _landed = gate.lock().await;
+    }
     let mut renew_at = Instant::now() + lease / 3;
     loop {
         tokio::time::sleep(poll.min(renew_at.saturating_duration_since(Instant::now()))).await;
