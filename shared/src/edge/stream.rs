@@ -76,7 +76,8 @@ impl StreamApp {
         let store = Arc::new(DynamoStore::new(dynamo.clone(), config.table_name.clone()));
         let entities = EntityService::new(DynamoEntityStore::new(dynamo.clone(), config.table_name.clone()));
         let calendar = calendar_service(&dynamo, &config.table_name, &entities);
-        let web = crate::tools::WebTools::new(&config.web);
+        let budget = Arc::new(crate::budget::DynamoBudgetStore::new(dynamo.clone(), config.table_name.clone()));
+        let web = crate::tools::WebTools::new(&config.web).with_budget(budget.clone(), config.budgets);
         let registry = ToolRegistry::new(entities.clone()).with_calendar(calendar.clone()).with_web(web);
         let tools: Option<Arc<dyn TurnTools>> = Some(Arc::new(registry));
         let (dynamo_for_cache, table_for_cache) = (dynamo.clone(), config.table_name.clone());
@@ -88,7 +89,6 @@ impl StreamApp {
         let deps_table = config.table_name.clone();
         let auth = Authenticator::from_config(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
-        let budget = Arc::new(crate::budget::DynamoBudgetStore::new(dynamo.clone(), config.table_name.clone()));
         let deps = TurnDeps {
             history: store.clone(),
             store,

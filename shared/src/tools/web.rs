@@ -7,13 +7,19 @@
 //! for “…”"); a refused visit or a failed search is a tool error the model
 //! reads, never a failed turn. A long page goes the way of every large
 //! output: stored apart, the model gets a preview (`model_loop::outputs`).
+//! Each call that gets past its arguments counts one against the user's
+//! daily web budget (`BUDGET_WEB_CALLS_PER_DAY`, [`crate::budget`]); a spent
+//! budget is the tool error `quota_exceeded`, and nothing goes out.
 
 use super::outcome::{Done, Refusal};
 use super::{Tool, ToolName};
-use crate::config::WebConfig;
+use crate::budget::BudgetStore;
+use crate::config::{BudgetConfig, WebConfig};
+use crate::ids::UserId;
 use crate::sse::{OperationAction, OperationStatus, StreamEvent};
 use crate::web::{Fetcher, Searcher, WebError};
 use serde::Deserialize;
+use std::sync::Arc;
 use utoipa::ToSchema;
 
 #[allow(non_upper_case_globals)]
@@ -36,6 +42,9 @@ pub struct WebTools {
     pub searcher: Option<Searcher>,
     pub max_searches_per_turn: usize,
     pub max_visits_per_turn: usize,
+    /// The user's daily web-call budget (`BUDGET_WEB_CALLS_PER_DAY`), where
+    /// the registry counts one.
+    pub budget: Option<(Arc<dyn BudgetStore>, BudgetConfig)>,
 }
 
 impl WebTools {
@@ -50,7 +59,23 @@ impl WebTools {
             searcher: cfg.search.as_ref().map(|s| Searcher::new(s, cfg.fetch_timeout)),
             max_searches_per_turn: cfg.max_searches_per_turn,
             max_visits_per_turn: cfg.max_visits_per_turn,
+            budget: None,
         }
+    }
+
+    /// Counts every call against the user's daily web budget in `store`.
+    pub fn with_budget(mut self, store: Arc<dyn BudgetStore>, limits: BudgetConfig) -> WebTools {
+        self.budget = Some((store, limits));
+        self
+    }
+
+    /// Counts one web call of `user`'s, before it goes out: a spent budget
+    /// is a tool error the model reads (the turn goes on without the web).
+    async fn spend(&self, user: &UserId) -> Result<(), WebError> {
+        let Some((store, limits)) = &self.budget else { return Ok(()) };
+        crate::budget::spend_web_call(Some(store), user, limits)
+            .await
+            .map_err(|o| WebError::DailyLimit { limit: o.limit, retry_after_secs: o.retry_after_secs })
     }
 
     /// Whether `tool` (a web tool) can run here.
@@ -148,6 +173,9 @@ impl Tool for WebVisit {
             summary: format!("Read {shown}"),
             name: shown,
         };
+        if let Err(e) = w.spend(c.user).await {
+            return step.finish(Err(e));
+        }
         step.finish(w.fetcher.visit(&a.url).await.map(|p| super::call::to_json(&p)))
     }
 }
@@ -174,7 +202,8 @@ impl Tool for WebSearch {
     const NEEDS_PROJECT: bool = false;
 
     async fn run(&self, c: &super::call::Call<'_>, a: WebSearchArgs) -> Result<Done, Refusal> {
-        let searcher = web(c)?.searcher.as_ref().ok_or_else(|| Refusal::Args("web search is not configured".into()))?;
+        let w = web(c)?;
+        let searcher = w.searcher.as_ref().ok_or_else(|| Refusal::Args("web search is not configured".into()))?;
         let query = a.query.trim().to_string();
         if query.is_empty() {
             return Err(Refusal::Args("query is empty".into()));
@@ -186,6 +215,9 @@ impl Tool for WebSearch {
             name: format!("“{query}”"),
         };
         let max = a.max_results.unwrap_or(MAX_HITS).clamp(1, MAX_HITS);
+        if let Err(e) = w.spend(c.user).await {
+            return step.finish(Err(e));
+        }
         let r = searcher.search(&query, max).await;
         step.finish(r.map(|hits| serde_json::json!({ "query": query, "results": hits })))
     }

@@ -230,3 +230,23 @@ fn web_search_is_offered_only_with_a_provider() {
     assert_eq!(o.error_code.as_deref(), Some("unknown_tool"), "{}", o.content);
     assert!(!offered(&none, ContextType::Global).iter().any(|n| n.starts_with("web_")), "no web, no web tools");
 }
+
+#[tokio::test]
+async fn a_spent_daily_web_budget_is_a_tool_error_and_nothing_goes_out() {
+    let s = server().await;
+    let cfg = config(s.port, true);
+    let store: Arc<dyn crate::budget::BudgetStore> = Arc::new(crate::budget::MemoryBudgetStore::new());
+    let limits = crate::config::BudgetConfig { web_calls_per_day: 2, ..crate::config::BudgetConfig::OFF };
+    let web = WebTools::with_fetcher(&cfg, Fetcher::with_hosts(&cfg, hosts())).with_budget(store, limits);
+    let reg = ToolRegistry::new(EntityService::new(MemoryEntityStore::new())).with_web(web);
+    let url = json!({"url": format!("http://127.0.0.1:{}/page", s.port)});
+    for _ in 0..2 {
+        let o = run(&reg, "web_visit", url.clone()).await;
+        assert!(o.ok, "{}", o.content);
+    }
+    let o = run(&reg, "web_visit", url).await;
+    assert_eq!(o.error_code.as_deref(), Some("quota_exceeded"), "{}", o.content);
+    assert!(content(&o)["error"]["message"].as_str().unwrap().contains("2 web calls"), "{}", o.content);
+    assert_eq!(steps(&o).last().unwrap().0, OperationStatus::Error);
+    assert_eq!(s.hits.load(std::sync::atomic::Ordering::SeqCst), 2, "the third visit never reached the server");
+}

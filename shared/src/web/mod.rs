@@ -45,6 +45,10 @@ pub enum WebError {
     RateLimited,
     #[error("web search failed: {0}")]
     Search(String),
+    #[error(
+        "today's {limit} web calls are spent; they are counted again in {retry_after_secs} s: answer without the web"
+    )]
+    DailyLimit { limit: u64, retry_after_secs: u64 },
 }
 
 impl WebError {
@@ -64,6 +68,7 @@ impl WebError {
             WebError::Network(_) => "unreachable",
             WebError::RateLimited => "rate_limited",
             WebError::Search(_) => "search_failed",
+            WebError::DailyLimit { .. } => "quota_exceeded",
         }
     }
 }
