@@ -89,10 +89,11 @@ class Model {
     this.nCtx = this.context.contextSize;
     this.slots = Array.from({ length: Number(args.slots) }, () => ({ seq: this.context.getSequence(), used: 0 }));
     this.grammars = new Map();
-    // The first token of a call, when the model's vocabulary has one (Qwen2.5's `<tool_call>`).
-    const start = this.model.tokenize("<tool_call>", true);
+    // The first token of a call: `<tool_call>` as the grammar matches it (as
+    // text: its first token starts with `<`, which no text answer may).
+    const start = this.model.tokenize("<tool_call>", false).slice(0, 1);
     const bias = Number(args["call-bias"]);
-    this.callBias = start.length === 1 && bias ? new TokenBias(this.model.tokenizer).set(start, { logit: bias }) : null;
+    this.callBias = bias ? new TokenBias(this.model.tokenizer).set(start, { logit: bias }) : null;
     this.noBias = new TokenBias(this.model.tokenizer);
     this.queue = Promise.resolve();
     log(
