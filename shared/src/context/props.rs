@@ -304,10 +304,7 @@ mod reference {
             keep[i] = true;
         }
 
-        let mut messages = Vec::with_capacity(groups.len() + 4);
-        messages.push(system);
-        messages.extend(context);
-        messages.extend(summary);
+        let mut messages: Vec<ChatMessage> = std::iter::once(system).chain(context).chain(summary).collect();
         let mut kept = Vec::new();
         for (g, k) in groups.into_iter().zip(keep) {
             if k {
