@@ -117,6 +117,7 @@ fn builder(c: &mut Criterion) {
     black_box(bpe.count("warm up"));
     let input = |h: &'static [StoredMessage], cur: &'static StoredMessage| ContextInput {
         system_prompt: Box::leak(system_prompt.clone().into_boxed_str()),
+        system_context: None,
         summary: None,
         history: h,
         current: cur,

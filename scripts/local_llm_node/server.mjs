@@ -15,9 +15,10 @@
 //   Calls go out as OpenAI `tool_calls` deltas (one chunk per call, as soon
 //   as it closes) and `finish_reason: "tool_calls"`; text streams as it comes.
 //   With `stream_options.include_usage` a last chunk carries `usage`.
-// - Prompt cache: a few slots (llama.cpp sequences) keep the model state of
-//   recent prompts; a request takes the slot sharing the longest prefix with
-//   its prompt and computes only the rest (the stable system rules and tool
+// - Prompt cache: a few slots (llama.cpp sequences, 4 by default: the global,
+//   a project, the calendar scope and the summarizer's prompts) keep the model
+//   state of recent prompts; a request takes the slot sharing the longest
+//   useful prefix with its prompt (lib/wire.mjs chooseSlot) and computes only the rest (the stable system rules and tool
 //   definitions come first, so a new project's first turn reuses them).
 // - One request computes at a time (2 cores); others wait their turn. A
 //   client that goes away stops its generation at the next token.
@@ -29,12 +30,12 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Template } from "@huggingface/jinja";
-import { getLlama, LlamaGrammarEvaluationState, LlamaLogLevel } from "node-llama-cpp";
+import { getLlama, LlamaGrammarEvaluationState, LlamaLogLevel, TokenBias } from "node-llama-cpp";
 import { answerGrammar, parseAnswer } from "./lib/grammar.mjs";
 import {
   BadRequest,
+  chooseSlot,
   Chunks,
-  commonPrefix,
   completion,
   errorBody,
   finishReason,
@@ -57,8 +58,12 @@ const { values: args } = parseArgs({
     port: { type: "string", default: "8080" },
     "n-ctx": { type: "string", default: "8192" },
     threads: { type: "string", default: "1" },
-    slots: { type: "string", default: "3" },
+    slots: { type: "string", default: "4" },
     "dump-dir": { type: "string", default: "" },
+    // Added to the logit of the model's `<tool_call>` token for the answer's
+    // first token when tools are offered (0: none). A small model often
+    // describes the call it means to make in prose instead of making it.
+    "call-bias": { type: "string", default: "0" },
   },
 });
 if (!args.model) {
@@ -84,6 +89,12 @@ class Model {
     this.nCtx = this.context.contextSize;
     this.slots = Array.from({ length: Number(args.slots) }, () => ({ seq: this.context.getSequence(), used: 0 }));
     this.grammars = new Map();
+    // The first token of a call: `<tool_call>` as the grammar matches it (as
+    // text: its first token starts with `<`, which no text answer may).
+    const start = this.model.tokenize("<tool_call>", false).slice(0, 1);
+    const bias = Number(args["call-bias"]);
+    this.callBias = bias ? new TokenBias(this.model.tokenizer).set(start, { logit: bias }) : null;
+    this.noBias = new TokenBias(this.model.tokenizer);
     this.queue = Promise.resolve();
     log(
       `loaded ${args.model} as ${args["model-alias"]} (n_ctx ${this.nCtx}, ${this.slots.length} cache slots, ` +
@@ -125,16 +136,16 @@ class Model {
     return g;
   }
 
-  /** The slot whose cached tokens share the longest prefix with `tokens`
-   * (the least recently used one on a tie), and that prefix's length. */
+  /** The slot for `tokens` (lib/wire.mjs chooseSlot) and how many of its
+   * cached tokens the prompt reuses. */
   slotFor(tokens) {
-    let best = null;
-    for (const s of this.slots) {
-      const n = commonPrefix(s.seq.contextTokens, tokens);
-      if (!best || n > best.n || (n === best.n && s.used < best.slot.used)) best = { slot: s, n };
-    }
-    best.slot.used = Date.now();
-    return best;
+    const { index, reuse } = chooseSlot(
+      this.slots.map((s) => ({ tokens: s.seq.contextTokens, used: s.used })),
+      tokens,
+    );
+    const slot = this.slots[index];
+    slot.used = Date.now();
+    return { slot, n: reuse };
   }
 }
 
@@ -167,9 +178,11 @@ class Answer {
     let shown = 0; // characters of `this.raw` given out as text
     let callsShown = 0;
     let kind = this.p.allowCalls ? "unknown" : "text";
+    const bias = this.p.allowCalls && m.callBias ? () => (this.generated === 0 ? m.callBias : m.noBias) : undefined;
     for await (const token of slot.seq.evaluate(this.tokens.slice(keep), {
       temperature: this.p.temperature,
       grammarEvaluationState,
+      tokenBias: bias,
     })) {
       if (!this.first) this.first = Date.now() - this.t0;
       if (this.aborted) break;

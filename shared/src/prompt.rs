@@ -4,6 +4,14 @@
 //! act), document-first guidance and tool rules when tools are offered, and
 //! the context pack as JSON. The scope comes from the request when it names
 //! one; the session's stored scope is only the fallback.
+//!
+//! Two parts, in this order (issue 31): [`SystemPrompt::rules`], the same
+//! for every project of a scope, and [`SystemPrompt::context`], what changes
+//! per project and per turn (the pack, the calendar block, the agent state),
+//! sent as a second system message. A chat template renders the tool
+//! definitions right after the first system message, so a model server's
+//! prompt cache covers rules and tools across turns and projects, and a new
+//! project's first turn computes only its pack and the conversation.
 
 use crate::context::pack::ContextPack;
 use crate::session::ContextType;
@@ -51,8 +59,32 @@ pub struct PromptInputs<'a> {
 
 pub struct PromptBuilder;
 
+/// A turn's system prompt: the stable rules, then the per-project context
+/// (empty when there is none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SystemPrompt {
+    pub rules: String,
+    pub context: String,
+}
+
+impl SystemPrompt {
+    /// Both parts as one text (rules first), as a single message would carry them.
+    pub fn joined(&self) -> String {
+        if self.context.is_empty() {
+            self.rules.clone()
+        } else {
+            format!("{}\n\n{}", self.rules, self.context)
+        }
+    }
+}
+
 impl PromptBuilder {
+    /// Both parts as one text; [`PromptBuilder::parts`] keeps them apart.
     pub fn build(inputs: &PromptInputs<'_>) -> String {
+        Self::parts(inputs).joined()
+    }
+
+    pub fn parts(inputs: &PromptInputs<'_>) -> SystemPrompt {
         let scope = match inputs.context_type {
             ContextType::Global => {
                 "Scope: global. You are the user's general BuildOS assistant across all of their projects.".to_string()
@@ -88,28 +120,23 @@ impl PromptBuilder {
                                        reflect them back structured."
                 .to_string(),
         };
-        let mut out = format!("{BASE_RULES}\n\n{scope}\n\n{MODES}");
+        let mut rules = format!("{BASE_RULES}\n\n{scope}\n\n{MODES}");
         if inputs.tools {
-            out.push_str("\n\n");
-            out.push_str(TOOL_RULES);
+            rules.push_str("\n\n");
+            rules.push_str(TOOL_RULES);
         }
-        if let Some(pack) = inputs.pack.filter(|p| !p.is_empty()) {
-            if pack.doc_structure.is_some() {
-                out.push_str("\n\n");
-                out.push_str(DOC_FIRST);
-            }
-            out.push_str("\n\nContext (JSON):\n");
-            out.push_str(&serde_json::to_string(pack).unwrap_or_default());
+        let pack = inputs.pack.filter(|p| !p.is_empty());
+        if pack.is_some_and(|p| p.doc_structure.is_some()) {
+            rules.push_str("\n\n");
+            rules.push_str(DOC_FIRST);
         }
-        if let Some(agenda) = inputs.agenda {
-            out.push_str("\n\n");
-            out.push_str(agenda);
+        let mut context: Vec<String> = Vec::new();
+        if let Some(pack) = pack {
+            context.push(format!("Context (JSON):\n{}", serde_json::to_string(pack).unwrap_or_default()));
         }
-        if let Some(state) = inputs.agent_state {
-            out.push_str("\n\n");
-            out.push_str(state);
-        }
-        out
+        context.extend(inputs.agenda.map(str::to_string));
+        context.extend(inputs.agent_state.map(str::to_string));
+        SystemPrompt { rules, context: context.join("\n\n") }
     }
 }
 
@@ -151,5 +178,35 @@ mod tests {
         assert!(p.contains("Documents first"));
         assert!(p.contains(r#""title":"Spec""#));
         assert!(p.contains(r#""name":"Launch""#));
+    }
+
+    #[test]
+    fn the_rules_are_the_same_for_every_project_and_the_pack_comes_after() {
+        let pack = |id: &str, title: &str| ContextPack {
+            scope: "project",
+            project: Some(serde_json::json!({"id": id, "name": id})),
+            doc_structure: Some(
+                serde_json::json!({"version": 1, "root": [{"id": "d1", "order": 0, "title": title, "children": []}]}),
+            ),
+            ..Default::default()
+        };
+        let (a, b) = (pack("p1", "Spec"), pack("p2", "Notes"));
+        let inputs = |p| PromptInputs {
+            context_type: ContextType::Project,
+            tools: true,
+            pack: Some(p),
+            agenda: Some("Calendar: today"),
+            ..Default::default()
+        };
+        let (pa, pb) = (PromptBuilder::parts(&inputs(&a)), PromptBuilder::parts(&inputs(&b)));
+        assert_eq!(pa.rules, pb.rules, "nothing per project in the rules");
+        assert!(pa.rules.contains("Tools:") && pa.rules.contains("Documents first"));
+        assert!(!pa.rules.contains("p1") && !pa.rules.contains("Calendar: today"));
+        assert!(pa.context.starts_with("Context (JSON):\n") && pa.context.contains(r#""title":"Spec""#));
+        assert!(pa.context.ends_with("Calendar: today"));
+        assert_eq!(PromptBuilder::build(&inputs(&a)), format!("{}\n\n{}", pa.rules, pa.context));
+        // No pack, no agenda, no state: no context part at all.
+        let g = PromptBuilder::parts(&PromptInputs { context_type: ContextType::Global, ..Default::default() });
+        assert_eq!(g.context, "");
     }
 }

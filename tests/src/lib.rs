@@ -221,6 +221,14 @@ fn decode(dec: &mut SseDecoder, data: &[u8]) -> Vec<SseFrame> {
 /// A recorded model request is a valid tool-call protocol: every assistant
 /// `tool_calls` entry is answered by a tool message right after it (any
 /// order within the group), and no tool message is without its call.
+/// A recorded model request's system prompt: its leading system messages
+/// joined (the rules, then the per-project context: `shared::prompt`).
+pub fn system_text(req: &serde_json::Value) -> String {
+    let msgs = req["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let lead = msgs.iter().take_while(|m| m["role"] == "system");
+    lead.map(|m| m["content"].as_str().unwrap_or_default()).collect::<Vec<_>>().join("\n\n")
+}
+
 pub fn assert_tool_protocol(req: &serde_json::Value) {
     let mut open: Vec<String> = Vec::new();
     for m in req["messages"].as_array().expect("messages") {

@@ -23,7 +23,7 @@ fn tomorrow_in(zone: chrono_tz::Tz) -> String {
 }
 
 fn system_prompt(req: &Value) -> String {
-    req["messages"][0]["content"].as_str().unwrap_or_default().to_string()
+    tests::system_text(req)
 }
 
 #[tokio::test]

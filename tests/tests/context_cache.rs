@@ -63,7 +63,7 @@ async fn a_cached_pack_is_served_until_a_write_moves_the_version() {
     let fourth = t.turn("alice", body(Some(sid))).await;
     assert_eq!(cache_of(&fourth), Some(CacheStatus::Hit));
     // The model saw the fresh pack.
-    let system = t.llm.requests().last().unwrap()["messages"][0]["content"].as_str().unwrap().to_string();
+    let system = tests::system_text(t.llm.requests().last().unwrap());
     assert!(system.contains(&format!("\"version\":{}", rebuilt.version)), "{system}");
 }
 
@@ -75,7 +75,7 @@ async fn another_users_project_is_never_served_from_a_cache() {
     t.turn("alice", body.clone()).await;
     let bob = t.turn("bob", body).await;
     assert_eq!(cache_of(&bob), None, "no cache for a project bob cannot see");
-    let system = t.llm.requests().last().unwrap()["messages"][0]["content"].as_str().unwrap().to_string();
+    let system = tests::system_text(t.llm.requests().last().unwrap());
     assert!(!system.contains("Launch"), "nothing of alice's project reaches bob's prompt");
 }
 

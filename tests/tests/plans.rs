@@ -62,7 +62,7 @@ struct Script {
 
 impl Script {
     fn reply(&self, req: &Value) -> Reply {
-        let system = req["messages"][0]["content"].as_str().unwrap_or_default();
+        let system = tests::system_text(req);
         if system.starts_with("You review plans") {
             return self.reviewer.lock().unwrap().take().expect("one review scripted");
         }
@@ -187,7 +187,7 @@ fn plan_id(turn: &Turn) -> String {
 fn plan_result(t: &TestApp) -> Value {
     let reqs = t.llm.requests();
     let planner = reqs.iter().rev().find(|r| {
-        !r["messages"][0]["content"].as_str().unwrap_or_default().contains("(plan step ")
+        !tests::system_text(r).contains("(plan step ")
             && r["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool")
     });
     let msgs = planner.expect("a planner request after the plan").clone();

@@ -34,9 +34,8 @@ fn offered(req: &Value) -> Vec<String> {
 }
 
 fn system_prompt(req: &Value) -> String {
-    let first = &req["messages"][0];
-    assert_eq!(first["role"], "system");
-    first["content"].as_str().unwrap().to_string()
+    assert_eq!(req["messages"][0]["role"], "system");
+    tests::system_text(req)
 }
 
 /// What `project_create` offers before its project exists, and the built-in reader.

@@ -66,7 +66,13 @@ async fn context_over_a_stored_log_keeps_parallel_tool_groups_whole() {
     current.seq = 8;
     current.role = Role::User;
     current.content = Some("and mercury?".into());
-    let input = ContextInput { system_prompt: "sys", summary: None, history: &history, current: &current };
+    let input = ContextInput {
+        system_prompt: "sys",
+        system_context: None,
+        summary: None,
+        history: &history,
+        current: &current,
+    };
     let counter = TokenCounter::from_setting("auto", "gpt-4o").unwrap();
 
     let all = build_context(&input, &ContextBudget::default(), &counter);
@@ -111,7 +117,13 @@ async fn context_keeps_a_pasted_document_over_newer_chatter() {
     let mut current = history[0].clone();
     current.seq = ev.last_message_seq + 1;
     current.content = Some("When does the launch window open?".into());
-    let input = ContextInput { system_prompt: "sys", summary: None, history: &history, current: &current };
+    let input = ContextInput {
+        system_prompt: "sys",
+        system_context: None,
+        summary: None,
+        history: &history,
+        current: &current,
+    };
     let budget = ContextBudget { max_chars: doc.len() + 4_000, large_paste_chars: 8_000, ..ContextBudget::default() };
     let b = build_context(&input, &budget, &TokenCounter::Estimate);
     assert!(b.kept.contains(&3), "the pasted document stays: {:?}", b.kept);
@@ -155,6 +167,7 @@ async fn summary_commits_once_and_redelivery_is_a_no_op() {
     let b = build_context(
         &ContextInput {
             system_prompt: "sys",
+            system_context: None,
             summary: Some(SummaryRef { text: &current_summary.text, through_seq: current_summary.through_seq }),
             history: &history,
             current: &next,

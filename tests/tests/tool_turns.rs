@@ -306,7 +306,7 @@ async fn agent_state_follows_creates_and_links_and_reaches_the_next_prompt() {
     assert!(!serde_json::to_string(&turn.events).unwrap().contains("AGENT_STATE"));
     t.llm.push(Reply::text(&["ok"]));
     t.turn("alice", json!({"message": "and now?", "session_id": sid.to_string()})).await;
-    let system = t.llm.requests().last().unwrap()["messages"][0]["content"].as_str().unwrap().to_string();
+    let system = tests::system_text(t.llm.requests().last().unwrap());
     assert!(system.contains("AGENT_STATE") && system.contains("Write the launch post"), "{system}");
     // Closing the session clears it.
     let req = http::Request::builder()
@@ -601,7 +601,7 @@ async fn a_project_pack_names_its_tasks_and_goals_with_their_ids() {
     let task = create(&t, "alice", &p, "create_task", json!({"title": "Write the launch post"})).await;
     let goal = create(&t, "alice", &p, "create_goal", json!({"name": "Public beta"})).await;
     t.turn("alice", in_project(&p, "link the task to the goal")).await;
-    let system = t.llm.requests()[0]["messages"][0]["content"].as_str().unwrap().to_string();
+    let system = tests::system_text(&t.llm.requests()[0]);
     for (kind, id, name) in [("task", &task, "Write the launch post"), ("goal", &goal, "Public beta")] {
         let named = format!("{kind} “{name}”: id {id}");
         assert!(system.contains(&named), "{named} not in {system}");

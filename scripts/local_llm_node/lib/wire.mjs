@@ -174,3 +174,25 @@ export function commonPrefix(a, b) {
   while (i < n && a[i] === b[i]) i++;
   return i;
 }
+
+/**
+ * The cache slot for a prompt: the one whose cached tokens share the longest
+ * useful prefix with it, else an empty or the least recently used one. A
+ * prefix is useful when it covers at least half of what the slot holds (or
+ * 1024 tokens): a project prompt shares only its first sentences with a
+ * cached global one, and taking that slot would throw away the global
+ * prompt's state for 70 tokens of reuse.
+ *
+ * `slots`: `[{tokens: number[], used: number}]`; returns `{index, reuse}`.
+ */
+export function chooseSlot(slots, tokens) {
+  let best = null;
+  slots.forEach((s, index) => {
+    const n = commonPrefix(s.tokens, tokens);
+    const reuse = n > 0 && n >= Math.min(1024, s.tokens.length / 2) ? n : 0;
+    if (!best || reuse > best.reuse || (reuse === best.reuse && s.used < best.used)) {
+      best = { index, reuse, used: s.used };
+    }
+  });
+  return { index: best.index, reuse: best.reuse };
+}

@@ -4,7 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { answerGrammar, literal, parseAnswer, toolNames } from "../lib/grammar.mjs";
-import { BadRequest, Chunks, commonPrefix, completion, readRequest, templateMessages } from "../lib/wire.mjs";
+import { BadRequest, chooseSlot, Chunks, commonPrefix, completion, readRequest, templateMessages } from "../lib/wire.mjs";
 
 const TOOLS = [
   {
@@ -158,4 +158,18 @@ test("common prefix of cached and new prompt tokens", () => {
   assert.equal(commonPrefix([1, 2, 3], [1, 2, 4, 5]), 2);
   assert.equal(commonPrefix([], [1]), 0);
   assert.equal(commonPrefix([1, 2], [1, 2]), 2);
+});
+
+test("a prompt takes the slot it shares most with, never one it barely shares with", () => {
+  const global = { tokens: [1, 2, 3, 4, 5, 6, 7, 8], used: 3 };
+  const project = { tokens: [1, 2, 9, 9, 9, 9], used: 2 };
+  const empty = { tokens: [], used: 0 };
+  // Another project: shares the rules with the project slot (most of it).
+  assert.deepEqual(chooseSlot([global, project, empty], [1, 2, 9, 9, 9, 7, 7]), { index: 1, reuse: 5 });
+  // A new scope sharing only the first tokens with the global one: the empty slot.
+  assert.deepEqual(chooseSlot([global, project, empty], [1, 2, 4]), { index: 2, reuse: 0 });
+  // No empty slot: the least recently used one.
+  assert.deepEqual(chooseSlot([global, { ...project, tokens: [5] }], [8, 8]), { index: 1, reuse: 0 });
+  // The same prompt again: all of it.
+  assert.deepEqual(chooseSlot([global, project], global.tokens), { index: 0, reuse: 8 });
 });

@@ -78,8 +78,13 @@ pub struct SummaryRef<'a> {
 /// Everything one request is built from.
 #[derive(Debug, Clone, Copy)]
 pub struct ContextInput<'a> {
-    /// Built per turn, never stored.
+    /// Built per turn, never stored: the rules, the same for every project
+    /// of a scope (first, so a model server's prompt cache covers them and
+    /// the tool definitions rendered after them across turns and projects).
     pub system_prompt: &'a str,
+    /// What changes per project and per turn (the context pack, the agenda,
+    /// the agent state): a second system message right after the first.
+    pub system_context: Option<&'a str>,
     pub summary: Option<SummaryRef<'a>>,
     /// The stored log before the current message, oldest first (it may start
     /// mid-way; anything at or after `current.seq` is ignored).
@@ -264,12 +269,13 @@ pub fn build_context(input: &ContextInput<'_>, budget: &ContextBudget, counter: 
     let groups = groups(&sendable, budget, &mut dropped);
 
     let system = ChatMessage::system(input.system_prompt);
+    let context = input.system_context.filter(|c| !c.is_empty()).map(ChatMessage::system);
     let summary = input.summary.map(|s| summary_message(s.text, s.through_seq));
     // A marker (a turn that answered waiting calls: their results are the
     // last of the history) is not sent.
     let current = input.current.include_in_context.then(|| input.current.to_chat());
     let mut used = current.as_ref().map(|c| Cost::of(c, counter)).unwrap_or_default();
-    for fixed in std::iter::once(&system).chain(summary.as_ref()) {
+    for fixed in std::iter::once(&system).chain(context.as_ref()).chain(summary.as_ref()) {
         let c = Cost::of(fixed, counter);
         used.tokens += c.tokens;
         used.chars += c.chars;
@@ -278,8 +284,9 @@ pub fn build_context(input: &ContextInput<'_>, budget: &ContextBudget, counter: 
     let within_budget = used.fits(budget);
     let keep = choose_groups(&groups, &sendable, budget, counter, &mut used);
 
-    let mut messages = Vec::with_capacity(keep.iter().map(|(_, m)| m.len()).sum::<usize>() + 3);
+    let mut messages = Vec::with_capacity(keep.iter().map(|(_, m)| m.len()).sum::<usize>() + 4);
     messages.push(system);
+    messages.extend(context);
     messages.extend(summary);
     let mut kept = Vec::with_capacity(messages.capacity());
     let mut next = keep.into_iter().peekable();
@@ -402,7 +409,13 @@ mod tests {
         let history = vec![msg(1, Role::User, Some("find things")), a, tool(3, "c2"), tool(4, "c1"), tool(5, "c3")];
         let history = [history, vec![msg(6, Role::Assistant, Some("found"))]].concat();
         let current = msg(7, Role::User, Some("thanks"));
-        let input = ContextInput { system_prompt: "sys", summary: None, history: &history, current: &current };
+        let input = ContextInput {
+            system_prompt: "sys",
+            system_context: None,
+            summary: None,
+            history: &history,
+            current: &current,
+        };
         let all = build_context(&input, &ContextBudget::default(), &est());
         assert_eq!(all.kept, vec![1, 2, 3, 4, 5, 6, 7]);
         // Room for 3 history messages: the 4-message group cannot be split.
@@ -421,7 +434,13 @@ mod tests {
         a.error = Some(MessageError { code: "llm_timeout".into(), message: "slow".into() });
         let history = vec![tool(1, "gone"), a, tool(3, "c1")];
         let current = msg(4, Role::User, Some("continue"));
-        let input = ContextInput { system_prompt: "sys", summary: None, history: &history, current: &current };
+        let input = ContextInput {
+            system_prompt: "sys",
+            system_context: None,
+            summary: None,
+            history: &history,
+            current: &current,
+        };
         let b = build_context(&input, &ContextBudget::default(), &est());
         assert_eq!(b.kept, vec![2, 4]);
         assert_eq!(b.dropped, vec![1, 3]);
@@ -441,6 +460,7 @@ mod tests {
         let current = msg(7, Role::User, Some("next"));
         let input = ContextInput {
             system_prompt: "sys",
+            system_context: None,
             summary: Some(SummaryRef { text: "they talked", through_seq: 4 }),
             history: &history,
             current: &current,
@@ -463,7 +483,13 @@ mod tests {
             history.push(msg(s, if s % 2 == 1 { Role::User } else { Role::Assistant }, Some(&"chat ".repeat(200))));
         }
         let current = msg(11, Role::User, Some("what does section 2 say?"));
-        let input = ContextInput { system_prompt: "sys", summary: None, history: &history, current: &current };
+        let input = ContextInput {
+            system_prompt: "sys",
+            system_context: None,
+            summary: None,
+            history: &history,
+            current: &current,
+        };
         // Room for the document and about two chat messages.
         let budget = ContextBudget { max_chars: 12_000 + 2_100, large_paste_chars: 8_000, ..ContextBudget::default() };
         let b = build_context(&input, &budget, &est());
@@ -475,7 +501,8 @@ mod tests {
     #[test]
     fn current_message_is_sent_even_alone_over_budget() {
         let current = msg(1, Role::User, Some(&"y".repeat(500)));
-        let input = ContextInput { system_prompt: "sys", summary: None, history: &[], current: &current };
+        let input =
+            ContextInput { system_prompt: "sys", system_context: None, summary: None, history: &[], current: &current };
         let budget = ContextBudget { max_chars: 100, ..ContextBudget::default() };
         let b = build_context(&input, &budget, &est());
         assert_eq!(b.kept, vec![1]);

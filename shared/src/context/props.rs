@@ -84,12 +84,15 @@ struct Case {
     history: Vec<StoredMessage>,
     current: StoredMessage,
     summary_through: Option<u64>,
+    /// A second system message (the per-project part of the prompt).
+    context: bool,
 }
 
 impl Case {
     fn input(&self) -> ContextInput<'_> {
         ContextInput {
             system_prompt: "You are helpful.",
+            system_context: self.context.then_some("Context (JSON): {}"),
             summary: self.summary_through.map(|t| SummaryRef { text: "earlier: things happened", through_seq: t }),
             history: &self.history,
             current: &self.current,
@@ -98,13 +101,12 @@ impl Case {
 }
 
 fn case(max_steps: usize) -> impl Strategy<Value = Case> {
-    (prop::collection::vec(step(), 0..max_steps), 0usize..10, prop::option::of(0u64..30), 1usize..600).prop_map(
-        |(steps, start, summary_through, current_len)| {
+    (prop::collection::vec(step(), 0..max_steps), 0usize..10, prop::option::of(0u64..30), 1usize..600, any::<bool>())
+        .prop_map(|(steps, start, summary_through, current_len, context)| {
             let log = log_from(&steps);
             let current = msg(log.len() as u64 + 1, Role::User, Some(&"q".repeat(current_len)));
-            Case { history: log[start.min(log.len())..].to_vec(), current, summary_through }
-        },
-    )
+            Case { history: log[start.min(log.len())..].to_vec(), current, summary_through, context }
+        })
 }
 
 proptest! {
@@ -268,12 +270,13 @@ mod reference {
         let groups = groups(&sendable, counter, budget, &mut dropped);
 
         let system = ChatMessage::system(input.system_prompt);
+        let context = input.system_context.map(ChatMessage::system);
         let summary = input.summary.map(|s| summary_message(s.text, s.through_seq));
         let current = input.current.to_chat();
         let mut used = Cost::of(&current, counter);
         let mut fixed_tokens = Cost::of(&system, counter).tokens + REPLY_PRIMING;
         let mut fixed_chars = Cost::of(&system, counter).chars;
-        if let Some(s) = &summary {
+        for s in context.iter().chain(summary.as_ref()) {
             let c = Cost::of(s, counter);
             fixed_tokens += c.tokens;
             fixed_chars += c.chars;
@@ -301,9 +304,7 @@ mod reference {
             keep[i] = true;
         }
 
-        let mut messages = Vec::with_capacity(groups.len() + 3);
-        messages.push(system);
-        messages.extend(summary);
+        let mut messages: Vec<ChatMessage> = std::iter::once(system).chain(context).chain(summary).collect();
         let mut kept = Vec::new();
         for (g, k) in groups.into_iter().zip(keep) {
             if k {

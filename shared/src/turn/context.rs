@@ -108,7 +108,7 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
     };
     let pack = started.pack.as_ref();
     let state_block = started.agent_state.as_ref().map(|(s, _)| render(s)).filter(|r| !r.is_empty());
-    let prompt = PromptBuilder::build(&PromptInputs {
+    let prompt = PromptBuilder::parts(&PromptInputs {
         context_type: view.context_type,
         entity_id: view.entity_id.as_deref(),
         project_name: None,
@@ -131,7 +131,8 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
         ContextBudget { max_tokens: line.counted_budget(deps.context.budget.max_tokens), ..deps.context.budget };
     let built = build_context(
         &ContextInput {
-            system_prompt: &prompt,
+            system_prompt: &prompt.rules,
+            system_context: Some(&prompt.context),
             summary: started.summary.as_ref().map(|s| SummaryRef { text: &s.text, through_seq: s.through_seq }),
             history: &started.history,
             current: started.answers.as_ref().unwrap_or(&started.user_message),
@@ -154,6 +155,7 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
             tools_tokens,
             model_total,
             budget: deps.context.budget.max_tokens,
+            context: !prompt.context.is_empty(),
         };
         let _ = sink.send(StreamEvent::DebugContext(debug_context(&built, &counter, &made_of))).await;
         telemetry.record(Measure::ToolSelection {
@@ -215,17 +217,22 @@ struct Parts<'a> {
     tools_tokens: u64,
     model_total: u64,
     budget: u64,
+    /// The prompt's per-project part went as a second system message.
+    context: bool,
 }
 
 /// The dev-only account of the context (`debug_context`): the builder's
 /// kept, dropped and summarized seqs, and where the tokens went. The built
-/// messages are: the system prompt, the summary when used, the kept history,
+/// messages are: the system prompt (rules, then its per-project part when
+/// there is one: both counted as `system_prompt`), the summary when used, the kept history,
 /// the current message last.
 fn debug_context(built: &BuiltContext, counter: &TokenCounter, parts: &Parts<'_>) -> DebugContext {
     let tokens: Vec<u64> = built.messages.iter().map(|m| message_tokens(m, counter)).collect();
     let at = |i: usize| tokens.get(i).copied().unwrap_or(0);
-    let summary = if built.summary_used { at(1) } else { 0 };
-    let fixed = 1 + usize::from(built.summary_used);
+    // The rules, then the per-project context (when there is any), then the summary.
+    let context = usize::from(parts.context);
+    let summary = if built.summary_used { at(1 + context) } else { 0 };
+    let fixed = 1 + context + usize::from(built.summary_used);
     let history = tokens.iter().skip(fixed).take(tokens.len().saturating_sub(fixed + 1)).sum();
     let pack_json = parts.pack.filter(|p| !p.is_empty()).map(|p| serde_json::to_string(p).unwrap_or_default());
     DebugContext {
@@ -236,7 +243,7 @@ fn debug_context(built: &BuiltContext, counter: &TokenCounter, parts: &Parts<'_>
         within_budget: built.within_budget,
         chars_used: built.chars_used,
         tokens: DebugTokens {
-            system_prompt: at(0),
+            system_prompt: at(0) + if parts.context { at(1) } else { 0 },
             pack: pack_json.as_deref().map_or(0, |j| counter.count(j)),
             agent_state: parts.agent_state.map_or(0, |a| counter.count(a)),
             summary,
