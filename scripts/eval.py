@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import http.server
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -138,6 +140,21 @@ class Turn:
                 except json.JSONDecodeError:
                     out.append({})
         return out
+
+    def call_results(self, name: str) -> List[tuple]:
+        """Each call of tool `name`: (arguments, ok) with ok from its tool_result (None if none came)."""
+        calls, oks = [], {}
+        for ev in self.events:
+            if ev.get("type") == "tool_call" and ev["tool_call"]["function"].get("name") == name:
+                fn = ev["tool_call"]["function"]
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except json.JSONDecodeError:
+                    args = {}
+                calls.append((ev["tool_call"].get("id"), args))
+            elif ev.get("type") == "tool_result":
+                oks[ev.get("tool_call_id")] = ev.get("ok")
+        return [(args, oks.get(cid)) for cid, args in calls]
 
     def ok_results(self) -> int:
         return sum(1 for ev in self.events if ev.get("type") == "tool_result" and ev.get("ok"))
@@ -298,9 +315,83 @@ def move_three_to_four(u: User, run: Run):
     return ok, f"tomorrow: {events}"
 
 
+# ---- the web and utility tools (issue 28) ----
+
+# The local page server's port: the stack allows web_visit to reach it only
+# through WEB_FETCH_ALLOW_CIDRS / WEB_FETCH_ALLOW_PORTS (scripts/stack.sh sets
+# them for this port; production never does).
+EVAL_WEB_PORT = int(os.environ.get("EVAL_WEB_PORT", "8790"))
+
+PRICING_PAGE = b"""<html><head><title>Pricing | Example Cloud</title></head><body>
+<nav><a href="/">Home</a> <a href="/docs">Docs</a></nav>
+<article><h1>Pricing</h1><p>The starter plan of Example Cloud costs 37 euros a month and includes five
+projects, unlimited tasks and email support on working days. Larger teams take the growth plan.</p>
+<h2>Growth</h2><p>The growth plan costs 149 euros a month with unlimited projects, single sign-on and
+priority support, billed monthly or yearly.</p></article><footer>Cookie settings</footer></body></html>"""
+
+
+class PageServer:
+    """A local web page for `web_visit`, recording each path requested."""
+
+    def __init__(self, port: int):
+        self.paths: List[str] = []
+        seen = self.paths
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                seen.append(self.path)
+                body, status = (PRICING_PAGE, 200) if self.path.startswith("/pricing") else (b"not found", 404)
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html; charset=utf-8" if status == 200 else "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def read_local_page(u: User, run: Run):
+    url = f"http://127.0.0.1:{EVAL_WEB_PORT}/pricing"
+    pages = PageServer(EVAL_WEB_PORT)
+    try:
+        turn = u.turn(run, {"message": f"Read the page {url} and tell me what the starter plan costs.",
+                            "context_type": "global"})
+    finally:
+        pages.close()
+    visits = turn.call_results("web_visit")
+    read = [ok for args, ok in visits if str(args.get("url", "")).rstrip("/") == url]
+    ok = bool(read) and any(read) and any(p.startswith("/pricing") for p in pages.paths)
+    return ok, f"web_visit calls {[(a.get('url'), k) for a, k in visits]}; the server saw {pages.paths}"
+
+
+def linked_entities_of_goal(u: User, run: Run):
+    pid = u.project("Beta")["id"]
+    goal = u.create(pid, "goal", {"name": "Public beta"})
+    task = u.create(pid, "task", {"title": "Write the launch post"})
+    risk = u.create(pid, "risk", {"title": "Late security review"})
+    for frm, rel, to in (({"kind": "task", "id": task}, "supports", {"kind": "goal", "id": goal}),
+                         ({"kind": "risk", "id": risk}, "blocks", {"kind": "task", "id": task})):
+        u.api("POST", f"/projects/{pid}/edges", {"from": frm, "relation": rel, "to": to})
+    turn = u.turn(run, in_project(pid, "What is linked to the goal Public beta, directly or through one other "
+                                       "entity? List them with how they are linked."))
+    calls = turn.call_results("get_linked_entities")
+    on_goal = [(args.get("depth"), ok) for args, ok in calls if args.get("entity_id") == goal]
+    ok = any(k for _, k in on_goal)
+    return ok, f"get_linked_entities on the goal (depth, ok): {on_goal}; all calls {run.tool_calls}"
+
+
 SCENARIOS = {f.__name__: f for f in (create_project_with_task, add_document_under_parent, link_task_to_goal,
                                      read_deep_document, plain_question, stop_mid_turn,
-                                     calendar_tomorrow, schedule_review, move_three_to_four)}
+                                     calendar_tomorrow, schedule_review, move_three_to_four,
+                                     read_local_page, linked_entities_of_goal)}
 
 
 def run_one(stack: Stack, name: str, i: int, tag: str) -> Run:

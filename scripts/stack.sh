@@ -173,6 +173,10 @@ export AUTH_JWT_SECRET
 if ((serve_web)); then
   export CORS_ALLOW_ORIGIN="${CORS_ALLOW_ORIGIN:-http://127.0.0.1:$WEB_PORT}"
 fi
+# The eval's local page server (scripts/eval.py read_local_page, EVAL_WEB_PORT):
+# web_visit may reach it on this local stack only; production never sets these.
+export WEB_FETCH_ALLOW_CIDRS="${WEB_FETCH_ALLOW_CIDRS-127.0.0.1/32}"
+export WEB_FETCH_ALLOW_PORTS="${WEB_FETCH_ALLOW_PORTS-${EVAL_WEB_PORT:-8790}}"
 
 # ------------------------------------------------------------ services ---
 start_dynamodb_local "$DDB_PORT" "$LOCAL_DIR/ddb-data"
@@ -212,7 +216,7 @@ env_file="$LOCAL_DIR/stack.env"
     else
       printf "%s='%s'\n" "$name" "$value" >>"$env_file"
     fi
-  done < <(compgen -e | grep -E '^(TABLE_NAME|HISTORY_LIMIT|SUMMARY_[A-Z_]+|SUMMARIZER_MODEL|TURN_EVENT_WAIT_MS|CONTEXT_[A-Z_]+|MAX_MESSAGE_BYTES|SESSION_LEASE_MS|DEADLINE_MARGIN_MS|TURN_TIMEOUT_MS|LOG_FORMAT|RUST_LOG|CORS_ALLOW_ORIGIN|CALDAV_ACCOUNTS|LLM_[A-Z_]+|AUTH_[A-Z_]+|AWS_REGION|AWS_DEFAULT_REGION|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_EC2_METADATA_DISABLED|AWS_ENDPOINT_URL_[A-Z_]+)$' | sort)
+  done < <(compgen -e | grep -E '^(TABLE_NAME|HISTORY_LIMIT|BUDGET_[A-Z_]+|FRAME_FLUSH_MS|SUMMARY_[A-Z_]+|SUMMARIZER_MODEL|TURN_EVENT_WAIT_MS|CONTEXT_[A-Z_]+|MAX_MESSAGE_BYTES|SESSION_LEASE_MS|DEADLINE_MARGIN_MS|TURN_TIMEOUT_MS|LOG_FORMAT|RUST_LOG|CORS_ALLOW_ORIGIN|CALDAV_ACCOUNTS|WEB_[A-Z_]+|LLM_[A-Z_]+|AUTH_[A-Z_]+|AWS_REGION|AWS_DEFAULT_REGION|AWS_ACCESS_KEY_ID|AWS_SECRET_ACCESS_KEY|AWS_EC2_METADATA_DISABLED|AWS_ENDPOINT_URL_[A-Z_]+)$' | sort)
 )
 start_cargo_lambda_watch "$LAMBDA_PORT" --env-file "$env_file"
 # Lambda's SQS event source mapping, locally: queue -> summarizer invocations.

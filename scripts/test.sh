@@ -12,8 +12,9 @@
 # browser test when missing.
 #
 # The tests need no real model: they run a scripted OpenAI-compatible server
-# inside the Rust test code. First, the local model server's Python tests
-# (scripts/local_llm, stdlib unittest; no llama_cpp, no model).
+# inside the Rust test code. First, the local model server's tests
+# (scripts/local_llm_node, node's test runner: wire format and grammar; no
+# node-llama-cpp, no model).
 set -euo pipefail
 
 # Unique pid-file names per run; logs are .local/test-*.log (last run).
@@ -89,10 +90,11 @@ log "AWS_ENDPOINT_URL_SQS=$AWS_ENDPOINT_URL_SQS"
 log "CALDAV_TEST_URL=$CALDAV_TEST_URL"
 
 status=0
-# The local model server's parser and wire format (pure Python, no model):
-# fixtures of real model outputs (scripts/local_llm/fixtures/).
-log "python -m unittest discover -s scripts/local_llm"
-run_child "$PYTHON" -m unittest discover -s scripts/local_llm || status=$?
+# The local model server's wire format and answer grammar (no packages, no model).
+if have node; then
+  log "node --test scripts/local_llm_node/test/"
+  run_child node --test scripts/local_llm_node/test/ || status=$?
+fi
 if ((use_nextest)); then
   log "cargo nextest run --workspace --no-fail-fast $*"
   run_child cargo nextest run --workspace --no-fail-fast "$@" || status=$((status ? status : $?))

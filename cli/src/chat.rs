@@ -268,6 +268,7 @@ impl Chat {
                     project: Some((id.to_string(), entity_name.clone())),
                     entity: None,
                     entity_type: None,
+                    named: true,
                 };
                 self.renderer.set_scope(Some((id, entity_name)));
             }

@@ -34,11 +34,17 @@ pub struct Scope {
     pub project: Option<(String, String)>,
     pub entity: Option<String>,
     pub entity_type: Option<String>,
+    /// Whether the user named this scope (a flag, `/global`, `/project`, or
+    /// the server moving the conversation). An unnamed scope is not sent
+    /// when continuing a session: the stream keeps the session's stored
+    /// scope (a `context_type` the request names always wins over it).
+    pub named: bool,
 }
 
 impl Scope {
+    /// The workspace, named (the REPL's `/global`).
     pub fn global() -> Scope {
-        Scope { context_type: "global".into(), project: None, entity: None, entity_type: None }
+        Scope { context_type: "global".into(), project: None, entity: None, entity_type: None, named: true }
     }
 
     /// The scope the flags name; a project named by name is looked up (an
@@ -62,11 +68,13 @@ impl Scope {
             (None, Some(_)) => "project",
             (None, None) => "global",
         };
+        let named = args.context.is_some() || args.entity.is_some() || project.is_some();
         Scope {
             context_type: args.context.clone().unwrap_or_else(|| default.into()),
             project,
             entity: args.entity.clone(),
             entity_type: args.entity_type.clone(),
+            named,
         }
     }
 
@@ -92,12 +100,16 @@ impl Scope {
         Some(f)
     }
 
-    /// The stream request for one message in this scope.
+    /// The stream request for one message in this scope. Continuing a
+    /// session in a scope nobody named sends no scope at all, so the
+    /// session stays where it is (a project session is not moved back to
+    /// the workspace).
     pub fn request(&self, message: &str, session: Option<&str>, run_id: Option<&str>) -> TurnRequest {
+        let send_scope = self.named || session.is_none();
         TurnRequest {
             message: message.to_string(),
             session_id: session.map(str::to_string),
-            context_type: Some(self.context_type.clone()),
+            context_type: send_scope.then(|| self.context_type.clone()),
             entity_id: self.entity.clone(),
             project_focus: self.focus(),
             stream_run_id: run_id.map(|r| serde_json::Value::String(r.to_string())),
@@ -208,14 +220,25 @@ mod tests {
     }
 
     #[test]
-    fn no_flags_is_the_workspace() {
+    fn no_flags_is_the_workspace_for_a_new_session() {
         let s = Scope::with(&ScopeArgs::default(), None);
-        assert_eq!(s, Scope::global());
+        assert_eq!(s, Scope { named: false, ..Scope::global() });
+        let body = serde_json::to_value(s.request("hi", None, None)).unwrap();
+        assert_eq!(body["context_type"], "global");
+        assert_eq!((s.label().as_str(), s.flags().as_str()), ("global", ""));
+    }
+
+    #[test]
+    fn no_flags_keeps_a_continued_sessions_scope() {
+        // `chat --session X hi`: no context_type, no focus, so the stream
+        // keeps the session's stored scope (a project session stays in it).
+        let s = Scope::with(&ScopeArgs::default(), None);
         assert_eq!(
             on_the_wire(&s),
-            serde_json::json!({"message":"hi","session_id":"019aa000-0000-7000-8000-000000000001","context_type":"global","stream_run_id":"r1"})
+            serde_json::json!({"message":"hi","session_id":"019aa000-0000-7000-8000-000000000001","stream_run_id":"r1"})
         );
-        assert_eq!((s.label().as_str(), s.flags().as_str()), ("global", ""));
+        // `/global` in the REPL names the workspace: sent, moving the session.
+        assert_eq!(on_the_wire(&Scope::global())["context_type"], "global");
     }
 
     #[test]

@@ -140,6 +140,36 @@ async fn a_project_named_by_name_scopes_the_turn_and_its_tools() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn chat_session_without_scope_flags_stays_in_the_sessions_project() {
+    let f = FunctionUrls::start().await;
+    let created = reqwest::Client::new()
+        .post(format!("{}projects", f.url("entities")))
+        .bearer_auth(tests::token("dev-user"))
+        .json(&json!({"name": "Launch"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    f.t.llm.push(Reply::text(&["In ", "Launch."]));
+    f.t.llm.push(Reply::text(&["Still ", "there."]));
+
+    let (out, stdout) = cli(&f, &["chat", "--project", "Launch", "hello"], "").await;
+    assert!(out.status.success(), "{stdout}\n{}", stderr(&out));
+    let line = stdout.lines().find(|l| l.starts_with("· new session ")).expect(&stdout);
+    let sid = line.trim_start_matches("· new session ").split(' ').next().unwrap().to_string();
+
+    // `chat --session X` with no scope flag: the session keeps its project
+    // (the model is offered the project's tools again), never the workspace.
+    let (out, stdout) = cli(&f, &["chat", "--session", &sid, "and now?"], "").await;
+    assert!(out.status.success(), "{stdout}\n{}", stderr(&out));
+    assert!(stdout.contains("Still there."), "{stdout}");
+    let requests = f.t.llm.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(tool_names(&requests[1]).contains(&"create_task".to_string()), "{:?}", tool_names(&requests[1]));
+    assert!(!stdout.contains("· scope "), "the session did not move:\n{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_repl_keeps_its_session_switches_scope_and_lists_projects() {
     let f = FunctionUrls::start().await;
     f.t.llm.push(Reply::tool_calls(&[("create_project", json!({"name": "Launch"}))]));

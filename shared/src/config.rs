@@ -144,12 +144,164 @@ pub struct Config {
     /// (or `*`); on AWS leave it unset: the function URL's `Cors` adds the
     /// headers, and a second copy from us would make browsers refuse both.
     pub cors_allow_origin: Option<String>,
+    /// The web tools' limits and the search provider ([`WebConfig`]).
+    pub web: WebConfig,
     /// `APPROVAL_SECRET` (default unset: the JWT secret): the key approval
     /// ids are signed with ([`crate::approval`]).
     pub approval_secret: Option<String>,
     /// `APPROVAL_TTL_MS` (default 86400000, a day): how long a call waits
     /// for the user's yes before it counts as denied.
     pub approval_ttl: Duration,
+    /// Per-user budgets (`BUDGET_*`, [`BudgetConfig`]).
+    pub budgets: BudgetConfig,
+    /// `FRAME_FLUSH_MS` (default 50, 1..=1000): the longest a frame waits
+    /// before the frame log writes its batch (`crate::frames`): fewer writes
+    /// per turn against a resumed stream's freshness (docs/cost.md).
+    pub frame_flush: Duration,
+}
+
+/// The API `web_search` speaks (`WEB_SEARCH_PROVIDER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchProvider {
+    Tavily,
+    Brave,
+    Searxng,
+}
+
+/// `web_search`'s provider: present only when `WEB_SEARCH_PROVIDER` is set.
+#[derive(Debug, Clone)]
+pub struct SearchConfig {
+    pub provider: SearchProvider,
+    /// `WEB_SEARCH_API_KEY`: required for `tavily` and `brave`.
+    pub api_key: Option<String>,
+    /// `WEB_SEARCH_BASE_URL`: the provider's public API by default; required
+    /// for `searxng` (a self-hosted instance).
+    pub base_url: String,
+}
+
+/// The web tools (docs/tools.md). `web_visit` is always available; it reaches
+/// public addresses only, unless `allow_cidrs` says otherwise (tests and local
+/// evals: production never sets it).
+#[derive(Debug, Clone)]
+pub struct WebConfig {
+    /// `WEB_FETCH_TIMEOUT_MS` (default 10000): one `web_visit`, every
+    /// redirect and the body included.
+    pub fetch_timeout: Duration,
+    /// `WEB_FETCH_MAX_BYTES` (default 2097152): the largest body read.
+    pub fetch_max_bytes: usize,
+    /// `WEB_FETCH_ALLOW_PORTS` (default none; comma-separated): ports besides 80 and 443.
+    pub allow_ports: Vec<u16>,
+    /// `WEB_FETCH_ALLOW_CIDRS` (default none; comma-separated, e.g.
+    /// `127.0.0.1/32`): otherwise refused addresses `web_visit` may reach.
+    /// For tests and local evals only.
+    pub allow_cidrs: Vec<ipnet::IpNet>,
+    /// `WEB_SEARCH_PROVIDER` (`tavily`, `brave` or `searxng`; default unset:
+    /// no `web_search`).
+    pub search: Option<SearchConfig>,
+    /// `WEB_MAX_SEARCHES_PER_TURN` (default 3).
+    pub max_searches_per_turn: usize,
+    /// `WEB_MAX_VISITS_PER_TURN` (default 5).
+    pub max_visits_per_turn: usize,
+}
+
+impl Default for WebConfig {
+    /// Production's defaults: public addresses on 80/443 only, no search.
+    fn default() -> Self {
+        WebConfig {
+            fetch_timeout: Duration::from_secs(10),
+            fetch_max_bytes: 2 * 1024 * 1024,
+            allow_ports: vec![],
+            allow_cidrs: vec![],
+            search: None,
+            max_searches_per_turn: 3,
+            max_visits_per_turn: 5,
+        }
+    }
+}
+
+/// A comma-separated list, each item parsed; unset is empty.
+fn env_list<T: std::str::FromStr>(name: &'static str) -> Result<Vec<T>, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    let Some(v) = env_or(name) else { return Ok(vec![]) };
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().map_err(|e: T::Err| ConfigError { var: name, reason: format!("{s:?}: {e}") }))
+        .collect()
+}
+
+impl WebConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let d = WebConfig::default();
+        Ok(WebConfig {
+            fetch_timeout: ms("WEB_FETCH_TIMEOUT_MS", d.fetch_timeout.as_millis() as u64)?,
+            fetch_max_bytes: env_parse("WEB_FETCH_MAX_BYTES", d.fetch_max_bytes)?,
+            allow_ports: env_list("WEB_FETCH_ALLOW_PORTS")?,
+            allow_cidrs: env_list("WEB_FETCH_ALLOW_CIDRS")?,
+            search: search_config()?,
+            max_searches_per_turn: env_parse("WEB_MAX_SEARCHES_PER_TURN", d.max_searches_per_turn)?,
+            max_visits_per_turn: env_parse("WEB_MAX_VISITS_PER_TURN", d.max_visits_per_turn)?,
+        })
+    }
+}
+
+fn search_config() -> Result<Option<SearchConfig>, ConfigError> {
+    const VAR: &str = "WEB_SEARCH_PROVIDER";
+    let Some(name) = env_or(VAR) else { return Ok(None) };
+    let (provider, default_base) = match name.trim().to_ascii_lowercase().as_str() {
+        "tavily" => (SearchProvider::Tavily, Some("https://api.tavily.com")),
+        "brave" => (SearchProvider::Brave, Some("https://api.search.brave.com")),
+        "searxng" => (SearchProvider::Searxng, None),
+        other => return Err(ConfigError { var: VAR, reason: format!("{other:?}: expected tavily, brave or searxng") }),
+    };
+    let api_key = env_or("WEB_SEARCH_API_KEY");
+    if provider != SearchProvider::Searxng && api_key.is_none() {
+        return Err(ConfigError { var: "WEB_SEARCH_API_KEY", reason: format!("{name} needs an API key") });
+    }
+    let base_url = match env_or("WEB_SEARCH_BASE_URL").or(default_base.map(String::from)) {
+        Some(b) => b.trim().trim_end_matches('/').to_string(),
+        None => {
+            return Err(ConfigError { var: "WEB_SEARCH_BASE_URL", reason: "searxng needs its instance's URL".into() })
+        }
+    };
+    Ok(Some(SearchConfig { provider, api_key, base_url }))
+}
+
+/// Per-user budgets ([`crate::budget`]); `0` turns one off, and all four off
+/// means no budget request at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetConfig {
+    /// `BUDGET_TOKENS_PER_DAY` (default 500000): model tokens, in + out as the
+    /// model reports them, per UTC day.
+    pub tokens_per_day: u64,
+    /// `BUDGET_TURNS_PER_MINUTE` (default 20): turns started per clock minute.
+    pub turns_per_minute: u64,
+    /// `BUDGET_CONCURRENT_TURNS` (default 3): turns running at once.
+    pub concurrent_turns: u64,
+    /// `BUDGET_WEB_CALLS_PER_DAY` (default 200): web tool calls per UTC day.
+    pub web_calls_per_day: u64,
+}
+
+impl BudgetConfig {
+    /// No budget at all.
+    pub const OFF: BudgetConfig =
+        BudgetConfig { tokens_per_day: 0, turns_per_minute: 0, concurrent_turns: 0, web_calls_per_day: 0 };
+
+    /// Whether a turn's start checks anything.
+    pub fn checks_turns(&self) -> bool {
+        self.tokens_per_day > 0 || self.turns_per_minute > 0 || self.concurrent_turns > 0
+    }
+
+    pub fn from_env() -> Result<BudgetConfig, ConfigError> {
+        Ok(BudgetConfig {
+            tokens_per_day: env_parse("BUDGET_TOKENS_PER_DAY", 500_000u64)?,
+            turns_per_minute: env_parse("BUDGET_TURNS_PER_MINUTE", 20u64)?,
+            concurrent_turns: env_parse("BUDGET_CONCURRENT_TURNS", 3u64)?,
+            web_calls_per_day: env_parse("BUDGET_WEB_CALLS_PER_DAY", 200u64)?,
+        })
+    }
 }
 
 /// `name`'s value, if set and not blank. Every module's settings are read
@@ -231,10 +383,21 @@ impl Config {
             plan_step_concurrency: env_parse("PLAN_STEP_CONCURRENCY", 3usize)?.max(1),
             plan_step_max_rounds: env_parse("PLAN_STEP_MAX_ROUNDS", 3usize)?,
             cors_allow_origin: cors_origin()?,
+            web: WebConfig::from_env()?,
             approval_secret: env_or("APPROVAL_SECRET"),
             approval_ttl: ms("APPROVAL_TTL_MS", 86_400_000)?,
+            budgets: BudgetConfig::from_env()?,
+            frame_flush: frame_flush()?,
         })
     }
+}
+
+fn frame_flush() -> Result<Duration, ConfigError> {
+    let every = ms("FRAME_FLUSH_MS", 50)?;
+    if every.is_zero() || every > Duration::from_secs(1) {
+        return Err(ConfigError { var: "FRAME_FLUSH_MS", reason: "must be 1..=1000".into() });
+    }
+    Ok(every)
 }
 
 /// An on/off setting: `1`/`true` or `0`/`false` (any case), off when unset.
@@ -271,7 +434,12 @@ mod tests {
     /// The environment is process-wide: these tests take turns with it.
     static ENV: Mutex<()> = Mutex::new(());
 
-    const VARS: [&str; 8] = [
+    const VARS: [&str; 13] = [
+        "WEB_SEARCH_PROVIDER",
+        "WEB_SEARCH_API_KEY",
+        "WEB_SEARCH_BASE_URL",
+        "WEB_FETCH_ALLOW_CIDRS",
+        "WEB_FETCH_ALLOW_PORTS",
         "DEV_EVENTS",
         "AUTH_JWT_SECRET",
         "AUTH_JWKS_URL",
@@ -351,5 +519,21 @@ mod tests {
             let e = load(&[("CORS_ALLOW_ORIGIN", bad)]).unwrap_err();
             assert_eq!(e.var, "CORS_ALLOW_ORIGIN", "{bad}");
         }
+    }
+
+    #[test]
+    fn web_defaults_are_production_safe_and_providers_need_their_settings() {
+        let c = load(&[]).unwrap().web;
+        assert!(c.allow_cidrs.is_empty() && c.allow_ports.is_empty() && c.search.is_none());
+        assert_eq!((c.fetch_timeout, c.fetch_max_bytes), (Duration::from_secs(10), 2 * 1024 * 1024));
+        let c = load(&[("WEB_FETCH_ALLOW_CIDRS", "127.0.0.1/32, ::1/128"), ("WEB_FETCH_ALLOW_PORTS", "8080")]).unwrap();
+        assert_eq!(c.web.allow_cidrs.len(), 2);
+        assert_eq!(c.web.allow_ports, vec![8080]);
+        assert_eq!(load(&[("WEB_FETCH_ALLOW_CIDRS", "localhost")]).unwrap_err().var, "WEB_FETCH_ALLOW_CIDRS");
+        assert_eq!(load(&[("WEB_SEARCH_PROVIDER", "bing")]).unwrap_err().var, "WEB_SEARCH_PROVIDER");
+        assert_eq!(load(&[("WEB_SEARCH_PROVIDER", "tavily")]).unwrap_err().var, "WEB_SEARCH_API_KEY");
+        assert_eq!(load(&[("WEB_SEARCH_PROVIDER", "searxng")]).unwrap_err().var, "WEB_SEARCH_BASE_URL");
+        let s = load(&[("WEB_SEARCH_PROVIDER", "Brave"), ("WEB_SEARCH_API_KEY", "k")]).unwrap().web.search.unwrap();
+        assert_eq!((s.provider, s.base_url.as_str()), (SearchProvider::Brave, "https://api.search.brave.com"));
     }
 }

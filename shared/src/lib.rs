@@ -7,11 +7,14 @@
 //! - leaves: [`config`] (the one env loader), [`ids`] (newtypes for ids),
 //!   [`auth`] (bearer JWTs), [`message`] (the protocol-complete conversation
 //!   log), [`metrics`], [`telemetry`], [`transport`] (socket options);
+//!   [`web`] (pages read and searches made for the web tools, under the
+//!   address guard);
 //! - [`store`]: the DynamoDB client, the one key scheme, attribute helpers,
 //!   `StoreError` — and no feature's types;
 //! - what the ontology, a session, a plan and the agent state are, with
 //!   their stores: [`entities`], [`session`] (sessions, the turn log, leases,
-//!   stop signals), [`plan`], [`agent_state`];
+//!   stop signals), [`plan`], [`agent_state`]; [`budget`] (per-user
+//!   budgets: tokens a day, turns a minute, turns at once, web calls a day);
 //! - [`sse`]: the event contract ([`sse::StreamEvent`]), the native SSE
 //!   encoder, the decoder, the sinks; above it [`frames`] (the frame log a
 //!   client resumes from) and [`llm`] (any OpenAI-compatible streaming
@@ -32,6 +35,7 @@
 pub mod agent_state;
 pub mod approval;
 pub mod auth;
+pub mod budget;
 pub mod calendar;
 pub mod chat;
 pub mod config;
@@ -56,6 +60,7 @@ pub mod telemetry;
 pub mod tools;
 pub mod transport;
 pub mod turn;
+pub mod web;
 
 /// Milliseconds since the Unix epoch: the one clock every stored timestamp uses.
 pub fn now_ms() -> i64 {

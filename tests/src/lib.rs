@@ -9,6 +9,7 @@ pub mod caldav;
 pub mod entities;
 pub mod fault_proxy;
 pub mod function_urls;
+pub mod pages;
 pub mod runtime_api;
 pub mod scripted_llm;
 pub mod summary;
@@ -63,6 +64,9 @@ pub fn test_config(table: &str, llm_base_url: &str) -> Config {
     c.llm.idle_timeout = Duration::from_secs(5);
     c.auth.jwt_secret = Some(TEST_SECRET.into());
     c.auth.jwks_url = None;
+    // Budgets are tested where they are the subject (tests/tests/budgets.rs,
+    // round_trips.rs): elsewhere one test user runs many turns a minute.
+    c.budgets = shared::config::BudgetConfig::OFF;
     c
 }
 

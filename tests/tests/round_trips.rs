@@ -3,11 +3,17 @@
 //! a call answered before the model request arrived was waited for, and calls
 //! that went out together overlap, so they count as one round trip.
 //!
-//! - an existing session: one round trip (lease, log, run check, pack), at
-//!   most 5 requests for a talk-only turn (Stop polls aside);
-//! - a new session: no round trip, at most 4 requests — one round trip when
-//!   its `stream_run_id` must be checked (a retried first turn must never
-//!   call the model again).
+//! - an existing session: one round trip (lease, log, run check, pack, and
+//!   the budget admission's two updates beside them), at most 8 requests for a
+//!   talk-only turn (Stop polls aside; 5 of them without budgets: the
+//!   admission's two and the slot's release after `done` are the budgets');
+//! - a new session: no round trip (its admission runs beside the model call,
+//!   the session's write chained after it), at most 7 requests — two round
+//!   trips when its `stream_run_id` must be checked (a retried first turn
+//!   must never call the model again, nor a refused one write anything:
+//!   the admission, then the write).
+//!
+//! Every rig runs with budgets on, at limits no turn here reaches.
 
 use serde_json::{json, Value};
 use shared::entities::store::DynamoEntityStore;
@@ -40,7 +46,13 @@ struct Calls {
 impl Rig {
     async fn new() -> Rig {
         let proxy = FaultProxy::start().await;
-        let t = TestApp::with_dynamo_client(proxy.client().await, |_| {}).await;
+        let budgets = shared::config::BudgetConfig {
+            tokens_per_day: 1_000_000,
+            turns_per_minute: 1_000,
+            concurrent_turns: 100,
+            web_calls_per_day: 100,
+        };
+        let t = TestApp::with_dynamo_client(proxy.client().await, |c| c.budgets = budgets).await;
         Rig { t, proxy }
     }
 
@@ -100,16 +112,18 @@ fn global(message: &str) -> Value {
 }
 
 #[tokio::test]
-async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes_five_requests() {
+async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes_eight_requests() {
     let r = Rig::new().await;
     let first = r.t.turn("alice", global("hello")).await;
     let mut next = global("and then?");
     next["session_id"] = json!(first.session_id());
     let c = r.measured_turn(next).await;
     assert_eq!(c.rounds, 1, "{c:?}");
-    // The lease, the log (history, summary, agent state) and the pack.
-    assert!(c.waited_for.len() <= 3, "{c:?}");
-    assert!(c.total.len() <= 5, "{c:?}");
+    // The lease, the log (history, summary, agent state), the pack and the
+    // admission's two updates, all in that one round.
+    assert!(c.waited_for.len() <= 5, "{c:?}");
+    assert_eq!(c.waited_for.iter().filter(|op| **op == Op::UpdateItem).count(), 3, "lease + admission: {c:?}");
+    assert!(c.total.len() <= 8, "{c:?}");
 }
 
 #[tokio::test]
@@ -121,7 +135,7 @@ async fn a_stream_run_id_is_checked_in_the_same_round_trip() {
     next["stream_run_id"] = json!("run-2");
     let c = r.measured_turn(next).await;
     assert_eq!(c.rounds, 1, "{c:?}");
-    assert!(c.total.len() <= 6, "the run claim is one read more: {c:?}");
+    assert!(c.total.len() <= 9, "the run claim is one read more: {c:?}");
 }
 
 #[tokio::test]
@@ -129,7 +143,7 @@ async fn a_new_session_waits_for_nothing_before_the_model() {
     let r = Rig::new().await;
     let c = r.measured_turn(global("hello")).await;
     assert_eq!(c.rounds, 0, "{c:?}");
-    assert!(c.total.len() <= 4, "{c:?}");
+    assert!(c.total.len() <= 7, "{c:?}");
     // And it was stored whole: the next turn sees the first one.
     let sessions = r.t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap().sessions;
     assert_eq!(sessions.len(), 1);
@@ -142,8 +156,9 @@ async fn a_new_session_with_a_stream_run_id_waits_for_its_one_write() {
     let mut body = global("hello");
     body["stream_run_id"] = json!("run-1");
     let c = r.measured_turn(body).await;
-    assert_eq!((c.rounds, c.waited_for.as_slice()), (1, &[Op::TransactWriteItems][..]), "{c:?}");
-    assert!(c.total.len() <= 4, "{c:?}");
+    let waited = [Op::UpdateItem, Op::UpdateItem, Op::TransactWriteItems];
+    assert_eq!((c.rounds, c.waited_for.as_slice()), (2, &waited[..]), "the admission, then the write: {c:?}");
+    assert!(c.total.len() <= 7, "{c:?}");
 }
 
 #[tokio::test]
@@ -157,6 +172,6 @@ async fn a_project_session_with_its_pack_cached_waits_for_one_round_trip() {
     next["session_id"] = json!(first.session_id());
     let c = r.measured_turn(next).await;
     assert_eq!(c.rounds, 1, "{c:?}");
-    assert!(c.waited_for.len() <= 4, "lease, log, cached pack, project version: {c:?}");
-    assert!(c.total.len() <= 6, "the cache's use mark is fresh: not written again: {c:?}");
+    assert!(c.waited_for.len() <= 6, "lease, log, cached pack, project version, admission: {c:?}");
+    assert!(c.total.len() <= 9, "the cache's use mark is fresh: not written again: {c:?}");
 }

@@ -109,12 +109,13 @@ fn every_tool_has_a_unique_name_and_an_object_schema_the_model_can_take() {
 /// may be noise: no `"default": null`, no `"null"` type, no integer format.
 #[test]
 fn tool_definitions_carry_no_noise() {
-    // What the project scope sends (21 tools) stays well under a small
-    // model's window; it was 10 662 bytes before the noise went.
+    // What the project scope sends (24 tools) stays well under a small
+    // model's window; it was 10 662 bytes before the noise went, 9 836
+    // after, 10 929 with the three utility tools (issue 28).
     let project = ToolScope::Project { project: ProjectId::new() };
     let bytes: usize = project.offered().iter().map(|t| t.definition().to_string().len()).sum();
     println!("project-scope tool definitions: {bytes} bytes");
-    assert!(bytes < 10_000, "project-scope tool definitions are {bytes} bytes");
+    assert!(bytes < 11_000, "project-scope tool definitions are {bytes} bytes");
     for &tool in ToolName::ALL {
         let text = tool.definition().to_string();
         for noise in [r#""default":null"#, r#""null""#, r#""format""#] {
@@ -136,7 +137,10 @@ fn scopes_offer_small_sets_and_allow_what_their_project_permits() {
     // An entity context without its entity is a project turn.
     assert_eq!(ToolScope::from_context(ContextType::Entity, Some(p.clone()), None), project);
 
-    assert_eq!(names(&global.offered()), ["list_projects", "search_workspace", "get_project", "create_project"]);
+    assert_eq!(
+        names(&global.offered()),
+        ["list_projects", "search_workspace", "get_project", "create_project", "get_field_info"]
+    );
     let in_project = names(&project.offered());
     for t in ["create_task", "create_document", "link_entities", "get_doc_structure", "get_document_metadata"] {
         assert!(in_project.contains(&t), "project scope lacks {t}");
@@ -144,7 +148,17 @@ fn scopes_offer_small_sets_and_allow_what_their_project_permits() {
     assert!(!in_project.contains(&"create_project") && !in_project.contains(&"list_projects"));
     assert_eq!(
         names(&entity.offered()),
-        ["get_entity", "update_entity", "list_edges", "link_entities", "unlink_entities", "search_project"]
+        [
+            "get_entity",
+            "update_entity",
+            "list_edges",
+            "link_entities",
+            "unlink_entities",
+            "search_project",
+            "get_field_info",
+            "get_entity_relationships",
+            "get_linked_entities"
+        ]
     );
 
     for scope in [&global, &project, &entity] {

@@ -8,7 +8,7 @@
  */
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, type PrepareSendMessagesRequest } from 'ai';
-import { useLayoutEffect, useMemo, useRef, useState } from 'react';
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react';
 import { createPortal } from 'react-dom';
 import type { Api } from './api/client';
 import { browserZone } from './agenda';
@@ -123,6 +123,21 @@ export function Chat({ api, config, sessionId, initial, projectId, scope, onPatc
     if (el && follow.current) el.scrollTop = el.scrollHeight;
   }, [messages, status]);
 
+  // A spent budget (HTTP 429, or `quota_exceeded` mid-turn): say when the
+  // user can go on, from GET /me/usage (docs/budgets.md).
+  const [blockedUntil, setBlockedUntil] = useState<number | null>(null);
+  useEffect(() => {
+    if (!error || !/quota_exceeded|budget/.test(error.message)) return setBlockedUntil(null);
+    let live = true;
+    api
+      .usage()
+      .then((u) => live && setBlockedUntil(u.blocked_until_ms ?? null))
+      .catch(() => undefined);
+    return () => {
+      live = false;
+    };
+  }, [api, error]);
+
   const busy = status === 'submitted' || status === 'streaming';
   // The agent state says what precedes the answer; once its text streams, that is what happens.
   const last = messages[messages.length - 1];
@@ -158,6 +173,12 @@ export function Chat({ api, config, sessionId, initial, projectId, scope, onPatc
       <p className="status" data-testid="status" data-status={status}>
         {busy ? activity.replace(/_/g, ' ') + '…' : ''}
         {error && <span className="error">{error.message}</span>}
+        {error && blockedUntil && (
+          <span className="error" data-testid="blocked-until">
+            {' '}
+            You can go on at {new Date(blockedUntil).toLocaleTimeString()}.
+          </span>
+        )}
       </p>
       <form
         onSubmit={(e) => {

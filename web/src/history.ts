@@ -79,7 +79,8 @@ const REFUSED = new Set(['invalid_arguments', 'unknown_tool', 'out_of_scope', 'i
  * The status: `success`, `error` when the result is an error, `start` when
  * the result is missing (the turn ended during the call). One operation per
  * call: the settled one the live feed shows. A calendar write's sentence
- * (`summary`: "Scheduled Design review for …") is its result's `done`.
+ * (`summary`: "Scheduled Design review for …") is its result's `done`; a
+ * web step's is rebuilt from its arguments ("Read example.org/pricing").
  */
 export function storedOperations(call: ToolCallView): OperationData[] {
   const args = parseArgs(call.arguments);
@@ -152,6 +153,12 @@ export function storedOperations(call: ToolCallView): OperationData[] {
       case 'find_free_time':
         op = ['search', 'calendar_event', `free ${String(a.duration_minutes ?? '')} min, ${str('from') ?? ''} – ${str('to') ?? ''}`];
         break;
+      case 'web_visit':
+        op = ['read', 'web_page', displayUrl(str('url') ?? '')];
+        break;
+      case 'web_search':
+        op = ['search', 'web', `“${(str('query') ?? '').trim()}”`];
+        break;
       case 'get_document_metadata': {
         const ids = Array.isArray(a.document_ids) ? a.document_ids : [];
         const titles = preview && !failed ? namesIn(preview) : [];
@@ -162,8 +169,27 @@ export function storedOperations(call: ToolCallView): OperationData[] {
   if (!op) return []; // the calls that send no operation (questions, edges, the doc tree, plans)
   const [action, entity_type, entity_name, entity_id] = op;
   const status = preview == null ? 'start' : failed ? 'error' : 'success';
-  const summary = status === 'success' && entity_type === 'calendar_event' ? doneIn(preview!) : undefined;
+  const summary =
+    status === 'success' && entity_type === 'calendar_event' ? doneIn(preview!) : webSentence(entity_type, entity_name);
   return [{ action, entity_type, entity_name, status, ...(entity_id ? { entity_id } : {}), ...(summary ? { summary } : {}) }];
+}
+
+/** A web step's sentence, as the server words it (shared/src/tools/web.rs). */
+function webSentence(entityType: string, name: string): string | undefined {
+  if (entityType === 'web_page') return `Read ${name}`;
+  if (entityType === 'web') return `Searched the web for ${name}`;
+  return undefined;
+}
+
+/** A URL as a sentence shows it: host (no `www.`) and path, no scheme or query (`display_url`). */
+function displayUrl(raw: string): string {
+  try {
+    const u = new URL(raw.trim());
+    const shown = u.hostname.replace(/^www\./, '') + u.pathname.replace(/\/+$/, '');
+    return shown.length > 80 ? `${shown.slice(0, 79)}…` : shown;
+  } catch {
+    return raw.slice(0, 80);
+  }
 }
 
 /** A calendar write's sentence: its result's `done` (JSON, possibly cut short). */

@@ -28,6 +28,7 @@ pub fn routes() -> OpenApiRouter<StreamApp> {
         (status = 409, body = ErrorBody, description = "An answered approval: `approval_used`"),
         (status = 410, body = ErrorBody, description = "An answered approval: `approval_expired`"),
         (status = 413, body = ErrorBody, description = "`message_too_large`"),
+        (status = 429, body = ErrorBody, description = "`quota_exceeded`, with `Retry-After`"),
         (status = 503, body = ErrorBody)))]
 async fn post_chat(
     State(app): State<StreamApp>,

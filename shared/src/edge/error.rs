@@ -60,6 +60,14 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A spent budget ([`crate::budget`]): 429 with `Retry-After` (seconds) and
+/// the error body (`quota_exceeded`), before anything is streamed.
+pub fn over_budget(over: &crate::budget::OverBudget) -> Response {
+    let mut resp = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", over.to_string()).into_response();
+    resp.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(over.retry_after_secs));
+    resp
+}
+
 /// The one status of each store error (see the module doc).
 pub fn store_status(e: &StoreError) -> StatusCode {
     match e {

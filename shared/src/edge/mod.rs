@@ -29,6 +29,7 @@ pub mod openapi;
 pub mod prewarm;
 pub mod sessions;
 pub mod stream;
+pub mod usage;
 
 use crate::sse::SseBody;
 use axum::response::{IntoResponse, Response};

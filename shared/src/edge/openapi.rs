@@ -14,6 +14,7 @@
 //! event and session types add theirs the same way.
 
 use super::{ErrorBody, ErrorDetail};
+use crate::budget::{BudgetKind, BudgetUsage};
 use crate::message::{FunctionCall, MessageError, Role, ToolCall, Usage};
 use crate::session::api::{
     DeleteAnswer, MessageStatus, MessageView, MessagesPage, RenameSession, SessionList, StopAnswer, StopRequest,
@@ -56,6 +57,8 @@ use utoipa::OpenApi;
     DeleteAnswer,
     ErrorBody,
     ErrorDetail,
+    BudgetUsage,
+    BudgetKind,
 )))]
 struct WireTypes;
 
@@ -171,6 +174,35 @@ pub fn documents() -> Vec<(&'static str, String)> {
 
 #[cfg(test)]
 mod tests {
+    /// `get_field_info` says what the entities API's OpenAPI document says:
+    /// each kind's fields component, its references resolved, is the tool's answer.
+    #[test]
+    fn field_info_is_the_openapi_component_of_each_kind() {
+        use crate::tools::{field_schema, FieldKind};
+        let doc = serde_json::to_value(super::super::entities::openapi()).unwrap();
+        let components: std::collections::HashMap<String, serde_json::Value> =
+            serde_json::from_value(doc["components"]["schemas"].clone()).unwrap();
+        for kind in [
+            FieldKind::Project,
+            FieldKind::Document,
+            FieldKind::Task,
+            FieldKind::Goal,
+            FieldKind::Plan,
+            FieldKind::Milestone,
+            FieldKind::Risk,
+            FieldKind::Requirement,
+        ] {
+            let (name, fields) = field_schema(kind);
+            let mut component = components[name].clone();
+            crate::tools::schema::resolve(&mut component, &components);
+            assert_eq!(fields, component, "{kind:?}");
+            assert!(!fields.to_string().contains("$ref"), "{kind:?}");
+        }
+        let (_, task) = field_schema(FieldKind::Task);
+        assert_eq!(task["properties"]["priority"]["maximum"], 5);
+        assert!(task["properties"]["state"]["enum"].as_array().is_some_and(|v| v.len() > 2), "{task}");
+    }
+
     /// Each function's document under `docs/` is the one its routes produce
     /// (`UPDATE_OPENAPI=1 cargo test -p shared --lib edge::openapi` rewrites them).
     #[test]

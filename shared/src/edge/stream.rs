@@ -76,7 +76,8 @@ impl StreamApp {
         let store = Arc::new(DynamoStore::new(dynamo.clone(), config.table_name.clone()));
         let entities = EntityService::new(DynamoEntityStore::new(dynamo.clone(), config.table_name.clone()));
         let calendar = calendar_service(&dynamo, &config.table_name, &entities);
-        let registry = ToolRegistry::new(entities.clone()).with_calendar(calendar.clone());
+        let web = crate::tools::WebTools::new(&config.web);
+        let registry = ToolRegistry::new(entities.clone()).with_calendar(calendar.clone()).with_web(web);
         let tools: Option<Arc<dyn TurnTools>> = Some(Arc::new(registry));
         let (dynamo_for_cache, table_for_cache) = (dynamo.clone(), config.table_name.clone());
         let agent_state: Arc<dyn AgentStateStore> =
@@ -85,6 +86,7 @@ impl StreamApp {
             Arc::new(crate::plan::store::DynamoPlanStore::new(dynamo.clone(), config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let deps_table = config.table_name.clone();
+        let deps_table_budget = config.table_name.clone();
         let auth = Authenticator::from_config(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
         let deps = TurnDeps {
@@ -103,6 +105,7 @@ impl StreamApp {
             event_wait,
             frames: Some(Arc::new(DynamoFrameLog::new(dynamo.clone(), deps_table))),
             calendar: Some(calendar),
+            budget: Some(Arc::new(crate::budget::DynamoBudgetStore::new(dynamo.clone(), deps_table_budget))),
         };
         Ok(StreamApp { deps, auth })
     }
@@ -150,6 +153,7 @@ pub fn routes() -> OpenApiRouter<StreamApp> {
         .merge(super::sessions::routes())
         .merge(super::chat::routes())
         .merge(super::approvals::routes())
+        .merge(super::usage::routes())
 }
 
 /// The stream function's router: every answer, preflight included, carries
@@ -197,7 +201,9 @@ impl StreamRouter {
     responses((status = 200, content_type = "text/event-stream", description = "The turn's events (`StreamEvent`, SSE)"),
         (status = 400, body = ErrorBody, description = "the body is not a valid turn request"),
         (status = 401, body = ErrorBody), (status = 405, body = ErrorBody, description = "`method_not_allowed`"),
-        (status = 413, body = ErrorBody, description = "`message_too_large`"), (status = 503, body = ErrorBody)))]
+        (status = 413, body = ErrorBody, description = "`message_too_large`"),
+        (status = 429, body = ErrorBody, description = "`quota_exceeded`: a budget of the user's is spent; `Retry-After` says when to come back (`GET /me/usage` says which)"),
+        (status = 503, body = ErrorBody)))]
 async fn post_turn(
     State(app): State<StreamApp>,
     User(user): User,
@@ -350,16 +356,33 @@ pub(super) async fn stream_turn(
     let (mut sink, body) = EventSink::channel_with(format.encoder());
     if let Some(log) = &app.deps.frames {
         // Holds frames until the turn begins; nothing is written before.
-        sink.tee(Box::new(Recorder::new(log.clone(), user.clone())));
+        sink.tee(Box::new(Recorder::new(log.clone(), user.clone()).every(app.deps.config.frame_flush)));
     }
     // `agent_state` goes into the fresh channel before the turn is spawned, so
     // it leaves with the response head: queued from inside the task, it waited
     // until the task's first DynamoDB request had been built and signed
     // (measured: first frame 0.48 / 4.02 ms p50 / p95 after entry, 0.06 / 0.09
     // with this order; docs/performance.md, finding 1).
-    if sink.send(turn::thinking()).await.is_ok() {
-        let deps = app.deps.clone();
-        tokio::spawn(turn::run_turn(deps, user, valid, turn_id, started, deadline, sink));
+    if sink.send(turn::thinking()).await.is_err() {
+        return super::sse_response(body, ui);
+    }
+    let deps = app.deps.clone();
+    // With turn budgets, the head waits for the admission (sent beside the
+    // turn's first round trip): a refusal is a 429 before anything streams.
+    let budgets = deps.budget.is_some() && deps.config.budgets.checks_turns();
+    let (gate, verdict) = match budgets {
+        true => crate::budget::gate(),
+        false => (crate::budget::Gate::open(), crate::budget::gate().1),
+    };
+    let turn = tokio::spawn(turn::run_turn(deps, user, valid, turn_id, started, deadline, sink, gate));
+    if budgets {
+        if let Err(over) = verdict.wait().await {
+            drop(body);
+            // The refused turn gives back what it took (its lease) before we
+            // answer: the invocation may be frozen once the answer is out.
+            let _ = turn.await;
+            return super::error::over_budget(&over);
+        }
     }
     super::sse_response(body, ui)
 }

@@ -18,6 +18,8 @@ pub struct Recorder {
     /// Frames before [`Tee::begin`].
     held: Vec<StoredFrame>,
     writer: Option<Writer>,
+    /// The longest a frame waits in the writer ([`FLUSH_EVERY`] by default).
+    every: std::time::Duration,
 }
 
 struct Writer {
@@ -29,7 +31,14 @@ struct Writer {
 
 impl Recorder {
     pub fn new(log: Arc<dyn FrameLog>, user: UserId) -> Recorder {
-        Recorder { log, user, held: Vec::new(), writer: None }
+        Recorder { log, user, held: Vec::new(), writer: None, every: FLUSH_EVERY }
+    }
+
+    /// Batches written at most `every` after their first frame
+    /// (`FRAME_FLUSH_MS`; the trade-off is in docs/cost.md).
+    pub fn every(mut self, every: std::time::Duration) -> Recorder {
+        self.every = every;
+        self
     }
 }
 
@@ -45,7 +54,7 @@ impl Tee for Recorder {
         }
         let healthy = Arc::new(AtomicBool::new(true));
         let key = Key { log: self.log.clone(), user: self.user.clone(), session: session.clone(), turn: turn.clone() };
-        let task = tokio::spawn(write(key, rx, healthy.clone()));
+        let task = tokio::spawn(write(key, rx, healthy.clone(), self.every));
         self.writer = Some(Writer { tx: Some(tx), healthy, task });
     }
 
@@ -86,9 +95,14 @@ struct Key {
 }
 
 /// The writer: a batch starts with the first frame that arrives and is
-/// written [`FLUSH_EVERY`] later, at [`FLUSH_FRAMES`] frames, at `done`, or
+/// written `every` later, at [`FLUSH_FRAMES`] frames, at `done`, or
 /// when the channel closes, whichever comes first. A failed write stops it.
-async fn write(key: Key, mut rx: mpsc::UnboundedReceiver<StoredFrame>, healthy: Arc<AtomicBool>) {
+async fn write(
+    key: Key,
+    mut rx: mpsc::UnboundedReceiver<StoredFrame>,
+    healthy: Arc<AtomicBool>,
+    every: std::time::Duration,
+) {
     let mut next: Option<StoredFrame> = None;
     loop {
         let first = match next.take() {
@@ -98,7 +112,7 @@ async fn write(key: Key, mut rx: mpsc::UnboundedReceiver<StoredFrame>, healthy: 
                 None => return,
             },
         };
-        let due = tokio::time::Instant::now() + FLUSH_EVERY;
+        let due = tokio::time::Instant::now() + every;
         let mut bytes = frame_bytes(&first);
         let mut frames = vec![first];
         while frames.len() < FLUSH_FRAMES && !frames.last().is_some_and(StoredFrame::is_done) {

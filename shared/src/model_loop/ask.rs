@@ -38,7 +38,13 @@ impl ModelLoop<'_> {
         sink: &mut EventSink,
     ) -> Answer {
         let offered_tools = !tools.is_empty();
-        let request = request(&self.env, messages.to_vec(), tools);
+        let mut request = request(&self.env, messages.to_vec(), tools);
+        // The answer may not spend more than the budget has left.
+        let used = self.usage.prompt_tokens + self.usage.completion_tokens;
+        if let Some(left) = self.env.interrupts.tokens.and_then(|t| t.left()) {
+            let left = u32::try_from(left.saturating_sub(used)).unwrap_or(u32::MAX).max(1);
+            request.max_tokens = Some(request.max_tokens.map_or(left, |m| m.min(left)));
+        }
         let env = &self.env;
         let (answer, reported) = stream_model(env.llm, request, sink, env.limits.stop_at, env.interrupts).await;
         self.count_usage(messages, &answer.text, reported, offered_tools, round);

@@ -6,7 +6,9 @@
 //!
 //! [`Watched`] wraps a layer of tools for one turn: every call passes
 //! through it unchanged, except that the recorder's events are appended to
-//! the call's events (so they reach the client before its `tool_result`).
+//! the call's events (so they reach the client before its `tool_result`),
+//! and that a call past its tool's per-turn cap ([`TurnTools::per_turn_cap`])
+//! is answered with an error result instead of running.
 //! The model loop asks [`TurnTools::asked_user`] after each tool round; the
 //! turn reads [`Watched::shift`] when the loop has ended.
 
@@ -30,6 +32,8 @@ struct Seen {
     offered: Option<Vec<String>>,
     shift: Option<Focus>,
     questions: Option<Vec<String>>,
+    /// Calls started this turn, by tool name (only for capped tools).
+    calls: std::collections::HashMap<String, usize>,
 }
 
 impl<'a> Watched<'a> {
@@ -43,6 +47,19 @@ impl<'a> Watched<'a> {
     /// The last scope a call of this turn moved the conversation to.
     pub fn shift(&self) -> Option<Focus> {
         self.seen().shift.clone()
+    }
+
+    /// Counts a call of `name`; the error result when it is past the cap.
+    fn over_cap(&self, name: &str) -> Option<ToolRun> {
+        let cap = self.inner.per_turn_cap(name)?;
+        let mut seen = self.seen();
+        let n = seen.calls.entry(name.to_string()).or_default();
+        *n += 1;
+        (*n > cap).then(|| {
+            ToolRun::failed(&format!(
+                "{name} can be called at most {cap} times in one turn; answer with what you have found"
+            ))
+        })
     }
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
@@ -66,6 +83,9 @@ impl TurnTools for Watched<'_> {
         let missed = self.seen().offered.as_ref().is_some_and(|o| !o.contains(name));
         if missed {
             self.telemetry.record(Measure::ToolSelectionMiss { tool: name.clone() });
+        }
+        if let Some(refused) = self.over_cap(name) {
+            return refused;
         }
         let started = std::time::Instant::now();
         let mut run = self.inner.run(user, scope, call).await;

@@ -91,6 +91,13 @@ pub trait TurnTools: Send + Sync {
         None
     }
 
+    /// How many calls of the tool `name` one turn may make (a cost or rate
+    /// cap, e.g. web searches); the turn's [`super::call_signals::Watched`]
+    /// answers calls past it with an error result. Default: no cap.
+    fn per_turn_cap(&self, _name: &str) -> Option<usize> {
+        None
+    }
+
     /// Whether this layer runs the tool `name` (in [`Layers`], the first
     /// layer that does gets the call). Default: every name — a registry
     /// answers an unknown one with an error result.
@@ -145,6 +152,10 @@ impl TurnTools for Layers<'_> {
 
     fn handles(&self, name: &str) -> bool {
         self.layer(name).is_some()
+    }
+
+    fn per_turn_cap(&self, name: &str) -> Option<usize> {
+        self.layer(name).and_then(|l| l.per_turn_cap(name))
     }
 
     fn streams(&self, call: &ToolCall) -> bool {

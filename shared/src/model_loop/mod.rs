@@ -79,6 +79,14 @@ impl Outcome {
         }
     }
 
+    fn quota_exceeded() -> Outcome {
+        Outcome::Failed {
+            code: "quota_exceeded",
+            message: "the day's token budget is spent; the partial answer was kept".into(),
+            retryable: false,
+        }
+    }
+
     fn lease_lost() -> Outcome {
         Outcome::Failed {
             code: "session_lease_lost",
@@ -126,6 +134,10 @@ pub struct Interrupts<'a> {
     pub stopped: &'a CancellationToken,
     /// Another turn took the session over.
     pub lease_lost: &'a CancellationToken,
+    /// The user's token budget for this turn ([`crate::budget`]): requests
+    /// are capped at what is left, and once spent the loop ends
+    /// `quota_exceeded` with what it has (`None`: no budget).
+    pub tokens: Option<&'a crate::budget::TokenAllowance>,
 }
 
 /// What every request names: the model, its answer's cap; and the largest
@@ -296,7 +308,10 @@ impl<'a> ModelLoop<'a> {
         loop {
             // The last round offers no tools, so the model has to answer in words.
             let tools = if round < max_rounds { offered.to_vec() } else { vec![] };
-            let answer = self.ask(&messages, tools, round, sink).await;
+            let mut answer = self.ask(&messages, tools, round, sink).await;
+            if answer.outcome == Outcome::Complete && self.budget_spent() {
+                answer.outcome = Outcome::quota_exceeded();
+            }
             if round == 0 {
                 // The user message must be stored before anything that follows it.
                 log.ready().await.map_err(LoopAbort)?;
@@ -333,6 +348,12 @@ impl<'a> ModelLoop<'a> {
             messages.extend(round_messages.iter().map(StoredMessage::to_chat));
             let _ = sink.send(StreamEvent::AgentState { state: AgentActivity::Thinking, details: None }).await;
         }
+    }
+
+    /// Whether this loop's tokens spent the turn's budget.
+    fn budget_spent(&self) -> bool {
+        let used = self.usage.prompt_tokens + self.usage.completion_tokens;
+        self.env.interrupts.tokens.is_some_and(|t| t.spent_by(used))
     }
 
     fn end(&self, unsaved: Vec<StoredMessage>, outcome: Outcome) -> LoopEnd {

@@ -264,7 +264,7 @@ impl Fixture {
                 stop_at,
                 hard_stop: stop_at + self.stop_in / 2,
             },
-            interrupts: Interrupts { stopped: &self.stopped, lease_lost: &self.lease_lost },
+            interrupts: Interrupts { stopped: &self.stopped, lease_lost: &self.lease_lost, tokens: None },
             counting: &self.count,
         }
     }

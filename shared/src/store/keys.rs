@@ -93,6 +93,19 @@ pub fn frames_sk(turn: &TurnId, first_frame: u64) -> String {
     format!("{}{first_frame:010}", frames_turn_prefix(turn))
 }
 
+/// A user's budget counters ([`crate::budget`]).
+pub fn budget_pk(user: &UserId) -> String {
+    format!("U#{user}#BUDGET")
+}
+
+/// The day's counts and the running turns' slots.
+pub const BUDGET_SK: &str = "BUDGET";
+
+/// Turns started in one clock minute (minutes since the epoch).
+pub fn budget_minute_sk(minute: i64) -> String {
+    format!("MIN#{minute}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

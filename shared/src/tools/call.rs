@@ -16,6 +16,8 @@ pub struct Call<'a> {
     pub svc: &'a EntityService,
     /// The calendar, where the registry has one.
     pub calendar: Option<&'a CalendarService>,
+    /// The web tools' fetcher and searcher, where the registry has them.
+    pub web: Option<&'a super::web::WebTools>,
     /// The zone the request named, for the calendar tools.
     pub zone: Option<crate::calendar::Zone>,
     pub user: &'a UserId,

@@ -18,6 +18,10 @@ impl TurnTools for ToolRegistry {
         offered.filter(|t| self.has(*t)).map(super::ToolName::definition).collect()
     }
 
+    fn per_turn_cap(&self, name: &str) -> Option<usize> {
+        ToolRegistry::per_turn_cap(self, name)
+    }
+
     async fn run(&self, user: &UserId, s: &TurnScope, call: &ToolCall) -> ToolRun {
         let ctx = ToolContext { user: user.clone(), scope: scope(s), zone: s.timezone };
         let outcome = self.execute(&ctx, call).await;

@@ -5,7 +5,8 @@
 //!
 //! The contract:
 //! - Every tool is one `impl` of [`Tool`] in its family's file (projects,
-//!   search, entities, documents, edges, project creation) and one line of
+//!   search, entities, documents, edges, project creation, calendar, web,
+//!   utility) and one line of
 //!   [`ToolName::ALL`]. Its arguments are one type deriving
 //!   `utoipa::ToSchema` from the entity field types; the JSON Schema the
 //!   model sees is generated from it ([`schema::of`]) and sent as an OpenAI
@@ -41,11 +42,15 @@ mod projects;
 pub mod schema;
 pub mod scope;
 mod search;
+mod utility;
+mod web;
 
 pub use calendar::CALENDAR_TOOLS;
 pub use outcome::{ToolOutcome, PREVIEW_CHARS};
 pub use project_create::{MAX_CLARIFYING_QUESTIONS, MAX_QUESTION_CHARS};
 pub use scope::ToolScope;
+pub use utility::{field_schema, FieldKind, MAX_LINKED};
+pub use web::{display_url, WebTools, WEB_TOOLS};
 
 use crate::calendar::CalendarService;
 use crate::entities::EntityService;
@@ -149,6 +154,11 @@ impl ToolName {
         ToolName::UpdateCalendarEvent,
         ToolName::DeleteCalendarEvent,
         ToolName::FindFreeTime,
+        ToolName::WebSearch,
+        ToolName::WebVisit,
+        ToolName::GetFieldInfo,
+        ToolName::GetEntityRelationships,
+        ToolName::GetLinkedEntities,
     ];
 
     const fn of<T: Tool>(tool: &'static T) -> ToolName {
@@ -216,16 +226,28 @@ pub struct ToolContext {
 }
 
 /// The chat's tools, over one [`EntityService`] and, where the function
-/// has one, a [`CalendarService`].
+/// has them, a [`CalendarService`] and the web ([`WebTools`]).
 #[derive(Clone)]
 pub struct ToolRegistry {
     service: EntityService,
     calendar: Option<CalendarService>,
+    web: Option<WebTools>,
 }
 
 impl ToolRegistry {
     pub fn new(service: EntityService) -> Self {
-        ToolRegistry { service, calendar: None }
+        ToolRegistry { service, calendar: None, web: None }
+    }
+
+    /// Offers and runs the web tools (`web_search` only with a provider).
+    pub fn with_web(mut self, web: WebTools) -> Self {
+        self.web = Some(web);
+        self
+    }
+
+    /// How many calls of the tool `name` one turn may make (the web tools' caps).
+    pub fn per_turn_cap(&self, name: &str) -> Option<usize> {
+        self.web.as_ref().and_then(|w| w.cap(name))
     }
 
     /// Offers and runs the calendar tools over `calendar`.
@@ -234,9 +256,16 @@ impl ToolRegistry {
         self
     }
 
-    /// Whether the registry can run `tool` at all (the calendar tools need a calendar).
+    /// Whether the registry can run `tool` at all (the calendar tools need a
+    /// calendar, the web tools the web, `web_search` a provider).
     pub fn has(&self, tool: ToolName) -> bool {
-        self.calendar.is_some() || !CALENDAR_TOOLS.contains(&tool)
+        if CALENDAR_TOOLS.contains(&tool) {
+            return self.calendar.is_some();
+        }
+        if WEB_TOOLS.contains(&tool) {
+            return self.web.as_ref().is_some_and(|w| w.has(tool));
+        }
+        true
     }
 
     /// The `tools` array for a turn in `scope` (`ChatRequest.tools`).
@@ -250,12 +279,18 @@ impl ToolRegistry {
         let Some(tool) = ToolName::parse(name) else {
             return failure("unknown_tool", &format!("there is no tool named {name:?}"));
         };
+        // A web tool this registry cannot run (no web, or no search
+        // provider) is not a tool here at all: it was never offered.
+        if WEB_TOOLS.contains(&tool) && !self.has(tool) {
+            return failure("unknown_tool", &format!("there is no tool named {name:?}"));
+        }
         if !ctx.scope.allows(tool) {
             return failure("out_of_scope", &format!("{name} works inside a project; this conversation has none"));
         }
         // `project_create`'s tools are offered by context type, which the
         // tool context does not carry (`ToolScope::offered_in`).
-        if !ctx.scope.offered().contains(&tool) && !scope::PROJECT_CREATE_TOOLS.contains(&tool) {
+        let by_context = scope::PROJECT_CREATE_TOOLS.contains(&tool) || WEB_TOOLS.contains(&tool);
+        if !ctx.scope.offered().contains(&tool) && !by_context {
             tracing::warn!(tool = name, call_id = %call.id, scope = ?ctx.scope, "tool called outside the offered set");
         }
         let raw = match arguments(&call.function.arguments) {
@@ -265,6 +300,7 @@ impl ToolRegistry {
         let call = Call {
             svc: &self.service,
             calendar: self.calendar.as_ref(),
+            web: self.web.as_ref(),
             user: &ctx.user,
             scope: &ctx.scope,
             zone: ctx.zone,
@@ -292,3 +328,5 @@ mod calendar_tests;
 mod store_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod web_tests;

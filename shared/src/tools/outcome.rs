@@ -28,8 +28,10 @@ pub struct ToolOutcome {
     pub operations: Vec<StreamEvent>,
     /// What the service's writes returned, in order, unchanged.
     pub patches: Vec<EntityPatch>,
-    /// Events about the turn itself, after the patches: `clarifying_questions`
-    /// (`ask_clarifying_questions`), `context_shift` (`create_onto_project`).
+    /// Events after the patches: about the turn itself (`clarifying_questions`
+    /// from `ask_clarifying_questions`, `context_shift` from
+    /// `create_onto_project`), and the steps that carry a sentence (the
+    /// calendar's and the web tools' `operation`s, with their `summary`).
     pub turn_events: Vec<StreamEvent>,
 }
 
@@ -73,6 +75,9 @@ pub enum Refusal {
     Entity(EntityError),
     /// A calendar operation refused, and the step it was (shown as failed).
     Calendar(CalendarError, Option<Op>),
+    /// A page not read or a search not answered, with the step's events
+    /// (start, then error).
+    Web(crate::web::WebError, Vec<StreamEvent>),
 }
 
 impl From<EntityError> for Refusal {
@@ -165,6 +170,11 @@ pub fn outcome(tool: &str, run: Result<Done, Refusal>) -> ToolOutcome {
             return failure(&code, &message);
         }
         Err(Refusal::Calendar(e, op)) => return calendar_failure(&e, op),
+        Err(Refusal::Web(e, events)) => {
+            let mut out = failure(e.code(), &e.to_string());
+            out.turn_events = events;
+            return out;
+        }
     };
     let mut outcome = match &done.result {
         Ok(v) => {

@@ -32,11 +32,29 @@ pub fn of<T: ToSchema>() -> Value {
     v
 }
 
+/// The full JSON Schema of `T`, every `$ref` inlined but nothing left out:
+/// types, allowed values, patterns and limits, as the entities API's OpenAPI
+/// document has them (`get_field_info`).
+pub fn full<T: ToSchema>() -> Value {
+    let mut v = json(T::schema());
+    resolve(&mut v, &definitions_of::<T>(true));
+    v
+}
+
+/// Inlines every `$ref` of `v` to a schema of `defs` (by component name).
+pub fn resolve(v: &mut Value, defs: &HashMap<String, Value>) {
+    inline(v, defs, 0)
+}
+
+fn definitions<T: ToSchema>() -> HashMap<String, Value> {
+    definitions_of::<T>(false)
+}
+
 /// Every schema `T` may refer to by name: what its derive collects, and the
 /// text rules and ids its `schema_with` functions point at. Those stand for
 /// their type alone: their descriptions explain the patterns and lengths
-/// [`compact`] leaves out.
-fn definitions<T: ToSchema>() -> HashMap<String, Value> {
+/// [`compact`] leaves out (kept only with `described`).
+fn definitions_of<T: ToSchema>(described: bool) -> HashMap<String, Value> {
     let mut named: Vec<(String, RefOr<Schema>)> = vec![];
     T::schemas(&mut named);
     let mut defs: HashMap<String, Value> = named.into_iter().map(|(n, s)| (n, json(s))).collect();
@@ -45,7 +63,7 @@ fn definitions<T: ToSchema>() -> HashMap<String, Value> {
         [(EntityId::name().into_owned(), EntityId::schema()), (ProjectId::name().into_owned(), ProjectId::schema())];
     for (name, schema) in rules.chain(ids) {
         let mut v = json(schema);
-        if let Some(o) = v.as_object_mut() {
+        if let Some(o) = v.as_object_mut().filter(|_| !described) {
             o.remove("description");
         }
         defs.insert(name, v);

@@ -74,11 +74,14 @@ impl ToolScope {
         }
     }
 
-    /// The tools this scope offers the model, in a stable order.
+    /// The tools this scope offers the model, in a stable order; the
+    /// utility tools (field info, relationships) wherever ontology tools are.
     pub fn offered(&self) -> Vec<ToolName> {
         type T = ToolName;
         match self {
-            ToolScope::Global => vec![T::ListProjects, T::SearchWorkspace, T::GetProject, T::CreateProject],
+            ToolScope::Global => {
+                vec![T::ListProjects, T::SearchWorkspace, T::GetProject, T::CreateProject, T::GetFieldInfo]
+            }
             ToolScope::Project { .. } => vec![
                 T::GetProject,
                 T::UpdateProject,
@@ -101,6 +104,9 @@ impl ToolScope {
                 T::GetDocumentMetadata,
                 T::ReadDocument,
                 T::MoveDocument,
+                T::GetFieldInfo,
+                T::GetEntityRelationships,
+                T::GetLinkedEntities,
             ],
             ToolScope::Entity { kind, .. } => {
                 // A document in focus (or one of unknown kind) may be read.
@@ -111,6 +117,9 @@ impl ToolScope {
                     T::LinkEntities,
                     T::UnlinkEntities,
                     T::SearchProject,
+                    T::GetFieldInfo,
+                    T::GetEntityRelationships,
+                    T::GetLinkedEntities,
                 ];
                 if matches!(kind, None | Some(EntityKind::Document)) {
                     v.extend([T::ReadDocument, T::GetDocumentMetadata]);
@@ -124,7 +133,10 @@ impl ToolScope {
     /// with no project yet, which offers [`PROJECT_CREATE_TOOLS`] (the model
     /// either asks, the request being too vague, or creates the project), in
     /// `calendar`, which offers the calendar tools, and in a workspace-wide
-    /// `daily_brief_update`, which offers the agenda's reads.
+    /// `daily_brief_update`, which offers the agenda's reads. The web tools
+    /// ([`super::WEB_TOOLS`]) come with the global, project and brain-dump
+    /// context types (the spec's gating: research belongs there, not in a
+    /// focused entity, the calendar or the project's audits).
     pub fn offered_in(&self, context: ContextType) -> Vec<ToolName> {
         match (context, self) {
             (ContextType::ProjectCreate, ToolScope::Global) => PROJECT_CREATE_TOOLS.to_vec(),
@@ -139,6 +151,10 @@ impl ToolScope {
                     ToolName::SearchWorkspace,
                 ]
             }
+            (
+                ContextType::Global | ContextType::Project | ContextType::BrainDump,
+                ToolScope::Global | ToolScope::Project { .. },
+            ) => [self.offered().as_slice(), super::WEB_TOOLS].concat(),
             _ => self.offered(),
         }
     }

@@ -125,3 +125,83 @@ async fn documents_form_a_tree_that_refuses_a_missing_parent_and_a_cycle() {
     assert_eq!(a["children"][0]["id"], b_id.as_str(), "{tree}");
     assert_eq!(a["children"][0]["children"], json!([]), "{tree}");
 }
+
+/// Creates an entity with `tool` in `scope`, returning its id.
+async fn made(reg: &ToolRegistry, scope: &ToolScope, tool: &str, args: Value) -> String {
+    let (ok, v) = run(reg, "alice", scope, tool, args).await;
+    assert!(ok, "{tool}: {v}");
+    v["id"].as_str().unwrap().to_string()
+}
+
+async fn link(reg: &ToolRegistry, scope: &ToolScope, from: (&str, &str), relation: &str, to: (&str, &str)) {
+    let args = json!({"from_kind": from.0, "from_id": from.1, "relation": relation, "to_kind": to.0, "to_id": to.1});
+    let (ok, v) = run(reg, "alice", scope, "link_entities", args).await;
+    assert!(ok, "{v}");
+}
+
+#[tokio::test]
+async fn relationships_and_linked_entities_name_both_directions_to_depth_two() {
+    let reg = registry();
+    let (scope, _) = project(&reg, "alice", json!({"name": "Launch"})).await;
+    let goal = made(&reg, &scope, "create_goal", json!({"name": "Ship v2"})).await;
+    let task = made(&reg, &scope, "create_task", json!({"title": "Write the post"})).await;
+    let risk = made(&reg, &scope, "create_risk", json!({"title": "Late review"})).await;
+    let lone = made(&reg, &scope, "create_task", json!({"title": "Alone"})).await;
+    link(&reg, &scope, ("task", &task), "supports", ("goal", &goal)).await;
+    link(&reg, &scope, ("risk", &risk), "blocks", ("task", &task)).await;
+
+    let (ok, v) = run(&reg, "alice", &scope, "get_entity_relationships", json!({"entity_id": task})).await;
+    assert!(ok, "{v}");
+    assert_eq!(v["entity"]["name"], "Write the post");
+    let mut seen: Vec<(String, String, String, String)> = v["linked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let s = |k: &str| l[k].as_str().unwrap().to_string();
+            (s("kind"), s("name"), s("relation"), s("direction"))
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("goal".into(), "Ship v2".into(), "supports".into(), "out".into()),
+            ("risk".into(), "Late review".into(), "blocks".into(), "in".into())
+        ]
+    );
+
+    // Depth 2 from the goal reaches the risk through the task; a relation filter narrows.
+    let (ok, v) = run(&reg, "alice", &scope, "get_linked_entities", json!({"entity_id": goal, "depth": 2})).await;
+    assert!(ok, "{v}");
+    let far = v["linked"].as_array().unwrap().iter().find(|l| l["depth"] == 2).expect("a second-level link");
+    assert_eq!((far["name"].as_str(), far["via"].as_str()), (Some("Late review"), Some(task.as_str())));
+    let args = json!({"entity_id": goal, "depth": 2, "relation": "supports"});
+    let (_, v) = run(&reg, "alice", &scope, "get_linked_entities", args).await;
+    assert_eq!(v["linked"].as_array().unwrap().len(), 1, "{v}");
+    let (ok, v) = run(&reg, "alice", &scope, "get_linked_entities", json!({"entity_id": goal, "depth": 3})).await;
+    assert!(!ok && code(&v) == "invalid_arguments", "{v}");
+
+    // No links: an empty list, not an error; a missing id and another user's read alike.
+    let (ok, v) = run(&reg, "alice", &scope, "get_entity_relationships", json!({"entity_id": lone})).await;
+    assert!(ok && v["linked"] == json!([]), "{v}");
+    let missing = crate::ids::EntityId::new().to_string();
+    let (ok, v) = run(&reg, "alice", &scope, "get_entity_relationships", json!({"entity_id": missing})).await;
+    assert!(!ok && code(&v) == "entity_not_found", "{v}");
+    let (bob_scope, _) = project(&reg, "bob", json!({"name": "Bob's"})).await;
+    let (ok, v) = run(&reg, "bob", &bob_scope, "get_linked_entities", json!({"entity_id": task})).await;
+    assert!(!ok && code(&v) == "entity_not_found", "{v}");
+    let (ok, v) = run(&reg, "bob", &scope, "get_linked_entities", json!({"entity_id": task})).await;
+    assert!(!ok && code(&v) == "project_not_found", "another user's project: {v}");
+}
+
+#[tokio::test]
+async fn field_info_describes_each_kind() {
+    let reg = registry();
+    let (ok, v) = run(&reg, "alice", &ToolScope::Global, "get_field_info", json!({"kind": "task"})).await;
+    assert!(ok, "{v}");
+    assert_eq!(v["schema"], "TaskFields");
+    assert_eq!(v["fields"]["required"], json!(["title"]));
+    let (ok, v) = run(&reg, "alice", &ToolScope::Global, "get_field_info", json!({"kind": "spaceship"})).await;
+    assert!(!ok && code(&v) == "invalid_arguments", "{v}");
+}

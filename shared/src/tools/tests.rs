@@ -227,16 +227,25 @@ fn scopes_offer_the_same_names_as_before() {
     let e = EntityId::new();
     assert_eq!(
         names(&ToolScope::Global.offered()),
-        ["list_projects", "search_workspace", "get_project", "create_project"]
+        ["list_projects", "search_workspace", "get_project", "create_project", "get_field_info"]
     );
     let task = ToolScope::Entity { project: p.clone(), kind: Some(EntityKind::Task), entity: e.clone() };
-    let entity_tools =
-        ["get_entity", "update_entity", "list_edges", "link_entities", "unlink_entities", "search_project"];
+    let entity_tools = [
+        "get_entity",
+        "update_entity",
+        "list_edges",
+        "link_entities",
+        "unlink_entities",
+        "search_project",
+        "get_field_info",
+        "get_entity_relationships",
+        "get_linked_entities",
+    ];
     assert_eq!(names(&task.offered()), entity_tools);
     let document = ToolScope::Entity { project: p.clone(), kind: None, entity: e };
-    assert_eq!(names(&document.offered())[6..], ["read_document", "get_document_metadata"]);
+    assert_eq!(names(&document.offered())[9..], ["read_document", "get_document_metadata"]);
     let project = names(&ToolScope::Project { project: p }.offered());
-    assert_eq!(project.len(), 21);
+    assert_eq!(project.len(), 24);
     assert!(!project.contains(&"create_project") && !project.contains(&"list_projects"));
     assert!(!project.contains(&"ask_clarifying_questions") && !project.contains(&"create_onto_project"));
 }
@@ -249,7 +258,13 @@ fn project_create_offers_its_own_tools_until_it_has_a_project() {
     );
     let project = project_scope();
     assert_eq!(project.offered_in(ContextType::ProjectCreate), project.offered());
-    assert_eq!(ToolScope::Global.offered_in(ContextType::Global), ToolScope::Global.offered());
+    // The global, project and brain-dump context types add the web tools.
+    let with_web = [ToolScope::Global.offered(), crate::tools::WEB_TOOLS.to_vec()].concat();
+    assert_eq!(ToolScope::Global.offered_in(ContextType::Global), with_web);
+    assert_eq!(ToolScope::Global.offered_in(ContextType::BrainDump), with_web);
+    let in_project = [project.offered(), crate::tools::WEB_TOOLS.to_vec()].concat();
+    assert_eq!(project.offered_in(ContextType::Project), in_project);
+    assert_eq!(project.offered_in(ContextType::Ontology), project.offered());
 }
 
 #[test]
@@ -267,6 +282,9 @@ fn only_project_bound_tools_need_a_project() {
         "update_calendar_event",
         "delete_calendar_event",
         "find_free_time",
+        "web_search",
+        "web_visit",
+        "get_field_info",
     ];
     for &t in ToolName::ALL {
         assert_eq!(!t.needs_project(), global_tools.contains(&t.as_str()), "{t:?}");
@@ -440,4 +458,13 @@ fn previews_are_cut_at_the_limit_with_an_ellipsis() {
     assert!(o.preview.ends_with('…') && o.content.len() > o.preview.len());
     let short = outcome("list_edges", Ok(Done::quiet(Ok(json!({ "items": [] })))));
     assert_eq!(short.preview, short.content);
+}
+
+#[test]
+fn docs_tools_md_lists_every_tool() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tools.md")).unwrap();
+    let builtin = [plan::AGENT_CREATE_PLAN, plan::AGENT_CONTINUE_PLAN, "read_tool_output"];
+    for name in ToolName::ALL.iter().map(|t| t.as_str()).chain(builtin) {
+        assert!(doc.contains(&format!("`{name}` |")) || doc.contains(&format!("`{name}` /")), "{name}");
+    }
 }

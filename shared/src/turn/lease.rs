@@ -27,6 +27,8 @@ pub struct Exit(Arc<Mutex<ExitInner>>);
 struct ExitInner {
     pending: Vec<JoinHandle<()>>,
     session: Option<SessionId>,
+    /// The turn's budget slot, given back after `done` with its tokens.
+    slot: Option<crate::budget::Slot>,
 }
 
 impl Exit {
@@ -36,6 +38,16 @@ impl Exit {
 
     pub fn session(&self) -> Option<SessionId> {
         self.lock().session.clone()
+    }
+
+    /// Keeps the turn's budget slot until [`Exit::take_slot`] after `done`
+    /// (dropped with the turn otherwise, which gives it back).
+    pub fn hold_slot(&self, slot: crate::budget::Slot) {
+        self.lock().slot = Some(slot);
+    }
+
+    pub fn take_slot(&self) -> Option<crate::budget::Slot> {
+        self.lock().slot.take()
     }
 
     /// A write that must land before `done` but not before the model call.

@@ -101,6 +101,9 @@ pub struct TurnDeps {
     /// The user's calendar, for the calendar and daily-brief packs and the
     /// zone a request names; `None`: no calendar.
     pub calendar: Option<crate::calendar::CalendarService>,
+    /// Per-user budgets ([`crate::budget`], limits in `config.budgets`);
+    /// `None`: none.
+    pub budget: Option<Arc<dyn crate::budget::BudgetStore>>,
 }
 
 /// The token counter. The default estimate needs no loading; an opt-in BPE is
@@ -149,7 +152,10 @@ pub fn thinking() -> StreamEvent {
 
 /// Runs one turn to its `done`. `turn_id` is new (the edge makes it: the chat
 /// route names the answer after it); `deadline` is when the invocation will
-/// be killed; the turn stops `DEADLINE_MARGIN_MS` before it.
+/// be killed; the turn stops `DEADLINE_MARGIN_MS` before it. `gate` tells
+/// the edge whether the user's budgets admitted the turn (the edge holds the
+/// response head until then, so that a refusal is a 429).
+#[allow(clippy::too_many_arguments)]
 pub async fn run_turn(
     deps: TurnDeps,
     user: UserId,
@@ -158,6 +164,7 @@ pub async fn run_turn(
     started: std::time::Instant,
     deadline: Instant,
     mut sink: EventSink,
+    gate: crate::budget::Gate,
 ) {
     let span = tracing::info_span!("turn", user_id = %user, turn_id = %turn_id, session_id = tracing::field::Empty);
     async move {
@@ -166,8 +173,9 @@ pub async fn run_turn(
         // Boxed: the turn's future is large, and debug builds copy a future
         // on the stack each time a wrapper takes it (the task-local scope
         // here): unboxed, a turn overflowed a 2 MiB test thread's stack.
+        let budget = start::Budget::new(gate, deadline);
         let turn_run =
-            telemetry.clone().scope(Box::pin(run(&deps, &user, &turn, &turn_id, deadline, &mut sink, &exit)));
+            telemetry.clone().scope(Box::pin(run(&deps, &user, &turn, &turn_id, deadline, &mut sink, &exit, budget)));
         let ran = std::panic::AssertUnwindSafe(turn_run).catch_unwind().await;
         let (done, completed) = match ran {
             Ok(ended) => ended,
@@ -198,7 +206,13 @@ pub async fn run_turn(
                 publish_bounded(deps.events.clone(), event, deps.event_wait).await;
             }
         };
-        tokio::join!(publish, sink.settle_log());
+        // The budget slot goes back with the turn's tokens, off the answer's path.
+        let release = async {
+            if let Some(slot) = exit.take_slot() {
+                slot.release(usage.map_or(0, |u| u.prompt_tokens + u.completion_tokens)).await;
+            }
+        };
+        tokio::join!(publish, sink.settle_log(), release);
         turn_metrics(sink.stats(), started, usage, &turn_id).emit();
     }
     .instrument(span)
@@ -206,6 +220,7 @@ pub async fn run_turn(
 }
 
 /// The turn's phases, up to (not including) its `done`.
+#[allow(clippy::too_many_arguments)]
 async fn run(
     deps: &TurnDeps,
     user: &UserId,
@@ -214,8 +229,10 @@ async fn run(
     deadline: Instant,
     sink: &mut EventSink,
     exit: &Exit,
+    budget: start::Budget,
 ) -> (StreamEvent, Option<TurnCompleted>) {
-    let started = match start::start(deps, user, turn, turn_id, sink, exit).await {
+    let allowance = budget.allowance.clone();
+    let started = match start::start(deps, user, turn, turn_id, sink, exit, budget).await {
         Ok(s) => s,
         Err(refused) => return (refused_done(deps, user, turn, turn_id, refused, deadline, sink).await, None),
     };
@@ -242,7 +259,7 @@ async fn run(
         turn_id,
         scope: &prepared.scope,
         limits: limits(&deps.config, deadline),
-        interrupts: Interrupts { stopped: &watch.stopped, lease_lost: &watch.lease_lost },
+        interrupts: Interrupts { stopped: &watch.stopped, lease_lost: &watch.lease_lost, tokens: Some(&allowance) },
         counting: &counting,
     };
     let mut model_loop = ModelLoop::new(env, layers.as_ref().map(|l| l as &dyn TurnTools), ToolOrigin::Planner);
@@ -365,6 +382,11 @@ async fn refused_done(
             retry::answer(deps, user, &session, run, deadline, sink).await
         }
         Refused::Gone(sid) => done(DoneReason::Stopped, Some(&sid), turn_id, None),
+        Refused::OverBudget(sid, over) => {
+            // The edge answered 429 already; this is for a client that still reads.
+            let _ = sink.send(StreamEvent::error("quota_exceeded", over.to_string(), true)).await;
+            done(DoneReason::Error, sid.as_ref(), turn_id, None)
+        }
         Refused::NothingToRegenerate(sid) => {
             let message = "this session has no user message to answer again";
             let _ = sink.send(StreamEvent::error("nothing_to_regenerate", message, false)).await;

@@ -22,6 +22,7 @@ use super::history::RecentLog;
 use super::lease::{Exit, LeaseGuard};
 use super::{TurnDeps, ValidTurn};
 use crate::agent_state::AgentState;
+use crate::budget::{Gate, OverBudget, TokenAllowance};
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{without_superseded, Role, StoredMessage};
 use crate::session::store::{Lease, TurnStart};
@@ -30,6 +31,8 @@ use crate::sse::{EventSink, Focus, StreamEvent};
 use crate::store::StoreError;
 use crate::summary::store::SessionSummary;
 use futures::future::OptionFuture;
+use futures::FutureExt;
+use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 /// A turn that holds its session and may call the model.
@@ -73,6 +76,58 @@ pub enum Refused {
     NothingToRegenerate(SessionId),
     /// The answers name no call that may run now; nothing ran.
     Approval(SessionId, crate::approval::ApprovalError),
+    /// A budget of the user's is spent (the edge answered 429); nothing was written.
+    OverBudget(Option<SessionId>, OverBudget),
+}
+
+/// The turn's budget: the gate the edge waits on, the tokens the turn may
+/// spend (set by the admission), and when its slot expires (the
+/// invocation's deadline: a crashed turn cannot run past it).
+pub struct Budget {
+    pub gate: Gate,
+    pub allowance: Arc<TokenAllowance>,
+    pub expires_ms: i64,
+}
+
+impl Budget {
+    pub fn new(gate: Gate, deadline: tokio::time::Instant) -> Budget {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let expires_ms = crate::now_ms() + left.as_millis() as i64;
+        Budget { gate, allowance: Arc::new(TokenAllowance::default()), expires_ms }
+    }
+}
+
+/// Admits the turn ([`crate::budget::admit`], no I/O without budgets): tells
+/// the edge at once, keeps the slot in `exit` and the tokens left in the
+/// allowance. Sent beside the turn's first round trip (or, for a new
+/// session, beside the model call, its write chained after it).
+fn admission(
+    deps: &TurnDeps,
+    user: &UserId,
+    turn_id: &TurnId,
+    budget: Budget,
+    exit: &Exit,
+) -> impl std::future::Future<Output = Result<(), OverBudget>> + Send + 'static {
+    let (store, limits, exit) = (deps.budget.clone(), deps.config.budgets, exit.clone());
+    let (user, turn) = (user.clone(), turn_id.clone());
+    async move {
+        let Budget { mut gate, allowance, expires_ms } = budget;
+        match crate::budget::admit(store.as_ref(), &limits, &user, &turn, expires_ms).await {
+            Ok((slot, left)) => {
+                allowance.set(left);
+                if let Some(slot) = slot {
+                    exit.hold_slot(slot);
+                }
+                gate.tell(Ok(()));
+                Ok(())
+            }
+            Err(over) => {
+                tracing::info!(budget = over.budget.as_str(), "over budget: turn refused");
+                gate.tell(Err(over));
+                Err(over)
+            }
+        }
+    }
 }
 
 pub async fn start(
@@ -82,25 +137,34 @@ pub async fn start(
     turn_id: &TurnId,
     sink: &mut EventSink,
     exit: &Exit,
+    budget: Budget,
 ) -> Result<Started, Refused> {
     let run_id =
         turn.run_id.clone().unwrap_or_else(|| RunId::parse(turn_id.as_str()).expect("turn ids are valid run ids"));
     let lease =
         Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + deps.config.session_lease.as_millis() as i64 };
     let ids = Ids { user, turn_id, run_id: &run_id, lease: &lease };
+    let admitted = admission(deps, user, turn_id, budget, exit);
     let started = match &turn.session_id {
-        None => open(deps, &ids, turn, None, sink, exit).await?,
-        Some(sid) => match resume(deps, &ids, sid, turn, sink, exit).await {
-            // A chat's first turn: its client named the session.
-            Err(Refused::Store(_, StoreError::NotFound)) if turn.session_may_be_new && !turn.regenerate => {
-                open(deps, &ids, turn, Some(sid), sink, exit).await?
+        None => open(deps, &ids, turn, None, sink, exit, admitted.boxed()).await?,
+        Some(sid) => {
+            // Shared: a chat's first turn tries its named session, then opens it.
+            let admitted = admitted.boxed().shared();
+            match resume(deps, &ids, sid, turn, sink, exit, admitted.clone().boxed()).await {
+                // A chat's first turn: its client named the session.
+                Err(Refused::Store(_, StoreError::NotFound)) if turn.session_may_be_new && !turn.regenerate => {
+                    open(deps, &ids, turn, Some(sid), sink, exit, admitted.boxed()).await?
+                }
+                resumed => resumed?,
             }
-            resumed => resumed?,
-        },
+        }
     };
     tracing::info!(history = started.history.len(), "session resolved");
     Ok(started)
 }
+
+/// The turn's admission, awaited where each way in needs it.
+type Admission = futures::future::BoxFuture<'static, Result<(), OverBudget>>;
 
 /// Who and what the turn is, for the two ways in.
 pub(super) struct Ids<'a> {
@@ -121,6 +185,7 @@ async fn open(
     named: Option<&SessionId>,
     sink: &mut EventSink,
     exit: &Exit,
+    admitted: Admission,
 ) -> Result<Started, Refused> {
     let mut view = SessionView::new(turn.context_type.unwrap_or_default(), turn.entity_id.clone(), turn.focus.clone());
     if let Some(sid) = named {
@@ -137,7 +202,13 @@ async fn open(
     let pack = async { tokio::join!(pack, context::load_agenda(deps, ids.user, view.context_type, turn.timezone)) };
     let mut lease = LeaseGuard::new((deps.store.clone(), deps.store.clone()), ids.user, &view.id, ids.turn_id, exit);
     let (store, user, leased, opened) = (deps.store.clone(), ids.user.clone(), ids.lease.clone(), view.clone());
-    let write = async move { store.open_session(&user, &opened, &leased, &start).await };
+    // Written only once the budgets admitted the turn. Refused, the edge has
+    // answered 429 and dropped the stream: the model call this ran beside
+    // stops at once, and the error below reaches no one.
+    let write = async move {
+        admitted.await.map_err(|_| StoreError::Busy)?;
+        store.open_session(&user, &opened, &leased, &start).await
+    };
     let (persist_user, pack) = if let Some(run) = &turn.run_id {
         let (written, pack) = tokio::join!(write, pack);
         if let Err(e) = written {
@@ -194,23 +265,25 @@ async fn resume(
     turn: &ValidTurn,
     sink: &mut EventSink,
     exit: &Exit,
+    admitted: Admission,
 ) -> Result<Started, Refused> {
-    let (store, user) = (&deps.store, ids.user);
-    let limit = deps.config.history_limit.unwrap_or_else(|| deps.context.load_limit());
+    let (store, user, limit) = (&deps.store, ids.user, deps.config.history_limit);
+    let limit = limit.unwrap_or_else(|| deps.context.load_limit());
     let seen = OptionFuture::from(turn.run_id.as_ref().map(|run| store.run_claim(user, run)));
     // The scope as the request names it; the session's stored focus may
     // still narrow it (checked once the lease answers).
     let named = turn.context_type.map(|ct| SessionView::new(ct, turn.entity_id.clone(), turn.focus.clone()));
     let early =
         named.and_then(|v| context::pack_scope(deps, &v, false)).map(|s| context::load_pack(deps, user, s, exit));
-    let named_ct = turn.context_type;
-    let early_agenda = OptionFuture::from(named_ct.map(|ct| context::load_agenda(deps, user, ct, turn.timezone)));
-    let (leased, log, seen, pack, agenda) = tokio::join!(
+    let early_agenda =
+        OptionFuture::from(turn.context_type.map(|c| context::load_agenda(deps, user, c, turn.timezone)));
+    let (leased, log, seen, pack, agenda, admitted) = tokio::join!(
         store.acquire_lease(user, sid, ids.lease),
         deps.history.recent_log(user, sid, limit),
         seen,
         OptionFuture::from(early),
-        early_agenda
+        early_agenda,
+        admitted
     );
     // Taken at once, so that every refusal below gives the lease back.
     let lease =
@@ -223,21 +296,12 @@ async fn resume(
         Ok(_) => {}
         Err(e) => return Err(refuse(e)),
     }
+    admitted.map_err(|over| Refused::OverBudget(Some(sid.clone()), over))?;
     let session = leased.map_err(refuse)?;
     let lease = lease.expect("a granted lease has its guard");
     let RecentLog { messages: history, summary, agent_state } = log.map_err(refuse)?;
     let mut history = without_superseded(history);
-    let answers = match turn.regenerate {
-        false => None,
-        true => Some(
-            history
-                .iter()
-                .rev()
-                .find(|m| m.role == Role::User)
-                .cloned()
-                .ok_or(Refused::NothingToRegenerate(sid.clone()))?,
-        ),
-    };
+    let answers = regenerated(turn, &history, sid)?;
     record_session(sid);
     let view = scoped_view(&session.view, turn);
     let (pack, agenda) = settle_reads(deps, user, &view, turn, (pack, agenda), exit).await;
@@ -265,6 +329,15 @@ async fn resume(
         answers,
         persist_user,
     })
+}
+
+/// A regenerating turn's user message: the last one of the log.
+fn regenerated(turn: &ValidTurn, history: &[StoredMessage], sid: &SessionId) -> Result<Option<StoredMessage>, Refused> {
+    if !turn.regenerate {
+        return Ok(None);
+    }
+    let last = history.iter().rev().find(|m| m.role == Role::User).cloned();
+    last.map(Some).ok_or(Refused::NothingToRegenerate(sid.clone()))
 }
 
 /// The pack and the calendar block for the scope the turn runs in: the

@@ -7,6 +7,7 @@
 import type { EventList } from '../agenda';
 import { join, type AppConfig } from '../config';
 import type {
+  BudgetUsage,
   DocStructure,
   Entity,
   ErrorBody,
@@ -82,6 +83,11 @@ export class Api {
       method: 'POST',
       body: JSON.stringify(body),
     });
+  }
+
+  /** The user's budgets: what was used, the limits, when a spent one lets them go on (docs/budgets.md). */
+  usage(): Promise<BudgetUsage> {
+    return this.call(this.config.streamUrl, 'me/usage');
   }
 
   projects(): Promise<Page<Project>> {

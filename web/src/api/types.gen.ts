@@ -32,6 +32,13 @@ export type ExecutorKind = 'planner' | 'research' | 'writer' | 'editor' | 'tooli
  */
 export type StepIntent = 'research' | 'analysis' | 'draft' | 'edit' | 'create' | 'update' | 'review';
 /**
+ * Which budget ran out.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "BudgetKind".
+ */
+export type BudgetKind = 'tokens_per_day' | 'turns_per_minute' | 'concurrent_turns' | 'web_calls_per_day';
+/**
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "CacheStatus".
  */
@@ -604,6 +611,8 @@ export type Telemetry =
 export interface WireTypes {
   AgentActivity?: AgentActivity;
   AgentPlan?: AgentPlan;
+  BudgetKind?: BudgetKind;
+  BudgetUsage?: BudgetUsage;
   CacheStatus?: CacheStatus;
   CalendarChange?: CalendarChange;
   CalendarEvent?: CalendarEvent;
@@ -778,6 +787,38 @@ export interface PlanStep {
    * The tools this step's executor may call (names of this conversation's tools).
    */
   tools?: string[];
+}
+/**
+ * The user's use and limits (`GET /me/usage`). A limit of 0 is no limit.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "BudgetUsage".
+ */
+export interface BudgetUsage {
+  /**
+   * When a budget that is spent now lets the user go on (ms since the
+   * epoch); `None`: nothing is spent.
+   */
+  blocked_until_ms?: number | null;
+  concurrent_limit: number;
+  /**
+   * Turns holding a slot now (expired slots of crashed turns not counted).
+   */
+  concurrent_turns: number;
+  /**
+   * The UTC day the daily counts are for (`YYYY-MM-DD`).
+   */
+  day: string;
+  /**
+   * When the daily counts start again (ms since the epoch, UTC midnight).
+   */
+  day_resets_at_ms: number;
+  tokens_per_day: number;
+  tokens_today: number;
+  turns_per_minute: number;
+  turns_this_minute: number;
+  web_calls_per_day: number;
+  web_calls_today: number;
 }
 /**
  * A stored event: a single event, or a series (with `recurrence`).

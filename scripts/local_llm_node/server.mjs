@@ -1,0 +1,339 @@
+#!/usr/bin/env node
+// The local model server: OpenAI `/v1/chat/completions` (streamed or not)
+// and `/v1/models` over one GGUF model, run by node-llama-cpp's prebuilt
+// llama.cpp (npm `@node-llama-cpp/linux-x64`: nothing is compiled).
+//
+// Contract:
+// - The prompt is the model's own chat template (GGUF metadata
+//   `tokenizer.chat_template`, rendered with @huggingface/jinja) over the
+//   request's messages and `tools` (lib/wire.mjs says how messages are
+//   adapted: `content: null`, arguments as a string).
+// - With tools offered, the answer is constrained by a grammar
+//   (lib/grammar.mjs): either `<tool_call>` blocks whose JSON names an
+//   offered tool with arguments of its schema, or plain text. So a call
+//   always parses and is never written as a fenced block that nobody runs.
+//   Calls go out as OpenAI `tool_calls` deltas (one chunk per call, as soon
+//   as it closes) and `finish_reason: "tool_calls"`; text streams as it comes.
+//   With `stream_options.include_usage` a last chunk carries `usage`.
+// - Prompt cache: a few slots (llama.cpp sequences) keep the model state of
+//   recent prompts; a request takes the slot sharing the longest prefix with
+//   its prompt and computes only the rest (the stable system rules and tool
+//   definitions come first, so a new project's first turn reuses them).
+// - One request computes at a time (2 cores); others wait their turn. A
+//   client that goes away stops its generation at the next token.
+// - Bad requests get HTTP 400 `{"error": {"code", "message"}}`; a prompt
+//   longer than the window gets 400 `context_length_exceeded`.
+
+import { createServer } from "node:http";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { Template } from "@huggingface/jinja";
+import { getLlama, LlamaGrammarEvaluationState, LlamaLogLevel } from "node-llama-cpp";
+import { answerGrammar, parseAnswer } from "./lib/grammar.mjs";
+import {
+  BadRequest,
+  Chunks,
+  commonPrefix,
+  completion,
+  errorBody,
+  finishReason,
+  readRequest,
+} from "./lib/wire.mjs";
+
+// Text the model may write that ends the answer (the template's turn end is
+// an end-of-generation token, checked apart): the start of another turn.
+const STOP_TEXT = ["<|im_start|>", "<|endoftext|>", "<tool_response>"];
+
+function log(msg) {
+  process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+}
+
+const { values: args } = parseArgs({
+  options: {
+    model: { type: "string" },
+    "model-alias": { type: "string", default: "local" },
+    host: { type: "string", default: "127.0.0.1" },
+    port: { type: "string", default: "8080" },
+    "n-ctx": { type: "string", default: "8192" },
+    threads: { type: "string", default: "1" },
+    slots: { type: "string", default: "3" },
+    "dump-dir": { type: "string", default: "" },
+  },
+});
+if (!args.model) {
+  log("usage: server.mjs --model FILE.gguf [--model-alias NAME] [--port 8080] [--n-ctx 8192] [--slots 3]");
+  process.exit(2);
+}
+
+class Model {
+  async load() {
+    const t0 = Date.now();
+    // build "never": the prebuilt binary or nothing (never a compile on a user's machine).
+    this.llama = await getLlama({ build: "never", gpu: false, logLevel: LlamaLogLevel.error, progressLogs: false });
+    this.model = await this.llama.loadModel({ modelPath: args.model });
+    const source = this.model.fileInfo.metadata?.tokenizer?.chat_template;
+    if (!source) throw new Error(`${args.model} has no tokenizer.chat_template: cannot render prompts`);
+    this.template = new Template(source);
+    const threads = Number(args.threads) || undefined;
+    this.context = await this.model.createContext({
+      contextSize: Number(args["n-ctx"]),
+      sequences: Number(args.slots),
+      threads,
+    });
+    this.nCtx = this.context.contextSize;
+    this.slots = Array.from({ length: Number(args.slots) }, () => ({ seq: this.context.getSequence(), used: 0 }));
+    this.grammars = new Map();
+    this.queue = Promise.resolve();
+    log(
+      `loaded ${args.model} as ${args["model-alias"]} (n_ctx ${this.nCtx}, ${this.slots.length} cache slots, ` +
+        `${this.llama.cpuMathCores} cores, ${this.llama.buildType} llama.cpp) in ${((Date.now() - t0) / 1000).toFixed(1)}s`,
+    );
+  }
+
+  /** Runs `fn` when every earlier request is done: one computes at a time. */
+  exclusive(fn) {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  promptTokens(p) {
+    let text;
+    try {
+      text = this.template.render({
+        messages: p.messages,
+        tools: p.tools.length ? p.tools : undefined,
+        add_generation_prompt: true,
+        bos_token: "",
+        eos_token: "<|im_end|>",
+      });
+    } catch (e) {
+      throw new BadRequest(`chat template: ${e.message}`);
+    }
+    return this.model.tokenize(text, true);
+  }
+
+  async grammar(tools) {
+    const key = JSON.stringify(tools);
+    let g = this.grammars.get(key);
+    if (!g) {
+      g = await this.llama.createGrammar({ grammar: answerGrammar(tools) });
+      if (this.grammars.size > 16) this.grammars.clear();
+      this.grammars.set(key, g);
+    }
+    return g;
+  }
+
+  /** The slot whose cached tokens share the longest prefix with `tokens`
+   * (the least recently used one on a tie), and that prefix's length. */
+  slotFor(tokens) {
+    let best = null;
+    for (const s of this.slots) {
+      const n = commonPrefix(s.seq.contextTokens, tokens);
+      if (!best || n > best.n || (n === best.n && s.used < best.slot.used)) best = { slot: s, n };
+    }
+    best.slot.used = Date.now();
+    return best;
+  }
+}
+
+/** One answer: generation through the grammar, as events. */
+class Answer {
+  constructor(model, p, tokens, maxTokens) {
+    Object.assign(this, { model, p, tokens, maxTokens });
+    this.raw = "";
+    this.generated = 0;
+    this.hitLength = false;
+    this.aborted = false;
+    this.t0 = Date.now();
+    this.first = 0;
+    this.reused = 0;
+  }
+
+  /** Yields `{text}` and `{call}` events in order. */
+  async *events() {
+    const m = this.model;
+    const { slot, n } = m.slotFor(this.tokens);
+    const keep = Math.min(n, this.tokens.length - 1);
+    this.reused = keep;
+    if (keep < slot.seq.nextTokenIndex) {
+      await slot.seq.eraseContextTokenRanges([{ start: keep, end: slot.seq.nextTokenIndex }]);
+    }
+    const grammarEvaluationState = this.p.allowCalls
+      ? new LlamaGrammarEvaluationState({ model: m.model, grammar: await m.grammar(this.p.tools) })
+      : undefined;
+    const out = [];
+    let shown = 0; // characters of `this.raw` given out as text
+    let callsShown = 0;
+    let kind = this.p.allowCalls ? "unknown" : "text";
+    for await (const token of slot.seq.evaluate(this.tokens.slice(keep), {
+      temperature: this.p.temperature,
+      grammarEvaluationState,
+    })) {
+      if (!this.first) this.first = Date.now() - this.t0;
+      if (this.aborted) break;
+      if (m.model.isEogToken(token)) break;
+      out.push(token);
+      this.generated++;
+      this.raw = m.model.detokenize(out);
+      const stop = STOP_TEXT.map((s) => this.raw.indexOf(s)).filter((i) => i >= 0);
+      if (stop.length) this.raw = this.raw.slice(0, Math.min(...stop));
+      if (kind === "unknown" && this.raw) kind = this.raw.startsWith("<") ? "calls" : "text";
+      if (kind === "text") {
+        // Hold a possibly partial character, and a possible start of a stop text.
+        let end = this.raw.endsWith("\uFFFD") ? this.raw.length - 1 : this.raw.length;
+        end -= heldSuffix(this.raw.slice(0, end), STOP_TEXT);
+        if (end > shown) {
+          yield { text: this.raw.slice(shown, end) };
+          shown = end;
+        }
+      } else if (kind === "calls") {
+        const calls = parseAnswer(this.raw).calls || [];
+        for (; callsShown < calls.length; callsShown++) yield { call: calls[callsShown] };
+      }
+      if (stop.length) break;
+      if (this.generated >= this.maxTokens) {
+        this.hitLength = true;
+        break;
+      }
+    }
+    if (kind === "text" && this.raw.length > shown) yield { text: this.raw.slice(shown) };
+    this.calls = callsShown;
+    this.done();
+  }
+
+  done() {
+    const total = (Date.now() - this.t0) / 1000;
+    const gen = Math.max(total - this.first / 1000, 1e-6);
+    log(
+      `prompt ${this.tokens.length} tok (${this.reused} cached), tools ${this.p.tools.length}, ` +
+        `first token ${(this.first / 1000).toFixed(1)}s, ${this.generated} tok in ${total.toFixed(1)}s ` +
+        `(${(this.generated / gen).toFixed(1)} tok/s), ${this.calls} tool call(s)${this.aborted ? ", client went away" : ""}`,
+    );
+    if (args["dump-dir"]) {
+      mkdirSync(args["dump-dir"], { recursive: true });
+      const name = join(args["dump-dir"], `${new Date().toISOString().replace(/[:.]/g, "-")}-${process.pid}.json`);
+      writeFileSync(
+        name,
+        JSON.stringify({ tools: this.p.tools, messages: this.p.messages, prompt_tokens: this.tokens.length, raw: this.raw }, null, 1),
+      );
+    }
+  }
+}
+
+/** Length of the longest end of `s` that is a proper prefix of a marker. */
+function heldSuffix(s, markers) {
+  let best = 0;
+  for (const mk of markers) {
+    for (let n = Math.min(mk.length - 1, s.length); n > best; n--) {
+      if (s.endsWith(mk.slice(0, n))) {
+        best = n;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+function sendJson(res, status, body) {
+  const data = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(data) });
+  res.end(data);
+}
+
+async function readBody(req) {
+  const parts = [];
+  for await (const c of req) parts.push(c);
+  return Buffer.concat(parts).toString("utf8");
+}
+
+async function chat(model, req, res) {
+  let p;
+  try {
+    p = readRequest(JSON.parse((await readBody(req)) || "null"));
+  } catch (e) {
+    sendJson(res, 400, errorBody("invalid_request", e instanceof SyntaxError ? `invalid JSON: ${e.message}` : e.message));
+    return;
+  }
+  let gone = false;
+  res.on("close", () => {
+    gone = !res.writableFinished;
+  });
+  await model.exclusive(async () => {
+    if (gone) return;
+    let tokens;
+    try {
+      tokens = model.promptTokens(p);
+    } catch (e) {
+      sendJson(res, 400, errorBody("invalid_request", e.message));
+      return;
+    }
+    const room = model.nCtx - tokens.length;
+    if (room < 16) {
+      sendJson(res, 400, errorBody("context_length_exceeded", `the prompt is ${tokens.length} tokens; the window is ${model.nCtx}`));
+      return;
+    }
+    const answer = new Answer(model, p, tokens, Math.min(p.maxTokens || room, room));
+    res.on("close", () => {
+      if (!res.writableFinished) answer.aborted = true;
+    });
+    const created = Math.floor(Date.now() / 1000);
+    if (!p.stream) {
+      let text = "";
+      const calls = [];
+      for await (const e of answer.events()) {
+        if (e.call) calls.push(e.call);
+        else text += e.text;
+      }
+      const reason = finishReason(calls.length, answer.hitLength);
+      sendJson(res, 200, completion(args["model-alias"], created, text, calls, reason, tokens.length, answer.generated));
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "close" });
+    const send = (obj) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
+    const c = new Chunks(args["model-alias"], created);
+    send(c.role());
+    let calls = 0;
+    try {
+      for await (const e of answer.events()) {
+        if (e.call) send(c.toolCall(calls++, e.call));
+        else send(c.text(e.text));
+      }
+      send(c.finish(finishReason(calls, answer.hitLength)));
+      if (p.includeUsage) send(c.usage(tokens.length, answer.generated));
+      res.end("data: [DONE]\n\n");
+    } catch (e) {
+      // The stream is open: report in-band.
+      log(`generation failed: ${e.stack || e}`);
+      send(errorBody("model_error", String(e.message || e)));
+      res.end();
+    }
+  });
+}
+
+async function main() {
+  const model = new Model();
+  await model.load();
+  const server = createServer((req, res) => {
+    const path = (req.url || "").split("?")[0].replace(/\/+$/, "");
+    if (req.method === "GET" && (path === "/v1/models" || path === "/models")) {
+      sendJson(res, 200, { object: "list", data: [{ id: args["model-alias"], object: "model", owned_by: "local", created: 0 }] });
+    } else if (req.method === "POST" && (path === "/v1/chat/completions" || path === "/chat/completions")) {
+      chat(model, req, res).catch((e) => {
+        log(`request failed: ${e.stack || e}`);
+        if (!res.headersSent) sendJson(res, 500, errorBody("model_error", String(e.message || e)));
+        else res.end();
+      });
+    } else {
+      sendJson(res, 404, errorBody("not_found", `no route ${req.method} ${req.url}`));
+    }
+  });
+  server.keepAliveTimeout = 5000;
+  server.listen(Number(args.port), args.host, () => log(`serving http://${args.host}:${args.port}/v1 (model ${args["model-alias"]})`));
+}
+
+main().catch((e) => {
+  log(`fatal: ${e.stack || e}`);
+  process.exit(1);
+});

@@ -1,0 +1,141 @@
+//! The [`BudgetStore`] contract, written once and run against both
+//! implementations: the in-memory twin in `cargo test -p shared --lib`, the
+//! DynamoDB store against DynamoDB Local (`tests/tests/budgets.rs`, through
+//! [`crate::budget_store_contract`]). Times are given, so minutes and days
+//! pass without waiting.
+
+use super::{BudgetConfig, BudgetKind, BudgetStore, Refusal};
+use crate::ids::{TurnId, UserId};
+use crate::store::gate::fresh_user;
+
+/// 2025-11-26T10:00:00Z.
+pub const T0: i64 = 1_764_151_200_000;
+const HOUR: i64 = 3_600_000;
+
+fn limits(tokens: u64, tpm: u64, concurrent: u64, web: u64) -> BudgetConfig {
+    BudgetConfig { tokens_per_day: tokens, turns_per_minute: tpm, concurrent_turns: concurrent, web_calls_per_day: web }
+}
+
+fn over(r: Result<impl std::fmt::Debug, Refusal>) -> (BudgetKind, u64) {
+    match r {
+        Err(Refusal::Over(o)) => (o.budget, o.retry_after_secs),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+pub async fn concurrent_turns_are_slots_given_back(store: &dyn BudgetStore) {
+    let (u, l) = (fresh_user(), limits(0, 0, 2, 0));
+    let (a, b, c) = (TurnId::new(), TurnId::new(), TurnId::new());
+    store.admit(&u, &a, T0, T0 + HOUR, &l).await.unwrap();
+    store.admit(&u, &b, T0, T0 + HOUR, &l).await.unwrap();
+    assert_eq!(over(store.admit(&u, &c, T0, T0 + HOUR, &l).await).0, BudgetKind::ConcurrentTurns);
+    assert_eq!(store.usage(&u, T0, &l).await.unwrap().concurrent_turns, 2);
+    store.release(&u, &a, T0 + HOUR, 0, T0 + 1).await.unwrap();
+    store.admit(&u, &c, T0 + 2, T0 + HOUR, &l).await.expect("a slot was given back");
+    // Another user is not counted.
+    store.admit(&fresh_user(), &TurnId::new(), T0, T0 + HOUR, &l).await.unwrap();
+}
+
+pub async fn a_crashed_turns_slot_expires_with_its_invocation(store: &dyn BudgetStore) {
+    let (u, l) = (fresh_user(), limits(0, 0, 1, 0));
+    store.admit(&u, &TurnId::new(), T0, T0 + 1_000, &l).await.unwrap();
+    assert_eq!(over(store.admit(&u, &TurnId::new(), T0 + 500, T0 + HOUR, &l).await).0, BudgetKind::ConcurrentTurns);
+    // Never released: past its expiry, the slot is taken back.
+    store.admit(&u, &TurnId::new(), T0 + 1_001, T0 + HOUR, &l).await.expect("the expired slot was reclaimed");
+    assert_eq!(store.usage(&u, T0 + 1_002, &l).await.unwrap().concurrent_turns, 1);
+}
+
+pub async fn turns_per_minute_start_again_each_minute(store: &dyn BudgetStore) {
+    let (u, l) = (fresh_user(), limits(0, 2, 0, 0));
+    let t = T0 + 30_000;
+    for _ in 0..2 {
+        let turn = TurnId::new();
+        store.admit(&u, &turn, t, t + HOUR, &l).await.unwrap();
+        store.release(&u, &turn, t + HOUR, 0, t).await.unwrap();
+    }
+    let (kind, retry) = over(store.admit(&u, &TurnId::new(), t, t + HOUR, &l).await);
+    assert_eq!((kind, retry), (BudgetKind::TurnsPerMinute, 30), "until the next minute");
+    assert_eq!(store.usage(&u, t, &l).await.unwrap().turns_this_minute, 2, "the refusal was not counted");
+    store.admit(&u, &TurnId::new(), T0 + 60_000, T0 + HOUR, &l).await.expect("a new minute");
+}
+
+pub async fn a_refusal_counts_nothing(store: &dyn BudgetStore) {
+    let (u, l) = (fresh_user(), limits(0, 5, 1, 0));
+    store.admit(&u, &TurnId::new(), T0, T0 + HOUR, &l).await.unwrap();
+    for _ in 0..3 {
+        assert_eq!(over(store.admit(&u, &TurnId::new(), T0, T0 + HOUR, &l).await).0, BudgetKind::ConcurrentTurns);
+    }
+    let usage = store.usage(&u, T0, &l).await.unwrap();
+    assert_eq!((usage.turns_this_minute, usage.concurrent_turns), (1, 1), "{usage:?}");
+    let (u, l) = (fresh_user(), limits(0, 1, 3, 0));
+    store.admit(&u, &TurnId::new(), T0, T0 + HOUR, &l).await.unwrap();
+    assert_eq!(over(store.admit(&u, &TurnId::new(), T0, T0 + HOUR, &l).await).0, BudgetKind::TurnsPerMinute);
+    assert_eq!(store.usage(&u, T0, &l).await.unwrap().concurrent_turns, 1, "the slot was given back");
+}
+
+pub async fn tokens_are_counted_per_day(store: &dyn BudgetStore) {
+    let (u, l) = (fresh_user(), limits(1_000, 0, 0, 0));
+    let turn = TurnId::new();
+    let a = store.admit(&u, &turn, T0, T0 + HOUR, &l).await.unwrap();
+    assert_eq!(a.tokens_left, Some(1_000));
+    store.release(&u, &turn, T0 + HOUR, 600, T0 + 1).await.unwrap();
+    let turn = TurnId::new();
+    assert_eq!(store.admit(&u, &turn, T0 + 2, T0 + HOUR, &l).await.unwrap().tokens_left, Some(400));
+    store.release(&u, &turn, T0 + HOUR, 500, T0 + 3).await.unwrap();
+    let usage = store.usage(&u, T0 + 4, &l).await.unwrap();
+    assert_eq!((usage.tokens_today, usage.blocked_until_ms), (1_100, Some(usage.day_resets_at_ms)));
+    let (kind, retry) = over(store.admit(&u, &TurnId::new(), T0 + 4, T0 + HOUR, &l).await);
+    assert_eq!(kind, BudgetKind::TokensPerDay);
+    assert_eq!(retry, 14 * 3_600, "until UTC midnight");
+    // The next day starts from nothing.
+    let tomorrow = T0 + 14 * HOUR;
+    let turn = TurnId::new();
+    assert_eq!(store.admit(&u, &turn, tomorrow, tomorrow + HOUR, &l).await.unwrap().tokens_left, Some(1_000));
+    store.release(&u, &turn, tomorrow + HOUR, 10, tomorrow + 1).await.unwrap();
+    assert_eq!(store.usage(&u, tomorrow + 2, &l).await.unwrap().tokens_today, 10);
+}
+
+pub async fn web_calls_are_counted_per_day(store: &dyn BudgetStore) {
+    let (u, l) = (fresh_user(), limits(0, 0, 0, 2));
+    store.spend_web_call(&u, T0, &l).await.unwrap();
+    store.spend_web_call(&u, T0 + 1, &l).await.unwrap();
+    assert_eq!(over(store.spend_web_call(&u, T0 + 2, &l).await).0, BudgetKind::WebCallsPerDay);
+    assert_eq!(store.usage(&u, T0 + 3, &l).await.unwrap().web_calls_today, 2);
+    store.spend_web_call(&u, T0 + 14 * HOUR, &l).await.expect("a new day");
+    assert_eq!(store.usage(&u, T0 + 14 * HOUR, &l).await.unwrap().web_calls_today, 1);
+}
+
+pub async fn a_new_user_has_used_nothing(store: &dyn BudgetStore) {
+    let l = limits(1, 2, 3, 4);
+    let usage = store.usage(&UserId::parse("nobody-yet").unwrap(), T0, &l).await.unwrap();
+    assert_eq!(
+        (usage.tokens_today, usage.turns_this_minute, usage.concurrent_turns, usage.web_calls_today),
+        (0, 0, 0, 0)
+    );
+    assert_eq!((usage.tokens_per_day, usage.concurrent_limit, usage.blocked_until_ms), (1, 3, None));
+    assert_eq!(usage.day, "2025-11-26");
+}
+
+/// The contract as `#[tokio::test]`s over `$setup().await` (a fresh store).
+#[macro_export]
+macro_rules! budget_store_contract {
+    ($setup:path) => {
+        $crate::budget_store_contract!(@each $setup,
+            concurrent_turns_are_slots_given_back,
+            a_crashed_turns_slot_expires_with_its_invocation,
+            turns_per_minute_start_again_each_minute,
+            a_refusal_counts_nothing,
+            tokens_are_counted_per_day,
+            web_calls_are_counted_per_day,
+            a_new_user_has_used_nothing);
+    };
+    (@each $setup:path, $($name:ident),*) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let store = $setup().await;
+                $crate::budget::contract::$name(&store).await;
+            }
+        )*
+    };
+}

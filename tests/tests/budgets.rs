@@ -1,0 +1,206 @@
+//! Per-user budgets (issue 30) against DynamoDB Local: the store's contract,
+//! and each budget through the stream function's real handler — a spent one
+//! is HTTP 429 with `Retry-After` and a JSON body before anything streams
+//! (on `/` and on `/chat`), nothing of the refused turn is stored; tokens
+//! that run out mid-turn end it `error quota_exceeded` then `done` with the
+//! partial answer kept; 20 simultaneous turns admit exactly the concurrent
+//! limit; `GET /me/usage` says what was used.
+
+use serde_json::{json, Value};
+use shared::budget::DynamoBudgetStore;
+use shared::config::BudgetConfig;
+use shared::edge::stream::handle_stream;
+use shared::ids::UserId;
+use shared::session::store::Sessions;
+use shared::sse::StreamEvent;
+use std::time::Duration;
+use tests::{dynamo_client, fresh_table, token, Reply, Step, TestApp, Turn};
+
+mod contract {
+    use super::*;
+
+    async fn store() -> DynamoBudgetStore {
+        let client = dynamo_client().await;
+        let table = fresh_table(&client).await;
+        DynamoBudgetStore::new(client, table)
+    }
+
+    shared::budget_store_contract!(store);
+}
+
+fn limits(tokens: u64, tpm: u64, concurrent: u64) -> BudgetConfig {
+    BudgetConfig { tokens_per_day: tokens, turns_per_minute: tpm, concurrent_turns: concurrent, web_calls_per_day: 0 }
+}
+
+async fn app(l: BudgetConfig) -> TestApp {
+    TestApp::with_config(|c| c.budgets = l).await
+}
+
+/// A plain request through the handler: status, headers, body.
+async fn call(
+    t: &TestApp,
+    user: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, http::HeaderMap, Vec<u8>) {
+    use http_body_util::BodyExt;
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("authorization", format!("Bearer {}", token(user)))
+        .header("content-type", "application/json")
+        .body(lambda_http::Body::Binary(body.map(|b| serde_json::to_vec(&b).unwrap()).unwrap_or_default()))
+        .unwrap();
+    let resp = handle_stream(&t.app, lambda_http::Request::from(req)).await;
+    let (parts, mut body) = resp.into_parts();
+    let mut out = Vec::new();
+    let read = async {
+        while let Some(f) = body.frame().await {
+            out.extend_from_slice(&f.unwrap().into_data().unwrap_or_default());
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read).await.expect("the body ended in 30 s");
+    (parts.status.as_u16(), parts.headers, out)
+}
+
+fn assert_429(status: u16, headers: &http::HeaderMap, body: &[u8], budget: &str) -> u64 {
+    assert_eq!(status, 429, "{}", String::from_utf8_lossy(body));
+    assert_eq!(headers["content-type"], "application/json");
+    let json: Value = serde_json::from_slice(body).expect("a JSON body");
+    assert_eq!(json["error"]["code"], "quota_exceeded", "{json}");
+    assert!(json["error"]["message"].as_str().unwrap().contains(budget), "{json}");
+    let retry: u64 = headers["retry-after"].to_str().unwrap().parse().expect("Retry-After in seconds");
+    assert!(retry >= 1, "{retry}");
+    retry
+}
+
+async fn messages(t: &TestApp, user: &str, sid: &str) -> Vec<shared::message::StoredMessage> {
+    use shared::session::store::{MessagesFrom, SessionLog};
+    let (user, sid) = (UserId::parse(user).unwrap(), shared::ids::SessionId::parse(sid).unwrap());
+    t.store().messages_page(&user, &sid, MessagesFrom::Before(None), 50).await.unwrap()
+}
+
+async fn usage(t: &TestApp, user: &str) -> Value {
+    let (status, _, body) = call(t, user, "GET", "/me/usage", None).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).unwrap()
+}
+
+#[tokio::test]
+async fn turns_per_minute_refuse_with_429_before_anything_streams_on_both_routes() {
+    let t = app(limits(0, 2, 0)).await;
+    t.llm.set_default(Reply::text(&["fine"]));
+    let first = t.turn("alice", json!({"message": "one"})).await;
+    assert_eq!(first.error_code(), None, "{:?}", first.events);
+    let sid = first.session_id();
+    let second = t.turn("alice", json!({"message": "two", "session_id": sid})).await;
+    assert_eq!(second.error_code(), None);
+    let requests = t.llm.request_count();
+    // The third this minute, on an existing session and on a new one.
+    let (s, h, b) = call(&t, "alice", "POST", "/", Some(json!({"message": "three", "session_id": sid}))).await;
+    let retry = assert_429(s, &h, &b, "turns_per_minute");
+    assert!(retry <= 60, "until the next minute: {retry}");
+    let (s, h, b) = call(&t, "alice", "POST", "/", Some(json!({"message": "new"}))).await;
+    assert_429(s, &h, &b, "turns_per_minute");
+    let chat = json!({"id": "chat-budget-1", "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+        "trigger": "submit-message"});
+    let (s, h, b) = call(&t, "alice", "POST", "/chat", Some(chat)).await;
+    assert_429(s, &h, &b, "turns_per_minute");
+    // Nothing of the refused turns was stored, and their existing session is free.
+    let page = messages(&t, "alice", &sid).await;
+    assert_eq!(page.len(), 4, "two turns, nothing of the refused one");
+    let sessions = t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap();
+    assert_eq!(sessions.sessions.len(), 1, "the refused new session was not opened");
+    assert!(t.llm.request_count() <= requests + 2, "a refused new session's model call is dropped at once");
+    let u = usage(&t, "alice").await;
+    assert_eq!((u["turns_this_minute"].as_u64(), u["turns_per_minute"].as_u64()), (Some(2), Some(2)), "{u}");
+    assert!(u["blocked_until_ms"].as_i64().is_some(), "{u}");
+    // Another user is not limited by alice's minute.
+    assert_eq!(t.turn("bob", json!({"message": "hi"})).await.error_code(), None);
+}
+
+#[tokio::test]
+async fn tokens_running_out_mid_turn_end_it_quota_exceeded_and_keep_the_partial_answer() {
+    let t = app(limits(120, 0, 0)).await;
+    // A first turn spends 10 tokens; the second is told what is left.
+    t.llm.push(Reply::Stream(vec![
+        Step::Text("hi".into()),
+        Step::Usage { prompt: 8, completion: 2 },
+        Step::Finish("stop".into()),
+        Step::Done,
+    ]));
+    let sid = t.turn("carol", json!({"message": "hello"})).await.session_id();
+    t.llm.push(Reply::Stream(vec![
+        Step::Text("Half of".into()),
+        Step::Text(" an answer".into()),
+        Step::Usage { prompt: 70, completion: 40 },
+        Step::Finish("length".into()),
+        Step::Done,
+    ]));
+    let turn = t.turn("carol", json!({"message": "a long question", "session_id": sid})).await;
+    let kinds = turn.kinds();
+    assert_eq!(&kinds[kinds.len() - 2..], &["error", "done"], "{kinds:?}");
+    assert_eq!(turn.error_code().as_deref(), Some("quota_exceeded"));
+    assert_eq!(turn.text(), "Half of an answer");
+    let request = &t.llm.requests()[1];
+    assert_eq!(request["max_tokens"], 110, "the request was capped at the tokens left");
+    // The partial answer is in the log.
+    let page = messages(&t, "carol", &sid).await;
+    let last = page.last().expect("messages");
+    assert_eq!(last.content.as_deref(), Some("Half of an answer"), "{last:?}");
+    // The day's tokens are spent: the next turn is refused until midnight UTC.
+    let u = usage(&t, "carol").await;
+    assert_eq!(u["tokens_today"], 120, "{u}");
+    let (s, h, b) = call(&t, "carol", "POST", "/", Some(json!({"message": "more", "session_id": sid}))).await;
+    let retry = assert_429(s, &h, &b, "tokens_per_day");
+    let to_midnight = (shared::budget::next_day_ms(shared::now_ms()) - shared::now_ms()) / 1000;
+    assert!(retry.abs_diff(to_midnight as u64) <= 2, "{retry} vs {to_midnight}");
+}
+
+#[tokio::test]
+async fn twenty_simultaneous_turns_admit_exactly_the_concurrent_limit() {
+    let t = app(limits(0, 100, 3)).await;
+    // Slow answers: every admitted turn is still running when the last request arrives.
+    t.llm.set_default(Reply::paced(&["a", "b", "c", "d"], Duration::from_millis(400)));
+    let answers = futures::future::join_all(
+        (0..20).map(|i| call(&t, "dave", "POST", "/", Some(json!({"message": format!("turn {i}")})))),
+    )
+    .await;
+    let (ok, refused): (Vec<_>, Vec<_>) = answers.iter().partition(|(s, _, _)| *s == 200);
+    assert_eq!(ok.len(), 3, "statuses: {:?}", answers.iter().map(|a| a.0).collect::<Vec<_>>());
+    for (s, h, b) in &refused {
+        assert_429(*s, h, b, "concurrent_turns");
+    }
+    for (_, _, body) in &ok {
+        assert!(String::from_utf8_lossy(body).contains("event: done"), "the admitted turns ran to the end");
+    }
+    // Their slots were given back: the next turn is admitted.
+    let u = usage(&t, "dave").await;
+    assert_eq!(u["concurrent_turns"], 0, "{u}");
+    assert_eq!(u["turns_this_minute"], 3, "refusals are not counted: {u}");
+    let after = t.turn("dave", json!({"message": "again"})).await;
+    assert_eq!(after.error_code(), None, "{:?}", after.events);
+}
+
+#[tokio::test]
+async fn usage_lists_every_budget_and_counts_a_turns_tokens() {
+    let t = app(BudgetConfig { web_calls_per_day: 7, ..limits(1_000, 5, 2) }).await;
+    t.llm.push(Reply::Stream(vec![
+        Step::Text("ok".into()),
+        Step::Usage { prompt: 30, completion: 2 },
+        Step::Finish("stop".into()),
+        Step::Done,
+    ]));
+    let before = usage(&t, "erin").await;
+    assert_eq!(before["tokens_today"], 0);
+    let turn: Turn = t.turn("erin", json!({"message": "hi"})).await;
+    assert!(matches!(turn.events.last(), Some(StreamEvent::Done { .. })));
+    let u = usage(&t, "erin").await;
+    assert_eq!(u["tokens_today"], 32, "{u}");
+    assert_eq!(u["turns_this_minute"], 1, "{u}");
+    assert_eq!(u["concurrent_turns"], 0, "{u}");
+    assert_eq!((u["tokens_per_day"].as_u64(), u["turns_per_minute"].as_u64()), (Some(1_000), Some(5)));
+    assert_eq!((u["concurrent_limit"].as_u64(), u["web_calls_per_day"].as_u64()), (Some(2), Some(7)));
+    assert!(u["blocked_until_ms"].is_null(), "{u}");
+}
