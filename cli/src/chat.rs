@@ -67,6 +67,8 @@ pub struct Outcome {
     pub usage: Option<Usage>,
     /// What the turn's `entity_patch`es touched.
     pub touched: Touched,
+    /// Calls that wait for the user's yes: (approval id, the operation in words).
+    pub asked: Vec<(String, String)>,
 }
 
 /// Folds one frame into the outcome: the event it carries (`None` when the
@@ -97,6 +99,9 @@ fn observe(
         }
         StreamEvent::Session { session } => out.session_id = Some(session.id.to_string()),
         StreamEvent::EntityPatch { patch } => out.touched.observe(patch),
+        StreamEvent::ApprovalRequired { approval_id, summary, .. } => {
+            out.asked.push((approval_id.clone(), summary.clone()))
+        }
         StreamEvent::Error { .. } => out.saw_error = true,
         StreamEvent::Done { session_id, usage, .. } => {
             out.saw_done = true;
@@ -137,7 +142,32 @@ impl Chat {
     /// shows as no `done`.
     async fn turn(&mut self, message: &str, session: Option<&str>) -> Result<Outcome, String> {
         let body = self.scope.request(message, session, self.run_id.as_deref());
-        let mut req = self.http.post(&self.conn.url).header("accept", "text/event-stream").json(&body);
+        let body = serde_json::to_value(&body).map_err(|e| e.to_string())?;
+        let mut out = self.stream(&self.conn.url.clone(), &body).await?;
+        // Calls that wait for a yes: asked here, y/N each, answered in one
+        // request, which the server continues as a turn.
+        while let (false, Some(sid)) = (out.asked.is_empty(), out.session_id.clone()) {
+            let answers: Vec<serde_json::Value> = out
+                .asked
+                .iter()
+                .map(|(id, summary)| {
+                    let yes = ask_yes_no(&format!("{summary}? [y/N] "));
+                    let reason = (!yes).then_some("the user said no");
+                    serde_json::json!({"approval_id": id, "approved": yes, "reason": reason})
+                })
+                .collect();
+            let (first, more) = answers.split_first().expect("one asked at least");
+            let body = serde_json::json!({"approved": first["approved"], "reason": first["reason"], "more": more});
+            let path = format!("sessions/{sid}/approvals/{}", first["approval_id"].as_str().unwrap_or(""));
+            let url = crate::sessions::url(&self.conn.url, &path);
+            out = self.stream(&url, &body).await?;
+        }
+        Ok(out)
+    }
+
+    /// POSTs `body` to `url` and prints the turn it streams.
+    async fn stream(&mut self, url: &str, body: &serde_json::Value) -> Result<Outcome, String> {
+        let mut req = self.http.post(url).header("accept", "text/event-stream").json(body);
         if let Some(t) = &self.conn.token {
             req = req.bearer_auth(t);
         }
@@ -506,6 +536,15 @@ pub async fn prewarm(conn: &Conn, scope: &ScopeArgs, session: Option<&str>) -> u
             1
         }
     }
+}
+
+/// Asks `question` on stderr and reads the answer from stdin: yes only for
+/// `y` or `yes` (any case); no at the end of input.
+fn ask_yes_no(question: &str) -> bool {
+    eprint!("{question}");
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
 #[cfg(test)]

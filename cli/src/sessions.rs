@@ -3,7 +3,7 @@
 
 use shared::session::api::{MessagesPage, SessionList, StopAnswer};
 
-fn url(base: &str, rest: &str) -> String {
+pub fn url(base: &str, rest: &str) -> String {
     format!("{}/{rest}", base.trim_end_matches('/'))
 }
 

@@ -223,3 +223,62 @@ async fn raw_prints_the_event_stream_and_prewarm_warms_a_scope() {
     assert!(out.status.success());
     assert_eq!(stdout, "(no projects yet)\n");
 }
+
+/// A task of `dev-user` in `project`: its id.
+async fn task(f: &FunctionUrls, project: &str, title: &str) -> String {
+    let created: Value = reqwest::Client::new()
+        .post(format!("{}projects/{project}/tasks", f.url("entities")))
+        .bearer_auth(tests::token("dev-user"))
+        .json(&json!({"title": title}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    created["data"]["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_waits_is_asked_y_n_and_the_answers_go_on_as_a_turn() {
+    let f = FunctionUrls::start().await;
+    let created = reqwest::Client::new()
+        .post(format!("{}projects", f.url("entities")))
+        .bearer_auth(tests::token("dev-user"))
+        .json(&json!({"name": "Launch"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let project = projects(&f, "dev-user").await[0]["id"].as_str().unwrap().to_string();
+    let (a, b) = (task(&f, &project, "Old draft A").await, task(&f, &project, "Old draft B").await);
+    let del = |id: &str| ("delete_entity", json!({"kind": "task", "id": id}));
+    f.t.llm.push(Reply::tool_calls(&[del(&a), del(&b)]));
+    f.t.llm.push(Reply::text(&["Deleted one, kept one."]));
+
+    // y for the first, N (the default) for the second.
+    let (out, stdout) = cli(&f, &["chat", "--project", "launch", "Remove the old drafts"], "y\n\n").await;
+    assert!(out.status.success(), "{stdout}\n{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("Delete the task \"Old draft A\"? [y/N]"), "{err}");
+    assert!(stdout.lines().any(|l| l.starts_with("? approve: Delete the task")), "{stdout}");
+    assert!(stdout.contains("Deleted one, kept one."), "{stdout}");
+    let entities = f.url("entities");
+    let status = |id: String| {
+        let url = format!("{entities}projects/{project}/tasks/{id}");
+        async move {
+            reqwest::Client::new()
+                .get(url)
+                .bearer_auth(tests::token("dev-user"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(status(a).await, 404, "approved: deleted");
+    assert_eq!(status(b).await, 200, "denied: kept");
+    let last = f.t.llm.requests().last().cloned().unwrap();
+    assert!(last.to_string().contains("denied by the user: the user said no"), "{last}");
+}

@@ -96,7 +96,24 @@ async fn another_users_event_id_in_a_tool_call_is_not_found_and_untouched() {
     let ev = cal.create(&alice, &new).await.unwrap().event.unwrap();
     t.llm.push(Reply::tool_calls(&[("delete_calendar_event", json!({"event_id": ev.id.to_string()}))]));
     t.llm.push(Reply::text(&["I could not."]));
-    let turn = t.turn("mallory", json!({"message": "delete it", "context_type": "calendar"})).await;
+    let asked = t.turn("mallory", json!({"message": "delete it", "context_type": "calendar"})).await;
+    // A delete waits for the user's yes (docs/chat-protocol.md#approvals): mallory gives it.
+    let approval = asked
+        .events
+        .iter()
+        .find_map(|e| match e {
+            StreamEvent::ApprovalRequired { approval_id, .. } => Some(approval_id.clone()),
+            _ => None,
+        })
+        .expect("the delete waits for approval");
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("/sessions/{}/approvals/{approval}", asked.session_id()))
+        .header("authorization", format!("Bearer {}", tests::token("mallory")))
+        .body(lambda_http::Body::from(json!({"approved": true}).to_string()))
+        .unwrap();
+    let turn =
+        tests::Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
     let result = turn.events.iter().find_map(|e| match e {
         StreamEvent::ToolResult { ok, preview, .. } => Some((*ok, preview.clone())),
         _ => None,

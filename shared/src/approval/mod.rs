@@ -57,6 +57,10 @@ pub struct ApprovalBody {
     /// Why, in the user's words (a denial's reason reaches the model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Answers to the round's other waiting calls, in the same request (a
+    /// waiting call the request leaves unanswered does not run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<ApprovalAnswer>,
 }
 
 /// Why an answer was refused (nothing ran).

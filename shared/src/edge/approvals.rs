@@ -66,7 +66,8 @@ async fn answer(
     let body: ApprovalBody =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("invalid_json", e.to_string()))?;
     let reason = body.reason.map(|r| r.chars().take(1_000).collect());
-    let answers = vec![ApprovalAnswer { approval_id, approved: body.approved, reason }];
+    let mut answers = vec![ApprovalAnswer { approval_id, approved: body.approved, reason }];
+    answers.extend(body.more);
     precheck(&app, &user, &sid, &answers).await?;
     let turn = ValidTurn::answering(sid, answers);
     Ok(stream_turn(&app, user, turn, TurnId::new(), WireFormat::Native, deadline, started).await)

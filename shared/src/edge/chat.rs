@@ -23,7 +23,11 @@ pub fn routes() -> OpenApiRouter<StreamApp> {
     request_body(content = serde_json::Value, description = "`{id, messages, trigger, messageId}` and the native request's extras"),
     responses((status = 200, content_type = "text/event-stream", description = "The UI message stream (`x-vercel-ai-ui-message-stream: v1`)"),
         (status = 400, body = ErrorBody, description = "`invalid_json`, `missing_chat_id`, `unknown_trigger`, `missing_message`, …"),
-        (status = 401, body = ErrorBody), (status = 413, body = ErrorBody, description = "`message_too_large`"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "An answered approval: `approval_not_found`, `session_not_found`"),
+        (status = 409, body = ErrorBody, description = "An answered approval: `approval_used`"),
+        (status = 410, body = ErrorBody, description = "An answered approval: `approval_expired`"),
+        (status = 413, body = ErrorBody, description = "`message_too_large`"),
         (status = 429, body = ErrorBody, description = "`quota_exceeded`, with `Retry-After`"),
         (status = 503, body = ErrorBody)))]
 async fn post_chat(
