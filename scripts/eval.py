@@ -88,11 +88,28 @@ class User:
 
     def turn(self, run: Run, body: Dict[str, Any], on_event: Optional[Callable[[str, Dict], None]] = None) -> "Turn":
         run.turns += 1
-        req = urllib.request.Request(self.stack.base + "/lambda-url/stream/", data=json.dumps(body).encode(),
-                                     method="POST", headers={"authorization": f"Bearer {self.token}",
-                                                             "content-type": "application/json"})
         t0 = time.monotonic()
         turn = Turn()
+        self._stream(run, turn, "/lambda-url/stream/", body, t0, on_event)
+        # A call that waits for the user's yes (deletes, several updates):
+        # the eval's user says yes to all of them, as a user asking for it would,
+        # and the answering turn's events belong to the same turn.
+        for _ in range(3):
+            waiting = [ev["approval_id"] for ev in turn.events if ev.get("type") == "approval_required"
+                       and ev["approval_id"] not in turn.answered]
+            if not waiting or not turn.session_id:
+                break
+            turn.answered.update(waiting)
+            answer = {"approved": True, "more": [{"approval_id": a, "approved": True} for a in waiting[1:]]}
+            path = f"/lambda-url/stream/sessions/{turn.session_id}/approvals/{waiting[0]}"
+            self._stream(run, turn, path, answer, t0, on_event)
+        return turn
+
+    def _stream(self, run: Run, turn: "Turn", path: str, body: Dict[str, Any], t0: float,
+                on_event: Optional[Callable[[str, Dict], None]]) -> None:
+        req = urllib.request.Request(self.stack.base + path, data=json.dumps(body).encode(),
+                                     method="POST", headers={"authorization": f"Bearer {self.token}",
+                                                             "content-type": "application/json"})
         with urllib.request.urlopen(req, timeout=1800) as r:
             name = ""
             for raw in r:
@@ -104,7 +121,6 @@ class User:
                     turn.add(name or ev.get("type", ""), ev, time.monotonic() - t0, run)
                     if on_event:
                         on_event(name, ev)
-        return turn
 
 
 class Turn:
@@ -112,6 +128,7 @@ class Turn:
         self.events: List[Dict[str, Any]] = []
         self.text = ""
         self.session_id = ""
+        self.answered: set = set()
 
     def add(self, name: str, ev: Dict[str, Any], t: float, run: Run) -> None:
         self.events.append(ev)
