@@ -7,7 +7,7 @@
 //! Every call runs inside a `tracing` span named `ddb.<operation>`.
 
 use super::attr::{backend, s, Item};
-use super::keys::GSI1;
+use super::keys::{GSI1, GSI2};
 use super::StoreError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
@@ -44,23 +44,28 @@ impl DynamoStore {
         HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(sk))])
     }
 
+    /// The key (`pk`, `sk`) of an item or index entry.
+    pub(crate) fn key_of(item: &Item) -> Item {
+        item.iter().filter(|(k, _)| *k == "pk" || *k == "sk").map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
     /// Creates the table with the key scheme's attributes and index, if missing.
     /// Used by tests and the local stack; the SAM template declares the same.
     pub async fn create_table_if_missing(client: &Client, table: &str) -> Result<(), StoreError> {
         match client.describe_table().table_name(table).send().await {
-            Ok(_) => return Ok(()),
+            Ok(out) => {
+                let indexes = out.table().map(|t| t.global_secondary_indexes()).unwrap_or_default();
+                if indexes.iter().any(|i| i.index_name() == Some(GSI2)) {
+                    return Ok(());
+                }
+                // A table made before the sessions had their own index (a
+                // local stack's kept data): add it and move the sessions in.
+                return add_sessions_index(client, table).await;
+            }
             Err(e) if e.as_service_error().map(|e| e.is_resource_not_found_exception()).unwrap_or(false) => {}
             Err(e) => return Err(backend(e)),
         }
-        let attr = |n: &str| {
-            AttributeDefinition::builder()
-                .attribute_name(n)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .expect("complete")
-        };
-        let key =
-            |n: &str, t: KeyType| KeySchemaElement::builder().attribute_name(n).key_type(t).build().expect("complete");
+        let (attr, key) = (string_attr, index_key);
         let res = client
             .create_table()
             .table_name(table)
@@ -69,6 +74,8 @@ impl DynamoStore {
             .attribute_definitions(attr("sk"))
             .attribute_definitions(attr("gsi1pk"))
             .attribute_definitions(attr("gsi1sk"))
+            .attribute_definitions(attr("gsi2pk"))
+            .attribute_definitions(attr("gsi2sk"))
             .key_schema(key("pk", KeyType::Hash))
             .key_schema(key("sk", KeyType::Range))
             .global_secondary_indexes(
@@ -80,6 +87,7 @@ impl DynamoStore {
                     .build()
                     .expect("complete"),
             )
+            .global_secondary_indexes(sessions_index())
             .send()
             .await;
         match res {
@@ -88,6 +96,68 @@ impl DynamoStore {
             Err(e) => Err(backend(e)),
         }
     }
+}
+
+fn index_key(n: &str, t: KeyType) -> KeySchemaElement {
+    KeySchemaElement::builder().attribute_name(n).key_type(t).build().expect("complete")
+}
+
+fn string_attr(n: &str) -> AttributeDefinition {
+    AttributeDefinition::builder().attribute_name(n).attribute_type(ScalarAttributeType::S).build().expect("complete")
+}
+
+/// [`GSI2`]: the sessions by last activity, keys only.
+fn sessions_index() -> GlobalSecondaryIndex {
+    GlobalSecondaryIndex::builder()
+        .index_name(GSI2)
+        .key_schema(index_key("gsi2pk", KeyType::Hash))
+        .key_schema(index_key("gsi2sk", KeyType::Range))
+        .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
+        .build()
+        .expect("complete")
+}
+
+/// Adds [`GSI2`] to a table made without it and moves each session's listing
+/// keys from `gsi1` to it (a scan: for local tables, never on AWS, where the
+/// template declares the index).
+async fn add_sessions_index(client: &Client, table: &str) -> Result<(), StoreError> {
+    use aws_sdk_dynamodb::types::{CreateGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate};
+    let idx = sessions_index();
+    let create = CreateGlobalSecondaryIndexAction::builder()
+        .index_name(GSI2)
+        .set_key_schema(Some(idx.key_schema().to_vec()))
+        .set_projection(idx.projection().cloned())
+        .build()
+        .expect("complete");
+    client
+        .update_table()
+        .table_name(table)
+        .attribute_definitions(string_attr("gsi2pk"))
+        .attribute_definitions(string_attr("gsi2sk"))
+        .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(create).build())
+        .send()
+        .await
+        .map_err(backend)?;
+    let mut pages = client
+        .scan()
+        .table_name(table)
+        .filter_expression("kind = :k AND attribute_exists(gsi1pk)")
+        .expression_attribute_values(":k", s("session"))
+        .into_paginator()
+        .items()
+        .send();
+    while let Some(item) = pages.next().await {
+        let item = item.map_err(backend)?;
+        client
+            .update_item()
+            .table_name(table)
+            .set_key(Some(DynamoStore::key_of(&item)))
+            .update_expression("SET gsi2pk = gsi1pk, gsi2sk = gsi1sk REMOVE gsi1pk, gsi1sk")
+            .send()
+            .await
+            .map_err(backend)?;
+    }
+    Ok(())
 }
 
 /// Bytes of text per chunk item (tool outputs, message bodies), well under the
@@ -196,6 +266,50 @@ impl DynamoStore {
             .buffer_unordered(CHUNK_WRITES_IN_FLIGHT)
             .try_collect()
             .await
+    }
+
+    /// The items at `keys` (consistent reads, at most 100 keys), in the
+    /// order of `keys`; a key with no item is left out. `projection` (with
+    /// `#st` standing for `status`) narrows what is read.
+    pub(crate) async fn batch_get(&self, keys: Vec<Item>, projection: Option<&str>) -> Result<Vec<Item>, StoreError> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let wanted = keys.clone();
+        let mut found: Vec<Item> = Vec::with_capacity(keys.len());
+        let mut pending = keys;
+        let mut delay = std::time::Duration::from_millis(20);
+        for _ in 0..8 {
+            if pending.is_empty() {
+                break;
+            }
+            let mut ka = KeysAndAttributes::builder().set_keys(Some(pending)).consistent_read(true);
+            if let Some(p) = projection {
+                ka = ka.projection_expression(format!("pk, sk, {p}"));
+                if p.contains("#st") {
+                    ka = ka.expression_attribute_names("#st", "status");
+                }
+            }
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(self.table.clone(), ka.build().map_err(|e| StoreError::Backend(e.to_string()))?)
+                .send()
+                .instrument(tracing::debug_span!("ddb.batch_get_item"))
+                .await
+                .map_err(backend)?;
+            found.extend(out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default());
+            pending = out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)).map(|k| k.keys).unwrap_or_default();
+            if !pending.is_empty() {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+        }
+        if !pending.is_empty() {
+            return Err(StoreError::Backend("batch_get_item: keys left unprocessed".into()));
+        }
+        let at = |i: &Item, k: &str| i.get(k).and_then(|v| v.as_s().ok()).cloned();
+        let mut by_key: HashMap<(Option<String>, Option<String>), Item> =
+            found.into_iter().map(|i| ((at(&i, "pk"), at(&i, "sk")), i)).collect();
+        Ok(wanted.iter().filter_map(|k| by_key.remove(&(at(k, "pk"), at(k, "sk")))).collect())
     }
 
     /// Deletes the given items by key, best effort (a failure is logged).

@@ -8,6 +8,11 @@ pub const MSG_PREFIX: &str = "MSG#";
 /// Upper bound of the message range: `$` is the byte after `#`.
 pub const MSG_END: &str = "MSG$";
 pub const GSI1: &str = "gsi1";
+/// The sessions' own index, keys only: a session item is updated several
+/// times a turn, and an index that projects every attribute pays a second
+/// write for each of them; this one is written only when `gsi2sk` moves (once
+/// a turn, at its lease). Listings read the items by key (docs/cost.md).
+pub const GSI2: &str = "gsi2";
 
 pub fn session_pk(user: &UserId, session: &SessionId) -> String {
     format!("U#{user}#S#{session}")

@@ -10,9 +10,9 @@
 //! address its own user's items: another user's session id is not "forbidden",
 //! it is simply not there.
 //!
-//! | item | `pk` | `sk` | GSI1 `gsi1pk` / `gsi1sk` |
+//! | item | `pk` | `sk` | GSI1 `gsi1pk` / `gsi1sk` (GSI2 `gsi2pk` / `gsi2sk`: sessions, keys only) |
 //! |---|---|---|---|
-//! | session | `U#<user>#S#<session>` | `SESSION` | `U#<user>#SESSIONS` / `<last_activity_ms, 13 digits>#<session>` |
+//! | session | `U#<user>#S#<session>` | `SESSION` | GSI2: `U#<user>#SESSIONS` / `<last_activity_ms, 13 digits>#<session>` (moved when a turn takes the lease) |
 //! | message | `U#<user>#S#<session>` | `MSG#<seq, 10 digits>` | — |
 //! | message body chunk (a message whose JSON is over 300 000 bytes; ≤ 300 000 bytes each) | `U#<user>#S#<session>` | `BODY#<seq, 10 digits>#<message id>#<chunk, 4 digits>` | — |
 //! | tool output chunk (≤ 300 000 bytes each) | `U#<user>#S#<session>` | `OUT#<base64url call id>#<chunk, 4 digits>` | — |
@@ -33,17 +33,17 @@
 //! | a session by id | `GetItem pk, sk=SESSION` (consistent) |
 //! | open a session with its first turn (leased) | `TransactWriteItems`: put session (must not exist; `message_count` 1) + put run claim (must not exist) + put turn record + put user message; a failed condition is read as for "create a session" |
 //! | create a session (leased) and claim its first turn's run | `TransactWriteItems`: put session (must not exist) + put run claim (must not exist); on a failed condition one read of each tells our own lost-answer retry (success) from another turn's claim (`DuplicateRun`) |
-//! | take the turn lease (and read the session) | `UpdateItem pk, sk=SESSION`, condition: exists, active, lease free, expired or already ours; `ReturnValues=ALL_NEW` |
+//! | take the turn lease (and read the session; the session's last activity and `gsi2sk` move here, its one index write per turn) | `UpdateItem pk, sk=SESSION`, condition: exists, active, lease free, expired or already ours; `ReturnValues=ALL_NEW` |
 //! | renew the lease | `UpdateItem sk=SESSION SET lease_until`, condition: ours, not deleting |
 //! | last N messages, newest first | `Query pk=:pk AND sk BETWEEN "MSG#" AND "MSG$"`, `ScanIndexForward=false`, `Limit=N`; then, per chunked message only, `Query pk AND sk BETWEEN BODY#<seq>#<id>#0000 AND …#<n-1>` |
 //! | a turn's read of its log: the current summary, the agent state and the last N messages | `Query pk=:pk AND sk BETWEEN "MSG#" AND "MSG~~"`, `ScanIndexForward=false`, `Limit=N+2` (the summary and the agent state sort right after the messages); chunked bodies as above |
 //! | has this `stream_run_id` been seen in this session | `GetItem pk, sk=TURN#<run>` (consistent) |
 //! | who used this `stream_run_id`, in any session of the user | `GetItem pk=U#<user>#RUN#<run>, sk=RUN` (consistent) |
-//! | a user's sessions, most recently active first (one page) | `Query GSI1 gsi1pk=U#<user>#SESSIONS`, `ScanIndexForward=false`, `Limit`, `ExclusiveStartKey` from the cursor |
+//! | a user's sessions, most recently active first (one page) | `Query GSI2 gsi2pk=U#<user>#SESSIONS` (keys), `ScanIndexForward=false`, `Limit`, `ExclusiveStartKey` from the cursor; then `BatchGetItem` of those session items (consistent) |
 //! | a page of messages before / after a seq | `Query pk AND sk BETWEEN MSG#… AND MSG#<before-1>` descending / `MSG#<after+1> AND MSG$` ascending |
 //! | stop the running turn | `UpdateItem sk=SESSION SET stop_turn = lease_turn`, condition: a live lease (and its turn, when a run id is named) |
 //! | has my turn been stopped (polled by the turn, not per token) | `GetItem sk=SESSION`, projection `stop_turn, lease_turn` (consistent) |
-//! | delete a session | `UpdateItem status=deleting REMOVE gsi1pk, gsi1sk` (gone from lists and reads at once; every later turn write fails), then consistent `Query pk` pages + `BatchWriteItem` deletes of 25, then the session item last; a retried DELETE resumes, also when the session item is already gone (`NotFound` only for an empty partition); the run claims of its turns stay until their TTL |
+//! | delete a session | `UpdateItem status=deleting REMOVE gsi2pk, gsi2sk` (gone from lists and reads at once; every later turn write fails), then consistent `Query pk` pages + `BatchWriteItem` deletes of 25, then the session item last; a retried DELETE resumes, also when the session item is already gone (`NotFound` only for an empty partition); the run claims of its turns stay until their TTL |
 //! | start a turn | `TransactWriteItems`: put turn record (must not exist) + put run claim (must not exist, or be this turn's) + update session stats (we must hold the lease; not deleting) + put user message (must not exist) |
 //! | a tool output too large for the log | `PutItem`s of its chunks, then `GetItem sk=SESSION` (alive? else the chunks are deleted again and the write fails); read back by `Query begins_with(sk, OUT#<call>#)` |
 //! | store a tool round | the body chunks of large messages (`PutItem`s), then `TransactWriteItems`: put ≤ 9 messages + update session `message_count` (we must hold the lease; not deleting); a cancelled transaction deletes its chunks again |

@@ -40,6 +40,7 @@ macro_rules! session_store_contract {
             recent_messages_are_the_newest_oldest_first,
             message_pages_go_before_and_after_a_seq,
             sessions_list_most_recent_first_in_pages_for_their_user_only,
+            a_turn_taking_its_session_moves_it_first_and_the_listing_reads_it_whole,
             another_users_session_is_not_there,
             a_users_title_stays_and_a_closed_session_takes_no_turn,
             stop_is_asked_of_the_live_turn_only_and_ends_with_it,
@@ -427,6 +428,28 @@ pub async fn sessions_list_most_recent_first_in_pages_for_their_user_only(store:
     assert!(matches!(foreign, Err(StoreError::NotFound)), "another user's cursor: {foreign:?}");
     assert!(matches!(store.list_sessions(&user, 2, Some("not-a-cursor")).await, Err(StoreError::NotFound)));
     assert!(store.list_sessions(&fresh_user(), 10, None).await.unwrap().sessions.is_empty());
+}
+
+pub async fn a_turn_taking_its_session_moves_it_first_and_the_listing_reads_it_whole(store: &dyn SessionStore) {
+    let user = fresh_user();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let turn = TurnId::new();
+        let mut view = SessionView::new(ContextType::Global, None, None);
+        view.last_activity_at = 1_000_000 + i;
+        store.create_session(&user, &view, &lease_for(&turn, -1), &run_of(&turn)).await.unwrap();
+        ids.push(view.id);
+    }
+    // The oldest session gets a turn: it is the most recent now, and what the
+    // listing shows is the item as it is, not as it was indexed.
+    let turn = TurnId::new();
+    store.acquire_lease(&user, &ids[0], &lease_for(&turn, 60_000)).await.unwrap();
+    store.rename_session(&user, &ids[0], "Renamed").await.unwrap();
+    let page = store.list_sessions(&user, 10, None).await.unwrap();
+    let listed: Vec<_> = page.sessions.iter().map(|v| v.id.clone()).collect();
+    assert_eq!(listed, vec![ids[0].clone(), ids[2].clone(), ids[1].clone()]);
+    assert_eq!(page.sessions[0].title.as_deref(), Some("Renamed"));
+    assert!(page.sessions[0].last_activity_at > 1_000_002, "{:?}", page.sessions[0]);
 }
 
 pub async fn another_users_session_is_not_there(store: &dyn SessionStore) {

@@ -26,7 +26,7 @@ use crate::message::StoredMessage;
 use crate::session::{ContextType, Session, SessionStatus, SessionView, TurnRecord};
 use crate::store::attr::{backend, get_n, get_s, is_conditional, n, s, session_alive, Item, DELETING};
 use crate::store::dynamo::{put, utf8_chunks, Commit, DynamoStore, CHUNK_BYTES, CONDITION_FAILED, DELETE_BATCH};
-use crate::store::keys::{self, GSI1, MSG_END, MSG_PREFIX, RUN_CLAIM_SK, SESSION_SK};
+use crate::store::keys::{self, GSI2, MSG_END, MSG_PREFIX, RUN_CLAIM_SK, SESSION_SK};
 use crate::store::StoreError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem, Update};
 use base64::Engine;
@@ -179,7 +179,6 @@ impl DynamoStore {
     /// The session update of `start_turn`: stats and scope, if we hold the
     /// lease, the count is the one we read and no delete has begun.
     fn start_update(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<Update, StoreError> {
-        let now = start.user_message.created_at;
         let mut update = Update::builder()
             .table_name(self.table())
             .set_key(Some(Self::session_key(user, session)))
@@ -189,10 +188,10 @@ impl DynamoStore {
             .expression_attribute_values(":t", s(start.turn.turn_id.as_str()))
             .expression_attribute_values(":expected", n(start.user_message.seq - 1))
             .expression_attribute_values(":count", n(start.user_message.seq))
-            .expression_attribute_values(":now", n(now))
-            .expression_attribute_values(":g", s(keys::sessions_gsi_sk(now, session)))
             .expression_attribute_values(":ct", s(start.context_type.as_str()));
-        let mut set = vec!["message_count = :count", "last_activity_at = :now", "gsi1sk = :g", "context_type = :ct"];
+        // Last activity moved with the lease (`acquire_lease`): not here, so
+        // that this write leaves the sessions' index alone.
+        let mut set = vec!["message_count = :count", "context_type = :ct"];
         let mut remove = vec![];
         match &start.entity_id {
             Some(e) => {
@@ -267,8 +266,8 @@ fn session_from_item(user: &UserId, item: &Item) -> Result<Session, StoreError> 
 fn new_session_item(user: &UserId, view: &SessionView, lease: &Lease) -> Item {
     let mut item = DynamoStore::session_key(user, &view.id);
     item.insert("kind".into(), s("session"));
-    item.insert("gsi1pk".into(), s(keys::sessions_gsi_pk(user)));
-    item.insert("gsi1sk".into(), s(keys::sessions_gsi_sk(view.last_activity_at, &view.id)));
+    item.insert("gsi2pk".into(), s(keys::sessions_gsi_pk(user)));
+    item.insert("gsi2sk".into(), s(keys::sessions_gsi_sk(view.last_activity_at, &view.id)));
     item.insert("user_id".into(), s(user.as_str()));
     item.insert("session_id".into(), s(view.id.as_str()));
     if let Some(t) = &view.title {
@@ -473,26 +472,27 @@ impl Sessions for DynamoStore {
             .client()
             .query()
             .table_name(self.table())
-            .index_name(GSI1)
-            .key_condition_expression("gsi1pk = :p")
+            .index_name(GSI2)
+            .key_condition_expression("gsi2pk = :p")
             .expression_attribute_values(":p", s(gsi_pk.clone()))
             .scan_index_forward(false)
             .limit(limit.clamp(1, 100) as i32);
         if let Some(c) = cursor {
             let start = decode_cursor(c).ok_or(StoreError::NotFound)?;
             // A cursor is only good for the user it was made for.
-            if get_s(&start, "gsi1pk") != Some(gsi_pk.as_str()) {
+            if get_s(&start, "gsi2pk") != Some(gsi_pk.as_str()) {
                 return Err(StoreError::NotFound);
             }
             q = q.set_exclusive_start_key(Some(start));
         }
         let out =
             q.send().instrument(tracing::debug_span!("ddb.query", what = "list_sessions")).await.map_err(backend)?;
-        let sessions = out
-            .items
-            .unwrap_or_default()
+        // The index holds keys only (docs/cost.md): the items are read by key.
+        let keys = out.items().iter().map(|i| Self::key_of(i)).collect::<Vec<_>>();
+        let items = if keys.is_empty() { Vec::new() } else { self.batch_get(keys, None).await? };
+        let sessions = items
             .iter()
-            .filter(|i| get_s(i, "status") != Some(DELETING))
+            .filter(|i| get_s(i, "status") != Some(DELETING) && i.contains_key("gsi2pk"))
             .map(|i| session_from_item(user, i).map(|s| s.view))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(SessionsPage {
@@ -530,7 +530,7 @@ impl Sessions for DynamoStore {
             .update_item()
             .table_name(self.table())
             .set_key(Some(Self::session_key(user, session)))
-            .update_expression("SET #st = :deleting REMOVE gsi1pk, gsi1sk")
+            .update_expression("SET #st = :deleting REMOVE gsi2pk, gsi2sk")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_names("#st", "status")
             .expression_attribute_values(":deleting", s(DELETING))
@@ -723,7 +723,7 @@ impl SessionLog for DynamoStore {
         items.push(TransactWriteItem::builder().update(turn_update).build());
         let added = closing.len() as u64;
         let (mut set, mut remove) = (
-            "SET message_count = message_count + :added, last_activity_at = :now, gsi1sk = :g, \
+            "SET message_count = message_count + :added, \
              prompt_tokens = prompt_tokens + :pt, completion_tokens = completion_tokens + :ct"
                 .to_string(),
             "REMOVE lease_turn, lease_until, stop_turn".to_string(),
@@ -753,8 +753,6 @@ impl SessionLog for DynamoStore {
             .expression_attribute_values(":deleting", s(DELETING))
             .expression_attribute_values(":t", s(end.turn_id.as_str()))
             .expression_attribute_values(":added", n(added))
-            .expression_attribute_values(":now", n(now))
-            .expression_attribute_values(":g", s(keys::sessions_gsi_sk(now, session)))
             .expression_attribute_values(":pt", n(end.usage.prompt_tokens))
             .expression_attribute_values(":ct", n(end.usage.completion_tokens))
             .build()
@@ -811,7 +809,9 @@ impl Leases for DynamoStore {
             .update_item()
             .table_name(self.table())
             .set_key(Some(Self::session_key(user, session)))
-            .update_expression("SET lease_turn = :t, lease_until = :u")
+            // The session's last activity moves here, once a turn: the one
+            // write of the turn that moves it in the sessions' index.
+            .update_expression("SET lease_turn = :t, lease_until = :u, last_activity_at = :now, gsi2sk = :g")
             // `lease_turn = :t`: our own write again, whose answer was lost.
             .condition_expression(
                 "attribute_exists(pk) AND #st = :active \
@@ -821,6 +821,7 @@ impl Leases for DynamoStore {
             .expression_attribute_values(":t", s(lease.turn_id.as_str()))
             .expression_attribute_values(":u", n(lease.until_ms))
             .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":g", s(keys::sessions_gsi_sk(now, session)))
             .expression_attribute_values(":active", s("active"))
             .return_values(ReturnValue::AllNew)
             .send()

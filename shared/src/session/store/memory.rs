@@ -224,7 +224,6 @@ impl State {
         let item = self.sessions.get_mut(&(user.clone(), sid.clone())).expect("checked by the caller");
         let s = &mut item.session;
         s.view.message_count += closing.len() as u64;
-        s.view.last_activity_at = now;
         s.prompt_tokens += end.usage.prompt_tokens;
         s.completion_tokens += end.usage.completion_tokens;
         s.lease = None;
@@ -410,7 +409,6 @@ impl SessionLog for MemoryStore {
         st.put_messages(user, session, std::slice::from_ref(message));
         let s = &mut st.sessions.get_mut(&(user.clone(), session.clone())).expect("writable").session;
         s.view.message_count = message.seq;
-        s.view.last_activity_at = message.created_at;
         s.view.context_type = start.context_type;
         s.view.entity_id = start.entity_id.clone();
         s.view.focus = start.focus.clone();
@@ -495,6 +493,8 @@ impl Leases for MemoryStore {
             return Err(StoreError::Busy);
         }
         item.session.lease = Some((lease.turn_id.clone(), lease.until_ms));
+        // As on DynamoDB: a session's activity moves when a turn takes it.
+        item.session.view.last_activity_at = now;
         Ok(item.session.clone())
     }
 

@@ -4,6 +4,7 @@ use super::{Backlog, CommitOutcome, Rejections, SessionSummary, SummaryStore};
 use crate::agent_state::store::{settle_update, DELTAS_PENDING};
 use crate::ids::{SessionId, UserId};
 use crate::store::attr::{backend, cancellation_codes, get_n, get_s, is_conditional, n, s, session_alive, DELETING};
+use crate::store::dynamo::DynamoStore;
 use crate::store::keys::{self, SESSION_SK, SUMMARY_SK};
 use crate::store::StoreError;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, ReturnValue, TransactWriteItem};
@@ -181,18 +182,23 @@ impl SummaryStore for DynamoSummaryStore {
             .client
             .query()
             .table_name(&self.table)
-            .index_name(keys::GSI1)
-            .key_condition_expression("gsi1pk = :p")
+            .index_name(keys::GSI2)
+            .key_condition_expression("gsi2pk = :p")
             .expression_attribute_values(":p", s(keys::sessions_gsi_pk(user)))
-            .projection_expression("session_id, lease_until, #st")
-            .expression_attribute_names("#st", "status")
             .scan_index_forward(false)
             .limit(RECENT_SESSIONS)
             .send()
             .instrument(tracing::debug_span!("ddb.query", what = "sessions_leases"))
             .await
             .map_err(backend)?;
-        Ok(recent.items().iter().filter(|i| live(i)).find_map(|i| SessionId::parse(get_s(i, "session_id")?).ok()))
+        // The sessions' index holds keys only: their leases are read by key.
+        let keys: Vec<Item> = recent.items().iter().map(DynamoStore::key_of).collect();
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let table = DynamoStore::new(self.client.clone(), self.table.clone());
+        let items = table.batch_get(keys, Some("session_id, lease_until, #st")).await?;
+        Ok(items.iter().filter(|i| live(i)).find_map(|i| SessionId::parse(get_s(i, "session_id")?).ok()))
     }
 
     async fn rejections(&self, user: &UserId, session: &SessionId) -> Result<Option<Rejections>, StoreError> {
