@@ -1,10 +1,11 @@
 //! Phase 1 of a turn: resolve the session and take its lease, and read what
 //! the prompt needs in that same round trip: the log (history, summary and
 //! agent state in one query), the run check, and the context pack when the
-//! request names its scope. A new session reads nothing: its one write (the
+//! request names its scope. A new session reads nothing but, with a
+//! `stream_run_id`, that run's claim (beside the budgets' admission, so that a
+//! retried first turn never calls the model again); its one write (the
 //! session, the run claim, the turn record and the user message) goes out
-//! beside the model call — before it only when a `stream_run_id` must be
-//! checked, so that a retried first turn never calls the model again.
+//! beside the model call.
 //!
 //! Contract: either the turn may go on ([`Started`], holding the lease in a
 //! guard), or it is [`Refused`] with nothing written by this turn; a retried
@@ -174,10 +175,8 @@ pub(super) struct Ids<'a> {
     lease: &'a Lease,
 }
 
-/// A new session (named by the client, or a fresh id): nothing to read. Its
-/// one write goes out beside the model call; it is awaited first only when
-/// the client gave a `stream_run_id`, which may be a retry of a first turn
-/// that already opened a session.
+/// A new session (named by the client, or a fresh id): nothing to read but a
+/// `stream_run_id`'s claim. Its one write goes out beside the model call.
 async fn open(
     deps: &TurnDeps,
     ids: &Ids<'_>,
@@ -201,6 +200,26 @@ async fn open(
         OptionFuture::from(context::pack_scope(deps, &view, true).map(|s| context::load_pack(deps, ids.user, s, exit)));
     let pack = async { tokio::join!(pack, context::load_agenda(deps, ids.user, view.context_type, turn.timezone)) };
     let mut lease = LeaseGuard::new((deps.store.clone(), deps.store.clone()), ids.user, &view.id, ids.turn_id, exit);
+    // A `stream_run_id` may be the retry of a first turn that opened a
+    // session already: its claim is read beside the budgets' admission (the
+    // one round trip before the model), so a retry never calls the model
+    // again. Two copies of one request racing within that trip both pass;
+    // the second's write then finds the claim (`duplicate_run`) and its turn
+    // ends with that error, storing nothing.
+    if let Some(run) = &turn.run_id {
+        let (claim, admitted, pack) = tokio::join!(deps.store.run_claim(ids.user, run), admitted, pack);
+        match claim {
+            Ok(Some(claim)) => return Err(Refused::Retry { session: claim.session_id }),
+            Ok(None) => {}
+            Err(e) => return Err(Refused::Store(None, e)),
+        }
+        admitted.map_err(|over| Refused::OverBudget(None, over))?;
+        announce(sink, &view, &view).await.map_err(|()| Refused::Gone(view.id.clone()))?;
+        let (store, user, leased, opened) = (deps.store.clone(), ids.user.clone(), ids.lease.clone(), view.clone());
+        let write = async move { store.open_session(&user, &opened, &leased, &start).await };
+        let persist_user = lease.first_write(write);
+        return Ok(opened_turn(ids, turn, deps, session, view, pack, lease, user_message, persist_user));
+    }
     let (store, user, leased, opened) = (deps.store.clone(), ids.user.clone(), ids.lease.clone(), view.clone());
     // Written only once the budgets admitted the turn. Refused, the edge has
     // answered 429 and dropped the stream: the model call this ran beside
@@ -209,22 +228,28 @@ async fn open(
         admitted.await.map_err(|_| StoreError::Busy)?;
         store.open_session(&user, &opened, &leased, &start).await
     };
-    let (persist_user, pack) = if let Some(run) = &turn.run_id {
-        let (written, pack) = tokio::join!(write, pack);
-        if let Err(e) = written {
-            return Err(refuse_open(deps, ids.user, run, e).await);
-        }
-        // Stored already: the turn runs to its end even if the client is
-        // gone, so that the user message gets its answer.
-        let _ = announce(sink, &view, &view).await;
-        (tokio::spawn(async { Ok(()) }), pack)
-    } else {
-        announce(sink, &view, &view).await.map_err(|()| Refused::Gone(view.id.clone()))?;
-        (lease.first_write(write), pack.await)
-    };
+    announce(sink, &view, &view).await.map_err(|()| Refused::Gone(view.id.clone()))?;
+    let persist_user = lease.first_write(write);
+    let pack = pack.await;
+    Ok(opened_turn(ids, turn, deps, session, view, pack, lease, user_message, persist_user))
+}
+
+/// A new session's turn, started: empty history, its write on its way.
+#[allow(clippy::too_many_arguments)]
+fn opened_turn(
+    ids: &Ids<'_>,
+    turn: &ValidTurn,
+    deps: &TurnDeps,
+    session: Session,
+    view: SessionView,
+    pack: (Option<LoadedPack>, Option<String>),
+    lease: LeaseGuard,
+    user_message: StoredMessage,
+    persist_user: JoinHandle<Result<(), StoreError>>,
+) -> Started {
     let agent_state = deps.agent_state.as_ref().map(|_| (AgentState::new(view.id.to_string()), 0));
     let (pack, agenda) = pack;
-    Ok(Started {
+    Started {
         session,
         view,
         history: Vec::new(),
@@ -238,19 +263,6 @@ async fn open(
         user_message,
         answers: None,
         persist_user,
-    })
-}
-
-/// A first turn's write refused: a run id claimed before is a retry (of
-/// this session's first turn, or of a turn elsewhere: `duplicate_run`).
-async fn refuse_open(deps: &TurnDeps, user: &UserId, run: &RunId, e: StoreError) -> Refused {
-    match e {
-        StoreError::DuplicateRun => match deps.store.run_claim(user, run).await {
-            Ok(Some(claim)) => Refused::Retry { session: claim.session_id },
-            Ok(None) => Refused::Store(None, StoreError::DuplicateRun),
-            Err(e) => Refused::Store(None, e),
-        },
-        e => Refused::Store(None, e),
     }
 }
 
