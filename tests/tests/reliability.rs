@@ -873,6 +873,28 @@ async fn duplicate_stream_run_id_on_a_new_session() {
     assert_eq!(log.iter().filter(|m| m.content.as_deref() == Some("do it")).count(), 1);
 }
 
+/// Two copies of one first turn at once (a client that retried before its
+/// first request's write landed): whichever way the race goes, one session,
+/// one user message, one answer, and both streams end with `done` — the
+/// second follows the first's turn or ends `duplicate_run`, storing nothing.
+#[tokio::test]
+async fn two_copies_of_one_first_turn_at_once_store_one_turn() {
+    let r = Rig::new().await;
+    let slow = || Reply::timed(Duration::from_millis(300), &["done ", "it"], Duration::from_millis(20));
+    r.t.llm.set_default(slow());
+    let body = json!({"message": "do it once", "stream_run_id": "run-twice"});
+    let (a, b) = tokio::join!(r.t.turn("alice", body.clone()), r.t.turn("alice", body));
+    for t in [&a, &b] {
+        assert_eq!(t.kinds().last(), Some(&"done"), "{:?}", t.events);
+        assert!(matches!(t.error_code().as_deref(), None | Some("duplicate_run")), "{:?}", t.events);
+    }
+    let sessions = r.t.store().list_sessions(&uid("alice"), 10, None).await.unwrap().sessions;
+    assert_eq!(sessions.len(), 1, "one session: {sessions:?}");
+    let log = r.log("alice", &sessions[0].id).await;
+    assert_eq!(log.iter().filter(|m| m.content.as_deref() == Some("do it once")).count(), 1, "{log:?}");
+    assert_eq!(log.iter().filter(|m| m.content.as_deref() == Some("done it")).count(), 1, "{log:?}");
+}
+
 // ---- bad request bodies --------------------------------------------------------------
 
 /// A body refused before anything is streamed: `status`, a JSON error with
