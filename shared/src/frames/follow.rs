@@ -67,7 +67,40 @@ pub async fn follow(
     if !offered {
         return Ok(None);
     }
+    let latest = match (&holder, latest.done) {
+        (None, false) => settled(&log, user, session, latest, until).await?,
+        _ => latest,
+    };
     Ok(Some(start(log, user, session, latest, after, until)))
+}
+
+/// A turn that no longer holds its lease but whose `done` is not stored yet:
+/// it finished (its answer is in the history) and its last batch is on its
+/// way — it is stored after `done` was sent. Its batches are awaited (at most
+/// [`GRACE`] after its last write, and not past `until`) so that its replay
+/// is delivered whole: a client that replays a turn first empties the
+/// message it has, and would otherwise show it part-way until the last batch
+/// landed (the chat page after a reload right after a turn).
+async fn settled(
+    log: &Arc<dyn FrameLog>,
+    user: &UserId,
+    session: &SessionId,
+    mut latest: LatestTurn,
+    until: Instant,
+) -> Result<LatestTurn, StoreError> {
+    let gone_at = Instant::now()
+        + GRACE.saturating_sub(Duration::from_millis((crate::now_ms() - latest.last_written_at).max(0) as u64));
+    while !latest.done && Instant::now() < gone_at.min(until) {
+        tokio::time::sleep(POLL).await;
+        let from = latest.batches.last().map_or(1, |b| b.last_id() + 1);
+        let more = log.batches_from(user, session, &latest.turn_id, from).await?;
+        if let Some(last) = more.last() {
+            latest.done = last.ends_turn();
+            latest.last_written_at = last.written_at;
+        }
+        latest.batches.extend(more);
+    }
+    Ok(latest)
 }
 
 /// `turn`'s frames after `after` (a retried `stream_run_id`: any turn whose

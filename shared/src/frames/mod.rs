@@ -61,13 +61,13 @@ pub const FRAMES_TTL_SECS: i64 = 24 * 3600;
 /// `done` still gets it; later, the session's history has the answer.
 pub const RESUME_WINDOW: Duration = Duration::from_secs(60);
 /// The longest a frame waits in the writer before its batch is written, by
-/// default (`FRAME_FLUSH_MS`): 50 ms. `bench --mode cost` (docs/cost.md)
-/// found 100 ms cheaper (7 batch writes per 50-token turn instead of 11,
-/// −$0.0026 per 1,000 turns), but with 100 ms the browser test's reloads
-/// right after a turn showed the answer cut short in 2 runs of 2 (50 ms:
-/// passed): until that race is understood the default stays where every
-/// resume test has passed.
-pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
+/// default (`FRAME_FLUSH_MS`): 100 ms, from `bench --mode cost`
+/// (docs/cost.md): 7 batch writes per 50-token turn instead of 11 at 50 ms
+/// (−4 WRU, −$0.0025 per 1,000 turns) for ~15 ms more at p50 on a resume at
+/// once. (It was 50 ms while a replay right after a turn could show the
+/// answer part-way: a finished turn's replay now waits for its last batch,
+/// [`follow`].)
+pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// A batch is written as soon as it holds this many frames.
 pub const FLUSH_FRAMES: usize = 64;
 /// A batch's JSON is kept under this (DynamoDB items stop at 400 KB).
@@ -110,6 +110,10 @@ pub struct FrameBatch {
 impl FrameBatch {
     pub fn first_id(&self) -> u64 {
         self.frames.first().map_or(0, |f| f.id)
+    }
+
+    pub fn last_id(&self) -> u64 {
+        self.frames.last().map_or(0, |f| f.id)
     }
 
     pub fn ends_turn(&self) -> bool {

@@ -70,6 +70,32 @@ async fn a_finished_turn_replays_from_after_and_ends_at_done() {
     }
 }
 
+/// A turn whose answer is stored (lease released) while its last batch is
+/// still on its way: the replay starts once that batch is stored, whole —
+/// never part of the answer first (the chat page empties the message it has
+/// when a replay begins).
+#[tokio::test(start_paused = true)]
+async fn a_finished_turns_replay_waits_for_its_last_batch_and_comes_whole() {
+    let log = Arc::new(MemoryFrameLog::new());
+    let (sid, t) = (session(), turn(1));
+    log.append(&user("alice"), &sid, &batch(&t, 1, 3, crate::now_ms())).await.unwrap();
+    let landed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (writer, flag, s2, t2) = (log.clone(), landed.clone(), sid.clone(), t.clone());
+    tokio::spawn(async move {
+        sleep(Duration::from_millis(300)).await;
+        flag.store(true, Ordering::SeqCst);
+        writer.append(&user("alice"), &s2, &last_batch(&t2, 4, 6, crate::now_ms())).await.unwrap();
+    });
+    let f = follow(log.clone(), &user("alice"), &sid, 0, later()).await.unwrap().expect("offered");
+    assert!(landed.load(Ordering::SeqCst), "the replay began before the turn's last batch was stored");
+    let mut frames = f.frames;
+    let mut got = Vec::new();
+    while let Some(Some(frame)) = futures::FutureExt::now_or_never(frames.next()) {
+        got.push(frame);
+    }
+    assert_eq!(ids(&got), range(1, 6), "every frame at once, done included");
+}
+
 #[tokio::test(start_paused = true)]
 async fn nothing_after_the_end_of_a_finished_turn_is_offered() {
     let log = Arc::new(MemoryFrameLog::new());
