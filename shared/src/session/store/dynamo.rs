@@ -488,7 +488,7 @@ impl Sessions for DynamoStore {
         let out =
             q.send().instrument(tracing::debug_span!("ddb.query", what = "list_sessions")).await.map_err(backend)?;
         // The index holds keys only (docs/cost.md): the items are read by key.
-        let keys = out.items().iter().map(|i| Self::key_of(i)).collect::<Vec<_>>();
+        let keys = out.items().iter().map(Self::key_of).collect::<Vec<_>>();
         let items = if keys.is_empty() { Vec::new() } else { self.batch_get(keys, None).await? };
         let sessions = items
             .iter()
