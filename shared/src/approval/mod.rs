@@ -199,6 +199,7 @@ impl ApprovalGate for Gate<'_> {
                 tool: call.function.name.clone(),
                 summary,
                 expires_at,
+                step: None,
             }));
         }
         out

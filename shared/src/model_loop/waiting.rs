@@ -61,10 +61,27 @@ impl ModelLoop<'_> {
                     summary: p.summary.clone(),
                     arguments,
                     expires_at: p.expires_at,
+                    origin: self.origin.clone(),
                 })
                 .await;
         }
         assistant.approvals = waits.into_iter().flatten().collect();
         self.end([vec![assistant], results].concat(), interrupted.unwrap_or(Outcome::Complete))
+    }
+}
+
+impl ModelLoop<'_> {
+    /// A round whose streamed call surfaced nested calls that wait (a plan
+    /// step's): the round as it ran, then a message holding those calls and
+    /// their approvals, and the loop ends (their `tool_call` and
+    /// `approval_required` went out while the nested loop ran).
+    pub(super) async fn surface_waiting(&mut self, round: Vec<StoredMessage>, sink: &mut EventSink) -> LoopEnd {
+        let _ = sink.send(StreamEvent::AgentState { state: AgentActivity::WaitingOnUser, details: None }).await;
+        let (calls, approvals): (Vec<ToolCall>, Vec<PendingApproval>) =
+            std::mem::take(&mut self.surfaced).into_iter().unzip();
+        let mut waiting = self.message(crate::message::Role::Assistant, String::new());
+        waiting.tool_calls = calls;
+        waiting.approvals = approvals;
+        self.end([round, vec![waiting]].concat(), Outcome::Complete)
     }
 }
