@@ -2,7 +2,9 @@
 //! the other calls run as in any round; the waiting ones are announced, get
 //! `approval_required` and no result, and the loop ends (the turn's answer
 //! is the question). Their results come with the turn that answers them
-//! ([`crate::approval`]).
+//! ([`crate::approval`]). A nested loop's waiting calls (a plan step's) end
+//! the turn's loop the same way, right after the round whose streamed call
+//! ran that nested loop ([`ModelLoop::surface_waiting`]).
 
 use super::layer::ToolRun;
 use super::{LoopEnd, ModelLoop, Outcome};

@@ -37,7 +37,6 @@ mod step;
 #[cfg(test)]
 mod tests;
 
-use crate::entities::EntityService;
 use crate::ids::{SessionId, TurnId, UserId};
 use crate::message::{ChatMessage, PendingApproval, PlanStepRef, Role, ToolCall, Usage};
 use crate::model_loop::{ApprovalGate, LoopRunner, StreamCx, StreamedRun, ToolRun, TurnScope, TurnTools};
@@ -52,9 +51,6 @@ use std::sync::Mutex;
 pub struct PlanLayer<'a> {
     /// Where plan records go.
     pub store: &'a dyn PlanStore,
-    /// The ontology (kept for the layer's users; names in approvals come
-    /// from the gate).
-    pub entities: Option<&'a EntityService>,
     /// Which executor calls wait for the user's yes: the turn's own gate;
     /// `None`: none waits.
     pub approvals: Option<&'a dyn ApprovalGate>,

@@ -259,7 +259,6 @@ impl Turn {
         let gate = self.gate();
         let layer = PlanLayer {
             store: &self.plans,
-            entities: None,
             approvals: Some(&gate),
             tools: &self.tools,
             step_concurrency: self.cap,
@@ -620,14 +619,8 @@ fn plan_tools_are_offered_in_a_project_and_handled_with_the_stream() {
     assert_eq!(definitions(&turn.scope).len(), 2);
     let global = TurnScope { context_type: ContextType::Global, entity_id: None, focus: None, timezone: None };
     assert!(definitions(&global).is_empty());
-    let layer = PlanLayer {
-        store: &turn.plans,
-        entities: None,
-        approvals: None,
-        tools: &turn.tools,
-        step_concurrency: 1,
-        step_max_rounds: 1,
-    };
+    let layer =
+        PlanLayer { store: &turn.plans, approvals: None, tools: &turn.tools, step_concurrency: 1, step_max_rounds: 1 };
     assert!(
         layer.handles("agent_create_plan") && layer.handles("agent_continue_plan") && !layer.handles("search_project")
     );

@@ -321,7 +321,6 @@ fn plan_layer<'a>(
 ) -> Option<PlanLayer<'a>> {
     Some(PlanLayer {
         store: deps.plans.as_deref()?,
-        entities: deps.entities.as_ref(),
         approvals: Some(gate),
         tools,
         step_concurrency: deps.config.plan_step_concurrency,
