@@ -13,8 +13,10 @@
 //! - a step's status is stored as the step ends, so a turn cut off at any
 //!   point leaves a record that resumes at its first unfinished step, and a
 //!   finished step never runs again;
-//! - a delete or a bulk update never runs unconfirmed: the plan pauses with
-//!   the change named, and only the user's confirmation runs it.
+//! - a step's call that must wait for the user's yes (the approval policy)
+//!   never runs unapproved: the step waits with it (`waiting`, and its
+//!   executor's messages in `resume`), the plan pauses after that stage, and
+//!   only the user's signed approval runs it (a denial is its result).
 
 pub mod store;
 pub mod validate;

@@ -173,7 +173,7 @@ fn round(calls: Vec<ToolCall>) -> Vec<StoredMessage> {
     out
 }
 
-/// Tools that record what ran (the held calls a confirmation runs).
+/// Tools that record what ran (a plan never runs a waiting call itself).
 #[derive(Default)]
 struct Tools(Mutex<Vec<String>>);
 
