@@ -28,7 +28,9 @@
 //!   ontology tools (watched for the signals calls send the turn,
 //!   [`Watched`]); a plan call's events all come before its `tool_result`,
 //!   and its executors run the same loop, writing to the plan record, never
-//!   to the session's log.
+//!   to the session's log; a turn that answers a plan step's waiting calls
+//!   resumes that plan before the model is asked (its first call,
+//!   `agent_continue_plan` `continue`, is made by the turn).
 //!
 //! [`SessionStore`]: crate::session::store::SessionStore
 //! [`Llm`]: crate::llm::Llm
