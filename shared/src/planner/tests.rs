@@ -434,6 +434,24 @@ async fn a_steps_delete_waits_for_an_approval_and_the_plan_pauses_after_its_stag
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_stage_cut_off_while_a_step_waits_leaves_nothing_waiting() {
+    let delete = call("del", "delete_entity", r#"{"kind":"task","id":"t1"}"#);
+    let waits = Exec { calls: vec![delete], ..done(1) };
+    let cut = Exec { outcome: Outcome::Stopped, ..done(5) };
+    let turn = Turn::new(Runner::with(&[("a", waits), ("b", cut)]));
+    let (ran, _) = turn
+        .create(plan(PlanMode::AutoExecute, vec![(StageMode::Parallel, vec![step("a", &[]), step("b", &[])])]))
+        .await;
+    assert_eq!(ran.interrupted, Some(Outcome::Stopped));
+    assert!(ran.waiting.is_empty(), "the turn asks nothing: it was cut off");
+    let rec = turn.plans.only();
+    assert_eq!(rec.status, PlanStatus::Running, "resumable");
+    let a = rec.step("a");
+    assert_eq!(a.status, StepStatus::Pending, "it runs again from its brief on continue");
+    assert!(a.waiting.is_empty() && a.resume.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_plan_waiting_for_approvals_is_not_continued_by_the_tool() {
     let (turn, _, _) = paused().await;
     let later = turn.later(Runner::default());
