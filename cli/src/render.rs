@@ -173,13 +173,6 @@ impl Renderer {
                 let status = serde_json::to_value(status).ok().and_then(|v| v.as_str().map(str::to_owned));
                 (Some(format!("▪ step {step_id} {}", status.unwrap_or_default())), Waiting::Same)
             }
-            StreamEvent::ConfirmationRequired { changes, .. } => {
-                let what: Vec<String> = changes
-                    .iter()
-                    .map(|c| format!("{} {} “{}”", verb(c.action).0, c.entity_type, c.entity_name))
-                    .collect();
-                (Some(format!("? confirm: {}", what.join(", "))), Waiting::Off)
-            }
             StreamEvent::ApprovalRequired { summary, .. } => (Some(format!("? approve: {summary}")), Waiting::Off),
             StreamEvent::ApprovalAnswered { approved: true, .. } => (Some("✓ approved".to_string()), Waiting::Same),
             StreamEvent::ApprovalAnswered { reason, .. } => {

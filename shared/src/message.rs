@@ -119,6 +119,17 @@ pub struct PendingApproval {
     pub summary: String,
     /// Ms since the epoch; after it the call is denied as expired.
     pub expires_at: i64,
+    /// A plan step's call ([`crate::planner`]): the executor that made it
+    /// waits in the plan record, and the answer resumes that step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<PlanStepRef>,
+}
+
+/// The plan step a waiting call belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PlanStepRef {
+    pub plan_id: String,
+    pub step_id: String,
 }
 
 /// A contiguous run of the log as readers see it: without regenerate markers

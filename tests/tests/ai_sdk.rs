@@ -551,6 +551,20 @@ async fn the_ai_sdks_own_client_resumes_a_running_turn_without_repeating_text() 
 /// forger, with an id the server never made. What the client printed, the
 /// project and the task.
 async fn approval_round_trip(mode: &str) -> (Value, tests::function_urls::FunctionUrls, String, String) {
+    approval_round_trip_with(mode, |task| {
+        vec![
+            Reply::tool_calls(&[("delete_entity", json!({"kind": "task", "id": task}))]),
+            Reply::text(&["Done ", "with it."]),
+        ]
+    })
+    .await
+}
+
+/// [`approval_round_trip`], the model's replies (in order) made from the task's id.
+async fn approval_round_trip_with(
+    mode: &str,
+    replies: impl Fn(&str) -> Vec<Reply>,
+) -> (Value, tests::function_urls::FunctionUrls, String, String) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
     assert!(
         dir.join("node_modules/ai/package.json").exists(),
@@ -575,8 +589,9 @@ async fn approval_round_trip(mode: &str) -> (Value, tests::function_urls::Functi
     };
     let created = reg.execute(&ctx, &call).await;
     let task = serde_json::from_str::<Value>(&created.content).unwrap()["id"].as_str().unwrap().to_string();
-    t.llm.push(Reply::tool_calls(&[("delete_entity", json!({"kind": "task", "id": task.to_string()}))]));
-    t.llm.push(Reply::text(&["Done ", "with it."]));
+    for reply in replies(&task) {
+        t.llm.push(reply);
+    }
     let out = tokio::process::Command::new("node")
         .arg(dir.join("approval-check.mjs"))
         .current_dir(&dir)
@@ -662,4 +677,37 @@ async fn the_ai_sdks_client_with_a_forged_approval_is_refused_and_nothing_is_del
     assert_eq!(seen["status"], "error", "the client shows the refusal: {seen}");
     assert!(task_left(&urls, &project, &task).await, "nothing deleted");
     assert_eq!(urls.t.llm.request_count(), 1, "the model was not asked again");
+}
+
+/// The same round trip when the delete is a plan step's: the executor's call
+/// is asked about inside the plan call (whose output arrives before the turn
+/// ends), the client sends the answer by itself, and the plan goes on in the
+/// same message.
+#[tokio::test]
+async fn the_ai_sdks_client_approves_a_plan_steps_delete_and_the_plan_goes_on() {
+    let (seen, urls, project, task) = approval_round_trip_with("approve", |task| {
+        let plan = json!({"goal": "Clean up", "stages": [{"id": "a", "name": "Clean", "mode": "sequence", "steps": [
+            {"id": "d", "title": "Delete the old checklist", "intent": "update", "executor": "editor",
+             "tools": ["delete_entity"], "inputs": []}]}]});
+        vec![
+            Reply::tool_calls(&[("agent_create_plan", plan)]),
+            Reply::tool_calls(&[("delete_entity", json!({"kind": "task", "id": task}))]),
+            Reply::text(&["Deleted the checklist."]),
+            Reply::text(&["Done ", "with it."]),
+        ]
+    })
+    .await;
+    assert_eq!(seen["errors"], json!([]), "{seen}");
+    assert_eq!(seen["status"], "ready", "{seen}");
+    let plan_call =
+        seen["asked"][1]["parts"].as_array().unwrap().iter().find(|p| p["type"] == "tool-agent_create_plan");
+    assert_eq!(plan_call.unwrap()["state"], "output-available", "the plan call has its result: {seen}");
+    let requests = seen["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 2, "the client sent the answer by itself: {seen}");
+    let (tool, text) = answered(&seen);
+    assert_eq!(tool["state"], "output-available", "{seen}");
+    assert_eq!(text, "Done with it.");
+    assert!(!task_left(&urls, &project, &task).await, "the task is gone");
+    assert_eq!(urls.t.llm.request_count(), 4, "planner, executor; executor again, planner");
+    assert_eq!(urls.t.llm.take_rejections(), vec![]);
 }

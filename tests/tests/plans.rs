@@ -162,7 +162,9 @@ fn plan_events(turn: &Turn) -> Vec<String> {
             StreamEvent::PlanCreated { .. } => Some("plan_created".to_string()),
             StreamEvent::StepStart { step_id, .. } => Some(format!("step_start {step_id}")),
             StreamEvent::StepComplete { step_id, status, .. } => Some(format!("step_complete {step_id} {status:?}")),
-            StreamEvent::ConfirmationRequired { step_id, .. } => Some(format!("confirmation_required {step_id}")),
+            StreamEvent::ApprovalRequired { origin: ToolOrigin::PlanStep { step_id, .. }, .. } => {
+                Some(format!("approval_required {step_id}"))
+            }
             _ => None,
         })
         .collect()
@@ -738,98 +740,226 @@ async fn an_agent_review_rejection_runs_nothing() {
     assert_eq!(plan_result(&t)["status"], "rejected");
 }
 
-/// A plan whose one step deletes the task `task`: the delete waits for the
-/// user; the next turn confirms or cancels.
-async fn delete_plan(confirm: bool) {
+/// Any route of the stream function, read whole.
+async fn post(t: &TestApp, user: &str, path: &str, body: Value) -> Turn {
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("authorization", format!("Bearer {}", tests::token(user)))
+        .body(lambda_http::Body::from(body.to_string()))
+        .unwrap();
+    Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await
+}
+
+/// `POST /sessions/{sid}/approvals/{approval}`.
+async fn answer(t: &TestApp, user: &str, sid: &str, approval: &str, approved: bool, reason: Option<&str>) -> Turn {
+    post(t, user, &format!("/sessions/{sid}/approvals/{approval}"), json!({"approved": approved, "reason": reason}))
+        .await
+}
+
+/// The session's whole log.
+async fn session_log(t: &TestApp, sid: &str) -> Vec<shared::message::StoredMessage> {
+    use shared::session::store::MessagesFrom;
+    let sid = SessionId::parse(sid).unwrap();
+    t.store().messages_page(&user(), &sid, MessagesFrom::Before(None), 100).await.unwrap()
+}
+
+/// Every call in the log has exactly one result (what strict servers need).
+fn every_call_answered(log: &[shared::message::StoredMessage]) {
+    use shared::message::Role;
+    for m in log.iter().filter(|m| m.role == Role::Assistant) {
+        for c in &m.tool_calls {
+            let n = log.iter().filter(|r| r.role == Role::Tool && r.tool_call_id.as_deref() == Some(&c.id)).count();
+            assert_eq!(n, 1, "call {} has {n} results", c.id);
+        }
+    }
+}
+
+/// How many `delete` operations succeeded in these turns.
+fn deletes(turns: &[&Turn]) -> usize {
+    let done = |e: &&StreamEvent| {
+        matches!(
+            e,
+            StreamEvent::Operation {
+                action: shared::sse::OperationAction::Delete,
+                status: shared::sse::OperationStatus::Success,
+                ..
+            }
+        )
+    };
+    turns.iter().map(|t| t.events.iter().filter(done).count()).sum()
+}
+
+/// A plan in a project with the task "Old launch checklist": step `d`
+/// deletes it (its executor then says what became of it, from the result it
+/// reads), then a later stage's step `e` runs. The first turn, which ends
+/// with the delete waiting: the test app, project, task, that turn, and its
+/// approval id.
+struct Paused {
+    t: TestApp,
+    p: ProjectId,
+    first: Turn,
+    approval: String,
+    script: Arc<Script>,
+}
+
+async fn a_plan_that_deletes() -> Paused {
     let t = TestApp::new().await;
     let p = project(&t).await;
-    let task = service(&t)
-        .create(
-            &user(),
-            &p,
-            shared::entities::CreateEntity::new(
-                shared::entities::EntityFields::from_object(
-                    EntityKind::Task,
-                    json!({"title": "Old launch checklist"}).as_object().unwrap().clone(),
-                )
-                .unwrap(),
-            ),
-        )
-        .await
-        .unwrap()
-        .data
-        .id
-        .to_string();
+    let fields = json!({"title": "Old launch checklist"}).as_object().unwrap().clone();
+    let new = shared::entities::CreateEntity::new(
+        shared::entities::EntityFields::from_object(EntityKind::Task, fields).unwrap(),
+    );
+    let task = service(&t).create(&user(), &p, new).await.unwrap().data.id.to_string();
     let plan = json!({"goal": "Clean up", "stages": [
         {"id": "a", "name": "Clean", "mode": "sequence", "steps": [step("d", "Delete the old checklist", "update", &["delete_entity"], &[])]},
+        {"id": "b", "name": "Check", "mode": "sequence", "steps": [step("e", "Look around", "research", &["search_project"], &["d"])]},
     ]});
     let mut steps: HashMap<String, StepScript> = HashMap::new();
     steps.insert(
         "d".into(),
-        calls_then(
-            Duration::ZERO,
-            vec![("delete_entity", json!({"kind": "task", "id": task}))],
-            "the delete waits for confirmation",
-        ),
+        Box::new(move |req, _| {
+            let last = req["messages"].as_array().unwrap().last().unwrap().clone();
+            match last["content"].as_str() {
+                _ if last["role"] != "tool" => {
+                    Reply::tool_calls(&[("delete_entity", json!({"kind": "task", "id": task}))])
+                }
+                Some(r) if r.contains("denied by the user") => Reply::text(&["The user kept the checklist."]),
+                _ => Reply::text(&["Deleted the checklist."]),
+            }
+        }),
     );
-    let decision = if confirm { "confirm" } else { "cancel" };
-    install(
-        &t,
-        Script {
-            planner: Mutex::new(
-                vec![
-                    Reply::tool_calls(&[("agent_create_plan", plan)]),
-                    Reply::text(&["This would delete the task “Old launch checklist”. Confirm?"]),
-                    Reply::tool_calls(&[("agent_continue_plan", json!({"decision": decision}))]),
-                    Reply::text(&["Done."]),
-                ]
-                .into(),
-            ),
-            steps,
-            ..Default::default()
-        },
+    steps.insert(
+        "e".into(),
+        calls_then(Duration::ZERO, vec![("search_project", json!({"query": "old"}))], "All clean."),
     );
-    let first = t.turn("alice", in_project(&p, "delete the old checklist", None)).await;
+    let planner = vec![Reply::tool_calls(&[("agent_create_plan", plan)]), Reply::text(&["Done."])];
+    let script = install(&t, Script { planner: Mutex::new(planner.into()), steps, ..Default::default() });
+    let first = t.turn("alice", in_project(&p, "delete the old checklist, then look around", None)).await;
     assert_eq!(first.error_code(), None, "{:?}", first.events);
-    let changes = first
-        .events
-        .iter()
-        .find_map(|e| match e {
-            StreamEvent::ConfirmationRequired { changes, .. } => Some(changes.clone()),
-            _ => None,
-        })
-        .expect("confirmation_required");
-    assert_eq!(changes.len(), 1);
-    assert_eq!((changes[0].entity_type.as_str(), changes[0].entity_name.as_str()), ("task", "Old launch checklist"));
-    assert_eq!(changes[0].action, shared::sse::OperationAction::Delete);
-    // Nothing was deleted yet, and no delete operation ran.
-    assert_eq!(names(&t, &p, EntityKind::Task).await, ["Old launch checklist"]);
-    assert!(!first
-        .events
-        .iter()
-        .any(|e| matches!(e, StreamEvent::Operation { action: shared::sse::OperationAction::Delete, .. })));
-    let sid = first.session_id();
-    let pid = plan_id(&first);
-    assert_eq!(plan_record(&t, &sid, &pid).await.status, PlanStatus::AwaitingConfirmation);
+    let asked = first.events.iter().find_map(|e| match e {
+        StreamEvent::ApprovalRequired { approval_id, summary, tool, origin, .. } => {
+            Some((approval_id.clone(), summary.clone(), tool.clone(), origin.clone()))
+        }
+        _ => None,
+    });
+    let (approval, summary, tool, origin) = asked.unwrap_or_else(|| panic!("approval_required: {:?}", first.kinds()));
+    assert_eq!(tool, "delete_entity");
+    assert_eq!(summary, "Delete the task \"Old launch checklist\"", "the operation in human words");
+    assert!(matches!(origin, ToolOrigin::PlanStep { step_id, .. } if step_id == "d"));
+    Paused { t, p, first, approval, script }
+}
 
-    let answer = if confirm { "yes, delete it" } else { "no, keep it" };
-    let second = t.turn("alice", in_project(&p, answer, Some(&sid))).await;
-    assert_eq!(second.error_code(), None, "{:?}", second.events);
-    let rec = plan_record(&t, &sid, &pid).await;
-    if confirm {
-        assert!(names(&t, &p, EntityKind::Task).await.is_empty());
-        assert_eq!(plan_events(&second), ["step_complete d Done"]);
-        let deleted = second.events.iter().any(|e| {
-            matches!(e, StreamEvent::ToolCall { tool_call, origin: ToolOrigin::PlanStep { step_id, .. } }
-                if tool_call.function.name == "delete_entity" && step_id == "d")
-        });
-        assert!(deleted, "{:?}", second.kinds());
-        assert_eq!(rec.status, PlanStatus::Completed);
-    } else {
-        assert_eq!(names(&t, &p, EntityKind::Task).await, ["Old launch checklist"]);
-        assert_eq!(rec.status, PlanStatus::Cancelled);
-        assert_eq!(rec.step("d").status, StepStatus::Skipped);
-    }
+#[tokio::test]
+async fn a_plan_steps_delete_waits_with_an_approval_and_the_turn_ends_there() {
+    let Paused { t, p, first, script, .. } = a_plan_that_deletes().await;
+    assert_eq!(names(&t, &p, EntityKind::Task).await, ["Old launch checklist"], "nothing deleted yet");
+    assert_eq!(deletes(&[&first]), 0);
+    assert_eq!(
+        plan_events(&first),
+        ["plan_created", "step_start d", "approval_required d", "step_complete d WaitingForApproval"]
+    );
+    assert!(!first.kinds().contains(&"confirmation_required"));
+    let rec = plan_record(&t, &first.session_id(), &plan_id(&first)).await;
+    assert_eq!(rec.status, PlanStatus::WaitingForApproval);
+    assert_eq!(rec.step("e").status, StepStatus::Pending, "the next stage waits");
+    // The planner is not asked again: the question is the turn's answer.
+    assert_eq!(script.planner.lock().unwrap().len(), 1);
+    // The log: the plan call and its result, then the waiting call (no result yet).
+    let log = session_log(&t, &first.session_id()).await;
+    let waiting = log.last().unwrap();
+    assert_eq!(waiting.tool_calls[0].function.name, "delete_entity");
+    assert_eq!(waiting.approvals[0].step.as_ref().unwrap().step_id, "d");
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn approving_a_plan_steps_delete_deletes_once_and_the_plan_goes_on_to_completion() {
+    let Paused { t, p, first, approval, script } = a_plan_that_deletes().await;
+    let sid = first.session_id();
+    let yes = answer(&t, "alice", &sid, &approval, true, None).await;
+    assert_eq!(yes.status, 200, "{:?}", yes.json);
+    assert_eq!(yes.error_code(), None, "{:?}", yes.events);
+    assert!(names(&t, &p, EntityKind::Task).await.is_empty(), "deleted");
+    assert_eq!(deletes(&[&first, &yes]), 1, "exactly once");
+    let kinds = yes.kinds();
+    let at = |k| kinds.iter().position(|x| *x == k).unwrap_or_else(|| panic!("{k}: {kinds:?}"));
+    assert!(at("approval_answered") < at("tool_result") && at("tool_result") < at("step_start"), "{kinds:?}");
+    assert_eq!(plan_events(&yes), ["step_start d", "step_complete d Done", "step_start e", "step_complete e Done"]);
+    assert_eq!(yes.text(), "Done.");
+    let rec = plan_record(&t, &sid, &plan_id(&first)).await;
+    assert_eq!(rec.status, PlanStatus::Completed);
+    assert!(rec.step("d").calls.iter().any(|c| c.tool_call.function.name == "delete_entity" && c.ok));
+    // The executor went on from its own messages with the delete's result.
+    assert_eq!(script.asked("d"), 2);
+    // The same approval again: refused, nothing runs.
+    let again = answer(&t, "alice", &sid, &approval, true, None).await;
+    assert_eq!((again.status, again.json.unwrap()["error"]["code"].clone()), (409, json!("approval_used")));
+    assert_eq!(script.asked("d"), 2);
+    every_call_answered(&session_log(&t, &sid).await);
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn denying_a_plan_steps_delete_keeps_the_task_and_the_executor_is_told() {
+    let Paused { t, p, first, approval, script } = a_plan_that_deletes().await;
+    let sid = first.session_id();
+    let no = answer(&t, "alice", &sid, &approval, false, Some("I still need it")).await;
+    assert_eq!((no.status, no.error_code()), (200, None), "{:?}", no.events);
+    assert_eq!(names(&t, &p, EntityKind::Task).await, ["Old launch checklist"]);
+    assert_eq!(deletes(&[&first, &no]), 0);
+    let executor = t.llm.requests().into_iter().rev().find(|r| tests::system_text(r).contains("(plan step d)"));
+    let last = executor.unwrap()["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "tool", "the denial is the waiting call's result, last in its request");
+    assert!(last["content"].as_str().unwrap().contains("denied by the user: I still need it"), "{last}");
+    let rec = plan_record(&t, &sid, &plan_id(&first)).await;
+    assert_eq!(rec.status, PlanStatus::Completed, "the executor decided to go on");
+    assert_eq!(rec.step("d").summary.as_deref(), Some("The user kept the checklist."));
+    assert_eq!(script.asked("e"), 2, "the next stage ran");
+    every_call_answered(&session_log(&t, &sid).await);
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn a_forged_or_foreign_approval_of_a_plan_step_is_refused_and_nothing_runs() {
+    let Paused { t, p, first, approval, script } = a_plan_that_deletes().await;
+    let sid = first.session_id();
+    let mut forged = approval.clone();
+    forged.pop();
+    forged.push(if approval.ends_with('0') { '1' } else { '0' });
+    let refused = answer(&t, "alice", &sid, &forged, true, None).await;
+    assert_eq!((refused.status, refused.json.unwrap()["error"]["code"].clone()), (404, json!("approval_not_found")));
+    assert_eq!(answer(&t, "bob", &sid, &approval, true, None).await.status, 404, "another user's");
+    assert_eq!(names(&t, &p, EntityKind::Task).await, ["Old launch checklist"]);
+    assert_eq!(script.asked("d"), 1, "the executor was not resumed");
+    assert_eq!(plan_record(&t, &sid, &plan_id(&first)).await.status, PlanStatus::WaitingForApproval);
+}
+
+#[tokio::test]
+async fn a_new_message_while_a_plan_step_waits_denies_it_and_keeps_the_plan_resumable() {
+    let Paused { t, p, first, approval, script } = a_plan_that_deletes().await;
+    let sid = first.session_id();
+    script.planner.lock().unwrap().push_front(Reply::text(&["Sure, what else?"]));
+    let next = t.turn("alice", in_project(&p, "Actually, never mind", Some(&sid))).await;
+    assert_eq!(next.error_code(), None, "{:?}", next.events);
+    assert_eq!(next.text(), "Sure, what else?");
+    let planner = t.llm.requests().into_iter().rev().find(|r| !tests::system_text(r).contains("(plan step ")).unwrap();
+    let sent: Vec<String> = planner["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(sent.iter().any(|r| r.contains("new message instead of approving")), "{sent:?}");
+    assert_eq!(names(&t, &p, EntityKind::Task).await, ["Old launch checklist"]);
+    assert_eq!(script.asked("d"), 1, "the plan does not run on by itself");
+    let rec = plan_record(&t, &sid, &plan_id(&first)).await;
+    assert_eq!((rec.status, rec.step("d").status), (PlanStatus::Running, StepStatus::Pending), "resumable");
+    assert_eq!(answer(&t, "alice", &sid, &approval, true, None).await.status, 409, "spent");
+    assert_eq!(names(&t, &p, EntityKind::Task).await, ["Old launch checklist"]);
+    every_call_answered(&session_log(&t, &sid).await);
+    assert_eq!(t.llm.take_rejections(), vec![]);
 }
 
 #[tokio::test]
@@ -861,21 +991,11 @@ async fn a_step_cannot_delete_with_a_tool_it_was_not_given() {
     );
     let turn = t.turn("alice", in_project(&p, "look at the task", None)).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
-    assert!(!turn.kinds().contains(&"confirmation_required"), "refused, not held: {:?}", turn.kinds());
+    assert!(!turn.kinds().contains(&"approval_required"), "refused, not asked about: {:?}", turn.kinds());
     assert_eq!(names(&t, &p, EntityKind::Task).await, ["Keep me"]);
     let rec = plan_record(&t, &turn.session_id(), &plan_id(&turn)).await;
     let call = &rec.step("l").calls[0];
     assert!(!call.ok && call.result.contains("tool_not_in_step"), "{call:?}");
-}
-
-#[tokio::test]
-async fn a_delete_waits_for_confirmation_then_runs_when_confirmed() {
-    delete_plan(true).await;
-}
-
-#[tokio::test]
-async fn a_delete_waits_for_confirmation_and_nothing_changes_when_cancelled() {
-    delete_plan(false).await;
 }
 
 /// The "Done when" measurement (docs/plans.md): the two-stage plan with every

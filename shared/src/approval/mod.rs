@@ -26,6 +26,11 @@
 //! - a turn with a new user message while calls wait stores each one's
 //!   result first (not run: the user wrote instead of answering; or the
 //!   approval expired), so every call in the log has exactly one result.
+//! - a plan step's calls wait the same way (the executor's loop asks the
+//!   same gate; [`crate::planner`]): their approvals name the step
+//!   ([`crate::message::PlanStepRef`]), the turn's log holds them after the
+//!   plan call's result, and their results also go to the plan record,
+//!   whose step then goes on from them.
 
 pub mod policy;
 pub mod settle;
@@ -199,6 +204,7 @@ impl ApprovalGate for Gate<'_> {
                 tool: call.function.name.clone(),
                 summary,
                 expires_at,
+                step: None,
             }));
         }
         out

@@ -126,7 +126,7 @@ pub async fn run(settled: &[Settled], cx: RunCx<'_>, first_seq: u64, sink: &mut 
                     name: call.function.name.clone(),
                     ok: run.ok,
                     preview: run.preview.clone(),
-                    origin: ToolOrigin::default(),
+                    origin: origin(&s.asked),
                 })
                 .await;
         }
@@ -136,6 +136,14 @@ pub async fn run(settled: &[Settled], cx: RunCx<'_>, first_seq: u64, sink: &mut 
         out.push(m);
     }
     out
+}
+
+/// Whose call it is: a plan step's carries its step.
+fn origin(asked: &Asked) -> ToolOrigin {
+    match &asked.pending.step {
+        Some(s) => ToolOrigin::PlanStep { plan_id: s.plan_id.clone(), step_id: s.step_id.clone() },
+        None => ToolOrigin::default(),
+    }
 }
 
 #[cfg(test)]
@@ -158,6 +166,7 @@ mod tests {
                 tool: "delete_entity".into(),
                 summary: "Delete".into(),
                 expires_at,
+                step: None,
             });
             a.tool_calls.push(call);
         }

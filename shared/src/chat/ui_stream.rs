@@ -366,6 +366,7 @@ mod tests {
             summary: "Delete the task".into(),
             arguments: json!({}),
             expires_at: 1,
+            origin: Default::default(),
         };
         let (p, _) = parts(&[call("c1", "{}"), asked, done(DoneReason::Complete)]);
         assert_eq!(

@@ -73,6 +73,10 @@ pub struct StreamedRun {
     pub run: ToolRun,
     pub interrupted: Option<Outcome>,
     pub usage: Usage,
+    /// Calls its nested loops made that wait for the user's yes (signed
+    /// like the turn's own): the turn ends with them waiting, after this
+    /// call's result.
+    pub waiting: Vec<(ToolCall, crate::message::PendingApproval)>,
 }
 
 /// A layer of tools: the set offered in a scope, and running a call (a call
@@ -114,7 +118,7 @@ pub trait TurnTools: Send + Sync {
     /// Runs a call [`TurnTools::streams`] claimed. Default: as any call.
     async fn run_streamed(&self, call: &ToolCall, cx: StreamCx<'_>) -> StreamedRun {
         let run = self.run(cx.user, cx.scope, call).await;
-        StreamedRun { run, interrupted: None, usage: Usage::default() }
+        StreamedRun { run, interrupted: None, usage: Usage::default(), waiting: vec![] }
     }
 }
 
@@ -169,6 +173,7 @@ impl TurnTools for Layers<'_> {
                 run: ToolRun::failed(&format!("there is no tool named {:?}", call.function.name)),
                 interrupted: None,
                 usage: Usage::default(),
+                waiting: vec![],
             },
         }
     }

@@ -21,8 +21,12 @@
 //! - each completed round (calls + results) is stored before the next model
 //!   request; what is not stored yet is handed back in [`LoopEnd`];
 //! - the same loop runs the turn and each nested loop (its own context, tools,
-//!   round limit, origin and [`CallGate`]); every tool event carries the
-//!   loop's origin.
+//!   round limit, origin and [`ApprovalGate`]); every tool event carries the
+//!   loop's origin;
+//! - calls that wait for the user's yes end the loop with them waiting
+//!   ([`ApprovalGate`]); so do a nested loop's, surfaced by the call run
+//!   with the stream that ran it ([`StreamedRun::waiting`]): the turn's log
+//!   gets them as a message of waiting calls after that call's result.
 //!
 //! Rooms: [`layer`] (the tool-layer trait and its composition), [`round`]
 //! (one round's calls), [`ask`] (one model request), [`outputs`] (large
@@ -183,18 +187,11 @@ pub struct LoopEnd {
 #[derive(Debug)]
 pub struct LoopAbort(pub StoreError);
 
-/// Holds calls back before they run (a plan step's deletes and bulk updates
-/// wait for the user's confirmation). `Some(result)` for each call held, in
-/// call order: the result the model reads instead.
-pub trait CallGate: Send + Sync {
-    fn hold(&self, calls: &[ToolCall]) -> Vec<Option<ToolRun>>;
-}
-
 /// Decides which calls of a round wait for the user's yes
 /// ([`crate::approval`]): the loop runs the round's other calls, announces
 /// the waiting ones (`approval_required`) and ends the turn with them
-/// waiting, their approvals on the stored assistant message. Only a turn's
-/// own loop has one (a plan step's executor has its [`CallGate`]).
+/// waiting, their approvals on the stored assistant message. The turn's own
+/// loop and a plan step's executor ask the same gate (one policy).
 #[async_trait::async_trait]
 pub trait ApprovalGate: Send + Sync {
     /// Per call, in call order: `Some` when it must wait.
@@ -217,14 +214,14 @@ pub struct LoopEnv<'a> {
 }
 
 /// A nested loop, as a layer asks for one: its own context, tools, round
-/// limit, origin and gate; the rest is the outer loop's.
+/// limit, origin and approval gate; the rest is the outer loop's.
 pub struct Nested<'a> {
     pub messages: Vec<ChatMessage>,
     pub tools: Option<&'a dyn TurnTools>,
     pub offered: &'a [serde_json::Value],
     pub max_rounds: usize,
     pub origin: ToolOrigin,
-    pub gate: Option<&'a dyn CallGate>,
+    pub approvals: Option<&'a dyn ApprovalGate>,
 }
 
 /// Runs loops for a layer, on the loop's model and within its limits.
@@ -249,7 +246,7 @@ impl LoopRunner for LoopEnv<'_> {
     ) -> Result<LoopEnd, LoopAbort> {
         let env = LoopEnv { limits: Limits { max_rounds: nested.max_rounds, ..self.limits }, ..*self };
         let mut inner = ModelLoop::new(env, nested.tools, nested.origin);
-        inner.gate = nested.gate;
+        inner.approvals = nested.approvals;
         inner.run(nested.messages, nested.offered, log, sink).await
     }
 
@@ -264,9 +261,14 @@ pub struct ModelLoop<'a> {
     pub tools: Option<&'a dyn TurnTools>,
     /// Whose calls these are, on every tool event.
     pub origin: ToolOrigin,
-    pub gate: Option<&'a dyn CallGate>,
-    /// Calls that wait for the user's yes (the turn's own loop only).
+    /// Decides which calls wait for the user's yes.
     pub approvals: Option<&'a dyn ApprovalGate>,
+    /// A call made before the first model request, as if the model had
+    /// made it (a plan that the user's answer to its approval resumes).
+    pub opening: Option<ToolCall>,
+    /// Calls of nested loops that wait for the user's yes, surfaced by the
+    /// calls run with the stream this round.
+    surfaced: Vec<(ToolCall, PendingApproval)>,
     /// The first request's reported usage calibrates our counts (only the
     /// turn's own loop: the context phase counted its first request).
     pub calibrates: bool,
@@ -286,8 +288,9 @@ impl<'a> ModelLoop<'a> {
             env,
             tools,
             origin,
-            gate: None,
             approvals: None,
+            opening: None,
+            surfaced: Vec::new(),
             calibrates: false,
             agent_state: None,
             observed: false,
@@ -308,7 +311,10 @@ impl<'a> ModelLoop<'a> {
         loop {
             // The last round offers no tools, so the model has to answer in words.
             let tools = if round < max_rounds { offered.to_vec() } else { vec![] };
-            let mut answer = self.ask(&messages, tools, round, sink).await;
+            let mut answer = match self.opening.take() {
+                Some(call) => ask::Answer { text: String::new(), calls: vec![call], outcome: Outcome::Complete },
+                None => self.ask(&messages, tools, round, sink).await,
+            };
             if answer.outcome == Outcome::Complete && self.budget_spent() {
                 answer.outcome = Outcome::quota_exceeded();
             }
@@ -336,6 +342,9 @@ impl<'a> ModelLoop<'a> {
             let round_messages = [vec![assistant], results].concat();
             if let Some(outcome) = interrupted {
                 return Ok(self.end(round_messages, outcome));
+            }
+            if !self.surfaced.is_empty() {
+                return Ok(self.surface_waiting(round_messages, sink).await);
             }
             if let Some(answer) = self.tools.and_then(|t| t.asked_user()) {
                 return Ok(self.asked_user(round_messages, answer, sink).await);
@@ -374,19 +383,10 @@ impl<'a> ModelLoop<'a> {
     }
 
     /// The assistant message as stored, with arguments that are valid JSON,
-    /// and per call why it must not run (its arguments were not valid JSON,
-    /// or the gate held it).
+    /// and per call why it must not run (its arguments were not valid JSON).
     fn assistant_message(&mut self, text: String, calls: Vec<ToolCall>) -> (StoredMessage, Vec<Option<ToolRun>>) {
         let mut assistant = self.message(Role::Assistant, text);
-        let (calls, mut refusals): (Vec<ToolCall>, Vec<Option<ToolRun>>) =
-            calls.into_iter().map(valid_arguments).unzip();
-        if let Some(gate) = self.gate {
-            for (refusal, held) in refusals.iter_mut().zip(gate.hold(&calls)) {
-                if refusal.is_none() {
-                    *refusal = held;
-                }
-            }
-        }
+        let (calls, refusals): (Vec<ToolCall>, Vec<Option<ToolRun>>) = calls.into_iter().map(valid_arguments).unzip();
         assistant.tool_calls = calls;
         (assistant, refusals)
     }

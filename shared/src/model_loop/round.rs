@@ -181,6 +181,7 @@ impl ModelLoop<'_> {
         let cx = StreamCx { user: env.user, sid: env.sid, turn_id: env.turn_id, scope: env.scope, runner: &env, sink };
         let done = tools.run_streamed(call, cx).await;
         self.usage.add(&done.usage);
+        self.surfaced.extend(done.waiting);
         (done.run, done.interrupted)
     }
 

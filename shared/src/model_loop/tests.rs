@@ -287,14 +287,14 @@ async fn read_all(mut body: SseBody) -> Vec<StreamEvent> {
 async fn run(
     fx: &Fixture,
     tools: Option<&dyn TurnTools>,
-    gate: Option<&dyn CallGate>,
+    gate: Option<&dyn ApprovalGate>,
     log: &mut Log,
 ) -> (Result<LoopEnd, LoopAbort>, Vec<StreamEvent>) {
     let (mut sink, body) = EventSink::channel();
     let reader = tokio::spawn(read_all(body));
     let offered = tools.map(|t| t.offered(&fx.scope)).unwrap_or_default();
     let mut lp = ModelLoop::new(fx.env(), tools, Origin::Planner);
-    lp.gate = gate;
+    lp.approvals = gate;
     lp.next_seq = 10;
     let end = lp.run(vec![ChatMessage::user("hi")], &offered, log, &mut sink).await;
     drop(sink);
@@ -513,24 +513,41 @@ async fn invalid_arguments_are_refused_and_stored_as_an_empty_object() {
     assert_eq!(content(&round[2])["error"]["message"], "arguments must be a JSON object");
 }
 
-struct HoldDeletes;
+/// Deletes wait for the user's yes.
+struct AskDeletes;
 
-impl CallGate for HoldDeletes {
-    fn hold(&self, calls: &[ToolCall]) -> Vec<Option<ToolRun>> {
-        calls.iter().map(|c| (c.function.name == "delete").then(|| ToolRun::failed("held"))).collect()
+fn pending(call: &ToolCall) -> PendingApproval {
+    PendingApproval {
+        tool_call_id: call.id.clone(),
+        approval_id: format!("apv-{}", call.id),
+        tool: call.function.name.clone(),
+        summary: "Delete it".into(),
+        expires_at: i64::MAX,
+        step: None,
+    }
+}
+
+#[async_trait::async_trait]
+impl ApprovalGate for AskDeletes {
+    async fn waits(&self, calls: &[ToolCall]) -> Vec<Option<PendingApproval>> {
+        calls.iter().map(|c| (c.function.name == "delete").then(|| pending(c))).collect()
     }
 }
 
 #[tokio::test]
-async fn a_gate_holds_calls_back_and_the_model_reads_why() {
-    let fx = Fixture::new(vec![calls(&[("d", "delete", "{}"), ("e", "echo", "{}")]), text("ok")]);
+async fn a_waiting_call_ends_the_loop_after_the_rounds_other_calls_ran() {
+    let fx = Fixture::new(vec![calls(&[("d", "delete", "{}"), ("e", "echo", "{}")]), text("never asked")]);
     let tools = Fakes::with(&[("delete", Act::Echo), ("echo", Act::Echo)]);
     let mut log = Log::default();
-    let (end, events) = run(&fx, Some(&tools), Some(&HoldDeletes), &mut log).await;
-    end.unwrap();
+    let (end, events) = run(&fx, Some(&tools), Some(&AskDeletes), &mut log).await;
+    let end = end.unwrap();
     assert_eq!(tools.ran(), ["e"]);
-    assert_eq!(content(&log.rounds[0][1])["error"], "held");
-    assert_eq!(call_ids(&events, true), ["d", "e"], "a held call still gets its tool_result");
+    assert_eq!(call_ids(&events, true), ["e"], "the waiting call has no result yet");
+    assert_eq!(end.unsaved[0].approvals, [pending(&end.unsaved[0].tool_calls[0])]);
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, StreamEvent::ApprovalRequired { tool_call_id, .. } if tool_call_id == "d")));
+    assert_eq!(fx.llm.asked().len(), 1, "the model is not asked again");
 }
 
 #[tokio::test]
@@ -642,6 +659,8 @@ struct Streaming<'a> {
     nested: Option<&'a Fakes>,
     nested_end: Mutex<Option<(LoopEnd, Log, Vec<StreamEvent>)>>,
     seen_before: Mutex<Vec<Vec<String>>>,
+    /// The nested loop's approval gate.
+    nested_gate: Option<&'a dyn ApprovalGate>,
 }
 
 impl<'a> Streaming<'a> {
@@ -653,6 +672,7 @@ impl<'a> Streaming<'a> {
             nested,
             nested_end: Mutex::default(),
             seen_before: Mutex::default(),
+            nested_gate: None,
         }
     }
 }
@@ -688,7 +708,7 @@ impl TurnTools for Streaming<'_> {
                 offered: &offered,
                 max_rounds: 1,
                 origin,
-                gate: None,
+                approvals: self.nested_gate,
             };
             let (mut sink, body) = EventSink::channel();
             let reader = tokio::spawn(read_all(body));
@@ -699,7 +719,11 @@ impl TurnTools for Streaming<'_> {
             *self.nested_end.lock().unwrap() = Some((end, log, reader.await.unwrap()));
         }
         let run = ToolRun { ok: true, content: format!("streamed {}", call.id), preview: "s".into(), events: vec![] };
-        StreamedRun { run, interrupted: self.interrupt.clone(), usage }
+        let waiting = self.nested_end.lock().unwrap().as_ref().map_or(vec![], |(end, ..)| {
+            let m = &end.unsaved[0];
+            m.approvals.iter().map(|p| (m.tool_calls[0].clone(), p.clone())).collect()
+        });
+        StreamedRun { run, interrupted: self.interrupt.clone(), usage, waiting }
     }
 }
 
@@ -827,4 +851,63 @@ async fn the_watch_reports_a_context_shift_and_questions_from_calls() {
     let scope = TurnScope { context_type: ContextType::Global, entity_id: None, focus: None, timezone: None };
     watched.run(&UserId::parse("user-1").unwrap(), &scope, &call).await;
     assert_eq!(watched.shift(), Some(focus));
+}
+
+#[tokio::test]
+async fn a_nested_loops_waiting_call_ends_the_turn_after_the_streamed_calls_result() {
+    let fx = Fixture::new(vec![
+        calls(&[("s", "stream_me", "{}")]),
+        calls(&[("d", "delete", "{}")]),
+        text("the planner is not asked again"),
+    ]);
+    let (base, inner) = (Fakes::with(&[("echo", Act::Echo)]), Fakes::with(&[("delete", Act::Echo)]));
+    let mut streaming = Streaming::new(&base, Some(&inner), None);
+    streaming.nested_gate = Some(&AskDeletes);
+    let layers = Layers::new(vec![&streaming, &base]);
+    let mut log = Log::default();
+    let (end, events) = run(&fx, Some(&layers), None, &mut log).await;
+    let end = end.unwrap();
+    assert!(inner.ran().is_empty(), "the nested delete waits");
+    assert_eq!(end.outcome, Outcome::Complete);
+    let roles: Vec<Role> = end.unsaved.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::Assistant, Role::Tool, Role::Assistant], "the round, then the waiting calls");
+    let waiting = &end.unsaved[2];
+    assert_eq!((waiting.tool_calls[0].id.as_str(), waiting.approvals.len()), ("d", 1));
+    assert_eq!(waiting.seq, end.unsaved[1].seq + 1);
+    let nested = streaming.nested_end.lock().unwrap();
+    let (_, _, nested_events) = nested.as_ref().unwrap();
+    let asked = nested_events.iter().find_map(|e| match e {
+        StreamEvent::ApprovalRequired { tool_call_id, origin, .. } => Some((tool_call_id.clone(), origin.clone())),
+        _ => None,
+    });
+    let origin = Origin::PlanStep { plan_id: "p".into(), step_id: "s".into() };
+    assert_eq!(asked, Some(("d".to_string(), origin)), "the nested loop asked, with its origin");
+    assert!(events.iter().any(|e| matches!(e, StreamEvent::ToolResult { tool_call_id, .. } if tool_call_id == "s")));
+    assert!(events.iter().any(|e| matches!(e, StreamEvent::AgentState { state: AgentActivity::WaitingOnUser, .. })));
+    assert_eq!(fx.llm.asked().len(), 2, "the planner's first request and the nested one only");
+}
+
+#[tokio::test]
+async fn an_opening_call_runs_before_the_model_is_asked() {
+    let fx = Fixture::new(vec![text("from the result")]);
+    let tools = Fakes::with(&[("echo", Act::Echo)]);
+    let mut log = Log::default();
+    let (mut sink, body) = EventSink::channel();
+    let reader = tokio::spawn(read_all(body));
+    let offered = tools.offered(&fx.scope);
+    let mut lp = ModelLoop::new(fx.env(), Some(&tools), Origin::Planner);
+    lp.opening = Some(ToolCall {
+        id: "open".into(),
+        kind: "function".into(),
+        function: FunctionCall { name: "echo".into(), arguments: "{}".into() },
+    });
+    let end = lp.run(vec![ChatMessage::user("hi")], &offered, &mut log, &mut sink).await.unwrap();
+    drop(sink);
+    reader.await.unwrap();
+    assert_eq!(tools.ran(), ["open"]);
+    assert_eq!(log.rounds[0][0].tool_calls[0].id, "open", "stored as the first round");
+    let requests = fx.llm.asked();
+    assert_eq!(requests.len(), 1, "one model request, after the call");
+    assert!(requests[0].messages.iter().any(|m| m.tool_call_id.as_deref() == Some("open")));
+    assert_eq!(end.unsaved[0].content.as_deref(), Some("from the result"));
 }

@@ -2,7 +2,9 @@
 //! the other calls run as in any round; the waiting ones are announced, get
 //! `approval_required` and no result, and the loop ends (the turn's answer
 //! is the question). Their results come with the turn that answers them
-//! ([`crate::approval`]).
+//! ([`crate::approval`]). A nested loop's waiting calls (a plan step's) end
+//! the turn's loop the same way, right after the round whose streamed call
+//! ran that nested loop ([`ModelLoop::surface_waiting`]).
 
 use super::layer::ToolRun;
 use super::{LoopEnd, ModelLoop, Outcome};
@@ -61,10 +63,27 @@ impl ModelLoop<'_> {
                     summary: p.summary.clone(),
                     arguments,
                     expires_at: p.expires_at,
+                    origin: self.origin.clone(),
                 })
                 .await;
         }
         assistant.approvals = waits.into_iter().flatten().collect();
         self.end([vec![assistant], results].concat(), interrupted.unwrap_or(Outcome::Complete))
+    }
+}
+
+impl ModelLoop<'_> {
+    /// A round whose streamed call surfaced nested calls that wait (a plan
+    /// step's): the round as it ran, then a message holding those calls and
+    /// their approvals, and the loop ends (their `tool_call` and
+    /// `approval_required` went out while the nested loop ran).
+    pub(super) async fn surface_waiting(&mut self, round: Vec<StoredMessage>, sink: &mut EventSink) -> LoopEnd {
+        let _ = sink.send(StreamEvent::AgentState { state: AgentActivity::WaitingOnUser, details: None }).await;
+        let (calls, approvals): (Vec<ToolCall>, Vec<PendingApproval>) =
+            std::mem::take(&mut self.surfaced).into_iter().unzip();
+        let mut waiting = self.message(crate::message::Role::Assistant, String::new());
+        waiting.tool_calls = calls;
+        waiting.approvals = approvals;
+        self.end([round, vec![waiting]].concat(), Outcome::Complete)
     }
 }

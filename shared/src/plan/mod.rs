@@ -13,8 +13,10 @@
 //! - a step's status is stored as the step ends, so a turn cut off at any
 //!   point leaves a record that resumes at its first unfinished step, and a
 //!   finished step never runs again;
-//! - a delete or a bulk update never runs unconfirmed: the plan pauses with
-//!   the change named, and only the user's confirmation runs it.
+//! - a step's call that must wait for the user's yes (the approval policy)
+//!   never runs unapproved: the step waits with it (`waiting`, and its
+//!   executor's messages in `resume`), the plan pauses after that stage, and
+//!   only the user's signed approval runs it (a denial is its result).
 
 pub mod store;
 pub mod validate;
@@ -129,14 +131,17 @@ pub enum PlanStatus {
     AwaitingApproval,
     /// Running now, or cut off (deadline, Stop, crash): resumable.
     Running,
-    /// Paused before a delete or bulk update the user has to confirm.
-    AwaitingConfirmation,
+    /// Paused: a step's call waits for the user's approval
+    /// ([`crate::approval`]); the answer resumes the plan at that step.
+    #[serde(alias = "awaiting_confirmation")]
+    WaitingForApproval,
     Completed,
     /// Ended with at least one failed step.
     Failed,
     /// Rejected by the user or the reviewer.
     Rejected,
-    /// The user declined a confirmation.
+    /// Stopped before it ended (records from before approvals: the user
+    /// declined a held change).
     Cancelled,
     /// Replaced by a newer plan of the same session before it finished (the
     /// planner's way to edit a draft is a new `agent_create_plan`): never runs
@@ -146,9 +151,10 @@ pub enum PlanStatus {
 }
 
 impl PlanStatus {
-    /// Whether a later turn can still act on it (approve, confirm, continue).
+    /// Whether a later turn can still act on it (approve, continue, answer
+    /// its waiting calls).
     pub fn is_open(self) -> bool {
-        matches!(self, PlanStatus::AwaitingApproval | PlanStatus::Running | PlanStatus::AwaitingConfirmation)
+        matches!(self, PlanStatus::AwaitingApproval | PlanStatus::Running | PlanStatus::WaitingForApproval)
     }
 }
 
@@ -159,9 +165,11 @@ pub enum StepStatus {
     Pending,
     Done,
     Failed,
-    /// Its executor asked for a delete or bulk update; waiting for the user.
-    AwaitingConfirmation,
-    /// An input failed, or the user declined the step's change.
+    /// Its executor made calls that wait for the user's approval; the
+    /// answer resumes it ([`StepState::resume`]).
+    #[serde(alias = "awaiting_confirmation")]
+    WaitingForApproval,
+    /// An input failed.
     Skipped,
 }
 
@@ -186,13 +194,14 @@ pub struct StepCall {
     pub result: String,
 }
 
-/// A change that needs the user's confirmation, in human terms.
+/// A step's call that waits for the user's approval: the call as its
+/// executor made it (the one an approval runs) and the question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct PendingChange {
-    pub action: crate::entities::OperationAction,
-    pub entity_type: String,
-    pub entity_name: String,
-    pub entity_id: String,
+pub struct WaitingCall {
+    pub tool_call: crate::message::ToolCall,
+    pub approval_id: String,
+    /// The operation in human words.
+    pub summary: String,
 }
 
 /// A step's state in the record.
@@ -210,11 +219,15 @@ pub struct StepState {
     /// Calls that ran, in every attempt (a resumed step is told of them).
     #[serde(default)]
     pub calls: Vec<StepCall>,
-    /// The calls held back for confirmation, and what they would change.
+    /// Its calls that wait for the user's approval.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub held: Vec<crate::message::ToolCall>,
+    pub waiting: Vec<WaitingCall>,
+    /// The executor's messages up to the wait; once every waiting call has
+    /// its result (the approved call's own, or the denial) they end with
+    /// those results, and the step's next attempt goes on from them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub changes: Vec<PendingChange>,
+    #[schema(value_type = Vec<Object>)]
+    pub resume: Vec<crate::message::ChatMessage>,
     pub attempts: u32,
 }
 
@@ -256,8 +269,8 @@ impl PlanRecord {
                 outputs: StepOutputs::default(),
                 error: None,
                 calls: vec![],
-                held: vec![],
-                changes: vec![],
+                waiting: vec![],
+                resume: vec![],
                 attempts: 0,
             })
             .collect();
@@ -298,7 +311,8 @@ impl PlanRecord {
             .map(|p| {
                 let st = self.step(&p.id);
                 serde_json::json!({"id": p.id, "title": p.title, "status": st.status, "summary": st.summary,
-                    "outputs": st.outputs, "error": st.error, "awaiting_confirmation": st.changes})
+                    "outputs": st.outputs, "error": st.error,
+                    "waiting_for_approval": st.waiting.iter().map(|w| &w.summary).collect::<Vec<_>>()})
             })
             .collect();
         let mut v = serde_json::json!({"plan_id": self.id, "goal": self.plan.goal, "status": self.status,

@@ -1,14 +1,14 @@
 //! `agent_continue_plan`: the user's answer about an open plan — approve or
-//! reject a draft, confirm or cancel the changes it paused for, continue a
-//! plan that was cut off. A decision without a plan id reaches the session's
-//! current plan only, and only while it is open.
+//! reject a draft, continue a plan that was cut off (or, made by the turn
+//! itself, one whose waiting calls the user answered). A decision without a
+//! plan id reaches the session's current plan only, and only while it is
+//! open. A plan waiting for approvals is answered by them, not by this tool.
 
 use super::stage::execute;
-use super::step::collect_outputs;
 use super::{answer, failure, status_name, Book, Env, Ran};
 use crate::message::ToolCall;
-use crate::plan::{PlanRecord, PlanStatus, StepCall, StepOutputs, StepStatus, ToolOrigin};
-use crate::sse::{EventSink, StreamEvent};
+use crate::plan::{PlanRecord, PlanStatus};
+use crate::sse::EventSink;
 use crate::store::StoreError;
 use crate::tools::plan::{ContinuePlanArgs, PlanDecision};
 
@@ -29,12 +29,10 @@ pub(super) async fn decide<'a>(env: &'a Env<'a>, call: &ToolCall, sink: &mut Eve
             book.rec.status = S::Running;
             execute(book, sink).await
         }
-        (D::Confirm, S::AwaitingConfirmation) => {
-            confirm(&mut book, sink).await?;
-            execute(book, sink).await
-        }
-        (D::Reject | D::Cancel, S::AwaitingApproval | S::Running | S::AwaitingConfirmation) => {
-            decline(&mut book, args).await?;
+        (D::Reject, S::AwaitingApproval | S::Running | S::WaitingForApproval) => {
+            book.rec.status = S::Rejected;
+            book.rec.reason = args.reason;
+            book.save().await?;
             Ok((answer(&book.rec, "nothing more of this plan runs: tell the user what was and was not done"), None))
         }
         (_, S::Superseded) => {
@@ -54,8 +52,6 @@ fn verb(decision: PlanDecision) -> &'static str {
     match decision {
         PlanDecision::Approve => "approve",
         PlanDecision::Reject => "reject",
-        PlanDecision::Confirm => "confirm",
-        PlanDecision::Cancel => "cancel",
         PlanDecision::Continue => "continue",
     }
 }
@@ -89,73 +85,4 @@ async fn find(
         },
     };
     Ok(found.ok_or_else(|| failure("plan_not_found", "there is no such plan in this conversation")))
-}
-
-/// Rejected or cancelled: held changes are skipped, nothing more runs.
-async fn decline(book: &mut Book<'_>, args: ContinuePlanArgs) -> Result<(), StoreError> {
-    let held = book.rec.steps.iter_mut().filter(|s| s.status == StepStatus::AwaitingConfirmation);
-    for step in held {
-        step.status = StepStatus::Skipped;
-        step.error = Some("the user declined this change; nothing was changed".into());
-        step.held.clear();
-    }
-    book.rec.status = if args.decision == PlanDecision::Reject { PlanStatus::Rejected } else { PlanStatus::Cancelled };
-    book.rec.reason = args.reason;
-    book.save().await
-}
-
-/// Runs the calls the plan paused for, as their steps' executors asked for
-/// them; each such step is then done.
-async fn confirm(book: &mut Book<'_>, sink: &mut EventSink) -> Result<(), StoreError> {
-    let held: Vec<String> = book
-        .rec
-        .steps
-        .iter()
-        .filter(|s| s.status == StepStatus::AwaitingConfirmation)
-        .map(|s| s.step_id.clone())
-        .collect();
-    for step_id in held {
-        confirm_step(book, &step_id, sink).await?;
-    }
-    book.rec.status = PlanStatus::Running;
-    book.save().await
-}
-
-/// One step's held calls, run in order with their events; the step saved.
-async fn confirm_step(book: &mut Book<'_>, step_id: &str, sink: &mut EventSink) -> Result<(), StoreError> {
-    let (env, plan_id) = (book.env, book.rec.id.clone());
-    let origin = ToolOrigin::PlanStep { plan_id: plan_id.clone(), step_id: step_id.to_string() };
-    let calls = std::mem::take(&mut book.rec.step_mut(step_id).held);
-    let mut outputs = StepOutputs::default();
-    let mut all_ok = true;
-    for call in calls {
-        let _ = sink.send(StreamEvent::ToolCall { tool_call: call.clone(), origin: origin.clone() }).await;
-        let run = env.layer.tools.run(env.user, env.scope, &call).await;
-        collect_outputs(&run.events, &mut outputs);
-        for ev in &run.events {
-            let _ = sink.send(ev.clone()).await;
-        }
-        let (id, name) = (call.id.clone(), call.function.name.clone());
-        let result = StreamEvent::ToolResult {
-            tool_call_id: id,
-            name,
-            ok: run.ok,
-            preview: run.preview.clone(),
-            origin: origin.clone(),
-        };
-        let _ = sink.send(result).await;
-        all_ok &= run.ok;
-        book.rec.step_mut(step_id).calls.push(StepCall { tool_call: call, ok: run.ok, result: run.content });
-    }
-    let step = book.rec.step_mut(step_id);
-    step.status = if all_ok { StepStatus::Done } else { StepStatus::Failed };
-    step.outputs.entity_ids.extend(outputs.entity_ids);
-    step.outputs.doc_ids.extend(outputs.doc_ids);
-    step.summary = Some(format!("{} (confirmed by the user)", step.summary.clone().unwrap_or_default()));
-    step.changes.clear();
-    let (status, outputs, error) = (step.status, step.outputs.clone(), step.error.clone());
-    book.save().await?;
-    let step_id = step_id.to_string();
-    let _ = sink.send(StreamEvent::StepComplete { plan_id, step_id, status, outputs, error }).await;
-    Ok(())
 }

@@ -1,6 +1,6 @@
 //! Plan execution as a tool layer ([`PlanLayer`]): the plan tools the planner
 //! model calls (docs/plans.md) — create (validate, store, review), decide
-//! (approve, reject, confirm, cancel, continue), and execute: stages in
+//! (approve, reject, continue), and execute: stages in
 //! order, a parallel stage's steps at once under `PLAN_STEP_CONCURRENCY`,
 //! each step an executor — a nested model loop run by the [`LoopRunner`] the
 //! loop hands the layer, with a scoped context (the step and its inputs'
@@ -19,7 +19,16 @@
 //!   a step's status is saved before its `step_complete` is sent;
 //! - an interrupted turn (Stop, client gone, deadline, lease lost) starts no
 //!   new step, lets running ones end as their loops do, keeps finished ones
-//!   and leaves the rest pending: the plan stays `running` (resumable).
+//!   and leaves the rest pending: the plan stays `running` (resumable);
+//! - an executor's calls wait for the user's yes as the turn's own do (the
+//!   same [`ApprovalGate`], so the same policy), and only calls of the
+//!   step's own tools: the step ends `waiting_for_approval` keeping its
+//!   executor's messages, the plan pauses after that stage, and the plan
+//!   call hands the waiting calls to the turn's loop ([`StreamedRun::waiting`]),
+//!   which ends the turn with them waiting in the session's log. The answer
+//!   stores each call's result there ([`crate::approval`]) and here
+//!   ([`answered`]); the step then goes on from its executor's messages
+//!   with those results, and the plan from that step.
 
 mod create;
 mod decide;
@@ -28,25 +37,23 @@ mod step;
 #[cfg(test)]
 mod tests;
 
-use crate::entities::EntityService;
 use crate::ids::{SessionId, TurnId, UserId};
-use crate::message::{ToolCall, Usage};
-use crate::model_loop::{LoopRunner, StreamCx, StreamedRun, ToolRun, TurnScope, TurnTools};
+use crate::message::{ChatMessage, PendingApproval, PlanStepRef, Role, ToolCall, Usage};
+use crate::model_loop::{ApprovalGate, LoopRunner, StreamCx, StreamedRun, ToolRun, TurnScope, TurnTools};
 use crate::plan::store::PlanStore;
-use crate::plan::{PlanRecord, PlanStatus, StepTool};
+use crate::plan::{PlanRecord, PlanStatus, StepCall, StepStatus, StepTool};
 use crate::store::StoreError;
 use crate::tools::plan::{is_plan_tool, plan_definitions, AGENT_CREATE_PLAN};
 use crate::tools::{ToolName, ToolScope};
 use std::sync::Mutex;
 
-pub use step::BULK_UPDATE_CALLS;
-
 /// The plan tools, as a layer of the turn's tools.
 pub struct PlanLayer<'a> {
     /// Where plan records go.
     pub store: &'a dyn PlanStore,
-    /// Names for the changes a plan holds for confirmation; `None`: ids only.
-    pub entities: Option<&'a EntityService>,
+    /// Which executor calls wait for the user's yes: the turn's own gate;
+    /// `None`: none waits.
+    pub approvals: Option<&'a dyn ApprovalGate>,
     /// The tools steps work with (each step gets only those it names).
     pub tools: &'a dyn TurnTools,
     /// Executors of one parallel stage running at once (at least 1).
@@ -99,6 +106,7 @@ impl TurnTools for PlanLayer<'_> {
 
     async fn run_streamed(&self, call: &ToolCall, cx: StreamCx<'_>) -> StreamedRun {
         let spent = Mutex::new(Usage::default());
+        let waiting = Mutex::new(Vec::new());
         let env = Env {
             layer: self,
             runner: cx.runner,
@@ -107,6 +115,7 @@ impl TurnTools for PlanLayer<'_> {
             turn_id: cx.turn_id,
             scope: cx.scope,
             spent: &spent,
+            waiting: &waiting,
         };
         let ran = if call.function.name == AGENT_CREATE_PLAN {
             create::create(&env, call, cx.sink).await
@@ -117,7 +126,8 @@ impl TurnTools for PlanLayer<'_> {
             tracing::error!(code = e.code(), error = %e, "plan not stored");
             (failure("store_unavailable", &format!("the plan could not be saved: {e}")), None)
         });
-        StreamedRun { run, interrupted, usage: spent.into_inner().unwrap_or_default() }
+        let (usage, waiting) = (spent.into_inner().unwrap_or_default(), waiting.into_inner().unwrap_or_default());
+        StreamedRun { run, interrupted, usage, waiting }
     }
 }
 
@@ -132,6 +142,8 @@ struct Env<'a> {
     scope: &'a TurnScope,
     /// What the executors' model requests used, for the turn's usage.
     spent: &'a Mutex<Usage>,
+    /// Executor calls that wait for the user's yes (the plan paused).
+    waiting: &'a Mutex<Vec<(ToolCall, PendingApproval)>>,
 }
 
 impl Env<'_> {
@@ -175,5 +187,67 @@ impl Book<'_> {
         let env = self.env;
         self.version = env.layer.store.save(env.user, env.sid, &self.rec, self.version).await?;
         Ok(())
+    }
+}
+
+/// The user's answer to one plan step's waiting call, as the answering turn
+/// stored it in the session's log.
+#[derive(Debug, Clone)]
+pub struct StepAnswer {
+    pub step: PlanStepRef,
+    pub tool_call_id: String,
+    /// The call's result: the approved call's own, or why it did not run.
+    pub content: String,
+    /// Whether it ran (approved), and its `ok`.
+    pub ran: Option<bool>,
+}
+
+/// Records the answers to plan steps' waiting calls: each result joins its
+/// step's executor messages (an approved call that ran also joins the
+/// step's calls); a step with no call left waiting is `pending` again (its
+/// next attempt goes on from those messages), and a plan with no step left
+/// waiting is `running`. The plans that can go on now.
+pub async fn answered(
+    store: &dyn PlanStore,
+    user: &UserId,
+    sid: &SessionId,
+    answers: &[StepAnswer],
+) -> Result<Vec<String>, StoreError> {
+    let mut plans: Vec<&str> = answers.iter().map(|a| a.step.plan_id.as_str()).collect();
+    plans.dedup();
+    let mut ready = Vec::new();
+    for plan_id in plans {
+        let Some((mut rec, version)) = store.load(user, sid, plan_id).await? else { continue };
+        if rec.status != PlanStatus::WaitingForApproval {
+            continue;
+        }
+        for a in answers.iter().filter(|a| a.step.plan_id == plan_id) {
+            record_answer(&mut rec, a);
+        }
+        if rec.steps.iter().all(|s| s.status != StepStatus::WaitingForApproval) {
+            rec.status = PlanStatus::Running;
+            ready.push(rec.id.clone());
+        }
+        rec.updated_at = crate::now_ms();
+        store.save(user, sid, &rec, version).await?;
+    }
+    Ok(ready)
+}
+
+fn record_answer(rec: &mut PlanRecord, a: &StepAnswer) {
+    let Some(step) = rec.steps.iter_mut().find(|s| s.step_id == a.step.step_id) else { return };
+    let Some(i) = step.waiting.iter().position(|w| w.tool_call.id == a.tool_call_id) else { return };
+    let call = step.waiting.remove(i).tool_call;
+    step.resume.push(ChatMessage {
+        role: Role::Tool,
+        content: Some(a.content.clone()),
+        tool_calls: vec![],
+        tool_call_id: Some(call.id.clone()),
+    });
+    if let Some(ok) = a.ran {
+        step.calls.push(StepCall { tool_call: call, ok, result: a.content.clone() });
+    }
+    if step.waiting.is_empty() && step.status == StepStatus::WaitingForApproval {
+        step.status = StepStatus::Pending;
     }
 }

@@ -3,13 +3,15 @@
 //! they come and its end saved before its `step_complete`.
 //!
 //! Contract: a step whose input failed or was skipped is skipped, never run;
-//! a step held for confirmation pauses the plan after its stage; an
-//! interruption starts no new step and leaves the plan `running`.
+//! a step with calls waiting for the user's yes pauses the plan after its
+//! stage (`waiting_for_approval`), its approvals handed to the turn; an
+//! interruption starts no new step and leaves the plan `running`. A step the
+//! user answered runs on from its executor's messages, not its brief.
 
 use super::step::{brief, run_step, StepEnd};
 use super::{answer, Book, Ran};
 use crate::model_loop::Outcome;
-use crate::plan::{PlanRecord, PlanStatus, PlanStep, StageMode, StepCall, StepOutputs, StepStatus};
+use crate::plan::{PlanRecord, PlanStatus, PlanStep, StageMode, StepCall, StepOutputs, StepStatus, WaitingCall};
 use crate::sse::{EventSink, StreamEvent};
 use crate::store::StoreError;
 use futures::stream::FuturesUnordered;
@@ -28,22 +30,18 @@ pub(super) async fn execute(mut book: Book<'_>, sink: &mut EventSink) -> Ran {
             StageMode::Sequence => 1,
         };
         if let Some(cut) = run_stage(&mut book, &stage.steps, cap, sink).await? {
+            unwait(&mut book);
             book.save().await?;
             let next = "the turn was cut off; finished steps are kept: tell the user what is done and that \
                         \"continue\" resumes the plan";
             return Ok((answer(&book.rec, next), Some(cut)));
         }
-        let held: Vec<_> =
-            book.rec.steps.iter().filter(|s| s.status == StepStatus::AwaitingConfirmation).cloned().collect();
-        if !held.is_empty() {
-            book.rec.status = PlanStatus::AwaitingConfirmation;
+        if book.rec.steps.iter().any(|s| s.status == StepStatus::WaitingForApproval) {
+            book.rec.status = PlanStatus::WaitingForApproval;
             book.save().await?;
-            for s in held {
-                let (plan_id, step_id, changes) = (book.rec.id.clone(), s.step_id, s.changes);
-                let _ = sink.send(StreamEvent::ConfirmationRequired { plan_id, step_id, changes }).await;
-            }
-            let next = "nothing was deleted or changed in bulk yet: tell the user exactly what would change and ask \
-                        them to confirm; on their answer call agent_continue_plan with confirm or cancel";
+            let next = "the plan paused: the calls in waiting_for_approval did not run and wait for the user's \
+                        approval, which they give or refuse with Approve / Deny (not in words); their answer resumes \
+                        the plan at those steps";
             return Ok((answer(&book.rec, next), None));
         }
     }
@@ -79,7 +77,9 @@ async fn run_stage(
             if !start_step(book, step, sink).await? {
                 continue;
             }
-            let messages = brief(&book.rec, step);
+            // A step the user answered goes on from its executor's messages.
+            let resume = std::mem::take(&mut book.rec.step_mut(&step.id).resume);
+            let messages = if resume.is_empty() { brief(&book.rec, step) } else { resume };
             running.push(run_step(env, book.rec.id.clone(), step.clone(), messages, tx.clone(), gone.clone()));
         }
         if running.is_empty() {
@@ -184,10 +184,20 @@ async fn settle(book: &mut Book<'_>, end: StepEnd, sink: &mut EventSink) -> Resu
             step.error = Some(message.clone());
             (false, message.clone())
         }
-        _ if !end.held.is_empty() => {
-            step.status = StepStatus::AwaitingConfirmation;
+        _ if !end.waiting.is_empty() => {
+            step.status = StepStatus::WaitingForApproval;
             step.summary = Some(end.summary.clone());
-            step.held = end.held;
+            step.waiting = end
+                .waiting
+                .iter()
+                .map(|(c, p)| WaitingCall {
+                    tool_call: c.clone(),
+                    approval_id: p.approval_id.clone(),
+                    summary: p.summary.clone(),
+                })
+                .collect();
+            step.resume = end.transcript;
+            book.env.waiting.lock().expect("not poisoned").extend(end.waiting);
             (true, end.summary)
         }
         _ => {
@@ -197,10 +207,6 @@ async fn settle(book: &mut Book<'_>, end: StepEnd, sink: &mut EventSink) -> Resu
             (true, end.summary)
         }
     };
-    let held = step.held.clone();
-    let changes = super::step::describe(book.env, &held).await;
-    let step = book.rec.step_mut(&end.step_id);
-    step.changes = changes;
     let (status, outputs, error) = (step.status, step.outputs.clone(), step.error.clone());
     book.save().await?;
     let step_id = end.step_id;
@@ -216,4 +222,16 @@ fn failed_input(rec: &PlanRecord, step: &PlanStep) -> Option<String> {
         let st = rec.step(i);
         matches!(st.status, StepStatus::Failed | StepStatus::Skipped).then(|| format!("its input {i:?} did not finish"))
     })
+}
+
+/// A stage cut off while some of its steps wait: they do not wait (the turn
+/// ends without asking); they run again from their brief on "continue",
+/// told of the calls they made.
+fn unwait(book: &mut Book<'_>) {
+    book.env.waiting.lock().expect("not poisoned").clear();
+    for step in book.rec.steps.iter_mut().filter(|s| s.status == StepStatus::WaitingForApproval) {
+        step.status = StepStatus::Pending;
+        step.waiting.clear();
+        step.resume.clear();
+    }
 }

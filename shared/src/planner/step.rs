@@ -1,30 +1,25 @@
 //! One plan step's executor: a nested loop (run by the [`LoopRunner`] the
-//! loop handed the layer) on the step's brief, with only the step's tools
-//! ([`StepTools`]), deletes and bulk updates held for confirmation
-//! ([`StepGate`]), its rounds sent to the plan record ([`StepLog`]) and its
-//! events read back from its own sink and forwarded (its words dropped).
+//! loop handed the layer) on the step's brief (or, after the user answered
+//! its waiting calls, on its own messages so far), with only the step's tools
+//! ([`StepTools`]), the turn's approval gate for the step's own tools
+//! ([`StepApprovals`]), its rounds sent to the plan record ([`StepLog`]) and
+//! its events read back from its own sink and forwarded (its words dropped).
 //!
 //! [`LoopRunner`]: crate::model_loop::LoopRunner
 
 use super::stage::FromStep;
 use super::{failure, Env};
-use crate::entities::EntityKind;
-use crate::ids::{EntityId, UserId};
-use crate::message::{ChatMessage, Role, StoredMessage, ToolCall, Usage};
+use crate::ids::UserId;
+use crate::message::{ChatMessage, PendingApproval, PlanStepRef, Role, StoredMessage, ToolCall, Usage};
 use crate::model_loop::telemetry::Telemetry;
-use crate::model_loop::{CallGate, LoopEnd, Nested, Outcome, RoundLog, ToolRun, TurnScope, TurnTools};
-use crate::plan::{PendingChange, PlanRecord, PlanStep, StepCall, StepOutputs, ToolOrigin};
+use crate::model_loop::{ApprovalGate, LoopEnd, Nested, Outcome, RoundLog, ToolRun, TurnScope, TurnTools};
+use crate::plan::{PlanRecord, PlanStep, StepCall, StepOutputs, ToolOrigin};
 use crate::sse::{EventSink, OperationAction, OperationStatus, SseDecoder, StreamEvent};
 use crate::store::StoreError;
 use crate::tools::ToolName;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// Update calls in one executor round from which they count as a bulk update
-/// (and wait for the user's confirmation).
-pub const BULK_UPDATE_CALLS: usize = 3;
 
 /// What one executor did.
 pub(super) struct StepEnd {
@@ -32,7 +27,10 @@ pub(super) struct StepEnd {
     pub summary: String,
     pub outputs: StepOutputs,
     pub calls: Vec<StepCall>,
-    pub held: Vec<ToolCall>,
+    /// Its calls that wait for the user's yes, with their approvals.
+    pub waiting: Vec<(ToolCall, PendingApproval)>,
+    /// Its messages up to the wait (empty when nothing waits).
+    pub transcript: Vec<ChatMessage>,
     /// How its loop ended.
     pub outcome: Outcome,
     pub usage: Usage,
@@ -88,18 +86,24 @@ pub(super) async fn run_step(
     let allowed: Vec<ToolName> = step.tools.iter().filter_map(|t| ToolName::parse(t)).collect();
     let offered: Vec<serde_json::Value> = allowed.iter().map(|t| t.definition()).collect();
     let tools = StepTools { inner: env.layer.tools, allowed: allowed.clone() };
-    let gate = StepGate { allowed: allowed.clone(), held: Mutex::default() };
-    let mut log = StepLog { step_id: step.id.clone(), tx: tx.clone() };
-    let (mut esink, body) = EventSink::channel();
+    let step_ref = PlanStepRef { plan_id: plan_id.clone(), step_id: step.id.clone() };
+    let gate = env.layer.approvals.map(|inner| StepApprovals { inner, allowed: allowed.clone(), step: step_ref });
+    let mut log = StepLog { step_id: step.id.clone(), tx: tx.clone(), transcript: messages.clone() };
+    let (esink, body) = EventSink::channel();
     let nested = Nested {
         messages,
         tools: (!allowed.is_empty()).then_some(&tools as &dyn TurnTools),
         offered: &offered,
         max_rounds: env.layer.step_max_rounds,
         origin: ToolOrigin::PlanStep { plan_id: plan_id.clone(), step_id: step.id.clone() },
-        gate: Some(&gate),
+        approvals: gate.as_ref().map(|g| g as &dyn ApprovalGate),
     };
-    let exec = async move { env.runner.run(nested, &mut log, &mut esink).await };
+    // The sink moves in (it closes when the executor ends, which ends the
+    // forwarding); the log is only borrowed: its messages are kept.
+    let exec = async {
+        let mut esink = esink;
+        env.runner.run(nested, &mut log, &mut esink).await
+    };
     let (ended, (outputs, oks)) = tokio::join!(exec, forward(body, tx, gone));
     let end = ended.unwrap_or_else(|abort| LoopEnd {
         unsaved: vec![],
@@ -107,7 +111,12 @@ pub(super) async fn run_step(
         usage: Default::default(),
     });
     let summary = end.unsaved.iter().rev().find(|m| m.role == Role::Assistant).and_then(|m| m.content.clone());
-    let held = gate.held.into_inner().unwrap_or_default();
+    let waiting = waiting_calls(&end.unsaved);
+    let transcript = if waiting.is_empty() {
+        vec![]
+    } else {
+        [log.transcript, end.unsaved.iter().map(StoredMessage::to_chat).collect()].concat()
+    };
     // Executors run inside the turn's task (not spawned), so the turn's
     // recorder is in scope here (dev only: DEV_EVENTS).
     let ok = matches!(end.outcome, Outcome::Complete);
@@ -116,15 +125,28 @@ pub(super) async fn run_step(
         step_id: step.id,
         summary: summary.unwrap_or_default(),
         outputs,
-        calls: step_calls(&end.unsaved, &oks, &held),
-        held,
+        calls: step_calls(&end.unsaved, &oks),
+        waiting,
+        transcript,
         outcome: end.outcome,
         usage: end.usage,
     }
 }
 
-/// The calls that ran, paired with their results (held ones did not run).
-fn step_calls(messages: &[StoredMessage], oks: &HashMap<String, bool>, held: &[ToolCall]) -> Vec<StepCall> {
+/// The calls of `messages` that wait for the user's yes, with their approvals.
+fn waiting_calls(messages: &[StoredMessage]) -> Vec<(ToolCall, PendingApproval)> {
+    messages
+        .iter()
+        .flat_map(|m| {
+            m.approvals.iter().filter_map(|p| Some((m.tool_calls.iter().find(|c| c.id == p.tool_call_id)?, p)))
+        })
+        .map(|(c, p)| (c.clone(), p.clone()))
+        .collect()
+}
+
+/// The calls that ran, paired with their results (waiting ones did not run:
+/// they sent no `tool_result`).
+fn step_calls(messages: &[StoredMessage], oks: &HashMap<String, bool>) -> Vec<StepCall> {
     let results: HashMap<&str, &str> = messages
         .iter()
         .filter_map(|m| Some((m.tool_call_id.as_deref()?, m.content.as_deref().unwrap_or_default())))
@@ -132,7 +154,7 @@ fn step_calls(messages: &[StoredMessage], oks: &HashMap<String, bool>, held: &[T
     messages
         .iter()
         .flat_map(|m| &m.tool_calls)
-        .filter(|c| oks.contains_key(&c.id) && !held.iter().any(|h| h.id == c.id))
+        .filter(|c| oks.contains_key(&c.id))
         .map(|c| StepCall {
             tool_call: c.clone(),
             ok: oks[&c.id],
@@ -199,34 +221,6 @@ pub(super) fn collect_outputs(events: &[StreamEvent], outputs: &mut StepOutputs)
     }
 }
 
-/// Human names of the changes held back, resolved before anything changes.
-pub(super) async fn describe(env: &Env<'_>, held: &[ToolCall]) -> Vec<PendingChange> {
-    let mut out = vec![];
-    for call in held {
-        let args: serde_json::Value = serde_json::from_str(&call.function.arguments).unwrap_or_default();
-        let kind = args["kind"].as_str().and_then(EntityKind::parse);
-        let id = args["id"].as_str().unwrap_or_default().to_string();
-        let action = if call.function.name == ToolName::DeleteEntity.as_str() {
-            OperationAction::Delete
-        } else {
-            OperationAction::Update
-        };
-        let name = match (env.layer.entities, env.tool_scope().project(), kind, EntityId::parse(&id)) {
-            (Some(svc), Some(p), Some(k), Ok(eid)) => {
-                svc.get(env.user, p, k, &eid).await.ok().map(|e| e.fields.name().to_string())
-            }
-            _ => None,
-        };
-        out.push(PendingChange {
-            action,
-            entity_type: kind.map_or("entity", |k| k.as_str()).to_string(),
-            entity_name: name.unwrap_or_else(|| id.clone()),
-            entity_id: id,
-        });
-    }
-    out
-}
-
 /// A step's tools: only those the plan gave it, whatever the scope offers.
 pub(super) struct StepTools<'a> {
     pub inner: &'a dyn TurnTools,
@@ -247,42 +241,37 @@ impl TurnTools for StepTools<'_> {
     }
 }
 
-/// Holds back a step's deletes, and its updates when a round makes
-/// [`BULK_UPDATE_CALLS`] or more: they wait for the user's confirmation.
-/// Only calls of the step's own tools (others are refused by [`StepTools`],
-/// so a confirmation can never run a tool the step was not given).
-pub(super) struct StepGate {
+/// The turn's approval gate, for the calls of the step's own tools only
+/// (others are refused by [`StepTools`] when they run, so an approval can
+/// never run a tool the step was not given); each approval names the step.
+pub(super) struct StepApprovals<'a> {
+    pub inner: &'a dyn ApprovalGate,
     pub allowed: Vec<ToolName>,
-    pub held: Mutex<Vec<ToolCall>>,
+    pub step: PlanStepRef,
 }
 
-impl CallGate for StepGate {
-    fn hold(&self, calls: &[ToolCall]) -> Vec<Option<ToolRun>> {
-        let is = |c: &ToolCall, t: ToolName| c.function.name == t.as_str() && self.allowed.contains(&t);
-        let bulk = calls.iter().filter(|c| is(c, ToolName::UpdateEntity)).count() >= BULK_UPDATE_CALLS;
-        let mut held = self.held.lock().expect("not poisoned");
+#[async_trait::async_trait]
+impl ApprovalGate for StepApprovals<'_> {
+    async fn waits(&self, calls: &[ToolCall]) -> Vec<Option<PendingApproval>> {
+        let own = |c: &ToolCall| ToolName::parse(&c.function.name).is_some_and(|t| self.allowed.contains(&t));
+        let mine: Vec<ToolCall> = calls.iter().filter(|c| own(c)).cloned().collect();
+        let mut waits = self.inner.waits(&mine).await.into_iter();
         calls
             .iter()
             .map(|c| {
-                if !(is(c, ToolName::DeleteEntity) || (bulk && is(c, ToolName::UpdateEntity))) {
-                    return None;
-                }
-                held.push(c.clone());
-                Some(failure(
-                    "needs_confirmation",
-                    "held for the user's confirmation; it has not run. Do not retry it: finish this step and say \
-                     what waits for confirmation",
-                ))
+                let p = if own(c) { waits.next().flatten()? } else { return None };
+                Some(PendingApproval { step: Some(self.step.clone()), ..p })
             })
             .collect()
     }
 }
 
 /// Where an executor's rounds go: to the plan record, with the step (not to
-/// the session's log). Held calls did not run and are not recorded.
+/// the session's log); its messages are kept for a step that comes to wait.
 struct StepLog {
     step_id: String,
     tx: mpsc::UnboundedSender<FromStep>,
+    transcript: Vec<ChatMessage>,
 }
 
 #[async_trait::async_trait]
@@ -299,14 +288,14 @@ impl RoundLog for StepLog {
         let calls = messages
             .iter()
             .flat_map(|m| &m.tool_calls)
-            .filter_map(|c| {
+            .map(|c| {
                 let result = results.get(c.id.as_str()).copied().unwrap_or_default();
                 let v: serde_json::Value = serde_json::from_str(result).unwrap_or_default();
-                let held = v["error"]["code"] == "needs_confirmation";
                 let ok = v.get("error").is_none() && v["ok"] != false;
-                (!held).then(|| StepCall { tool_call: c.clone(), ok, result: result.to_string() })
+                StepCall { tool_call: c.clone(), ok, result: result.to_string() }
             })
             .collect();
+        self.transcript.extend(messages.iter().map(StoredMessage::to_chat));
         let _ = self.tx.send(FromStep::Round { step_id: self.step_id.clone(), calls });
         Ok(())
     }

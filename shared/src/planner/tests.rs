@@ -3,11 +3,12 @@
 //! Time is tokio's paused clock, so "at once" is observed, not timed.
 
 use super::create::verdict;
-use super::step::{StepGate, StepTools};
+use super::step::{StepApprovals, StepTools};
 use super::*;
+use crate::approval::{Gate, Signer};
 use crate::ids::ProjectId;
-use crate::message::{ChatMessage, FunctionCall, Role, StoredMessage};
-use crate::model_loop::{AskError, CallGate, LoopAbort, LoopEnd, Nested, Outcome, RoundLog};
+use crate::message::{ChatMessage, FunctionCall, PlanStepRef, Role, StoredMessage};
+use crate::model_loop::{ApprovalGate, AskError, LoopAbort, LoopEnd, Nested, Outcome, RoundLog};
 use crate::plan::{
     AgentPlan, ExecutorKind, PlanMode, PlanStage, PlanStep, StageMode, StepIntent, StepStatus, ToolOrigin,
 };
@@ -73,7 +74,8 @@ struct Exec {
     outcome: Outcome,
     /// Events it sends on its own sink.
     events: Vec<StreamEvent>,
-    /// Calls it makes that the gate may hold.
+    /// Calls it makes in its last round, which the approval gate may ask
+    /// about (the others get ok results).
     calls: Vec<ToolCall>,
     /// A finished round it stores.
     round: Option<Vec<ToolCall>>,
@@ -93,6 +95,8 @@ struct Runner {
     review: Option<Result<String, AskError>>,
     order: Mutex<Vec<String>>,
     briefs: Mutex<Vec<String>>,
+    /// Every executor's messages, as it was given them.
+    given: Mutex<Vec<Vec<ChatMessage>>>,
     running: AtomicUsize,
     most: AtomicUsize,
 }
@@ -117,6 +121,7 @@ impl LoopRunner for Runner {
     ) -> Result<LoopEnd, LoopAbort> {
         let ToolOrigin::PlanStep { step_id, .. } = nested.origin.clone() else { panic!("an executor's origin") };
         self.briefs.lock().unwrap().push(nested.messages[1].content.clone().unwrap_or_default());
+        self.given.lock().unwrap().push(nested.messages.clone());
         let exec = self.steps.get(&step_id).cloned().unwrap_or_else(|| done(1));
         self.order.lock().unwrap().push(format!("start {step_id}"));
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
@@ -125,8 +130,14 @@ impl LoopRunner for Runner {
             let _ = sink.send(ev).await;
         }
         let _ = sink.send(StreamEvent::TextDelta { content: "executor words".into() }).await;
+        let mut unsaved = vec![];
         if !exec.calls.is_empty() {
-            nested.gate.expect("executors have a gate").hold(&exec.calls);
+            let waits = nested.approvals.expect("executors have a gate").waits(&exec.calls).await;
+            let mut r = round(exec.calls.clone());
+            r[0].approvals = waits.iter().flatten().cloned().collect();
+            let waiting: Vec<String> = r[0].approvals.iter().map(|p| p.tool_call_id.clone()).collect();
+            r.retain(|m| m.tool_call_id.as_deref().is_none_or(|id| !waiting.iter().any(|w| w == id)));
+            unsaved = r;
         }
         if let Some(calls) = exec.round {
             log.store_round(&round(calls)).await.map_err(LoopAbort)?;
@@ -136,7 +147,10 @@ impl LoopRunner for Runner {
         self.order.lock().unwrap().push(format!("end {step_id}"));
         let words =
             StoredMessage::new(SessionId::new(), 9, TurnId::new(), Role::Assistant, Some(format!("did {step_id}")));
-        Ok(LoopEnd { unsaved: vec![words], outcome: exec.outcome, usage: exec.usage })
+        if unsaved.is_empty() {
+            unsaved.push(words);
+        }
+        Ok(LoopEnd { unsaved, outcome: exec.outcome, usage: exec.usage })
     }
 
     async fn ask(&self, _: Vec<ChatMessage>) -> Result<String, AskError> {
@@ -159,7 +173,7 @@ fn round(calls: Vec<ToolCall>) -> Vec<StoredMessage> {
     out
 }
 
-/// Tools that record what ran (the held calls a confirmation runs).
+/// Tools that record what ran (a plan never runs a waiting call itself).
 #[derive(Default)]
 struct Tools(Mutex<Vec<String>>);
 
@@ -242,9 +256,10 @@ impl Turn {
 
     /// One plan call: its result and every event it sent.
     async fn call(&self, name: &str, args: serde_json::Value) -> (StreamedRun, Vec<StreamEvent>) {
+        let gate = self.gate();
         let layer = PlanLayer {
             store: &self.plans,
-            entities: None,
+            approvals: Some(&gate),
             tools: &self.tools,
             step_concurrency: self.cap,
             step_max_rounds: 3,
@@ -262,6 +277,26 @@ impl Turn {
         let ran = layer.run_streamed(&call("c1", name, &args.to_string()), cx).await;
         drop(sink);
         (ran, reader.await.unwrap())
+    }
+
+    /// The turn's approval gate (the policy of [`crate::approval::policy`]).
+    fn gate(&self) -> Gate<'_> {
+        Gate {
+            signer: Signer::new(b"k".to_vec()),
+            user: &self.user,
+            sid: &self.sid,
+            ttl: Duration::from_secs(600),
+            entities: None,
+            project: None,
+        }
+    }
+
+    /// The same plans, run by another runner (a later turn).
+    fn later(&self, runner: Runner) -> Turn {
+        let mut t = Turn::new(runner);
+        t.plans = Plans(Mutex::new(self.plans.0.lock().unwrap().clone()));
+        (t.user, t.sid) = (self.user.clone(), self.sid.clone());
+        t
     }
 
     async fn create(&self, plan: AgentPlan) -> (StreamedRun, Vec<StreamEvent>) {
@@ -357,49 +392,122 @@ async fn a_step_sends_its_events_in_order_without_its_words() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn held_calls_pause_the_plan_and_confirming_runs_them_then_the_rest() {
-    let delete = call("del", "delete_entity", r#"{"kind":"task","id":"t1"}"#);
-    let turn = Turn::new(Runner::with(&[("a", Exec { calls: vec![delete.clone()], ..done(1) })]));
+/// A plan whose step `a` deletes, then a step `b`: created, paused.
+async fn paused() -> (Turn, StreamedRun, Vec<StreamEvent>) {
+    let calls = vec![call("s1", "search_project", "{}"), call("del", "delete_entity", r#"{"kind":"task","id":"t1"}"#)];
+    let turn = Turn::new(Runner::with(&[("a", Exec { calls, ..done(1) })]));
     let p = plan(
         PlanMode::AutoExecute,
         vec![(StageMode::Sequence, vec![step("a", &[])]), (StageMode::Sequence, vec![step("b", &[])])],
     );
     let (ran, events) = turn.create(p).await;
-    let rec = turn.plans.only();
-    assert_eq!(rec.status, PlanStatus::AwaitingConfirmation);
-    assert_eq!(rec.step("a").status, StepStatus::AwaitingConfirmation);
-    assert_eq!(rec.step("a").held, std::slice::from_ref(&delete));
-    assert_eq!(rec.step("a").changes[0].entity_id, "t1");
-    assert_eq!(rec.step("b").status, StepStatus::Pending, "later stages wait");
-    assert!(turn.tools.0.lock().unwrap().is_empty(), "nothing held ran");
-    assert!(events.iter().any(|e| matches!(e, StreamEvent::ConfirmationRequired { .. })));
-    assert!(result(&ran)["next"].as_str().unwrap().starts_with("nothing was deleted"));
-
-    let (_, events) = turn.call("agent_continue_plan", serde_json::json!({"decision": "confirm"})).await;
-    assert_eq!(*turn.tools.0.lock().unwrap(), ["del"]);
-    let rec = turn.plans.only();
-    assert_eq!(rec.status, PlanStatus::Completed);
-    assert_eq!(rec.step("a").status, StepStatus::Done);
-    assert_eq!(rec.step("a").calls.last().unwrap().tool_call.id, "del");
-    assert_eq!(turn.runner.order().last().unwrap(), "end b");
-    let origin = events.iter().find_map(|e| match e {
-        StreamEvent::ToolResult { origin, .. } => Some(origin.clone()),
-        _ => None,
-    });
-    assert!(matches!(origin, Some(ToolOrigin::PlanStep { step_id, .. }) if step_id == "a"));
+    (turn, ran, events)
 }
 
 #[tokio::test(start_paused = true)]
-async fn cancelling_skips_the_held_change_and_runs_nothing() {
-    let delete = call("del", "delete_entity", r#"{"kind":"task","id":"t1"}"#);
-    let turn = Turn::new(Runner::with(&[("a", Exec { calls: vec![delete], ..done(1) })]));
-    turn.create(plan(PlanMode::AutoExecute, vec![(StageMode::Sequence, vec![step("a", &[])])])).await;
-    turn.call("agent_continue_plan", serde_json::json!({"decision": "cancel", "reason": "no"})).await;
+async fn a_steps_delete_waits_for_an_approval_and_the_plan_pauses_after_its_stage() {
+    let (turn, ran, events) = paused().await;
     let rec = turn.plans.only();
-    assert_eq!((rec.status, rec.reason.as_deref()), (PlanStatus::Cancelled, Some("no")));
-    assert_eq!(rec.step("a").status, StepStatus::Skipped);
-    assert!(turn.tools.0.lock().unwrap().is_empty());
+    assert_eq!(rec.status, PlanStatus::WaitingForApproval);
+    let a = rec.step("a");
+    assert_eq!(a.status, StepStatus::WaitingForApproval);
+    assert_eq!(a.waiting.len(), 1);
+    assert_eq!(a.waiting[0].tool_call.id, "del");
+    assert_eq!(a.waiting[0].summary, "Delete the task t1");
+    let last = a.resume.iter().rposition(|m| m.role == Role::Assistant).unwrap();
+    assert_eq!(a.resume[last].tool_calls.len(), 2, "its messages end with the waiting round");
+    assert_eq!(a.resume.len(), last + 2, "and the result of the call that ran (search), not of the waiting one");
+    assert_eq!(rec.step("b").status, StepStatus::Pending, "later stages wait");
+    assert!(turn.tools.0.lock().unwrap().is_empty(), "nothing ran outside the executor");
+    // The turn gets the approval, signed for this user's session over the
+    // call as stored, naming the step.
+    assert_eq!(ran.waiting.len(), 1);
+    let (c, p) = &ran.waiting[0];
+    assert_eq!((c.id.as_str(), p.tool_call_id.as_str()), ("del", "del"));
+    assert_eq!(p.step, Some(PlanStepRef { plan_id: rec.id.clone(), step_id: "a".into() }));
+    assert!(Signer::new(b"k".to_vec()).verify(&p.approval_id, &turn.user, &turn.sid, c));
+    assert_eq!(a.waiting[0].approval_id, p.approval_id);
+    assert!(result(&ran)["next"].as_str().unwrap().contains("Approve / Deny"));
+    assert_eq!(result(&ran)["steps"][0]["waiting_for_approval"][0], "Delete the task t1");
+    assert!(!events.iter().any(|e| e.kind() == "confirmation_required"));
+    assert_eq!(turn.runner.order(), ["start a", "end a"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stage_cut_off_while_a_step_waits_leaves_nothing_waiting() {
+    let delete = call("del", "delete_entity", r#"{"kind":"task","id":"t1"}"#);
+    let waits = Exec { calls: vec![delete], ..done(1) };
+    let cut = Exec { outcome: Outcome::Stopped, ..done(5) };
+    let turn = Turn::new(Runner::with(&[("a", waits), ("b", cut)]));
+    let (ran, _) = turn
+        .create(plan(PlanMode::AutoExecute, vec![(StageMode::Parallel, vec![step("a", &[]), step("b", &[])])]))
+        .await;
+    assert_eq!(ran.interrupted, Some(Outcome::Stopped));
+    assert!(ran.waiting.is_empty(), "the turn asks nothing: it was cut off");
+    let rec = turn.plans.only();
+    assert_eq!(rec.status, PlanStatus::Running, "resumable");
+    let a = rec.step("a");
+    assert_eq!(a.status, StepStatus::Pending, "it runs again from its brief on continue");
+    assert!(a.waiting.is_empty() && a.resume.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plan_waiting_for_approvals_is_not_continued_by_the_tool() {
+    let (turn, _, _) = paused().await;
+    let later = turn.later(Runner::default());
+    let (ran, _) = later.call("agent_continue_plan", serde_json::json!({"decision": "continue"})).await;
+    assert_eq!(result(&ran)["error"]["code"], "plan_decision_not_applicable");
+    assert!(later.runner.order().is_empty(), "nothing ran");
+}
+
+/// The answer to the paused plan's call, then `continue` (what the turn does).
+async fn answer_and_resume(turn: &Turn, content: &str, ran: Option<bool>) -> Turn {
+    let plan_id = turn.plans.only().id;
+    let step = PlanStepRef { plan_id: plan_id.clone(), step_id: "a".into() };
+    let answer = StepAnswer { step, tool_call_id: "del".into(), content: content.into(), ran };
+    assert_eq!(answered(&turn.plans, &turn.user, &turn.sid, &[answer]).await.unwrap(), [plan_id]);
+    let rec = turn.plans.only();
+    assert_eq!((rec.status, rec.step("a").status), (PlanStatus::Running, StepStatus::Pending));
+    let later = turn.later(Runner::default());
+    later.call("agent_continue_plan", serde_json::json!({"decision": "continue"})).await;
+    later
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_denial_is_the_calls_result_the_executor_reads_and_the_plan_goes_on() {
+    let (turn, _, _) = paused().await;
+    let later = answer_and_resume(&turn, "denied by the user: keep it", None).await;
+    assert_eq!(later.runner.order(), ["start a", "end a", "start b", "end b"], "from step a, then the rest");
+    let given = later.runner.given.lock().unwrap()[0].clone();
+    let last = given.last().unwrap();
+    assert_eq!((last.role, last.tool_call_id.as_deref()), (Role::Tool, Some("del")));
+    assert_eq!(last.content.as_deref(), Some("denied by the user: keep it"));
+    assert!(given.iter().any(|m| m.tool_calls.iter().any(|c| c.id == "s1")), "its own messages, not a new brief");
+    let rec = later.plans.only();
+    assert_eq!(rec.status, PlanStatus::Completed);
+    assert!(rec.step("a").calls.iter().all(|c| c.tool_call.id != "del"), "a denied call did not run");
+    assert!(later.tools.0.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_approved_call_that_ran_is_one_of_the_steps_calls() {
+    let (turn, _, _) = paused().await;
+    let later = answer_and_resume(&turn, r#"{"ok":true,"deleted":"t1"}"#, Some(true)).await;
+    let rec = later.plans.only();
+    assert_eq!(rec.status, PlanStatus::Completed);
+    let del = rec.step("a").calls.iter().find(|c| c.tool_call.id == "del").expect("recorded");
+    assert!(del.ok);
+    assert!(later.tools.0.lock().unwrap().is_empty(), "the plan never runs it again: the answer ran it");
+}
+
+#[tokio::test(start_paused = true)]
+async fn answers_to_a_plan_that_no_longer_waits_change_nothing() {
+    let (turn, _, _) = paused().await;
+    turn.call("agent_continue_plan", serde_json::json!({"decision": "reject", "reason": "no"})).await;
+    let step = PlanStepRef { plan_id: turn.plans.only().id, step_id: "a".into() };
+    let answer = StepAnswer { step, tool_call_id: "del".into(), content: "x".into(), ran: None };
+    assert!(answered(&turn.plans, &turn.user, &turn.sid, &[answer]).await.unwrap().is_empty());
+    assert_eq!(turn.plans.only().status, PlanStatus::Rejected);
 }
 
 #[tokio::test(start_paused = true)]
@@ -493,17 +601,22 @@ async fn a_decision_without_an_open_plan_says_so() {
     assert_eq!(result(&ran)["error"]["code"], "plan_not_found");
 }
 
-#[test]
-fn the_gate_holds_deletes_and_bulk_updates_of_the_steps_own_tools_only() {
-    let gate = StepGate { allowed: vec![ToolName::DeleteEntity, ToolName::UpdateEntity], held: Mutex::default() };
+#[tokio::test]
+async fn a_step_asks_the_turns_policy_for_its_own_tools_only() {
+    let turn = Turn::new(Runner::default());
+    let inner = turn.gate();
+    let step = PlanStepRef { plan_id: "p".into(), step_id: "a".into() };
+    let gate = StepApprovals { inner: &inner, allowed: vec![ToolName::DeleteEntity, ToolName::UpdateEntity], step };
+    let one_update = [call("u1", "update_entity", "{}"), call("s", "search_project", "{}")];
+    assert!(gate.waits(&one_update).await.iter().all(Option::is_none), "one update runs");
     let two_updates = [call("u1", "update_entity", "{}"), call("u2", "update_entity", "{}")];
-    assert!(gate.hold(&two_updates).iter().all(Option::is_none), "two updates are not bulk");
-    let three: Vec<_> = (0..BULK_UPDATE_CALLS).map(|i| call(&format!("u{i}"), "update_entity", "{}")).collect();
-    assert!(gate.hold(&three).iter().all(Option::is_some));
-    assert!(gate.hold(&[call("d", "delete_entity", "{}"), call("s", "search_project", "{}")])[1].is_none());
-    assert_eq!(gate.held.lock().unwrap().len(), BULK_UPDATE_CALLS + 1);
-    let not_given = StepGate { allowed: vec![], held: Mutex::default() };
-    assert!(not_given.hold(&[call("d", "delete_entity", "{}")])[0].is_none(), "refused by the step's tools instead");
+    assert!(gate.waits(&two_updates).await.iter().all(Option::is_some), "several updates wait, as in a turn");
+    let w = gate.waits(&[call("d", "delete_entity", "{}"), call("s", "search_project", "{}")]).await;
+    assert_eq!(w[0].as_ref().unwrap().step.as_ref().unwrap().step_id, "a");
+    assert!(w[1].is_none());
+    let step = PlanStepRef { plan_id: "p".into(), step_id: "a".into() };
+    let not_given = StepApprovals { inner: &inner, allowed: vec![], step };
+    assert!(not_given.waits(&[call("d", "delete_entity", "{}")]).await[0].is_none(), "refused by the step's tools");
 }
 
 #[tokio::test]
@@ -525,7 +638,7 @@ fn plan_tools_are_offered_in_a_project_and_handled_with_the_stream() {
     let global = TurnScope { context_type: ContextType::Global, entity_id: None, focus: None, timezone: None };
     assert!(definitions(&global).is_empty());
     let layer =
-        PlanLayer { store: &turn.plans, entities: None, tools: &turn.tools, step_concurrency: 1, step_max_rounds: 1 };
+        PlanLayer { store: &turn.plans, approvals: None, tools: &turn.tools, step_concurrency: 1, step_max_rounds: 1 };
     assert!(
         layer.handles("agent_create_plan") && layer.handles("agent_continue_plan") && !layer.handles("search_project")
     );

@@ -233,18 +233,12 @@ pub enum StreamEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
-    /// The plan paused before changes only the user may confirm (deletes,
-    /// bulk updates); the next turn confirms or cancels them.
-    ConfirmationRequired {
-        plan_id: String,
-        step_id: String,
-        changes: Vec<crate::plan::PendingChange>,
-    },
     /// A call of this round waits for the user's yes ([`crate::approval`]):
     /// it did not run; the turn ends with it waiting. `summary` is the
     /// operation in human words, `arguments` the stored ones (what an
     /// approval runs). Answered by `POST /sessions/{id}/approvals/{approval_id}`
     /// or, on the UI message stream, by the client's approval response.
+    /// A plan step's call (origin `plan_step`) pauses its plan at that step.
     ApprovalRequired {
         approval_id: String,
         tool_call_id: String,
@@ -254,6 +248,9 @@ pub enum StreamEvent {
         arguments: serde_json::Value,
         /// Ms since the epoch; after it the call counts as denied.
         expires_at: i64,
+        /// Who made the call: the planner, or a plan step's executor.
+        #[serde(default)]
+        origin: ToolOrigin,
     },
     /// The user's answer to a waiting call, at the start of the turn that
     /// continues: an approved call's events and `tool_result` follow; a
@@ -374,7 +371,6 @@ impl StreamEvent {
             StreamEvent::ExecutorSpawned { .. } => "executor_spawned",
             StreamEvent::ExecutorResult { .. } => "executor_result",
             StreamEvent::StepComplete { .. } => "step_complete",
-            StreamEvent::ConfirmationRequired { .. } => "confirmation_required",
             StreamEvent::ApprovalRequired { .. } => "approval_required",
             StreamEvent::ApprovalAnswered { .. } => "approval_answered",
             StreamEvent::ClarifyingQuestions { .. } => "clarifying_questions",

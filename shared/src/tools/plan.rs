@@ -24,10 +24,6 @@ pub enum PlanDecision {
     Approve,
     /// Drop a draft plan.
     Reject,
-    /// Run the changes the plan paused for, then go on.
-    Confirm,
-    /// Do not make the changes the plan paused for; stop the plan.
-    Cancel,
     /// Resume a plan that was cut off, at its first unfinished step.
     Continue,
 }
@@ -40,7 +36,7 @@ pub struct ContinuePlanArgs {
     /// The plan; when left out, the conversation's current plan (its newest), if it is still open.
     #[serde(default)]
     pub plan_id: Option<String>,
-    /// The user's reason, for a rejection or cancellation.
+    /// The user's reason, for a rejection.
     #[serde(default)]
     pub reason: Option<String>,
 }
@@ -58,8 +54,9 @@ pub fn plan_definitions() -> Vec<Value> {
         }}),
         json!({"type": "function", "function": {
             "name": AGENT_CONTINUE_PLAN,
-            "description": "Act on an open plan when the user answers about it: approve or reject a draft, confirm or \
-                cancel the changes it paused for, or continue a plan that was cut off.",
+            "description": "Act on an open plan when the user answers about it: approve or reject a draft, or \
+                continue a plan that was cut off. (A plan step's delete or bulk update asks the user itself, \
+                with Approve / Deny; their answer resumes the plan without this tool.)",
             "parameters": super::schema::of::<ContinuePlanArgs>(),
         }}),
     ]

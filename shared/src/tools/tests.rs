@@ -172,7 +172,7 @@ fn the_plan_tools_schemas_name_their_choices() {
     assert_eq!(step["required"], json!(["id", "title", "intent", "executor"]));
     assert_eq!(step["additionalProperties"], false);
     let decide = &defs[1]["function"]["parameters"];
-    assert_eq!(decide["properties"]["decision"]["enum"], json!(["approve", "reject", "confirm", "cancel", "continue"]));
+    assert_eq!(decide["properties"]["decision"]["enum"], json!(["approve", "reject", "continue"]));
 }
 
 // ---- schema generation --------------------------------------------------------

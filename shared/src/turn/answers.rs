@@ -3,14 +3,18 @@
 //! first write, every waiting call gets its result — the approved call's
 //! own (it runs here, with its stored arguments), a denial, or "not run"
 //! (the user wrote instead, the approval expired) — so the log the model
-//! is sent holds a result for every call.
+//! is sent holds a result for every call. A plan step's call's result also
+//! goes to its plan record ([`crate::planner::answered`]): the step goes on
+//! from it when the plan resumes.
 
 use super::start::{Ids, Refused};
 use super::{TurnDeps, ValidTurn};
-use crate::approval::settle::{run, settle, RunCx};
+use crate::approval::settle::{run, settle, Answer, RunCx, Settled};
 use crate::approval::Signer;
+use crate::ids::SessionId;
 use crate::message::{without_superseded, StoredMessage};
 use crate::model_loop::TurnScope;
+use crate::planner::{answered, StepAnswer};
 use crate::session::{Session, SessionView};
 use crate::sse::EventSink;
 
@@ -54,7 +58,34 @@ pub(super) async fn settle_waiting(
     let cx = RunCx { tools, user, sid, turn_id: ids.turn_id, scope: &scope };
     let results = run(&settled, cx, session.view.message_count + 1, sink).await;
     deps.store.append_messages(user, sid, ids.turn_id, &results).await.map_err(refuse)?;
+    to_plans(deps, ids, sid, &settled, &results).await;
     let stored = results.len() as u64;
     history.extend(results);
     Ok(stored)
+}
+
+/// The results of plan steps' calls, into their plan records. A record that
+/// cannot be written keeps its plan waiting (the session's log has the
+/// results; the plan does not resume): logged, the turn goes on.
+async fn to_plans(deps: &TurnDeps, ids: &Ids<'_>, sid: &SessionId, settled: &[Settled], results: &[StoredMessage]) {
+    let Some(plans) = deps.plans.as_deref() else { return };
+    let answers: Vec<StepAnswer> = settled
+        .iter()
+        .zip(results)
+        .filter_map(|(s, r)| {
+            let content = r.content.clone().unwrap_or_default();
+            let ran = (s.answer == Answer::Approved).then(|| {
+                let v: serde_json::Value = serde_json::from_str(&content).unwrap_or_default();
+                v.get("error").is_none() && v["ok"] != false
+            });
+            let step = s.asked.pending.step.clone()?;
+            Some(StepAnswer { step, tool_call_id: s.asked.call.id.clone(), content, ran })
+        })
+        .collect();
+    if answers.is_empty() {
+        return;
+    }
+    if let Err(e) = answered(plans, ids.user, sid, &answers).await {
+        tracing::error!(code = e.code(), error = %e, "plan step answers not recorded");
+    }
 }

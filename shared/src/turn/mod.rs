@@ -28,7 +28,9 @@
 //!   ontology tools (watched for the signals calls send the turn,
 //!   [`Watched`]); a plan call's events all come before its `tool_result`,
 //!   and its executors run the same loop, writing to the plan record, never
-//!   to the session's log.
+//!   to the session's log; a turn that answers a plan step's waiting calls
+//!   resumes that plan before the model is asked (its first call,
+//!   `agent_continue_plan` `continue`, is made by the turn).
 //!
 //! [`SessionStore`]: crate::session::store::SessionStore
 //! [`Llm`]: crate::llm::Llm
@@ -243,7 +245,8 @@ async fn run(
     let watch = started.lease.watch(&deps.config);
     let mut agent_state = started.agent_state;
     let watched = deps.tools.as_deref().map(|t| Watched::new(t, Telemetry::current(), &prepared.offered));
-    let plans = watched.as_ref().and_then(|w| plan_layer(deps, w));
+    let gate = approval_gate(deps, user, &sid, &prepared.scope);
+    let plans = watched.as_ref().and_then(|w| plan_layer(deps, w, &gate));
     let layers = watched.as_ref().map(|w| match &plans {
         Some(p) => Layers::new(vec![p, w]),
         None => Layers::new(vec![w]),
@@ -263,8 +266,8 @@ async fn run(
         counting: &counting,
     };
     let mut model_loop = ModelLoop::new(env, layers.as_ref().map(|l| l as &dyn TurnTools), ToolOrigin::Planner);
-    let gate = approval_gate(deps, user, &sid, &prepared.scope);
     model_loop.approvals = Some(&gate);
+    model_loop.opening = plans.as_ref().and_then(|_| resumed_plan(turn, &started.history, turn_id));
     model_loop.calibrates = true;
     model_loop.agent_state = agent_state.as_mut().map(|(s, _)| s);
     model_loop.next_seq = started.user_message.seq + 1;
@@ -312,14 +315,39 @@ fn approval_gate<'a>(
 }
 
 /// The plan tools, when plan records are kept: their steps work with the
-/// turn's own (watched) tools.
-fn plan_layer<'a>(deps: &'a TurnDeps, tools: &'a Watched<'a>) -> Option<PlanLayer<'a>> {
+/// turn's own (watched) tools, and their calls wait as the turn's do.
+fn plan_layer<'a>(
+    deps: &'a TurnDeps,
+    tools: &'a Watched<'a>,
+    gate: &'a crate::approval::Gate<'a>,
+) -> Option<PlanLayer<'a>> {
     Some(PlanLayer {
         store: deps.plans.as_deref()?,
-        entities: deps.entities.as_ref(),
+        approvals: Some(gate),
         tools,
         step_concurrency: deps.config.plan_step_concurrency,
         step_max_rounds: deps.config.plan_step_max_rounds,
+    })
+}
+
+/// A turn that answered a plan step's waiting calls resumes that plan
+/// before the model is asked: its first call is `agent_continue_plan`
+/// `continue` for that plan (made by the turn; the log shows it as the
+/// planner's call, with the plan's result), so the plan goes on from the
+/// answered step and the planner answers from where it got.
+fn resumed_plan(
+    turn: &ValidTurn,
+    history: &[crate::message::StoredMessage],
+    turn_id: &TurnId,
+) -> Option<crate::message::ToolCall> {
+    let answered = |id: &str| turn.approvals.iter().any(|a| a.approval_id == id);
+    let asked = crate::approval::asked(history);
+    let step = asked.iter().rev().find_map(|a| a.pending.step.as_ref().filter(|_| answered(&a.pending.approval_id)))?;
+    let arguments = serde_json::json!({"decision": "continue", "plan_id": step.plan_id}).to_string();
+    Some(crate::message::ToolCall {
+        id: format!("call_resume_{turn_id}"),
+        kind: "function".into(),
+        function: crate::message::FunctionCall { name: crate::tools::plan::AGENT_CONTINUE_PLAN.into(), arguments },
     })
 }
 

@@ -343,7 +343,7 @@ export type ShiftReason = 'project_created';
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "StepStatus".
  */
-export type StepStatus = 'pending' | 'done' | 'failed' | 'awaiting_confirmation' | 'skipped';
+export type StepStatus = 'pending' | 'done' | 'failed' | 'waiting_for_approval' | 'skipped';
 /**
  * Every event a turn sends. `type` is the tag on the wire.
  *
@@ -486,18 +486,25 @@ export type StreamEvent =
       type: 'step_complete';
     }
   | {
-      changes: PendingChange[];
-      plan_id: string;
-      step_id: string;
-      type: 'confirmation_required';
-    }
-  | {
       approval_id: string;
       arguments: {};
       /**
        * Ms since the epoch; after it the call counts as denied.
        */
       expires_at: number;
+      /**
+       * Where a tool event comes from: the planner's own loop, or one plan step's
+       * executor (gap 4 of CURRENT_FLOW §9).
+       */
+      origin?:
+        | {
+            source: 'planner';
+          }
+        | {
+            plan_id: string;
+            source: 'plan_step';
+            step_id: string;
+          };
       summary: string;
       tool: string;
       tool_call_id: string;
@@ -678,13 +685,13 @@ export interface WireTypes {
   OperationAction?: OperationAction;
   OperationStatus?: OperationStatus;
   PendingApproval?: PendingApproval1;
-  PendingChange?: PendingChange;
   PlanFields?: PlanFields;
   PlanMode?: PlanMode;
   PlanPatch?: PlanPatch;
   PlanStage?: PlanStage;
   PlanState?: PlanState;
   PlanStep?: PlanStep;
+  PlanStepRef?: PlanStepRef1;
   Priority?: Priority;
   Project?: Project;
   ProjectFields?: ProjectFields;
@@ -1588,12 +1595,21 @@ export interface PendingApproval {
    * Ms since the epoch; after it the call is denied as expired.
    */
   expires_at: number;
+  step?: null | PlanStepRef;
   /**
    * The operation in human words ("Delete the task \"Old checklist\"").
    */
   summary: string;
   tool: string;
   tool_call_id: string;
+}
+/**
+ * A plan step's call ([`crate::planner`]): the executor that made it
+ * waits in the plan record, and the answer resumes that step.
+ */
+export interface PlanStepRef {
+  plan_id: string;
+  step_id: string;
 }
 /**
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -1764,24 +1780,13 @@ export interface PendingApproval1 {
    * Ms since the epoch; after it the call is denied as expired.
    */
   expires_at: number;
+  step?: null | PlanStepRef;
   /**
    * The operation in human words ("Delete the task \"Old checklist\"").
    */
   summary: string;
   tool: string;
   tool_call_id: string;
-}
-/**
- * A change that needs the user's confirmation, in human terms.
- *
- * This interface was referenced by `WireTypes`'s JSON-Schema
- * via the `definition` "PendingChange".
- */
-export interface PendingChange {
-  action: OperationAction;
-  entity_id: string;
-  entity_name: string;
-  entity_type: string;
 }
 /**
  * A partial update of PlanFields: only the fields sent change.
@@ -1797,6 +1802,16 @@ export interface PlanPatch {
   expected_version?: number | null;
   name?: Name;
   state?: null | PlanState;
+}
+/**
+ * The plan step a waiting call belongs to.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "PlanStepRef".
+ */
+export interface PlanStepRef1 {
+  plan_id: string;
+  step_id: string;
 }
 /**
  * A project's own fields: its create body (with [`NewProject`]) and what a
