@@ -48,6 +48,7 @@ fn event(uid: &str, title: &str, start: &str, end: &str, zone: Zone) -> Calendar
         created_at: 0,
         updated_at: 0,
         remote: None,
+        organizer: None,
     }
 }
 

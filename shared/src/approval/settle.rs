@@ -82,13 +82,23 @@ pub struct RunCx<'a> {
     pub sid: &'a SessionId,
     pub turn_id: &'a TurnId,
     pub scope: &'a TurnScope,
+    /// When an approved call still running is given up on (the turn's hard
+    /// stop before the invocation's deadline).
+    pub hard_stop: tokio::time::Instant,
 }
+
+/// An approved call cut by the deadline: its effect is unknown.
+pub const CUT_BY_THE_DEADLINE: &str = "the turn ran out of time while this call was running; it may or may not \
+    have taken effect: check before repeating it";
 
 /// Runs the approved calls (with their stored arguments) and sends what
 /// the answers did: for each call the user answered, `approval_answered`,
 /// then an approved call's events and `tool_result`, a denied one's
 /// `tool_result`. Calls settled without an answer send nothing (the client
-/// never shows them again). The results, as tool messages from `first_seq`.
+/// never shows them again). An approved call still running at
+/// `cx.hard_stop` is cut: its result says its effect is unknown
+/// ([`CUT_BY_THE_DEADLINE`]), and, stored, it spends the approval. The
+/// results, as tool messages from `first_seq`.
 pub async fn run(settled: &[Settled], cx: RunCx<'_>, first_seq: u64, sink: &mut EventSink) -> Vec<StoredMessage> {
     let mut out = Vec::with_capacity(settled.len());
     for (i, s) in settled.iter().enumerate() {
@@ -112,8 +122,11 @@ pub async fn run(settled: &[Settled], cx: RunCx<'_>, first_seq: u64, sink: &mut 
         let run = match not_run(&s.answer) {
             Some(why) => ToolRun { ok: false, preview: why.clone(), ..ToolRun::failed(&why) },
             None => {
-                let ran = std::panic::AssertUnwindSafe(cx.tools.run(cx.user, cx.scope, call)).catch_unwind().await;
-                ran.unwrap_or_else(|_| ToolRun::failed("the tool failed unexpectedly"))
+                let ran = std::panic::AssertUnwindSafe(cx.tools.run(cx.user, cx.scope, call)).catch_unwind();
+                match tokio::time::timeout_at(cx.hard_stop, ran).await {
+                    Ok(ran) => ran.unwrap_or_else(|_| ToolRun::failed("the tool failed unexpectedly")),
+                    Err(_) => ToolRun::failed(CUT_BY_THE_DEADLINE),
+                }
             }
         };
         if answered {
