@@ -161,6 +161,15 @@ async fn an_approved_delete_runs_once_with_the_stored_arguments_and_the_model_go
     let at = |k| kinds.iter().position(|x| *x == k).unwrap_or_else(|| panic!("{k}: {kinds:?}"));
     assert!(at("approval_answered") < at("tool_result") && at("tool_result") < at("text_delta"), "{kinds:?}");
     assert_eq!(yes.text(), "Deleted it.");
+    let named: Vec<String> = yes
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Operation { entity_name, .. } => Some(entity_name.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(!named.is_empty() && named.iter().all(|n| n == "Old checklist"), "named as the question did: {named:?}");
     assert!(!task_exists(&t, &p, &task).await, "the task is gone");
     assert!(tool_results_sent(&t).iter().any(|r| r.contains("\"ok\":true") || !r.contains("denied")));
     // The same approval again: refused, nothing runs, the model is not asked.
