@@ -6,6 +6,8 @@
 //! (docs/reliability.md) are the tests named `row_*`.
 
 use serde_json::{json, Value};
+use shared::calendar::store::{DynamoEventStore, EventStore};
+use shared::calendar::{CalendarEvent, Organizer};
 use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{EntityId, ProjectId, SessionId, UserId};
@@ -13,7 +15,9 @@ use shared::message::{FunctionCall, Role, StoredMessage, ToolCall};
 use shared::session::store::{MessagesFrom, SessionLog};
 use shared::sse::{DoneReason, StreamEvent};
 use shared::tools::{ToolContext, ToolRegistry, ToolScope};
-use tests::{token, Reply, TestApp, Turn};
+use std::time::Duration;
+use tests::fault_proxy::{Action, Fault, FaultProxy, Op, When};
+use tests::{token, Reply, Step, TestApp, Turn};
 
 fn uid(u: &str) -> UserId {
     UserId::parse(u).unwrap()
@@ -55,12 +59,32 @@ fn in_project(p: &ProjectId, message: &str, sid: Option<&str>) -> Value {
 
 /// Any route of the stream function, read whole.
 async fn call(t: &TestApp, user: &str, path: &str, body: Value) -> Turn {
-    let req = http::Request::builder()
-        .method("POST")
+    request(t, "POST", user, path, Some(body), None).await
+}
+
+/// A request with its method; `deadline`: the invocation's time left (as
+/// the runtime tells it), else the function's timeout.
+async fn request(
+    t: &TestApp,
+    method: &str,
+    user: &str,
+    path: &str,
+    body: Option<Value>,
+    deadline: Option<Duration>,
+) -> Turn {
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut req = http::Request::builder()
+        .method(method)
         .uri(path)
         .header("authorization", format!("Bearer {}", token(user)))
-        .body(lambda_http::Body::from(body.to_string()))
+        .body(lambda_http::Body::from(body))
         .unwrap();
+    if let Some(left) = deadline {
+        // Below an epoch time, the runtime's deadline is a timeout from now.
+        let mut cx = lambda_http::Context::default();
+        cx.deadline = left.as_millis() as u64;
+        req.extensions_mut().insert(cx);
+    }
     Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await
 }
 
@@ -137,6 +161,15 @@ async fn an_approved_delete_runs_once_with_the_stored_arguments_and_the_model_go
     let at = |k| kinds.iter().position(|x| *x == k).unwrap_or_else(|| panic!("{k}: {kinds:?}"));
     assert!(at("approval_answered") < at("tool_result") && at("tool_result") < at("text_delta"), "{kinds:?}");
     assert_eq!(yes.text(), "Deleted it.");
+    let named: Vec<String> = yes
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Operation { entity_name, .. } => Some(entity_name.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(!named.is_empty() && named.iter().all(|n| n == "Old checklist"), "named as the question did: {named:?}");
     assert!(!task_exists(&t, &p, &task).await, "the task is gone");
     assert!(tool_results_sent(&t).iter().any(|r| r.contains("\"ok\":true") || !r.contains("denied")));
     // The same approval again: refused, nothing runs, the model is not asked.
@@ -297,6 +330,163 @@ async fn row_disconnect_while_a_call_waits_the_answer_still_runs_once_and_is_log
     assert_eq!(stored.iter().filter(|m| m.role == Role::Tool).count(), 1);
     assert_eq!(answer(&t, "alice", &sid, &approval, true, None).await.status, 409, "spent");
     t.llm.push(Reply::text(&["Hi."]));
+    let next = t.turn("alice", in_project(&p, "next", Some(&sid))).await;
+    assert_eq!(next.error_code(), None, "{:?}", next.kinds());
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+/// The user's "ask first" tools, set through the route.
+async fn ask_first(t: &TestApp, user: &str, tools: &[&str]) -> Turn {
+    request(t, "PUT", user, "/me/approvals", Some(json!({"ask_first": tools})), None).await
+}
+
+fn error_code(turn: &Turn) -> Option<String> {
+    turn.json.as_ref().and_then(|j| j["error"]["code"].as_str()).map(str::to_string)
+}
+
+async fn task_titles(t: &TestApp, p: &ProjectId) -> Vec<String> {
+    let page = service(t).list(&uid("alice"), p, EntityKind::Task, Default::default()).await.unwrap();
+    page.items.iter().map(|e| e.fields.name().to_string()).collect()
+}
+
+#[tokio::test]
+async fn a_tool_the_user_set_to_ask_first_waits_and_unknown_names_are_refused() {
+    let t = TestApp::new().await;
+    let (p, _) = project_with_task(&t, "Old checklist").await;
+    let got = request(&t, "GET", "alice", "/me/approvals", None, None).await;
+    assert_eq!(got.status, 200, "{:?}", got.json);
+    let got = got.json.unwrap();
+    assert_eq!(got["ask_first"], json!([]));
+    assert!(got["askable"].as_array().unwrap().contains(&json!("create_task")), "{got}");
+    assert!(!got["askable"].as_array().unwrap().contains(&json!("list_projects")), "reads never ask");
+    let refused = ask_first(&t, "alice", &["create_task", "launch_rockets"]).await;
+    assert_eq!((refused.status, error_code(&refused)), (400, Some("unknown_tool".into())), "{:?}", refused.json);
+    let bad = request(&t, "PUT", "alice", "/me/approvals", Some(json!({"ask_first": "create_task"})), None).await;
+    assert_eq!((bad.status, error_code(&bad)), (400, Some("invalid_json".into())));
+    let still = request(&t, "GET", "alice", "/me/approvals", None, None).await.json.unwrap();
+    assert_eq!(still["ask_first"], json!([]), "nothing stored");
+    let set = ask_first(&t, "alice", &["update_entity", "create_task", "create_task"]).await;
+    assert_eq!(set.status, 200, "{:?}", set.json);
+    assert_eq!(set.json.unwrap()["ask_first"], json!(["create_task", "update_entity"]), "once each, in order");
+    let bobs = request(&t, "GET", "bob", "/me/approvals", None, None).await.json.unwrap();
+    assert_eq!(bobs["ask_first"], json!([]), "alice's settings are hers");
+
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Ship it"}))]));
+    let first = t.turn("alice", in_project(&p, "Add a task to ship it", None)).await;
+    let (approval, _, summary) = asked(&first);
+    assert_eq!(summary, "Create task: title → \"Ship it\"");
+    assert!(!first.kinds().contains(&"tool_result"), "nothing ran: {:?}", first.kinds());
+    assert_eq!(task_titles(&t, &p).await, vec!["Old checklist"]);
+    t.llm.push(Reply::text(&["Added."]));
+    let sid = first.session_id();
+    assert_eq!(answer(&t, "alice", &sid, &approval, true, None).await.status, 200);
+    assert_eq!(task_titles(&t, &p).await.iter().filter(|n| *n == "Ship it").count(), 1);
+
+    // Cleared: the next create runs at once.
+    assert_eq!(ask_first(&t, "alice", &[]).await.status, 200);
+    // (Two calls: the scripted model names calls by position and tool, and
+    // `call_0_create_task` is the log's already.)
+    let calls = [("list_entities", json!({"kind": "task"})), ("create_task", json!({"title": "Another"}))];
+    t.llm.push(Reply::tool_calls(&calls));
+    t.llm.push(Reply::text(&["Added."]));
+    let next = t.turn("alice", in_project(&p, "And another", Some(&sid))).await;
+    assert!(
+        next.kinds().contains(&"tool_result") && !next.kinds().contains(&"approval_required"),
+        "{:?}",
+        next.kinds()
+    );
+    every_call_answered(&log(&t, &sid).await);
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+/// A single event of alice's, organized by `organizer`.
+async fn alices_event(t: &TestApp, title: &str, organizer: Option<Organizer>) -> CalendarEvent {
+    let mut e = shared::calendar::store::contract::event(title);
+    (e.recurrence, e.organizer) = (None, organizer);
+    DynamoEventStore::new(t.dynamo.clone(), t.table.clone()).put(&uid("alice"), &e, None).await.unwrap();
+    e
+}
+
+#[tokio::test]
+async fn a_change_to_an_event_someone_else_organizes_waits_the_users_own_runs() {
+    let t = TestApp::new().await;
+    let bob = |own| Organizer { address: "mailto:bob@example.com".into(), name: Some("Bob".into()), own };
+    let theirs = alices_event(&t, "Board review", Some(bob(false))).await;
+    let ours = alices_event(&t, "Focus time", Some(bob(true))).await;
+    let move_it = |e: &CalendarEvent| json!({"event_id": e.id.to_string(), "title": "Moved"});
+    t.llm.push(Reply::tool_calls(&[("update_calendar_event", move_it(&theirs))]));
+    let first = t.turn("alice", json!({"message": "Rename the board review"})).await;
+    let (_, _, summary) = asked(&first);
+    assert_eq!(summary, "Change the calendar event \"Board review\" (organized by Bob): title → \"Moved\"");
+    let events = DynamoEventStore::new(t.dynamo.clone(), t.table.clone());
+    assert_eq!(events.get(&uid("alice"), &theirs.id).await.unwrap().unwrap().title, "Board review", "not run");
+    t.llm.push(Reply::tool_calls(&[("update_calendar_event", move_it(&ours))]));
+    t.llm.push(Reply::text(&["Renamed."]));
+    let own = t.turn("alice", json!({"message": "Rename my focus time"})).await;
+    assert!(own.kinds().contains(&"tool_result") && !own.kinds().contains(&"approval_required"), "{:?}", own.kinds());
+    assert_eq!(events.get(&uid("alice"), &ours.id).await.unwrap().unwrap().title, "Moved");
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn row_deadline_while_an_approved_call_runs_it_is_cut_logged_and_never_runs_again() {
+    let proxy = FaultProxy::start().await;
+    let t = TestApp::with_dynamo_client(proxy.client().await, |_| {}).await;
+    let (p, _) = project_with_task(&t, "Old checklist").await;
+    assert_eq!(ask_first(&t, "alice", &["create_task"]).await.status, 200);
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Slow task"}))]));
+    let first = t.turn("alice", in_project(&p, "Add the slow task", None)).await;
+    let (sid, (approval, _, _)) = (first.session_id(), asked(&first));
+    // The task's write (in the project's partition) is held far past the
+    // answer's deadline: `done` before it is released shows the deadline
+    // ended the turn (no wall-clock bound on the deadline itself).
+    let slow = Duration::from_secs(60);
+    let write = Fault::on(Op::TransactWriteItems).containing("\"U#alice#P#").containing("Slow task");
+    proxy.inject(write.when(When::Nth(1)).then(Action::Delay(slow)));
+    t.llm.set_default(Reply::text(&["Made it."]));
+    let path = format!("/sessions/{sid}/approvals/{approval}");
+    let late =
+        request(&t, "POST", "alice", &path, Some(json!({"approved": true})), Some(Duration::from_millis(2000))).await;
+    let (done_at, _) = late.frames.last().unwrap();
+    assert!(*done_at < slow, "done before the held write was released: {done_at:?}");
+    assert!(matches!(late.done(), StreamEvent::Done { .. }), "{:?}", late.kinds());
+    assert!(late.kinds().contains(&"approval_answered"), "{:?}", late.kinds());
+    let stored = log(&t, &sid).await;
+    every_call_answered(&stored);
+    let result = stored.iter().find(|m| m.role == Role::Tool).and_then(|m| m.content.clone()).unwrap_or_default();
+    assert!(result.contains("may or may not have taken effect"), "{result}");
+    // Spent: the answer again runs nothing.
+    assert_eq!(answer(&t, "alice", &sid, &approval, true, None).await.status, 409);
+    proxy.clear();
+    t.llm.clear_replies();
+    t.llm.push(Reply::text(&["It may exist; let me check."]));
+    let next = t.turn("alice", in_project(&p, "did it work?", Some(&sid))).await;
+    assert_eq!(next.error_code(), None, "{:?}", next.kinds());
+    assert!(tool_results_sent(&t).iter().any(|r| r.contains("may or may not have taken effect")));
+    assert!(task_titles(&t, &p).await.iter().filter(|n| *n == "Slow task").count() <= 1, "at most once");
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn row_deadline_while_the_answers_continuation_runs_the_call_ran_once_and_done_comes() {
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    let (sid, approval, _) = ask_to_delete(&t, &p, &task).await;
+    // The model never finishes after the approved delete: only the deadline
+    // ends this turn.
+    t.llm.push(Reply::Stream(vec![Step::Text("Deleted, and ".into()), Step::Hang]));
+    let path = format!("/sessions/{sid}/approvals/{approval}");
+    let cut =
+        request(&t, "POST", "alice", &path, Some(json!({"approved": true})), Some(Duration::from_millis(2000))).await;
+    assert_eq!(cut.error_code().as_deref(), Some("deadline_exceeded"), "{:?}", cut.kinds());
+    assert!(matches!(cut.done(), StreamEvent::Done { .. }), "{:?}", cut.kinds());
+    assert!(!task_exists(&t, &p, &task).await, "the approved call ran");
+    let stored = log(&t, &sid).await;
+    every_call_answered(&stored);
+    assert_eq!(stored.iter().filter(|m| m.role == Role::Tool).count(), 1, "once");
+    assert_eq!(answer(&t, "alice", &sid, &approval, true, None).await.status, 409, "spent");
+    t.llm.clear_replies();
+    t.llm.push(Reply::text(&["Done."]));
     let next = t.turn("alice", in_project(&p, "next", Some(&sid))).await;
     assert_eq!(next.error_code(), None, "{:?}", next.kinds());
     assert_eq!(t.llm.take_rejections(), vec![]);

@@ -12,7 +12,7 @@ use shared::calendar::remote::Remote;
 use shared::calendar::store::MemoryEventStore;
 use shared::calendar::{
     CalendarError, CalendarEvent, CalendarService, EventChanges, EventTime, InstanceOverride, ListQuery, NewEvent,
-    Recurrence, RecurrenceInput, RemoteRef, Target, Zone,
+    Organizer, Recurrence, RecurrenceInput, RemoteRef, Target, Zone,
 };
 use shared::entities::store::MemoryEntityStore;
 use shared::entities::EntityService;
@@ -48,6 +48,7 @@ fn event(uid: &str, title: &str, start: &str, end: &str, zone: Zone) -> Calendar
         created_at: 0,
         updated_at: 0,
         remote: None,
+        organizer: None,
     }
 }
 
@@ -322,6 +323,36 @@ async fn the_remote_seam_writes_reads_and_reports_conflicts_by_title() {
     cal.delete(&r2, "Standup").await.unwrap();
     let gone = RemoteRef { href: r2.href.clone(), etag: r2.etag.clone() };
     cal.delete(&gone, "Standup").await.expect("deleting what is already gone is done");
+}
+
+/// An invitation's `ORGANIZER` is read (someone else's unless it names the
+/// account's username) and written back as read.
+#[tokio::test]
+async fn the_organizer_is_read_told_apart_from_the_user_and_written_back() {
+    let Some(rad) = radicale("organizer") else { return };
+    let accounts = HashMap::from([("u-org".to_string(), rad.account("bob"))]);
+    let remote = CaldavRemote::new(Arc::new(EnvAccounts::new(accounts)));
+    let cal = remote.calendar(&UserId::parse("u-org").unwrap()).await.unwrap().expect("bob's calendar");
+    let token = cal.changes(None).await.unwrap().token;
+    let organized = |address: &str, name: Option<&str>| {
+        let mut e = event(&uid(), "Board review", "2026-11-02T09:00:00Z", "2026-11-02T10:00:00Z", berlin());
+        e.organizer = Some(Organizer { address: address.into(), name: name.map(str::to_string), own: false });
+        e
+    };
+    let (carols, bobs) = (organized("mailto:carol@example.com", Some("Carol Diaz")), organized("MAILTO:Bob", None));
+    cal.put(&carols).await.unwrap();
+    cal.put(&bobs).await.unwrap();
+    let seen = cal.changes(token.as_deref()).await.unwrap().changed;
+    let read = |e: &CalendarEvent| seen.iter().find(|x| x.uid == e.uid).and_then(|x| x.organizer.clone()).unwrap();
+    let carol = Organizer { address: "mailto:carol@example.com".into(), name: Some("Carol Diaz".into()), own: false };
+    assert_eq!(read(&carols), carol, "someone else's");
+    assert!(read(&bobs).own, "the account's own username: the user's");
+    // Changed here and written back: the organizer stays as read.
+    let mut ours = seen.iter().find(|x| x.uid == carols.uid).unwrap().clone();
+    ours.title = "Board review (moved)".into();
+    let r = cal.put(&ours).await.unwrap();
+    let there = rad.client("bob").get(&r.href).await.unwrap();
+    assert_eq!(from_ics(&there.ics, Zone::UTC).unwrap().organizer, Some(carol), "{}", there.ics);
 }
 
 /// The calendar service synced with dev-user's Radicale calendar: what it

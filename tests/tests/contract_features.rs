@@ -1,6 +1,7 @@
 //! The feature stores' contract suites against DynamoDB Local: the same cases
 //! the in-memory twins pass in `cargo test -p shared --lib` (entities, plans,
-//! agent state, summaries, the context cache, calendar events), so the two
+//! agent state, summaries, the context cache, calendar events, approval
+//! settings), so the two
 //! cannot drift.
 //! Sessions are plain session items written here, as the sessions store
 //! leaves them: live (`status` active) or being deleted.
@@ -120,4 +121,16 @@ mod calendar_events {
     }
 
     shared::event_store_contract!(store);
+}
+
+mod approval_settings {
+    use super::*;
+    use shared::approval::settings::DynamoApprovalSettings;
+
+    async fn store() -> DynamoApprovalSettings {
+        let (client, table) = table().await;
+        DynamoApprovalSettings::new(client, table)
+    }
+
+    shared::approval_settings_contract!(store);
 }

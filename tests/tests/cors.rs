@@ -36,9 +36,12 @@ fn header<'a>(r: &'a Response, name: &str) -> Option<&'a str> {
 async fn configured_the_functions_answer_preflights_and_mark_every_answer() {
     let f = FunctionUrls::with_config(|c| c.cors_allow_origin = Some(ORIGIN.into())).await;
     let alice = token("alice");
-    for (function, path, method) in
-        [("stream", "chat", "POST"), ("stream", "sessions", "GET"), ("entities", "projects", "GET")]
-    {
+    for (function, path, method) in [
+        ("stream", "chat", "POST"),
+        ("stream", "sessions", "GET"),
+        ("stream", "me/approvals", "PUT"),
+        ("entities", "projects", "GET"),
+    ] {
         let r = preflight(&f, function, path, method).await;
         assert_eq!(r.status(), 204, "{function} {path}");
         assert_eq!(header(&r, "access-control-allow-origin"), Some(ORIGIN));

@@ -13,6 +13,12 @@
 //!   must never call the model again): the run's claim read beside the
 //!   admission, the write beside the model call.
 //!
+//! The user's approval settings (their "ask first" tools, issue 29) are one
+//! `GetItem` more per turn that offers tools, sent beside the first round
+//! trip (and beside the model call for a new session): counted apart from
+//! the numbers above (`settings_reads`, one per turn), and in the rounds,
+//! so that a read in series would show.
+//!
 //! Every rig runs with budgets on, at limits no turn here reaches.
 
 use serde_json::{json, Value};
@@ -39,8 +45,11 @@ struct Calls {
     waited_for: Vec<Op>,
     /// How many of those ran one after another.
     rounds: usize,
-    /// Every call of the turn, Stop polls and lease renewals aside.
+    /// Every call of the turn, Stop polls, lease renewals and the approval
+    /// settings' read aside.
     total: Vec<Op>,
+    /// Reads of the user's approval settings.
+    settings_reads: usize,
 }
 
 impl Rig {
@@ -88,9 +97,10 @@ fn calls(seen: &[Seen], model_at: Instant) -> Calls {
     // The frame log's batches (docs/sessions.md) are written in the
     // background, one per `FRAME_FLUSH_MS` of turn: never waited for, counted apart.
     let frames = |s: &Seen| s.op == Op::PutItem && s.body.contains("FRAMES#");
+    let settings = |s: &Seen| s.op == Op::GetItem && s.body.contains("#SETTINGS\"");
     let turn: Vec<&Seen> = seen.iter().filter(|s| !periodic(s) && !frames(s)).collect();
-    let mut before: Vec<(Instant, Instant, Op)> =
-        turn.iter().filter_map(|s| s.answered.filter(|a| *a <= model_at).map(|a| (s.at, a, s.op.clone()))).collect();
+    let mut before: Vec<(Instant, Instant, &Seen)> =
+        turn.iter().filter_map(|s| s.answered.filter(|a| *a <= model_at).map(|a| (s.at, a, *s))).collect();
     before.sort_by_key(|(_, answered, _)| *answered);
     let mut rounds = 0;
     let mut last: Option<Instant> = None;
@@ -101,9 +111,10 @@ fn calls(seen: &[Seen], model_at: Instant) -> Calls {
         }
     }
     Calls {
-        waited_for: before.into_iter().map(|(_, _, op)| op).collect(),
+        waited_for: before.into_iter().filter(|(_, _, s)| !settings(s)).map(|(_, _, s)| s.op.clone()).collect(),
         rounds,
-        total: turn.iter().map(|s| s.op.clone()).collect(),
+        total: turn.iter().filter(|s| !settings(s)).map(|s| s.op.clone()).collect(),
+        settings_reads: turn.iter().filter(|s| settings(s)).count(),
     }
 }
 
@@ -124,6 +135,7 @@ async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes
     assert!(c.waited_for.len() <= 5, "{c:?}");
     assert_eq!(c.waited_for.iter().filter(|op| **op == Op::UpdateItem).count(), 3, "lease + admission: {c:?}");
     assert!(c.total.len() <= 8, "{c:?}");
+    assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
 }
 
 #[tokio::test]
@@ -136,6 +148,7 @@ async fn a_stream_run_id_is_checked_in_the_same_round_trip() {
     let c = r.measured_turn(next).await;
     assert_eq!(c.rounds, 1, "{c:?}");
     assert!(c.total.len() <= 9, "the run claim is one read more: {c:?}");
+    assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
 }
 
 #[tokio::test]
@@ -144,6 +157,7 @@ async fn a_new_session_waits_for_nothing_before_the_model() {
     let c = r.measured_turn(global("hello")).await;
     assert_eq!(c.rounds, 0, "{c:?}");
     assert!(c.total.len() <= 7, "{c:?}");
+    assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
     // And it was stored whole: the next turn sees the first one.
     let sessions = r.t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap().sessions;
     assert_eq!(sessions.len(), 1);
@@ -164,6 +178,7 @@ async fn a_new_session_with_a_stream_run_id_waits_for_one_round_trip() {
     let sessions = r.t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap().sessions;
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].message_count, 2, "the user message and the answer");
+    assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
 }
 
 #[tokio::test]
@@ -179,4 +194,5 @@ async fn a_project_session_with_its_pack_cached_waits_for_one_round_trip() {
     assert_eq!(c.rounds, 1, "{c:?}");
     assert!(c.waited_for.len() <= 6, "lease, log, cached pack, project version, admission: {c:?}");
     assert!(c.total.len() <= 9, "the cache's use mark is fresh: not written again: {c:?}");
+    assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
 }

@@ -355,6 +355,24 @@ try {
     assert.equal(posted.at(-1).context_type, 'calendar');
   });
 
+  await scenario('"Ask me first" saves a ticked tool; it stays ticked after a reload', async () => {
+    const box = page.locator('[data-testid=ask-first-tool][data-tool=create_task]');
+    const saved = (checked) =>
+      page.waitForFunction((checked) => {
+        const b = document.querySelector('[data-testid=ask-first-tool][data-tool=create_task]');
+        return b && !b.disabled && b.checked === checked;
+      }, checked);
+    await box.waitFor();
+    assert.equal(await box.isChecked(), false);
+    await box.check();
+    await saved(true);
+    await page.reload();
+    await page.locator('[data-testid=ask-first][data-state=ready]').waitFor();
+    assert.equal(await box.isChecked(), true, 'stored: read back after a reload');
+    await box.uncheck();
+    await saved(false);
+  });
+
   assert.deepEqual(pageErrors, [], 'the page threw');
   console.log(`browser: every scenario passed in ${Date.now() - t0} ms (resume: first text ${resumeMs} ms after reload)`);
 } finally {

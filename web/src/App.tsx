@@ -1,7 +1,7 @@
 /**
  * The chat page: sessions on the left, the conversation in the middle, the
- * agenda (the calendar's next seven days), the project's document tree and
- * the turn's operations on the right. The open
+ * agenda (the calendar's next seven days), the tools that ask first, the
+ * project's document tree and the turn's operations on the right. The open
  * session is in the address (`#/s/<id>`), so a reload comes back to it and
  * resumes a running turn.
  */
@@ -11,6 +11,7 @@ import { Api } from './api/client';
 import type { CalendarPatch, ContextType, EntityPatch, Project, SessionView } from './api/types.gen';
 import { changesSomething } from './agenda';
 import { AgendaPanel, useAgenda } from './AgendaPanel';
+import { AskFirstPanel } from './AskFirstPanel';
 import { Chat, type ChatScope } from './Chat';
 import type { ChatMessage } from './chat-types';
 import type { AppConfig } from './config';
@@ -190,6 +191,7 @@ export function App({ config }: { config: AppConfig }) {
       </main>
       <OntologyPanel ontology={ontology} feedRef={setFeed}>
         <AgendaPanel state={agenda} />
+        <AskFirstPanel api={api} />
       </OntologyPanel>
     </div>
   );

@@ -23,6 +23,9 @@
 //!   session and the result in the log make an approval single use: the
 //!   second of two identical answers finds the result (or the lease) and
 //!   runs nothing;
+//! - the user's own rules ([`settings`], `GET`/`PUT /me/approvals`) are read
+//!   beside the turn's first round trip ([`read_settings`]) and awaited only
+//!   when the model calls a tool;
 //! - a turn with a new user message while calls wait stores each one's
 //!   result first (not run: the user wrote instead of answering; or the
 //!   approval expired), so every call in the log has exactly one result.
@@ -33,17 +36,23 @@
 //!   whose step then goes on from them.
 
 pub mod policy;
+pub mod settings;
 pub mod settle;
 pub mod sign;
 
 pub use sign::Signer;
 
+use crate::calendar::CalendarService;
 use crate::entities::EntityService;
 use crate::ids::{ProjectId, SessionId, UserId};
 use crate::message::{PendingApproval, Role, StoredMessage, ToolCall};
 use crate::model_loop::ApprovalGate;
 use crate::store::StoreError;
+use futures::future::{BoxFuture, Shared};
+use futures::FutureExt;
 use serde::{Deserialize, Serialize};
+use settings::{ApprovalSettings, ApprovalSettingsStore};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The user's answer to one waiting call, as a request carries it.
@@ -176,12 +185,41 @@ pub async fn check(
     Ok(())
 }
 
+/// The user's approval settings as a turn reads them: started beside the
+/// turn's first round trip, awaited only when the model calls a tool.
+pub type SettingsRead = Shared<BoxFuture<'static, ApprovalSettings>>;
+
+/// Starts reading `user`'s settings now (`None`: no store; the defaults).
+/// A read that fails makes every tool of [`policy::ASKABLE`] ask first: a
+/// setting the turn could not read must not be skipped.
+pub fn read_settings(store: Option<Arc<dyn ApprovalSettingsStore>>, user: &UserId) -> SettingsRead {
+    let Some(store) = store else { return futures::future::ready(ApprovalSettings::default()).boxed().shared() };
+    let user = user.clone();
+    let read = tokio::spawn(async move { store.get(&user).await });
+    async move {
+        match read.await {
+            Ok(Ok(s)) => s,
+            failed => {
+                tracing::warn!(error = ?failed.err().map(|e| e.to_string()), "approval settings not read; every write asks first");
+                let ask_first = policy::ASKABLE.iter().map(|t| t.as_str().to_string()).collect();
+                ApprovalSettings { ask_first }
+            }
+        }
+    }
+    .boxed()
+    .shared()
+}
+
 /// The turn's [`ApprovalGate`]: the policy, signed for this user's session.
 pub struct Gate<'a> {
     pub signer: Signer,
     pub user: &'a UserId,
     pub sid: &'a SessionId,
     pub ttl: Duration,
+    /// The user's "ask first" tools.
+    pub settings: SettingsRead,
+    /// Whose events the calendar calls change.
+    pub calendar: Option<&'a CalendarService>,
     /// For the entity names in the question.
     pub entities: Option<&'a EntityService>,
     pub project: Option<ProjectId>,
@@ -191,13 +229,21 @@ pub struct Gate<'a> {
 impl ApprovalGate for Gate<'_> {
     async fn waits(&self, calls: &[ToolCall]) -> Vec<Option<PendingApproval>> {
         let expires_at = crate::now_ms() + self.ttl.as_millis() as i64;
+        let settings = self.settings.clone().await;
+        let at = policy::Lookup {
+            user: self.user,
+            settings: &settings,
+            calendar: self.calendar,
+            entities: self.entities,
+            project: self.project.as_ref(),
+        };
         let mut out = Vec::with_capacity(calls.len());
         for call in calls {
-            if policy::why(call, calls).is_none() {
+            if policy::why(call, calls, &at).await.is_none() {
                 out.push(None);
                 continue;
             }
-            let summary = policy::summary(call, self.entities, self.user, self.project.as_ref()).await;
+            let summary = policy::summary(call, &at).await;
             out.push(Some(PendingApproval {
                 tool_call_id: call.id.clone(),
                 approval_id: self.signer.sign(self.user, self.sid, call, expires_at),

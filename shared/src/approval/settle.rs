@@ -82,13 +82,26 @@ pub struct RunCx<'a> {
     pub sid: &'a SessionId,
     pub turn_id: &'a TurnId,
     pub scope: &'a TurnScope,
+    /// When an approved call still running is given up on (the turn's hard
+    /// stop before the invocation's deadline).
+    pub hard_stop: tokio::time::Instant,
 }
+
+/// An approved call the deadline left no time to start.
+pub const NOT_STARTED_BY_THE_DEADLINE: &str = "not run: the turn ran out of time before this call started";
+
+/// An approved call cut by the deadline: its effect is unknown.
+pub const CUT_BY_THE_DEADLINE: &str = "the turn ran out of time while this call was running; it may or may not \
+    have taken effect: check before repeating it";
 
 /// Runs the approved calls (with their stored arguments) and sends what
 /// the answers did: for each call the user answered, `approval_answered`,
 /// then an approved call's events and `tool_result`, a denied one's
 /// `tool_result`. Calls settled without an answer send nothing (the client
-/// never shows them again). The results, as tool messages from `first_seq`.
+/// never shows them again). An approved call reached at `cx.hard_stop` does
+/// not start; one still running then is cut: its result says its effect is unknown
+/// ([`CUT_BY_THE_DEADLINE`]), and, stored, it spends the approval. The
+/// results, as tool messages from `first_seq`.
 pub async fn run(settled: &[Settled], cx: RunCx<'_>, first_seq: u64, sink: &mut EventSink) -> Vec<StoredMessage> {
     let mut out = Vec::with_capacity(settled.len());
     for (i, s) in settled.iter().enumerate() {
@@ -109,11 +122,16 @@ pub async fn run(settled: &[Settled], cx: RunCx<'_>, first_seq: u64, sink: &mut 
                 })
                 .await;
         }
+        let late = s.answer == Answer::Approved && tokio::time::Instant::now() >= cx.hard_stop;
         let run = match not_run(&s.answer) {
             Some(why) => ToolRun { ok: false, preview: why.clone(), ..ToolRun::failed(&why) },
+            None if late => ToolRun::failed(NOT_STARTED_BY_THE_DEADLINE),
             None => {
-                let ran = std::panic::AssertUnwindSafe(cx.tools.run(cx.user, cx.scope, call)).catch_unwind().await;
-                ran.unwrap_or_else(|_| ToolRun::failed("the tool failed unexpectedly"))
+                let ran = std::panic::AssertUnwindSafe(cx.tools.run(cx.user, cx.scope, call)).catch_unwind();
+                match tokio::time::timeout_at(cx.hard_stop, ran).await {
+                    Ok(ran) => ran.unwrap_or_else(|_| ToolRun::failed("the tool failed unexpectedly")),
+                    Err(_) => ToolRun::failed(CUT_BY_THE_DEADLINE),
+                }
             }
         };
         if answered {
@@ -202,5 +220,48 @@ mod tests {
         r.tool_call_id = Some("c1".into());
         answered.push(r);
         assert_eq!(settle(&signer, &user, &sid, &answered, &[yes], 5).unwrap_err().code(), ApprovalError::Used.code());
+    }
+
+    /// A tool that never finishes, counting its starts.
+    struct Hangs(std::sync::atomic::AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl TurnTools for Hangs {
+        fn offered(&self, _: &TurnScope) -> Vec<serde_json::Value> {
+            vec![]
+        }
+        async fn run(&self, _: &UserId, _: &TurnScope, _: &crate::message::ToolCall) -> ToolRun {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_approved_call_is_cut_at_the_hard_stop_and_none_starts_after_it() {
+        let (signer, user, sid) = (Signer::new(b"k".to_vec()), UserId::parse("u").unwrap(), SessionId::new());
+        let l = log(&signer, &user, &sid, i64::MAX);
+        let yes = |i: usize| ApprovalAnswer {
+            approval_id: l[1].approvals[i].approval_id.clone(),
+            approved: true,
+            reason: None,
+        };
+        let settled = settle(&signer, &user, &sid, &l, &[yes(0), yes(1)], 5).unwrap();
+        let tools = Hangs(Default::default());
+        let scope = TurnScope {
+            context_type: crate::session::ContextType::Global,
+            entity_id: None,
+            focus: None,
+            timezone: None,
+        };
+        let turn_id = TurnId::new();
+        let hard_stop = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let cx = RunCx { tools: &tools, user: &user, sid: &sid, turn_id: &turn_id, scope: &scope, hard_stop };
+        let (mut sink, _body) = EventSink::channel();
+        let results = run(&settled, cx, 3, &mut sink).await;
+        let contents: Vec<String> = results.iter().map(|m| m.content.clone().unwrap_or_default()).collect();
+        assert!(contents[0].contains("may or may not have taken effect"), "{contents:?}");
+        assert!(contents[1].contains("before this call started"), "{contents:?}");
+        assert_eq!(tools.0.load(std::sync::atomic::Ordering::SeqCst), 1, "the second never started");
+        assert_eq!(results.iter().map(|m| m.seq).collect::<Vec<_>>(), [3, 4], "a result for each call");
     }
 }

@@ -94,6 +94,7 @@ pub fn build(input: &NewEvent, zone: Zone, now: i64) -> Result<CalendarEvent, Ca
         created_at: now,
         updated_at: now,
         remote: None,
+        organizer: None,
     })
 }
 

@@ -48,6 +48,31 @@ pub struct RemoteRef {
     pub etag: String,
 }
 
+/// Who organizes an event, from iCalendar `ORGANIZER` (events synced from a
+/// calendar server; an event made here names none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Organizer {
+    /// The cal-address as the server wrote it (`mailto:bob@example.com`).
+    pub address: String,
+    /// `CN`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The user themselves (the address names their CalDAV account's
+    /// username); `false`: someone else's event, whose changes wait for the
+    /// user's yes (docs/chat-protocol.md#approvals).
+    #[serde(default)]
+    pub own: bool,
+}
+
+impl Organizer {
+    /// Whether `address` (`mailto:` or not, any case) is `username`'s.
+    pub fn names(address: &str, username: &str) -> bool {
+        let a = address.trim();
+        let a = if a.len() >= 7 && a[..7].eq_ignore_ascii_case("mailto:") { &a[7..] } else { a };
+        !username.trim().is_empty() && a.eq_ignore_ascii_case(username.trim())
+    }
+}
+
 /// A stored event: a single event, or a series (with `recurrence`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct CalendarEvent {
@@ -79,11 +104,19 @@ pub struct CalendarEvent {
     pub updated_at: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<RemoteRef>,
+    /// iCalendar `ORGANIZER`, kept and written back as read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organizer: Option<Organizer>,
 }
 
 impl CalendarEvent {
     pub fn all_day(&self) -> bool {
         self.start.is_date()
+    }
+
+    /// Organized by someone other than the user.
+    pub fn others(&self) -> bool {
+        self.organizer.as_ref().is_some_and(|o| !o.own)
     }
 }
 

@@ -21,7 +21,7 @@ pub const ALLOW_HEADERS: [header::HeaderName; 3] =
     [header::AUTHORIZATION, header::CONTENT_TYPE, header::HeaderName::from_static("last-event-id")];
 /// What a page may read: the AI SDK checks this header on `POST /chat`.
 pub const EXPOSE_HEADERS: [header::HeaderName; 1] = [header::HeaderName::from_static("x-vercel-ai-ui-message-stream")];
-pub const ALLOW_METHODS: [Method; 4] = [Method::GET, Method::POST, Method::PATCH, Method::DELETE];
+pub const ALLOW_METHODS: [Method; 5] = [Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE];
 
 /// The layer for `allow_origin`, or none when it is unset (or not header text).
 pub fn layer(allow_origin: Option<&str>) -> Option<CorsLayer> {

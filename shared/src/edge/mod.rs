@@ -28,6 +28,7 @@ pub mod guard;
 pub mod openapi;
 pub mod prewarm;
 pub mod sessions;
+pub mod settings;
 pub mod stream;
 pub mod usage;
 

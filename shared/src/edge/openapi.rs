@@ -14,6 +14,7 @@
 //! event and session types add theirs the same way.
 
 use super::{ErrorBody, ErrorDetail};
+use crate::approval::settings::{ApprovalSettings, ApprovalSettingsView};
 use crate::budget::{BudgetKind, BudgetUsage};
 use crate::message::{FunctionCall, MessageError, Role, ToolCall, Usage};
 use crate::session::api::{
@@ -59,6 +60,8 @@ use utoipa::OpenApi;
     ErrorDetail,
     BudgetUsage,
     BudgetKind,
+    ApprovalSettings,
+    ApprovalSettingsView,
 )))]
 struct WireTypes;
 

@@ -87,6 +87,7 @@ impl StreamApp {
             Arc::new(crate::plan::store::DynamoPlanStore::new(dynamo.clone(), config.table_name.clone()));
         let llm = Arc::new(OpenAiClient::new(OpenAiConfig::from(&config.llm)));
         let deps_table = config.table_name.clone();
+        let config_table = config.table_name.clone();
         let auth = Authenticator::from_config(&config.auth);
         let counter = TokenCounterCell::load(&context, &config.llm.model)?;
         let deps = TurnDeps {
@@ -106,6 +107,10 @@ impl StreamApp {
             frames: Some(Arc::new(DynamoFrameLog::new(dynamo.clone(), deps_table))),
             calendar: Some(calendar),
             budget: Some(budget),
+            approval_settings: Some(Arc::new(crate::approval::settings::DynamoApprovalSettings::new(
+                dynamo.clone(),
+                config_table,
+            ))),
         };
         Ok(StreamApp { deps, auth })
     }
@@ -146,7 +151,8 @@ impl HasTimeout for StreamApp {
 }
 
 /// The stream function's routes with their OpenAPI operations: a turn, the
-/// sessions API, the AI SDK's chat, the user's budgets (`GET /me/usage`).
+/// sessions API, the AI SDK's chat, the user's budgets (`GET /me/usage`),
+/// their "ask first" tools (`GET`/`PUT /me/approvals`).
 pub fn routes() -> OpenApiRouter<StreamApp> {
     OpenApiRouter::new()
         .routes(routes!(post_turn))
@@ -154,6 +160,7 @@ pub fn routes() -> OpenApiRouter<StreamApp> {
         .merge(super::chat::routes())
         .merge(super::approvals::routes())
         .merge(super::usage::routes())
+        .merge(super::settings::routes())
 }
 
 /// The stream function's router: every answer, preflight included, carries

@@ -286,6 +286,8 @@ impl Turn {
             user: &self.user,
             sid: &self.sid,
             ttl: Duration::from_secs(600),
+            settings: crate::approval::read_settings(None, &self.user),
+            calendar: None,
             entities: None,
             project: None,
         }

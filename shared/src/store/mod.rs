@@ -98,6 +98,8 @@
 //! tree) has its own partitions, `U#<user>#P#<project>`: see [`crate::entities::store`].
 //! The calendar (events, series, the user's zone and CalDAV sync token) has
 //! one partition per user, `U#<user>#CAL`: see [`crate::calendar::store`].
+//! The user's approval settings ("ask first" tools) are one item,
+//! `U#<user>#SETTINGS` / `APPROVALS`: see [`crate::approval::settings`].
 
 pub(crate) mod attr;
 pub mod dynamo;

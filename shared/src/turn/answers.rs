@@ -17,6 +17,8 @@ use crate::model_loop::TurnScope;
 use crate::planner::{answered, StepAnswer};
 use crate::session::{Session, SessionView};
 use crate::sse::EventSink;
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Settles the waiting calls of `history` (the session's recent log, read
 /// beside the lease) and appends their results to it and to the log; how
@@ -55,7 +57,12 @@ pub(super) async fn settle_waiting(
         focus: view.focus.clone(),
         timezone: turn.timezone,
     };
-    let cx = RunCx { tools, user, sid, turn_id: ids.turn_id, scope: &scope };
+    // The turn's own limits: an approved call still running at the hard stop
+    // is cut and its result says so, so that the answer is spent (it never
+    // runs twice) and the write gets out before the invocation ends.
+    let left = (ids.expires_ms - crate::now_ms()).max(0) as u64;
+    let hard_stop = super::limits(&deps.config, Instant::now() + Duration::from_millis(left)).hard_stop;
+    let cx = RunCx { tools, user, sid, turn_id: ids.turn_id, scope: &scope, hard_stop };
     let results = run(&settled, cx, session.view.message_count + 1, sink).await;
     deps.store.append_messages(user, sid, ids.turn_id, &results).await.map_err(refuse)?;
     to_plans(deps, ids, sid, &settled, &results).await;

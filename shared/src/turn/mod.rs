@@ -106,6 +106,9 @@ pub struct TurnDeps {
     /// Per-user budgets ([`crate::budget`], limits in `config.budgets`);
     /// `None`: none.
     pub budget: Option<Arc<dyn crate::budget::BudgetStore>>,
+    /// The users' "ask first" tools ([`crate::approval::settings`]); `None`:
+    /// only the policy's own rules.
+    pub approval_settings: Option<Arc<dyn crate::approval::settings::ApprovalSettingsStore>>,
 }
 
 /// The token counter. The default estimate needs no loading; an opt-in BPE is
@@ -234,6 +237,10 @@ async fn run(
     budget: start::Budget,
 ) -> (StreamEvent, Option<TurnCompleted>) {
     let allowance = budget.allowance.clone();
+    // Beside the start's round trip, not after it: awaited only once the
+    // model calls a tool.
+    let approval_settings = deps.tools.as_ref().and(deps.approval_settings.clone());
+    let approval_settings = crate::approval::read_settings(approval_settings, user);
     let started = match start::start(deps, user, turn, turn_id, sink, exit, budget).await {
         Ok(s) => s,
         Err(refused) => return (refused_done(deps, user, turn, turn_id, refused, deadline, sink).await, None),
@@ -245,7 +252,7 @@ async fn run(
     let watch = started.lease.watch(&deps.config);
     let mut agent_state = started.agent_state;
     let watched = deps.tools.as_deref().map(|t| Watched::new(t, Telemetry::current(), &prepared.offered));
-    let gate = approval_gate(deps, user, &sid, &prepared.scope);
+    let gate = approval_gate(deps, user, &sid, &prepared.scope, approval_settings);
     let plans = watched.as_ref().and_then(|w| plan_layer(deps, w, &gate));
     let layers = watched.as_ref().map(|w| match &plans {
         Some(p) => Layers::new(vec![p, w]),
@@ -301,6 +308,7 @@ fn approval_gate<'a>(
     user: &'a UserId,
     sid: &'a SessionId,
     scope: &TurnScope,
+    settings: crate::approval::SettingsRead,
 ) -> crate::approval::Gate<'a> {
     let tool_scope =
         crate::tools::ToolScope::from_focus(scope.context_type, scope.entity_id.as_deref(), scope.focus.as_ref());
@@ -309,6 +317,8 @@ fn approval_gate<'a>(
         user,
         sid,
         ttl: deps.config.approval_ttl,
+        settings,
+        calendar: deps.calendar.as_ref(),
         entities: deps.entities.as_ref(),
         project: tool_scope.project().cloned(),
     }

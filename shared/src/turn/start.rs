@@ -144,7 +144,7 @@ pub async fn start(
         turn.run_id.clone().unwrap_or_else(|| RunId::parse(turn_id.as_str()).expect("turn ids are valid run ids"));
     let lease =
         Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + deps.config.session_lease.as_millis() as i64 };
-    let ids = Ids { user, turn_id, run_id: &run_id, lease: &lease };
+    let ids = Ids { user, turn_id, run_id: &run_id, lease: &lease, expires_ms: budget.expires_ms };
     let admitted = admission(deps, user, turn_id, budget, exit);
     let started = match &turn.session_id {
         None => open(deps, &ids, turn, None, sink, exit, admitted.boxed()).await?,
@@ -173,6 +173,8 @@ pub(super) struct Ids<'a> {
     pub(super) turn_id: &'a TurnId,
     run_id: &'a RunId,
     lease: &'a Lease,
+    /// The invocation's deadline (epoch ms): approved calls run before it.
+    pub(super) expires_ms: i64,
 }
 
 /// A new session (named by the client, or a fresh id): nothing to read but a

@@ -7,6 +7,8 @@
 import type { EventList } from '../agenda';
 import { join, type AppConfig } from '../config';
 import type {
+  ApprovalSettings,
+  ApprovalSettingsView,
   BudgetUsage,
   DocStructure,
   Entity,
@@ -88,6 +90,17 @@ export class Api {
   /** The user's budgets: what was used, the limits, when a spent one lets them go on (docs/budgets.md). */
   usage(): Promise<BudgetUsage> {
     return this.call(this.config.streamUrl, 'me/usage');
+  }
+
+  /** The tools the user set to ask first, and those that may be (docs/chat-protocol.md#approvals). */
+  approvalSettings(): Promise<ApprovalSettingsView> {
+    return this.call(this.config.streamUrl, 'me/approvals');
+  }
+
+  /** Replaces the tools that ask first; the settings as stored. */
+  setApprovalSettings(askFirst: string[]): Promise<ApprovalSettingsView> {
+    const body: ApprovalSettings = { ask_first: askFirst };
+    return this.call(this.config.streamUrl, 'me/approvals', { method: 'PUT', body: JSON.stringify(body) });
   }
 
   projects(): Promise<Page<Project>> {

@@ -618,6 +618,8 @@ export type Telemetry =
 export interface WireTypes {
   AgentActivity?: AgentActivity;
   AgentPlan?: AgentPlan;
+  ApprovalSettings?: ApprovalSettings;
+  ApprovalSettingsView?: ApprovalSettingsView;
   BudgetKind?: BudgetKind;
   BudgetUsage?: BudgetUsage;
   CacheStatus?: CacheStatus;
@@ -684,6 +686,7 @@ export interface WireTypes {
   NewProject?: NewProject;
   OperationAction?: OperationAction;
   OperationStatus?: OperationStatus;
+  Organizer?: Organizer1;
   PendingApproval?: PendingApproval1;
   PlanFields?: PlanFields;
   PlanMode?: PlanMode;
@@ -796,6 +799,32 @@ export interface PlanStep {
   tools?: string[];
 }
 /**
+ * The stored record and the body of `PUT /me/approvals`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ApprovalSettings".
+ */
+export interface ApprovalSettings {
+  /**
+   * Tools whose every call waits for the user's yes, by name: tools that
+   * change something (`askable` in `GET /me/approvals` lists them).
+   */
+  ask_first?: string[];
+}
+/**
+ * What `GET`/`PUT /me/approvals` answer.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ApprovalSettingsView".
+ */
+export interface ApprovalSettingsView {
+  ask_first: string[];
+  /**
+   * Every tool that may be set to ask first, in a stable order.
+   */
+  askable: string[];
+}
+/**
  * The user's use and limits (`GET /me/usage`). A limit of 0 is no limit.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -842,6 +871,7 @@ export interface CalendarEvent {
   end: EventTime;
   id: EventId;
   location?: string | null;
+  organizer?: null | Organizer;
   overrides?: InstanceOverride[];
   project_id?: null | ProjectId;
   recurrence?: null | Recurrence;
@@ -865,6 +895,25 @@ export interface CalendarEvent {
    * Bumped by every write; `If-Match` compares against it.
    */
   version: number;
+}
+/**
+ * iCalendar `ORGANIZER`, kept and written back as read.
+ */
+export interface Organizer {
+  /**
+   * The cal-address as the server wrote it (`mailto:bob@example.com`).
+   */
+  address: string;
+  /**
+   * `CN`, when given.
+   */
+  name?: string | null;
+  /**
+   * The user themselves (the address names their CalDAV account's
+   * username); `false`: someone else's event, whose changes wait for the
+   * user's yes (docs/chat-protocol.md#approvals).
+   */
+  own?: boolean;
 }
 /**
  * One instance of a series changed or cancelled on its own (RFC 5545
@@ -1401,6 +1450,7 @@ export interface CalendarEvent1 {
   end: EventTime;
   id: EventId;
   location?: string | null;
+  organizer?: null | Organizer;
   overrides?: InstanceOverride[];
   project_id?: null | ProjectId;
   recurrence?: null | Recurrence;
@@ -1762,6 +1812,29 @@ export interface NewProject {
   description?: Description;
   name: Name;
   state?: ProjectState;
+}
+/**
+ * Who organizes an event, from iCalendar `ORGANIZER` (events synced from a
+ * calendar server; an event made here names none).
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "Organizer".
+ */
+export interface Organizer1 {
+  /**
+   * The cal-address as the server wrote it (`mailto:bob@example.com`).
+   */
+  address: string;
+  /**
+   * `CN`, when given.
+   */
+  name?: string | null;
+  /**
+   * The user themselves (the address names their CalDAV account's
+   * username); `false`: someone else's event, whose changes wait for the
+   * user's yes (docs/chat-protocol.md#approvals).
+   */
+  own?: boolean;
 }
 /**
  * A call that waits for the user's yes ([`crate::approval`]): what the

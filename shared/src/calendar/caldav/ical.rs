@@ -9,11 +9,14 @@
 //!   the event's zone. No `VTIMEZONE` is written: servers and clients resolve
 //!   IANA names (Radicale adds the `VTIMEZONE` itself).
 //! - `SEQUENCE` is the event's `version`.
+//! - `ORGANIZER` (with its `CN`) is read from the series' `VEVENT` and
+//!   written back on every `VEVENT` as read; whether it is the user is the
+//!   caller's to say (it knows the account): read here, it is someone else.
 //! - Read: a `TZID` chrono-tz does not know, and floating times, are read in
 //!   the caller's default zone; `DURATION` stands in for a missing `DTEND`.
 
 use super::CaldavError;
-use crate::calendar::model::{CalendarEvent, EventTime, InstanceOverride, Recurrence, Zone};
+use crate::calendar::model::{CalendarEvent, EventTime, InstanceOverride, Organizer, Recurrence, Zone};
 use crate::calendar::recur::span;
 use crate::ids::EventId;
 use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Utc};
@@ -41,6 +44,13 @@ fn base(event: &CalendarEvent) -> Event {
     ev.uid(&event.uid);
     ev.timestamp(Utc::now());
     ev.sequence(u32::try_from(event.version).unwrap_or(u32::MAX));
+    if let Some(o) = &event.organizer {
+        let mut p = Property::new("ORGANIZER", &o.address);
+        if let Some(name) = &o.name {
+            p.add_parameter("CN", name);
+        }
+        ev.append_property(p.done());
+    }
     ev
 }
 
@@ -165,7 +175,16 @@ fn read_master(c: &Parsed, default_zone: Zone) -> Result<CalendarEvent, CaldavEr
         created_at: now,
         updated_at: now,
         remote: None,
+        organizer: read_organizer(c),
     })
+}
+
+/// `ORGANIZER;CN=Bob:mailto:bob@example.com`, not (yet) known to be the user.
+fn read_organizer(c: &Parsed) -> Option<Organizer> {
+    let p = c.find_prop("ORGANIZER")?;
+    let address = p.val.as_str().trim().to_string();
+    let name = param(p, "CN").map(|n| n.trim_matches('"').to_string()).filter(|n| !n.is_empty());
+    (!address.is_empty()).then_some(Organizer { address, name, own: false })
 }
 
 /// An instance VEVENT as an override: only what differs from the series.
@@ -327,6 +346,8 @@ mod tests {
         e.end = at("2026-03-16T08:30:00Z");
         e.timezone = berlin();
         e.version = 3;
+        e.organizer =
+            Some(Organizer { address: "mailto:bob@example.com".into(), name: Some("Bob Smith".into()), own: false });
         e.recurrence = Some(Recurrence {
             rrule: "FREQ=WEEKLY;BYDAY=MO;COUNT=10".into(),
             exdates: vec![at("2026-03-23T08:00:00Z")],
@@ -369,6 +390,7 @@ mod tests {
             "DTSTART;TZID=Europe/Berlin:20260330T100000",
             "SUMMARY:Standup\\, daily\\; really\\nweekly",
             "SEQUENCE:3",
+            "ORGANIZER;CN=Bob Smith:mailto:bob@example.com",
         ] {
             assert!(unfolded.contains(&format!("{line}\r\n")), "{line} missing in:\n{ics}");
         }

@@ -11,7 +11,7 @@ use super::client::{event_href, CaldavClient, Precondition};
 use super::ical::{from_ics, to_ics};
 use super::CaldavError;
 use crate::calendar::error::CalendarError;
-use crate::calendar::model::{CalendarEvent, RemoteRef, Zone};
+use crate::calendar::model::{CalendarEvent, Organizer, RemoteRef, Zone};
 use crate::calendar::remote::{Remote, RemoteCalendar, RemoteChanges};
 use crate::ids::UserId;
 use std::collections::HashMap;
@@ -80,7 +80,8 @@ impl Remote for CaldavRemote {
         let Some(account) = self.accounts.account(user).await? else { return Ok(None) };
         let client = CaldavClient::with_http(self.http.clone(), &account)?;
         let href = self.calendar_href(user, &account, &client).await?;
-        Ok(Some(Box::new(CaldavCalendar::new(client, href).with_default_zone(self.default_zone))))
+        let cal = CaldavCalendar::new(client, href).with_default_zone(self.default_zone);
+        Ok(Some(Box::new(cal.with_username(&account.username))))
     }
 }
 
@@ -90,11 +91,19 @@ pub struct CaldavCalendar {
     client: CaldavClient,
     href: String,
     default_zone: Zone,
+    /// The account's username: an `ORGANIZER` naming it is the user.
+    username: Option<String>,
 }
 
 impl CaldavCalendar {
     pub fn new(client: CaldavClient, href: String) -> Self {
-        Self { client, href, default_zone: Zone::UTC }
+        Self { client, href, default_zone: Zone::UTC, username: None }
+    }
+
+    /// Events organized by `username` are the user's own.
+    pub fn with_username(mut self, username: &str) -> Self {
+        self.username = Some(username.to_string());
+        self
     }
 
     pub fn with_default_zone(mut self, zone: Zone) -> Self {
@@ -141,6 +150,9 @@ impl RemoteCalendar for CaldavCalendar {
             match from_ics(&r.ics, self.default_zone) {
                 Ok(mut e) => {
                     e.remote = Some(RemoteRef { href: r.href, etag: r.etag });
+                    if let (Some(o), Some(u)) = (e.organizer.as_mut(), self.username.as_deref()) {
+                        o.own = Organizer::names(&o.address, u);
+                    }
                     changed.push(e);
                 }
                 // Not an event we can hold (e.g. a lone instance of someone

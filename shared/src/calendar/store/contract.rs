@@ -28,6 +28,7 @@ pub fn event(title: &str) -> CalendarEvent {
         created_at: 1,
         updated_at: 1,
         remote: None,
+        organizer: None,
     }
 }
 

@@ -1,0 +1,55 @@
+//! `GET`/`PUT /me/approvals` on the stream function: the tools the user set
+//! to "ask first" ([`crate::approval::settings`]), whose every call waits for
+//! their yes. Plain JSON, same bearer auth as a turn; the chat page's
+//! "Ask me first" panel reads and writes it. A name that is not a tool that
+//! changes something is `400 unknown_tool` and nothing is stored.
+
+use super::error::ErrorBody;
+use super::extract::User;
+use super::stream::StreamApp;
+use super::{json, ApiError, OpenApiRouter};
+use crate::approval::settings::{ApprovalSettings, ApprovalSettingsView, SettingsError};
+use axum::extract::State;
+use axum::response::Response;
+use bytes::Bytes;
+use http::StatusCode;
+use utoipa_axum::routes;
+
+pub fn routes() -> OpenApiRouter<StreamApp> {
+    OpenApiRouter::new().routes(routes!(get_approvals, put_approvals))
+}
+
+impl From<SettingsError> for ApiError {
+    fn from(e: SettingsError) -> Self {
+        ApiError::bad_request(e.code(), e.to_string())
+    }
+}
+
+fn unavailable() -> ApiError {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "settings_unavailable", "approval settings are not kept here")
+}
+
+/// The tools the user set to ask first, and every tool that may be.
+#[utoipa::path(get, path = "/me/approvals", tag = "settings", security(("bearer" = [])),
+    responses((status = 200, body = ApprovalSettingsView), (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn get_approvals(State(app): State<StreamApp>, User(user): User) -> Result<Response, ApiError> {
+    let store = app.deps.approval_settings.as_ref().ok_or_else(unavailable)?;
+    let settings = store.get(&user).await?;
+    Ok(json(StatusCode::OK, &ApprovalSettingsView::of(&settings)))
+}
+
+/// Replaces the tools the user set to ask first (an empty list: none).
+/// Each turn reads them at its start.
+#[utoipa::path(put, path = "/me/approvals", tag = "settings", security(("bearer" = [])),
+    request_body(content = ApprovalSettings, description = "Every tool that asks first, by name."),
+    responses((status = 200, body = ApprovalSettingsView, description = "As stored (each name once, in `askable`'s order)"),
+        (status = 400, body = ErrorBody, description = "`invalid_json`; `unknown_tool`: a name not in `askable`"),
+        (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn put_approvals(State(app): State<StreamApp>, User(user): User, body: Bytes) -> Result<Response, ApiError> {
+    let store = app.deps.approval_settings.as_ref().ok_or_else(unavailable)?;
+    let settings: ApprovalSettings =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("invalid_json", e.to_string()))?;
+    let settings = settings.checked()?;
+    store.put(&user, &settings).await?;
+    Ok(json(StatusCode::OK, &ApprovalSettingsView::of(&settings)))
+}
