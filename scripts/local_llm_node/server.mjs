@@ -8,12 +8,18 @@
 //   `tokenizer.chat_template`, rendered with @huggingface/jinja) over the
 //   request's messages and `tools` (lib/wire.mjs says how messages are
 //   adapted: `content: null`, arguments as a string).
-// - With tools offered, the answer is constrained by a grammar
-//   (lib/grammar.mjs): either `<tool_call>` blocks whose JSON names an
-//   offered tool with arguments of its schema, or plain text. So a call
-//   always parses and is never written as a fenced block that nobody runs.
+// - With tools offered, the server first decides whether the answer is a
+//   call or text (lib/decide.mjs: the first token's probability share that
+//   starts a call against a threshold; `tool_choice` "required" or a named
+//   function: a call), then constrains it by that mode's grammar
+//   (lib/grammar.mjs): `<tool_call>` blocks whose JSON names an offered tool
+//   with arguments of its schema, or plain text. So a call always parses and
+//   is never written as a fenced block that nobody runs. A text answer to the
+//   user is held back for its first tokens: if it names an offered tool
+//   there, it was a described call, and the answer is generated again as one.
 //   Calls go out as OpenAI `tool_calls` deltas (one chunk per call, as soon
-//   as it closes) and `finish_reason: "tool_calls"`; text streams as it comes.
+//   as it closes) and `finish_reason: "tool_calls"`; text streams as it comes
+//   (after the hold).
 //   With `stream_options.include_usage` a last chunk carries `usage`.
 // - Prompt cache: a few slots (llama.cpp sequences, 4 by default: the global,
 //   a project, the calendar scope and the summarizer's prompts) keep the model
