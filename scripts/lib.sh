@@ -34,9 +34,14 @@ LOCAL_MODEL="${LOCAL_MODEL:-qwen2.5-coder-1.5b}"
 # a loaded 2-core machine two of them made a token take 18 s instead of 0.1 s).
 LOCAL_LLM_DIR="$REPO_ROOT/scripts/local_llm_node"
 LOCAL_LLM_THREADS="${LOCAL_LLM_THREADS:-$(($(nproc 2>/dev/null || echo 2) > 1 ? $(nproc 2>/dev/null || echo 2) - 1 : 1))}"
-# Logit added to `<tool_call>` as the answer's first token when tools are
-# offered (server.mjs --call-bias; 0: off, the default; not yet measured by the eval).
-LOCAL_LLM_CALL_BIAS="${LOCAL_LLM_CALL_BIAS:-0}"
+# Call or answer (server.mjs, lib/decide.mjs; docs/local-stack.md): with
+# tools offered, the answer is a call when the first token's probability share
+# that starts one reaches LOCAL_LLM_CALL_THRESHOLD; a text answer naming an
+# offered tool within its first LOCAL_LLM_HOLD_TOKENS tokens becomes a call.
+LOCAL_LLM_CALL_THRESHOLD="${LOCAL_LLM_CALL_THRESHOLD:-0.05}"
+# The same for an answer to a tool result (no hold there: a report names the tool it used).
+LOCAL_LLM_CALL_THRESHOLD_AFTER_TOOL="${LOCAL_LLM_CALL_THRESHOLD_AFTER_TOOL:-0.5}"
+LOCAL_LLM_HOLD_TOKENS="${LOCAL_LLM_HOLD_TOKENS:-48}"
 MODELS_DIR="$LOCAL_DIR/models"
 SCHEMATHESIS_VERSION="${SCHEMATHESIS_VERSION:-4.32.5}"
 # The CalDAV server of the calendar's sync (docs/calendar-caldav.md).
@@ -653,7 +658,8 @@ start_llama_server() {
   start_service "$name" "$logf" "local_llm_node/server.mjs" \
     node "$LOCAL_LLM_DIR/server.mjs" --model "$LOCAL_MODEL_FILE" \
     --model-alias "$LOCAL_MODEL_ALIAS" --host 127.0.0.1 --port "$port" --n-ctx "$LOCAL_MODEL_CTX" \
-    --threads "$LOCAL_LLM_THREADS" --call-bias "$LOCAL_LLM_CALL_BIAS" \
+    --threads "$LOCAL_LLM_THREADS" --call-threshold "$LOCAL_LLM_CALL_THRESHOLD" \
+    --call-threshold-after-tool "$LOCAL_LLM_CALL_THRESHOLD_AFTER_TOOL" --hold-tokens "$LOCAL_LLM_HOLD_TOKENS" \
     ${LOCAL_LLM_DUMP_DIR:+--dump-dir "$LOCAL_LLM_DUMP_DIR"}
   wait_for_http "http://127.0.0.1:$port/v1/models" 180 "$SERVICE_PID" || {
     print_log_tail "$logf"

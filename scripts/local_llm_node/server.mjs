@@ -8,12 +8,18 @@
 //   `tokenizer.chat_template`, rendered with @huggingface/jinja) over the
 //   request's messages and `tools` (lib/wire.mjs says how messages are
 //   adapted: `content: null`, arguments as a string).
-// - With tools offered, the answer is constrained by a grammar
-//   (lib/grammar.mjs): either `<tool_call>` blocks whose JSON names an
-//   offered tool with arguments of its schema, or plain text. So a call
-//   always parses and is never written as a fenced block that nobody runs.
+// - With tools offered, the server first decides whether the answer is a
+//   call or text (lib/decide.mjs: the first token's probability share that
+//   starts a call against a threshold; `tool_choice` "required" or a named
+//   function: a call), then constrains it by that mode's grammar
+//   (lib/grammar.mjs): `<tool_call>` blocks whose JSON names an offered tool
+//   with arguments of its schema, or plain text. So a call always parses and
+//   is never written as a fenced block that nobody runs. A text answer to the
+//   user is held back for its first tokens: if it names an offered tool
+//   there, it was a described call, and the answer is generated again as one.
 //   Calls go out as OpenAI `tool_calls` deltas (one chunk per call, as soon
-//   as it closes) and `finish_reason: "tool_calls"`; text streams as it comes.
+//   as it closes) and `finish_reason: "tool_calls"`; text streams as it comes
+//   (after the hold).
 //   With `stream_options.include_usage` a last chunk carries `usage`.
 // - Prompt cache: a few slots (llama.cpp sequences, 4 by default: the global,
 //   a project, the calendar scope and the summarizer's prompts) keep the model
@@ -30,8 +36,9 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Template } from "@huggingface/jinja";
-import { getLlama, LlamaGrammarEvaluationState, LlamaLogLevel, TokenBias } from "node-llama-cpp";
-import { answerGrammar, parseAnswer } from "./lib/grammar.mjs";
+import { getLlama, LlamaGrammarEvaluationState, LlamaLogLevel } from "node-llama-cpp";
+import { callShare, policyFor, startsCallText, TextGate } from "./lib/decide.mjs";
+import { answerGrammar, parseAnswer, toolNames } from "./lib/grammar.mjs";
 import {
   BadRequest,
   chooseSlot,
@@ -60,10 +67,16 @@ const { values: args } = parseArgs({
     threads: { type: "string", default: "1" },
     slots: { type: "string", default: "4" },
     "dump-dir": { type: "string", default: "" },
-    // Added to the logit of the model's `<tool_call>` token for the answer's
-    // first token when tools are offered (0: none). A small model often
-    // describes the call it means to make in prose instead of making it.
-    "call-bias": { type: "string", default: "0" },
+    // With tools offered (tool_choice "auto"), the answer is a call when the
+    // first token's probability share that starts one reaches this
+    // (lib/decide.mjs): a small model often describes the call it means to
+    // make in prose instead of making it.
+    "call-threshold": { type: "string", default: "0.05" },
+    // The same after a tool result (lib/decide.mjs policyFor).
+    "call-threshold-after-tool": { type: "string", default: "0.5" },
+    // Tokens of a text answer held back, in which naming an offered tool
+    // turns the answer into a call (0: no hold, no check).
+    "hold-tokens": { type: "string", default: "48" },
   },
 });
 if (!args.model) {
@@ -89,12 +102,12 @@ class Model {
     this.nCtx = this.context.contextSize;
     this.slots = Array.from({ length: Number(args.slots) }, () => ({ seq: this.context.getSequence(), used: 0 }));
     this.grammars = new Map();
-    // The first token of a call: `<tool_call>` as the grammar matches it (as
-    // text: its first token starts with `<`, which no text answer may).
-    const start = this.model.tokenize("<tool_call>", false).slice(0, 1);
-    const bias = Number(args["call-bias"]);
-    this.callBias = bias ? new TokenBias(this.model.tokenizer).set(start, { logit: bias }) : null;
-    this.noBias = new TokenBias(this.model.tokenizer);
+    this.policy = {
+      threshold: Number(args["call-threshold"]),
+      afterTool: Number(args["call-threshold-after-tool"]),
+      hold: Number(args["hold-tokens"]),
+    };
+    this.starts = new Map();
     this.queue = Promise.resolve();
     log(
       `loaded ${args.model} as ${args["model-alias"]} (n_ctx ${this.nCtx}, ${this.slots.length} cache slots, ` +
@@ -125,11 +138,24 @@ class Model {
     return this.model.tokenize(text, true);
   }
 
-  async grammar(tools) {
-    const key = JSON.stringify(tools);
+  /** Whether `token` starts a call (lib/decide.mjs startsCallText; never an
+   * end-of-generation or `<|…|>` control token). */
+  startsCall(token) {
+    let s = this.starts.get(token);
+    if (s === undefined) {
+      const text = this.model.detokenize([token], true);
+      s = !this.model.isEogToken(token) && !text.startsWith("<|") && startsCallText(text);
+      if (this.starts.size > 50000) this.starts.clear();
+      this.starts.set(token, s);
+    }
+    return s;
+  }
+
+  async grammar(tools, mode) {
+    const key = mode + JSON.stringify(tools);
     let g = this.grammars.get(key);
     if (!g) {
-      g = await this.llama.createGrammar({ grammar: answerGrammar(tools) });
+      g = await this.llama.createGrammar({ grammar: answerGrammar(tools, mode) });
       if (this.grammars.size > 16) this.grammars.clear();
       this.grammars.set(key, g);
     }
@@ -149,40 +175,88 @@ class Model {
   }
 }
 
-/** One answer: generation through the grammar, as events. */
+/** One answer: the call-or-text decision (lib/decide.mjs), then generation
+ * through the grammar of the chosen mode, as events. */
 class Answer {
   constructor(model, p, tokens, maxTokens) {
     Object.assign(this, { model, p, tokens, maxTokens });
     this.raw = "";
     this.generated = 0;
+    this.wasted = 0; // tokens of a described call, thrown away
     this.hitLength = false;
     this.aborted = false;
     this.t0 = Date.now();
     this.first = 0;
     this.reused = 0;
+    this.calls = 0;
+    this.share = null;
+    this.mode = "plain";
+    this.described = null;
   }
 
   /** Yields `{text}` and `{call}` events in order. */
   async *events() {
     const m = this.model;
     const { slot, n } = m.slotFor(this.tokens);
+    this.seq = slot.seq;
     const keep = Math.min(n, this.tokens.length - 1);
     this.reused = keep;
-    if (keep < slot.seq.nextTokenIndex) {
-      await slot.seq.eraseContextTokenRanges([{ start: keep, end: slot.seq.nextTokenIndex }]);
+    this.policy = policyFor(this.p.messages, m.policy);
+    if (keep < this.seq.nextTokenIndex) {
+      await this.seq.eraseContextTokenRanges([{ start: keep, end: this.seq.nextTokenIndex }]);
     }
-    const grammarEvaluationState = this.p.allowCalls
-      ? new LlamaGrammarEvaluationState({ model: m.model, grammar: await m.grammar(this.p.tools) })
-      : undefined;
+    if (!this.p.allowCalls) this.mode = "plain";
+    else if (this.p.toolChoice === "required") this.mode = "calls";
+    else this.mode = (await this.decide()) ? "calls" : "text";
+    try {
+      yield* this.generate(this.mode);
+    } finally {
+      this.done();
+    }
+  }
+
+  /** Computes the prompt and the first token's probabilities: whether the
+   * share that starts a call reaches the threshold. The last prompt token is
+   * then erased, so generation computes it again under the chosen grammar. */
+  async decide() {
+    const m = this.model;
+    const input = this.tokens.slice(this.seq.nextTokenIndex);
+    const last = input.length - 1;
+    const out = await this.seq.controlledEvaluate(
+      input.map((t, i) => (i === last ? [t, { generateNext: { probabilities: true } }] : t)),
+    );
+    const probs = out[last]?.next?.probabilities;
+    this.share = probs ? callShare(probs, (t) => m.startsCall(t)) : 0;
+    await this.erase();
+    return this.share >= this.policy.threshold;
+  }
+
+  /** Erases everything after the prompt's last token but one. */
+  async erase() {
+    const from = this.tokens.length - 1;
+    if (this.seq.nextTokenIndex > from) {
+      await this.seq.eraseContextTokenRanges([{ start: from, end: this.seq.nextTokenIndex }]);
+    }
+  }
+
+  /** Generates in `mode` ("plain": no tools; "text"; "calls"). Text that
+   * names an offered tool early (lib/decide.mjs TextGate) is thrown away and
+   * the answer generated again as calls. */
+  async *generate(mode) {
+    const m = this.model;
+    const tools = mode === "calls" ? this.p.callTools : this.p.tools;
+    const grammarEvaluationState =
+      mode === "plain" ? undefined : new LlamaGrammarEvaluationState({ model: m.model, grammar: await m.grammar(tools, mode) });
+    // Hold a possibly partial character, and a possible start of a stop text.
+    const keepText = (raw) => (raw.endsWith("\uFFFD") ? raw.length - 1 : raw.length) - heldSuffix(raw.replace(/\uFFFD$/, ""), STOP_TEXT);
+    const gate = new TextGate(mode === "text" ? toolNames(this.p.tools) : [], mode === "text" ? this.policy.hold : 0, keepText);
     const out = [];
-    let shown = 0; // characters of `this.raw` given out as text
+    this.raw = "";
     let callsShown = 0;
-    let kind = this.p.allowCalls ? "unknown" : "text";
-    const bias = this.p.allowCalls && m.callBias ? () => (this.generated === 0 ? m.callBias : m.noBias) : undefined;
-    for await (const token of slot.seq.evaluate(this.tokens.slice(keep), {
+    let described = null;
+    for await (const token of this.seq.evaluate(this.tokens.slice(this.seq.nextTokenIndex), {
       temperature: this.p.temperature,
       grammarEvaluationState,
-      tokenBias: bias,
     })) {
       if (!this.first) this.first = Date.now() - this.t0;
       if (this.aborted) break;
@@ -192,18 +266,16 @@ class Answer {
       this.raw = m.model.detokenize(out);
       const stop = STOP_TEXT.map((s) => this.raw.indexOf(s)).filter((i) => i >= 0);
       if (stop.length) this.raw = this.raw.slice(0, Math.min(...stop));
-      if (kind === "unknown" && this.raw) kind = this.raw.startsWith("<") ? "calls" : "text";
-      if (kind === "text") {
-        // Hold a possibly partial character, and a possible start of a stop text.
-        let end = this.raw.endsWith("\uFFFD") ? this.raw.length - 1 : this.raw.length;
-        end -= heldSuffix(this.raw.slice(0, end), STOP_TEXT);
-        if (end > shown) {
-          yield { text: this.raw.slice(shown, end) };
-          shown = end;
-        }
-      } else if (kind === "calls") {
+      if (mode === "calls") {
         const calls = parseAnswer(this.raw).calls || [];
         for (; callsShown < calls.length; callsShown++) yield { call: calls[callsShown] };
+      } else {
+        const g = gate.push(this.raw, out.length);
+        if (g.call) {
+          described = g.call;
+          break;
+        }
+        if (g.show) yield { text: g.show };
       }
       if (stop.length) break;
       if (this.generated >= this.maxTokens) {
@@ -211,16 +283,33 @@ class Answer {
         break;
       }
     }
-    if (kind === "text" && this.raw.length > shown) yield { text: this.raw.slice(shown) };
+    if (mode !== "calls" && !described && !this.aborted) {
+      const g = gate.end(this.raw);
+      if (g.call) described = g.call;
+      else if (g.show) yield { text: g.show };
+    }
+    if (described && !this.aborted) {
+      this.described = described;
+      this.wasted += out.length;
+      this.generated -= out.length;
+      this.hitLength = false;
+      await this.erase();
+      yield* this.generate("calls");
+      return;
+    }
     this.calls = callsShown;
-    this.done();
   }
 
   done() {
     const total = (Date.now() - this.t0) / 1000;
     const gen = Math.max(total - this.first / 1000, 1e-6);
+    const decision =
+      this.mode === "plain"
+        ? ""
+        : `, ${this.share === null ? "call required" : `call share ${this.share.toFixed(4)} (threshold ${this.policy.threshold})`} → ${this.mode}` +
+          (this.described ? `, text named ${this.described}: ${this.wasted} tok thrown away, then calls` : "");
     log(
-      `prompt ${this.tokens.length} tok (${this.reused} cached), tools ${this.p.tools.length}, ` +
+      `prompt ${this.tokens.length} tok (${this.reused} cached), tools ${this.p.tools.length}${decision}, ` +
         `first token ${(this.first / 1000).toFixed(1)}s, ${this.generated} tok in ${total.toFixed(1)}s ` +
         `(${(this.generated / gen).toFixed(1)} tok/s), ${this.calls} tool call(s)${this.aborted ? ", client went away" : ""}`,
     );
@@ -229,7 +318,19 @@ class Answer {
       const name = join(args["dump-dir"], `${new Date().toISOString().replace(/[:.]/g, "-")}-${process.pid}.json`);
       writeFileSync(
         name,
-        JSON.stringify({ tools: this.p.tools, messages: this.p.messages, prompt_tokens: this.tokens.length, raw: this.raw }, null, 1),
+        JSON.stringify(
+          {
+            tools: this.p.tools,
+            messages: this.p.messages,
+            prompt_tokens: this.tokens.length,
+            call_share: this.share,
+            mode: this.mode,
+            described: this.described,
+            raw: this.raw,
+          },
+          null,
+          1,
+        ),
       );
     }
   }

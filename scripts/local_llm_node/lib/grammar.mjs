@@ -163,8 +163,11 @@ export function toolNames(tools) {
   return (tools || []).map((t) => t?.function?.name).filter((n) => typeof n === "string" && n);
 }
 
-/** The GBNF of an answer when `tools` are offered (see the module's contract). */
-export function answerGrammar(tools) {
+/** The GBNF of an answer when `tools` are offered (see the module's
+ * contract). `mode`: "either" (calls or text), "calls" (one or more calls:
+ * the server decided the answer is a call, or `tool_choice` requires one) or
+ * "text" (text only: the server decided the answer is not a call). */
+export function answerGrammar(tools, mode = "either") {
   const r = new Rules();
   const calls = (tools || [])
     .filter((t) => typeof t?.function?.name === "string" && t.function.name)
@@ -177,8 +180,10 @@ export function answerGrammar(tools) {
       );
     });
   if (!calls.length) throw new Error("answerGrammar: no tool has a name");
+  const root = { either: "calls | text", calls: "calls", text: "text" }[mode];
+  if (!root) throw new Error(`answerGrammar: unknown mode ${mode}`);
   const top = [
-    `root ::= calls | text`,
+    `root ::= ${root}`,
     `calls ::= callblock ( "\\n" callblock )*`,
     `callblock ::= "<tool_call>\\n" calljson "\\n</tool_call>"`,
     `calljson ::= ${calls.join(" | ")}`,

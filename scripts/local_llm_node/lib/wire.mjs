@@ -87,18 +87,42 @@ export function readRequest(body) {
   }
   const temperature = body.temperature ?? null;
   if (temperature !== null && typeof temperature !== "number") throw new BadRequest("temperature must be a number");
-  const toolChoice = body.tool_choice ?? "auto";
+  const choice = readToolChoice(body.tool_choice, tools);
   const opts = body.stream_options && typeof body.stream_options === "object" ? body.stream_options : {};
   return {
     messages: templateMessages(body.messages),
     // tool_choice "none": the tools stay in the prompt, but no call may be made.
     tools,
-    allowCalls: tools.length > 0 && toolChoice !== "none",
+    allowCalls: tools.length > 0 && choice.mode !== "none",
+    // "auto": the server decides call or text (lib/decide.mjs); "required":
+    // a call, of any offered tool, or of `callTools` only (a named function).
+    toolChoice: choice.mode,
+    callTools: choice.tools,
     stream: Boolean(body.stream),
     includeUsage: Boolean(opts.include_usage),
     maxTokens,
     temperature: temperature === null ? 0.2 : temperature,
   };
+}
+
+/** OpenAI's `tool_choice`: "auto" (or absent), "none", "required", or
+ * `{"type": "function", "function": {"name": N}}` naming an offered tool.
+ * Returns `{mode: "auto" | "none" | "required", tools}`: the tools a call
+ * may name. */
+export function readToolChoice(choice, tools) {
+  if (choice === undefined || choice === null || choice === "auto") return { mode: "auto", tools };
+  if (choice === "none") return { mode: "none", tools: [] };
+  if (choice === "required") {
+    if (!tools.length) throw new BadRequest('tool_choice "required" needs tools');
+    return { mode: "required", tools };
+  }
+  const name = choice && typeof choice === "object" ? choice.function?.name : undefined;
+  if (typeof name !== "string") {
+    throw new BadRequest('tool_choice must be "auto", "none", "required" or {"type": "function", "function": {"name": …}}');
+  }
+  const named = tools.filter((t) => t.function.name === name);
+  if (!named.length) throw new BadRequest(`tool_choice names ${JSON.stringify(name)}, which is not an offered tool`);
+  return { mode: "required", tools: named };
 }
 
 export function errorBody(code, message) {
