@@ -99,7 +99,9 @@ export class Api {
 
   /** Replaces the tools that ask first; the settings as stored. */
   setApprovalSettings(askFirst: string[]): Promise<ApprovalSettingsView> {
-    const body: ApprovalSettings = { ask_first: askFirst };
+    // The names come from the server's own `askable` list (a string list in
+    // the view); the body's schema names them one by one.
+    const body = { ask_first: askFirst } as ApprovalSettings;
     return this.call(this.config.streamUrl, 'me/approvals', { method: 'PUT', body: JSON.stringify(body) });
   }
 

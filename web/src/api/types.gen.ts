@@ -805,11 +805,26 @@ export interface PlanStep {
  * via the `definition` "ApprovalSettings".
  */
 export interface ApprovalSettings {
-  /**
-   * Tools whose every call waits for the user's yes, by name: tools that
-   * change something (`askable` in `GET /me/approvals` lists them).
-   */
-  ask_first?: string[];
+  ask_first?: (
+    | 'create_project'
+    | 'update_project'
+    | 'create_onto_project'
+    | 'create_document'
+    | 'create_task'
+    | 'create_goal'
+    | 'create_plan'
+    | 'create_milestone'
+    | 'create_risk'
+    | 'create_requirement'
+    | 'update_entity'
+    | 'delete_entity'
+    | 'link_entities'
+    | 'unlink_entities'
+    | 'move_document'
+    | 'create_calendar_event'
+    | 'update_calendar_event'
+    | 'delete_calendar_event'
+  )[];
 }
 /**
  * What `GET`/`PUT /me/approvals` answer.

@@ -48,7 +48,17 @@ pub struct ApprovalSettings {
     /// Tools whose every call waits for the user's yes, by name: tools that
     /// change something (`askable` in `GET /me/approvals` lists them).
     #[serde(default)]
+    #[schema(schema_with = askable_names)]
     pub ask_first: Vec<String>,
+}
+
+/// `ask_first`'s schema: a list of [`ASKABLE`]'s names, so a document-driven
+/// client (schemathesis) sends only names the route takes; any other string
+/// is still `400 unknown_tool`.
+fn askable_names() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    let names = ASKABLE.iter().map(|t| t.as_str());
+    ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String).enum_values(Some(names))).build()
 }
 
 /// What `GET`/`PUT /me/approvals` answer.
