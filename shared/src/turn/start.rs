@@ -208,20 +208,19 @@ async fn open(
     // again. Two copies of one request racing within that trip both pass;
     // the second's write then finds the claim (`duplicate_run`) and its turn
     // ends with that error, storing nothing.
-    if let Some(run) = &turn.run_id {
-        let (claim, admitted, pack) = tokio::join!(deps.store.run_claim(ids.user, run), admitted, pack);
-        match claim {
-            Ok(Some(claim)) => return Err(Refused::Retry { session: claim.session_id }),
-            Ok(None) => {}
-            Err(e) => return Err(Refused::Store(None, e)),
+    let (admitted, pack) = match &turn.run_id {
+        Some(run) => {
+            let (claim, admitted, pack) = tokio::join!(deps.store.run_claim(ids.user, run), admitted, pack);
+            match claim {
+                Ok(Some(claim)) => return Err(Refused::Retry { session: claim.session_id }),
+                Ok(None) => {}
+                Err(e) => return Err(Refused::Store(None, e)),
+            }
+            admitted.map_err(|over| Refused::OverBudget(None, over))?;
+            (futures::future::ready(Ok(())).boxed(), futures::future::Either::Left(futures::future::ready(pack)))
         }
-        admitted.map_err(|over| Refused::OverBudget(None, over))?;
-        announce(sink, &view, &view).await.map_err(|()| Refused::Gone(view.id.clone()))?;
-        let (store, user, leased, opened) = (deps.store.clone(), ids.user.clone(), ids.lease.clone(), view.clone());
-        let write = async move { store.open_session(&user, &opened, &leased, &start).await };
-        let persist_user = lease.first_write(write);
-        return Ok(opened_turn(ids, turn, deps, session, view, pack, lease, user_message, persist_user));
-    }
+        None => (admitted, futures::future::Either::Right(pack)),
+    };
     let (store, user, leased, opened) = (deps.store.clone(), ids.user.clone(), ids.lease.clone(), view.clone());
     // Written only once the budgets admitted the turn. Refused, the edge has
     // answered 429 and dropped the stream: the model call this ran beside
@@ -232,26 +231,9 @@ async fn open(
     };
     announce(sink, &view, &view).await.map_err(|()| Refused::Gone(view.id.clone()))?;
     let persist_user = lease.first_write(write);
-    let pack = pack.await;
-    Ok(opened_turn(ids, turn, deps, session, view, pack, lease, user_message, persist_user))
-}
-
-/// A new session's turn, started: empty history, its write on its way.
-#[allow(clippy::too_many_arguments)]
-fn opened_turn(
-    ids: &Ids<'_>,
-    turn: &ValidTurn,
-    deps: &TurnDeps,
-    session: Session,
-    view: SessionView,
-    pack: (Option<LoadedPack>, Option<String>),
-    lease: LeaseGuard,
-    user_message: StoredMessage,
-    persist_user: JoinHandle<Result<(), StoreError>>,
-) -> Started {
+    let (pack, agenda) = pack.await;
     let agent_state = deps.agent_state.as_ref().map(|_| (AgentState::new(view.id.to_string()), 0));
-    let (pack, agenda) = pack;
-    Started {
+    Ok(Started {
         session,
         view,
         history: Vec::new(),
@@ -265,7 +247,7 @@ fn opened_turn(
         user_message,
         answers: None,
         persist_user,
-    }
+    })
 }
 
 /// An existing session: the lease, the log (last N messages, summary, agent
