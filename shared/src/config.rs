@@ -154,7 +154,7 @@ pub struct Config {
     pub approval_ttl: Duration,
     /// Per-user budgets (`BUDGET_*`, [`BudgetConfig`]).
     pub budgets: BudgetConfig,
-    /// `FRAME_FLUSH_MS` (default 100, 1..=1000): the longest a frame waits
+    /// `FRAME_FLUSH_MS` (default 250, 1..=1000): the longest a frame waits
     /// before the frame log writes its batch (`crate::frames`): fewer writes
     /// per turn against a resumed stream's freshness (docs/cost.md).
     pub frame_flush: Duration,
@@ -393,8 +393,8 @@ impl Config {
 }
 
 fn frame_flush() -> Result<Duration, ConfigError> {
-    // The default is `frames::FLUSH_EVERY` (a test keeps the two equal).
-    let every = ms("FRAME_FLUSH_MS", 100)?;
+    // The default is `frames::FLUSH_EVERY` (the test `defaults` checks it).
+    let every = ms("FRAME_FLUSH_MS", crate::frames::FLUSH_EVERY.as_millis() as u64)?;
     if every.is_zero() || every > Duration::from_secs(1) {
         return Err(ConfigError { var: "FRAME_FLUSH_MS", reason: "must be 1..=1000".into() });
     }

@@ -1,12 +1,16 @@
 //! The frame log in the session's partition: one item per batch,
-//! `sk = FRAMES#<turn id>#<first frame id, 10 digits>`, the frames as one JSON
-//! attribute (`data`), `written_at` (ms) and `ttl` (s).
+//! `sk = FRAMES#<turn id>#<first frame id, 10 digits>`, the frames
+//! [packed](super::pack) in one binary attribute (`z`; items written before
+//! the packing hold their JSON in `data`, still read), `written_at` (ms) and
+//! `ttl` (s).
 
 use super::{FrameBatch, FrameLog, LatestTurn, StoredFrame, FRAMES_TTL_SECS};
 use crate::ids::{SessionId, TurnId, UserId};
 use crate::store::attr::{backend, get_n, get_s, n, s, session_page, Item, DELETING};
 use crate::store::keys::{self, FRAMES_END, FRAMES_PREFIX, SESSION_SK};
 use crate::store::StoreError;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use tracing::Instrument;
 
@@ -38,8 +42,11 @@ fn batch_of(item: &Item) -> Result<FrameBatch, StoreError> {
         .and_then(|rest| rest.rsplit_once('#'))
         .and_then(|(turn, _)| TurnId::parse(turn).ok())
         .ok_or_else(|| corrupt("bad sk"))?;
-    let frames: Vec<StoredFrame> = serde_json::from_str(get_s(item, "data").ok_or_else(|| corrupt("no data"))?)
-        .map_err(|e| corrupt(&e.to_string()))?;
+    let frames: Vec<StoredFrame> = match (item.get("z").and_then(|z| z.as_b().ok()), get_s(item, "data")) {
+        (Some(z), _) => super::unpack(z.as_ref()).map_err(|e| corrupt(&e))?,
+        (None, Some(json)) => serde_json::from_str(json).map_err(|e| corrupt(&e.to_string()))?,
+        (None, None) => return Err(corrupt("no frames")),
+    };
     if frames.is_empty() {
         return Err(corrupt("empty"));
     }
@@ -49,13 +56,13 @@ fn batch_of(item: &Item) -> Result<FrameBatch, StoreError> {
 #[async_trait::async_trait]
 impl FrameLog for DynamoFrameLog {
     async fn append(&self, user: &UserId, session: &SessionId, batch: &FrameBatch) -> Result<(), StoreError> {
-        let data = serde_json::to_string(&batch.frames).map_err(|e| corrupt(&e.to_string()))?;
+        let packed = AttributeValue::B(Blob::new(super::pack(&batch.frames)));
         self.client
             .put_item()
             .table_name(&self.table)
             .item("pk", s(keys::session_pk(user, session)))
             .item("sk", s(keys::frames_sk(&batch.turn_id, batch.first_id())))
-            .item("data", s(data))
+            .item("z", packed)
             .item("written_at", n(batch.written_at))
             .item("ttl", n(batch.written_at / 1000 + FRAMES_TTL_SECS))
             .send()

@@ -11,7 +11,8 @@
 //!   re-encoded by any wire format is the live stream, id for id;
 //! - off the hot path: the sink never waits on the log; a background writer
 //!   stores the frames in batches, one item per batch (at most every
-//!   [`FLUSH_EVERY`], or [`FLUSH_FRAMES`] frames, or at `done`), one write in
+//!   [`FLUSH_EVERY`], or [`FLUSH_FRAMES`] frames, or once the batch
+//!   [packs](pack) to [`FLUSH_PACKED_BYTES`], or at `done`), one write in
 //!   flight at a time, so batches land in order and contiguous;
 //! - the turn awaits the last batch (the one with `done`) after sending `done`
 //!   and before its body ends, at most [`SETTLE_WAIT`];
@@ -61,13 +62,18 @@ pub const FRAMES_TTL_SECS: i64 = 24 * 3600;
 /// `done` still gets it; later, the session's history has the answer.
 pub const RESUME_WINDOW: Duration = Duration::from_secs(60);
 /// The longest a frame waits in the writer before its batch is written, by
-/// default (`FRAME_FLUSH_MS`): 100 ms, from `bench --mode cost`
-/// (docs/cost.md): 7 batch writes per 50-token turn instead of 11 at 50 ms
-/// (−4 WRU, −$0.0025 per 1,000 turns) for ~15 ms more at p50 on a resume at
-/// once. (It was 50 ms while a replay right after a turn could show the
-/// answer part-way: a finished turn's replay now waits for its last batch,
+/// default (`FRAME_FLUSH_MS`): 250 ms, from `bench --mode cost`
+/// (docs/cost.md#the-frame-logs-batch-interval): a batch is billed per KB, so
+/// a batch is written as soon as it fills its KB ([`FLUSH_PACKED_BYTES`]) and
+/// otherwise waits up to this long for more frames to share the write. (It
+/// was 50 ms while a replay right after a turn could show the answer
+/// part-way: a finished turn's replay now waits for its last batch,
 /// [`follow`].)
-pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+pub const FLUSH_EVERY: Duration = Duration::from_millis(250);
+/// A batch is written as soon as its frames [pack](pack) to this many bytes:
+/// with its keys and other attributes (~180 bytes) the item is then just
+/// under DynamoDB's 1 KB write unit; waiting longer would bill a second one.
+pub const FLUSH_PACKED_BYTES: usize = 800;
 /// A batch is written as soon as it holds this many frames.
 pub const FLUSH_FRAMES: usize = 64;
 /// A batch's JSON is kept under this (DynamoDB items stop at 400 KB).
@@ -90,6 +96,27 @@ pub struct StoredFrame {
     pub id: u64,
     pub event: StreamEvent,
 }
+
+/// The stored form of a batch's frames: their JSON array, deflated (raw
+/// deflate). A batch is mostly text deltas repeating the same keys, so it
+/// packs to a fifth to a third of its JSON, and DynamoDB bills a write per
+/// KB of item.
+pub fn pack(frames: &[StoredFrame]) -> Vec<u8> {
+    let json = serde_json::to_vec(frames).expect("frames serialize");
+    miniz_oxide::deflate::compress_to_vec(&json, PACK_LEVEL)
+}
+
+/// The frames of a [`pack`]ed batch.
+pub fn unpack(packed: &[u8]) -> Result<Vec<StoredFrame>, String> {
+    // No batch's JSON is larger than BATCH_BYTES: a larger one is corrupt.
+    let json = miniz_oxide::inflate::decompress_to_vec_with_limit(packed, BATCH_BYTES + 1)
+        .map_err(|e| format!("inflate: {e}"))?;
+    serde_json::from_slice(&json).map_err(|e| e.to_string())
+}
+
+/// Deflate's level for [`pack`]: 6, zlib's default (1 packs text deltas ~15%
+/// larger; a batch is a few KB, so the time is microseconds either way).
+const PACK_LEVEL: u8 = 6;
 
 impl StoredFrame {
     pub fn is_done(&self) -> bool {

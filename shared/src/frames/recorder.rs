@@ -2,7 +2,9 @@
 //! background writer over an unbounded channel (the sink never waits), and the
 //! writer, which stores them in batches, one write in flight at a time.
 
-use super::{FrameBatch, FrameLog, StoredFrame, BATCH_BYTES, FLUSH_EVERY, FLUSH_FRAMES, SETTLE_WAIT};
+use super::{
+    pack, FrameBatch, FrameLog, StoredFrame, BATCH_BYTES, FLUSH_EVERY, FLUSH_FRAMES, FLUSH_PACKED_BYTES, SETTLE_WAIT,
+};
 use crate::ids::{SessionId, TurnId, UserId};
 use crate::sse::{StreamEvent, Tee};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,8 +97,9 @@ struct Key {
 }
 
 /// The writer: a batch starts with the first frame that arrives and is
-/// written `every` later, at [`FLUSH_FRAMES`] frames, at `done`, or
-/// when the channel closes, whichever comes first. A failed write stops it.
+/// written `every` later, at [`FLUSH_FRAMES`] frames, once it packs to
+/// [`FLUSH_PACKED_BYTES`], at `done`, or when the channel closes, whichever
+/// comes first. A failed write stops it.
 async fn write(
     key: Key,
     mut rx: mpsc::UnboundedReceiver<StoredFrame>,
@@ -115,7 +118,11 @@ async fn write(
         let due = tokio::time::Instant::now() + every;
         let mut bytes = frame_bytes(&first);
         let mut frames = vec![first];
-        while frames.len() < FLUSH_FRAMES && !frames.last().is_some_and(StoredFrame::is_done) {
+        let mut full = Full::default();
+        while frames.len() < FLUSH_FRAMES
+            && !frames.last().is_some_and(StoredFrame::is_done)
+            && !full.is(&frames, bytes)
+        {
             let frame = tokio::select! {
                 f = rx.recv() => match f { Some(f) => f, None => break },
                 _ = tokio::time::sleep_until(due) => break,
@@ -139,6 +146,29 @@ async fn write(
             healthy.store(false, Ordering::Relaxed);
             return;
         }
+    }
+}
+
+/// Whether a batch fills its write unit: packed to [`FLUSH_PACKED_BYTES`].
+/// Packing is tried only once the JSON is twice that (these frames pack 3–5:1,
+/// so a smaller batch does not fill it) and then every
+/// [`PROBE_EVERY`] bytes of JSON, so that a batch is packed a few times, not
+/// at every frame, and overshoots the unit by a frame or two at most.
+#[derive(Default)]
+struct Full {
+    probed_at: usize,
+}
+
+/// JSON bytes between two packings of a growing batch.
+const PROBE_EVERY: usize = 256;
+
+impl Full {
+    fn is(&mut self, frames: &[StoredFrame], bytes: usize) -> bool {
+        if bytes < 2 * FLUSH_PACKED_BYTES || bytes < self.probed_at + PROBE_EVERY {
+            return false;
+        }
+        self.probed_at = bytes;
+        pack(frames).len() >= FLUSH_PACKED_BYTES
     }
 }
 

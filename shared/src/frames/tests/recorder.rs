@@ -4,7 +4,8 @@
 use super::Faulty;
 use crate::frames::contract::fixtures::{done, session, text, turn, user};
 use crate::frames::{
-    FrameBatch, MemoryFrameLog, Recorder, StoredFrame, BATCH_BYTES, FLUSH_EVERY, FLUSH_FRAMES, SETTLE_WAIT,
+    pack, unpack, FrameBatch, MemoryFrameLog, Recorder, StoredFrame, BATCH_BYTES, FLUSH_EVERY, FLUSH_FRAMES,
+    FLUSH_PACKED_BYTES, SETTLE_WAIT,
 };
 use crate::ids::{SessionId, TurnId};
 use crate::sse::{StreamEvent, Tee};
@@ -63,11 +64,61 @@ async fn a_recorder_that_never_begins_writes_nothing() {
     assert!(!r.keeps());
 }
 
+/// A one-letter delta: frames that pack tightly, so that only the frame
+/// count cuts their batches.
+fn tiny(id: u64) -> StoredFrame {
+    StoredFrame { id, event: StreamEvent::TextDelta { content: "x".into() } }
+}
+
+/// A delta of a few words no other frame repeats, as a model's are.
+fn words(id: u64) -> StoredFrame {
+    let content = format!(
+        " {} {:x} {}",
+        id * 7919 % 1000,
+        id.wrapping_mul(0x9e37_79b9),
+        "abcdefghij".repeat(1 + id as usize % 3)
+    );
+    StoredFrame { id, event: StreamEvent::TextDelta { content } }
+}
+
+#[test]
+fn a_batch_packs_to_a_fraction_of_its_json_and_back() {
+    let frames: Vec<StoredFrame> = (1..=40).map(words).chain([done(41, &turn(1))]).collect();
+    let (json, packed) = (serde_json::to_vec(&frames).unwrap().len(), pack(&frames));
+    assert!(packed.len() * 2 < json, "packed {} of {json} JSON bytes", packed.len());
+    assert_eq!(unpack(&packed).unwrap(), frames);
+    assert!(unpack(b"not deflate at all").is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_is_written_once_it_fills_its_write_unit_not_later() {
+    let log = Arc::new(MemoryFrameLog::new());
+    let (mut r, sid, _) = begun(log.clone());
+    send(&mut r, (1..=60).map(words));
+    // Paused time: no flush timer can have fired; only the size cut these.
+    tokio::task::yield_now().await;
+    while log.stored(&user("alice"), &sid).is_empty() {
+        tokio::task::yield_now().await;
+    }
+    r.settle().await;
+    let stored = log.stored(&user("alice"), &sid);
+    assert!(stored.len() >= 2, "60 frames of words fill more than one unit: {:?}", sizes(&stored));
+    let (full, last) = stored.split_at(stored.len() - 1);
+    for b in full {
+        let packed = pack(&b.frames).len();
+        // Cut within a probe (PROBE_EVERY JSON bytes, ~60 packed) of the mark.
+        assert!((FLUSH_PACKED_BYTES..FLUSH_PACKED_BYTES + 120).contains(&packed), "a full batch packed to {packed}");
+    }
+    assert!(pack(&last[0].frames).len() < FLUSH_PACKED_BYTES + 120);
+    let all: Vec<u64> = stored.iter().flat_map(ids).collect();
+    assert_eq!(all, (1..=60).collect::<Vec<_>>(), "contiguous, in order, each frame once");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_batch_holds_at_most_flush_frames() {
     let log = Arc::new(MemoryFrameLog::new());
     let (mut r, sid, _) = begun(log.clone());
-    send(&mut r, (1..=150).map(text));
+    send(&mut r, (1..=150).map(tiny));
     r.settle().await;
     let stored = log.stored(&user("alice"), &sid);
     assert_eq!(sizes(&stored), vec![FLUSH_FRAMES, FLUSH_FRAMES, 150 - 2 * FLUSH_FRAMES]);

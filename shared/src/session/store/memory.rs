@@ -16,7 +16,7 @@ use super::{
 };
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::StoredMessage;
-use crate::session::{ContextType, Session, SessionStatus, SessionView, TurnRecord};
+use crate::session::{Session, SessionStatus, SessionView, TurnRecord};
 use crate::store::dynamo::{utf8_chunks, CHUNK_BYTES, DELETE_BATCH};
 use crate::store::keys;
 use crate::store::StoreError;
@@ -87,7 +87,8 @@ impl crate::store::gate::SessionGate for MemoryStore {
 #[async_trait::async_trait]
 impl crate::store::gate::SessionFixture for std::sync::Arc<MemoryStore> {
     async fn open(&self, user: &UserId, session: &SessionId) {
-        let view = SessionView { id: session.clone(), ..SessionView::new(ContextType::Global, None, None) };
+        let global = crate::session::ContextType::Global;
+        let view = SessionView { id: session.clone(), ..SessionView::new(global, None, None) };
         let turn = TurnId::new();
         let lease = Lease { turn_id: turn.clone(), until_ms: crate::now_ms() + 60_000 };
         let run = RunId::parse(turn.as_str()).expect("turn ids are valid run ids");
