@@ -123,7 +123,7 @@ fn global(message: &str) -> Value {
 }
 
 #[tokio::test]
-async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes_eight_requests() {
+async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes_ten_requests() {
     let r = Rig::new().await;
     let first = r.t.turn("alice", global("hello")).await;
     let mut next = global("and then?");
@@ -134,7 +134,10 @@ async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes
     // admission's two updates, all in that one round.
     assert!(c.waited_for.len() <= 5, "{c:?}");
     assert_eq!(c.waited_for.iter().filter(|op| **op == Op::UpdateItem).count(), 3, "lease + admission: {c:?}");
-    assert!(c.total.len() <= 8, "{c:?}");
+    // Start and finish are two plain writes each, not one transaction each
+    // (`session::store::dynamo::plain`): two requests more, half the write
+    // units (docs/cost.md).
+    assert!(c.total.len() <= 10, "{c:?}");
     assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
 }
 
@@ -193,6 +196,6 @@ async fn a_project_session_with_its_pack_cached_waits_for_one_round_trip() {
     let c = r.measured_turn(next).await;
     assert_eq!(c.rounds, 1, "{c:?}");
     assert!(c.waited_for.len() <= 6, "lease, log, cached pack, project version, admission: {c:?}");
-    assert!(c.total.len() <= 9, "the cache's use mark is fresh: not written again: {c:?}");
+    assert!(c.total.len() <= 11, "the cache's use mark is fresh: not written again: {c:?}");
     assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
 }

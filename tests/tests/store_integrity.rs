@@ -173,8 +173,11 @@ async fn a_1_mb_answer_and_a_tool_call_with_1_mb_of_arguments_are_stored_and_rea
     // refused, and what was stored stays whole.
     let again = db.store.append_messages(&alice, &sid, &l.turn_id, &[call.clone(), result.clone()]).await;
     assert!(again.is_err(), "{again:?}");
+    // A turn under its own id ends with two plain writes
+    // (`session::store::dynamo::plain`): its retry finds its own message
+    // stored and the lease given back, which is this very write done.
     let again = db.store.finish_turn(&alice, &sid, &end(&l, vec![answer.clone()])).await;
-    assert!(again.is_err(), "{again:?}");
+    assert!(again.is_ok(), "{again:?}");
 
     let log = vec![question, call, result, answer];
     let recent = db.store.recent_messages(&alice, &sid, 10).await.unwrap();

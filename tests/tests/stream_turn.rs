@@ -469,3 +469,36 @@ async fn focus_changed_is_sent_once_when_the_focus_moves() {
         .await;
     assert!(!stays.kinds().contains(&"focus_changed"), "sent once, not on every turn");
 }
+
+/// A turn whose client named no `stream_run_id` writes its messages and its
+/// session's count apart (`session::store::dynamo::plain`): cut off between
+/// the two, the count is left one behind the log. The next turn counts from
+/// the log: it is answered, and every message keeps its own seq.
+#[tokio::test]
+async fn a_count_left_behind_its_log_is_repaired_by_the_next_turn() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let t = TestApp::new().await;
+    t.llm.push(Reply::text(&["first answer"]));
+    t.llm.push(Reply::text(&["second answer"]));
+    let a = t.turn("alice", json!({"message": "one"})).await;
+    let sid = SessionId::parse(a.session_id()).unwrap();
+    // The finish's message landed, its session write did not.
+    t.dynamo
+        .update_item()
+        .table_name(&t.table)
+        .key("pk", AttributeValue::S(shared::store::keys::session_pk(&user("alice"), &sid)))
+        .key("sk", AttributeValue::S(shared::store::keys::SESSION_SK.into()))
+        .update_expression("SET message_count = :one")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .send()
+        .await
+        .unwrap();
+    let b = t.turn("alice", json!({"message": "two", "session_id": sid.to_string()})).await;
+    assert!(matches!(b.done(), StreamEvent::Done { reason: DoneReason::Complete, .. }), "{:?}", b.events);
+    assert_eq!(b.text(), "second answer");
+    let msgs = t.store().recent_messages(&user("alice"), &sid, 10).await.unwrap();
+    let got: Vec<(u64, Option<&str>)> = msgs.iter().map(|m| (m.seq, m.content.as_deref())).collect();
+    assert_eq!(got, vec![(1, Some("one")), (2, Some("first answer")), (3, Some("two")), (4, Some("second answer"))]);
+    let s = t.store().get_session(&user("alice"), &sid).await.unwrap().unwrap();
+    assert_eq!(s.view.message_count, 4, "the count caught up with the log");
+}

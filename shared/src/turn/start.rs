@@ -293,9 +293,13 @@ async fn resume(
         Err(e) => return Err(refuse(e)),
     }
     admitted.map_err(|over| Refused::OverBudget(Some(sid.clone()), over))?;
-    let session = leased.map_err(refuse)?;
+    let mut session = leased.map_err(refuse)?;
     let lease = lease.expect("a granted lease has its guard");
     let RecentLog { messages: history, summary, agent_state } = log.map_err(refuse)?;
+    // A start cut off between its message and its session write
+    // (`session::store::dynamo::plain`) left the count behind the log.
+    let logged = history.iter().map(|m| m.seq).max().unwrap_or(0);
+    session.view.message_count = session.view.message_count.max(logged);
     let mut history = without_superseded(history);
     let answers = regenerated(turn, &history, sid)?;
     record_session(sid);

@@ -37,6 +37,9 @@ macro_rules! session_store_contract {
             finish_turn_records_the_end_releases_the_lease_and_adds_usage,
             finish_turn_stores_the_scope_the_turn_moved_to,
             finish_turn_without_the_lease_writes_nothing,
+            a_turn_under_its_own_id_claims_and_records_nothing_and_counts_as_any,
+            a_start_under_its_own_id_takes_a_count_left_behind_and_refuses_a_taken_or_passed_seq,
+            a_turn_under_its_own_id_without_the_lease_writes_nothing,
             recent_messages_are_the_newest_oldest_first,
             message_pages_go_before_and_after_a_seq,
             sessions_list_most_recent_first_in_pages_for_their_user_only,
@@ -76,7 +79,14 @@ fn lease_for(turn: &TurnId, ms: i64) -> Lease {
     Lease { turn_id: turn.clone(), until_ms: crate::now_ms() + ms }
 }
 
+/// The `stream_run_id` a client named for `turn`: claimed and recorded
+/// (`TurnStart::claims_run`).
 fn run_of(turn: &TurnId) -> RunId {
+    RunId::parse(format!("run-{turn}")).expect("a valid run id")
+}
+
+/// A turn whose client named no `stream_run_id`: it runs under its own id.
+fn own_run(turn: &TurnId) -> RunId {
     RunId::parse(turn.as_str()).expect("turn ids are valid run ids")
 }
 
@@ -382,6 +392,74 @@ pub async fn finish_turn_without_the_lease_writes_nothing(store: &dyn SessionSto
     assert_eq!(record.status, TurnStatus::Running, "the record did not end");
     let s = store.session(&o.user, &o.sid).await.unwrap().unwrap();
     assert_eq!(s.lease.map(|(t, _)| t), Some(thief), "the new holder keeps its lease");
+}
+
+/// A turn whose client named no `stream_run_id` (`TurnStart::claims_run`):
+/// nothing claims its run or records it, and it counts, scopes and releases
+/// as any turn; Stop finds it by its own id.
+pub async fn a_turn_under_its_own_id_claims_and_records_nothing_and_counts_as_any(store: &dyn SessionStore) {
+    let o = open(store).await;
+    let (turn, _) = second_turn(store, &o).await;
+    let run = own_run(&turn);
+    store.start_turn(&o.user, &o.sid, &turn_start(&o.sid, 2, &turn, &run)).await.unwrap();
+    assert_eq!(store.run_claim(&o.user, &run).await.unwrap(), None);
+    assert_eq!(store.turn_by_run(&o.user, &o.sid, &run).await.unwrap(), None);
+    let s = store.session(&o.user, &o.sid).await.unwrap().unwrap();
+    assert_eq!((s.view.message_count, s.view.context_type), (2, ContextType::Project));
+    assert_eq!(store.request_stop(&o.user, &o.sid, Some(&run)).await.unwrap(), Some(turn.clone()));
+    let answer = vec![message(&o.sid, 3, &turn, Role::Assistant, "answer")];
+    store.finish_turn(&o.user, &o.sid, &turn_end(&turn, &run, answer)).await.unwrap();
+    let s = store.session(&o.user, &o.sid).await.unwrap().unwrap();
+    assert_eq!((s.view.message_count, s.lease, s.prompt_tokens), (3, None, 20));
+    assert_eq!(seqs(&store.recent_messages(&o.user, &o.sid, 10).await.unwrap()), [1, 2, 3]);
+    // Stopped before any text: no message, the lease still given back.
+    let (turn, _) = (TurnId::new(), ());
+    store.acquire_lease(&o.user, &o.sid, &lease_for(&turn, 60_000)).await.unwrap();
+    store.start_turn(&o.user, &o.sid, &turn_start(&o.sid, 4, &turn, &own_run(&turn))).await.unwrap();
+    store.finish_turn(&o.user, &o.sid, &turn_end(&turn, &own_run(&turn), vec![])).await.unwrap();
+    let s = store.session(&o.user, &o.sid).await.unwrap().unwrap();
+    assert_eq!((s.view.message_count, s.lease), (4, None));
+}
+
+/// Its start writes the message, then the session: one cut off between the
+/// two leaves the count behind the log, and the next turn's start (counting
+/// from the log, `turn::start`) is taken. A seq already stored, or one the
+/// count has passed, is refused with nothing written.
+pub async fn a_start_under_its_own_id_takes_a_count_left_behind_and_refuses_a_taken_or_passed_seq(
+    store: &dyn SessionStore,
+) {
+    let o = open(store).await;
+    let (turn, _) = second_turn(store, &o).await;
+    let run = own_run(&turn);
+    // The count is 1; the log's seq 2 would be a start cut off.
+    store.start_turn(&o.user, &o.sid, &turn_start(&o.sid, 3, &turn, &run)).await.unwrap();
+    assert_eq!(count(store, &o).await, 3);
+    let again = TurnStart {
+        user_message: message(&o.sid, 3, &turn, Role::User, "another question"),
+        ..turn_start(&o.sid, 3, &turn, &run)
+    };
+    assert!(store.start_turn(&o.user, &o.sid, &again).await.is_err(), "seq 3 is taken");
+    assert!(store.start_turn(&o.user, &o.sid, &turn_start(&o.sid, 2, &turn, &run)).await.is_err(), "passed");
+    let log = store.recent_messages(&o.user, &o.sid, 10).await.unwrap();
+    assert_eq!(seqs(&log), [1, 3], "nothing written by the refused starts");
+    assert_eq!(log[1].content.as_deref(), Some("question 3"));
+    assert_eq!(count(store, &o).await, 3);
+}
+
+pub async fn a_turn_under_its_own_id_without_the_lease_writes_nothing(store: &dyn SessionStore) {
+    let o = open(store).await;
+    let (turn, _) = second_turn(store, &o).await;
+    let run = own_run(&turn);
+    store.start_turn(&o.user, &o.sid, &turn_start(&o.sid, 2, &turn, &run)).await.unwrap();
+    store.release_lease(&o.user, &o.sid, &turn).await.unwrap();
+    let thief = TurnId::new();
+    store.acquire_lease(&o.user, &o.sid, &lease_for(&thief, 60_000)).await.unwrap();
+    let answer = vec![message(&o.sid, 3, &turn, Role::Assistant, "late")];
+    let err = store.finish_turn(&o.user, &o.sid, &turn_end(&turn, &run, answer)).await.unwrap_err();
+    assert!(matches!(err, StoreError::LeaseLost), "{err:?}");
+    assert_eq!(seqs(&store.recent_messages(&o.user, &o.sid, 10).await.unwrap()), [1, 2]);
+    let s = store.session(&o.user, &o.sid).await.unwrap().unwrap();
+    assert_eq!((s.view.message_count, s.lease.map(|(t, _)| t)), (2, Some(thief)));
 }
 
 pub async fn recent_messages_are_the_newest_oldest_first(store: &dyn SessionStore) {

@@ -17,6 +17,8 @@
 //! - A lease or session-create write that DynamoDB applied but whose response
 //!   was lost succeeds when retried by the same turn.
 
+mod plain;
+
 use super::{
     DeleteProgress, Lease, Leases, MessagesFrom, RunClaim, SessionLog, Sessions, SessionsPage, StopSignals,
     ToolOutputs, TurnEnd, TurnStart,
@@ -30,6 +32,7 @@ use crate::store::keys::{self, GSI2, MSG_END, MSG_PREFIX, RUN_CLAIM_SK, SESSION_
 use crate::store::StoreError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, ReturnValue, TransactWriteItem, Update};
 use base64::Engine;
+use futures::future::OptionFuture;
 use std::collections::HashMap;
 use tracing::Instrument;
 
@@ -106,15 +109,19 @@ impl DynamoStore {
         user: &UserId,
         view: &SessionView,
         lease: &Lease,
-        run: &RunId,
+        run: Option<&RunId>,
     ) -> Result<Session, StoreError> {
-        let (claim, item) = tokio::join!(self.run_claim(user, run), self.get_session_item(user, &view.id));
-        let (claim, item) = (claim?, item?);
+        let claim = OptionFuture::from(run.map(|run| self.run_claim(user, run)));
+        let (claim, item) = tokio::join!(claim, self.get_session_item(user, &view.id));
+        let (claim, item) = (claim.transpose()?.flatten(), item?);
         let ours = RunClaim { session_id: view.id.clone(), turn_id: lease.turn_id.clone() };
         match (claim, item) {
             (Some(c), _) if c != ours => Err(StoreError::DuplicateRun),
-            (Some(_), Some(i))
-                if get_s(&i, "lease_turn") == Some(lease.turn_id.as_str()) && get_s(&i, "status") != Some(DELETING) =>
+            // Ours (no claim: none was asked for), from an attempt whose answer was lost.
+            (c, Some(i))
+                if (c.is_some() || run.is_none())
+                    && get_s(&i, "lease_turn") == Some(lease.turn_id.as_str())
+                    && get_s(&i, "status") != Some(DELETING) =>
             {
                 session_from_item(user, &i)
             }
@@ -178,17 +185,34 @@ impl DynamoStore {
 
     /// The session update of `start_turn`: stats and scope, if we hold the
     /// lease, the count is the one we read and no delete has begun.
-    fn start_update(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<Update, StoreError> {
+    /// The session's side of a turn's start: its count (the user message's
+    /// seq), scope and title, under the lease. In the transaction the count
+    /// must be the one before the message; alone (`start_turn_plain`) it may
+    /// be behind (a start cut off between its two writes) or this very
+    /// write's (an attempt whose answer was lost).
+    fn start_update(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        start: &TurnStart,
+        exact: bool,
+    ) -> Result<Update, StoreError> {
+        let count = match exact {
+            true => "message_count = :expected",
+            false => "message_count <= :count",
+        };
         let mut update = Update::builder()
             .table_name(self.table())
             .set_key(Some(Self::session_key(user, session)))
-            .condition_expression("lease_turn = :t AND message_count = :expected AND #st <> :deleting")
+            .condition_expression(format!("lease_turn = :t AND {count} AND #st <> :deleting"))
             .expression_attribute_names("#st", "status")
             .expression_attribute_values(":deleting", s(DELETING))
             .expression_attribute_values(":t", s(start.turn.turn_id.as_str()))
-            .expression_attribute_values(":expected", n(start.user_message.seq - 1))
             .expression_attribute_values(":count", n(start.user_message.seq))
             .expression_attribute_values(":ct", s(start.context_type.as_str()));
+        if exact {
+            update = update.expression_attribute_values(":expected", n(start.user_message.seq - 1));
+        }
         // Last activity moved with the lease (`acquire_lease`): not here, so
         // that this write leaves the sessions' index alone.
         let mut set = vec!["message_count = :count", "context_type = :ct"];
@@ -216,6 +240,69 @@ impl DynamoStore {
             expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
         }
         update.update_expression(expr).build().map_err(|e| StoreError::Backend(e.to_string()))
+    }
+
+    /// The turn record's end: its status, when, and its last message.
+    fn turn_end_update(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<Update, StoreError> {
+        let status =
+            serde_json::to_value(end.status).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        Update::builder()
+            .table_name(self.table())
+            .set_key(Some(Self::key(keys::session_pk(user, session), keys::turn_sk(&end.run_id))))
+            .update_expression("SET turn_status = :st, ended_at = :now, assistant_seq = :seq")
+            .condition_expression("attribute_exists(pk) AND turn_id = :t")
+            .expression_attribute_values(":st", s(status))
+            .expression_attribute_values(":now", n(crate::now_ms()))
+            .expression_attribute_values(":seq", n(end.messages.last().map_or(0, |m| m.seq)))
+            .expression_attribute_values(":t", s(end.turn_id.as_str()))
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))
+    }
+
+    /// The session's side of a turn's end, under the lease: `added` more
+    /// messages, the tokens, the scope it moved to, and the lease given back.
+    fn finish_update(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        end: &TurnEnd,
+        added: u64,
+    ) -> Result<Update, StoreError> {
+        let (mut set, mut remove) = (
+            "SET message_count = message_count + :added, \
+             prompt_tokens = prompt_tokens + :pt, completion_tokens = completion_tokens + :ct"
+                .to_string(),
+            "REMOVE lease_turn, lease_until, stop_turn".to_string(),
+        );
+        let mut update = Update::builder();
+        if let Some(scope) = &end.scope {
+            set.push_str(", context_type = :sct");
+            update = update.expression_attribute_values(":sct", s(scope.context_type.as_str()));
+            for (name, value) in
+                [("entity_id", scope.entity_id.clone()), ("focus", scope.focus.as_ref().map(|f| f.to_string()))]
+            {
+                match value {
+                    Some(v) => {
+                        set.push_str(&format!(", {name} = :s_{name}"));
+                        update = update.expression_attribute_values(format!(":s_{name}"), s(v));
+                    }
+                    None => remove.push_str(&format!(", {name}")),
+                }
+            }
+        }
+        update
+            .table_name(self.table())
+            .set_key(Some(Self::session_key(user, session)))
+            .update_expression(format!("{set} {remove}"))
+            .condition_expression("lease_turn = :t AND #st <> :deleting")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":deleting", s(DELETING))
+            .expression_attribute_values(":t", s(end.turn_id.as_str()))
+            .expression_attribute_values(":added", n(added))
+            .expression_attribute_values(":pt", n(end.usage.prompt_tokens))
+            .expression_attribute_values(":ct", n(end.usage.completion_tokens))
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))
     }
 }
 
@@ -421,7 +508,7 @@ impl Sessions for DynamoStore {
         match self.transact(items, "create_session").await? {
             Commit::Done => session_from_item(user, &item),
             Commit::Cancelled(codes) if codes.iter().any(|c| c == CONDITION_FAILED) => {
-                self.why_not_created(user, view, lease, run).await
+                self.why_not_created(user, view, lease, Some(run)).await
             }
             Commit::Cancelled(codes) => Err(StoreError::Backend(format!("create_session cancelled: {codes:?}"))),
         }
@@ -443,16 +530,21 @@ impl Sessions for DynamoStore {
         };
         let writes = MessageWrites::of(user, [&start.user_message])?;
         // Item order matters below: the session, the claim.
-        let mut items = vec![
-            put(self.table(), new_session_item(user, &stored, lease), "attribute_not_exists(pk)")?,
-            put(self.table(), run_claim_item(user, run, &view.id, &lease.turn_id), "attribute_not_exists(pk)")?,
-            put(self.table(), turn_item(user, &view.id, start)?, "attribute_not_exists(pk)")?,
-        ];
+        let mut items = vec![put(self.table(), new_session_item(user, &stored, lease), "attribute_not_exists(pk)")?];
+        let claimed = start.claims_run().then_some(run);
+        if claimed.is_some() {
+            items.push(put(
+                self.table(),
+                run_claim_item(user, run, &view.id, &lease.turn_id),
+                "attribute_not_exists(pk)",
+            )?);
+            items.push(put(self.table(), turn_item(user, &view.id, start)?, "attribute_not_exists(pk)")?);
+        }
         let first = items.len();
         items.extend(writes.puts(self.table())?);
         match self.commit_messages(&writes, items, first, "open_session").await? {
             Commit::Done => Ok(()),
-            c if c.any_failed() => self.why_not_created(user, view, lease, run).await.map(|_| ()),
+            c if c.any_failed() => self.why_not_created(user, view, lease, claimed).await.map(|_| ()),
             Commit::Cancelled(codes) => Err(StoreError::Backend(format!("open_session cancelled: {codes:?}"))),
         }
     }
@@ -629,6 +721,9 @@ impl SessionLog for DynamoStore {
     }
 
     async fn start_turn(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<(), StoreError> {
+        if !start.claims_run() {
+            return self.start_turn_plain(user, session, start).await;
+        }
         let turn_id = &start.turn.turn_id;
         let turn_item = turn_item(user, session, start)?;
         let claim = Put::builder()
@@ -645,7 +740,7 @@ impl SessionLog for DynamoStore {
         let mut items = vec![
             put(self.table(), turn_item, "attribute_not_exists(pk)")?,
             TransactWriteItem::builder().put(claim).build(),
-            TransactWriteItem::builder().update(self.start_update(user, session, start)?).build(),
+            TransactWriteItem::builder().update(self.start_update(user, session, start, true)?).build(),
         ];
         let first = items.len();
         items.extend(writes.puts(self.table())?);
@@ -702,61 +797,16 @@ impl SessionLog for DynamoStore {
         if !earlier.is_empty() {
             self.append_messages(user, session, &end.turn_id, earlier).await?;
         }
-        let pk = keys::session_pk(user, session);
-        let now = crate::now_ms();
-        let last_seq = end.messages.last().map(|m| m.seq);
+        if !end.claims_run() && closing.len() <= 1 {
+            return self.finish_turn_plain(user, session, end, closing.first()).await;
+        }
         let writes = MessageWrites::of(user, closing)?;
         let mut items = writes.puts(self.table())?;
-        let status =
-            serde_json::to_value(end.status).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-        let turn_update = Update::builder()
-            .table_name(self.table())
-            .set_key(Some(Self::key(pk.clone(), keys::turn_sk(&end.run_id))))
-            .update_expression("SET turn_status = :st, ended_at = :now, assistant_seq = :seq")
-            .condition_expression("attribute_exists(pk) AND turn_id = :t")
-            .expression_attribute_values(":st", s(status))
-            .expression_attribute_values(":now", n(now))
-            .expression_attribute_values(":seq", n(last_seq.unwrap_or(0)))
-            .expression_attribute_values(":t", s(end.turn_id.as_str()))
-            .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
-        items.push(TransactWriteItem::builder().update(turn_update).build());
-        let added = closing.len() as u64;
-        let (mut set, mut remove) = (
-            "SET message_count = message_count + :added, \
-             prompt_tokens = prompt_tokens + :pt, completion_tokens = completion_tokens + :ct"
-                .to_string(),
-            "REMOVE lease_turn, lease_until, stop_turn".to_string(),
-        );
-        let mut session_update = Update::builder();
-        if let Some(scope) = &end.scope {
-            set.push_str(", context_type = :sct");
-            session_update = session_update.expression_attribute_values(":sct", s(scope.context_type.as_str()));
-            for (name, value) in
-                [("entity_id", scope.entity_id.clone()), ("focus", scope.focus.as_ref().map(|f| f.to_string()))]
-            {
-                match value {
-                    Some(v) => {
-                        set.push_str(&format!(", {name} = :s_{name}"));
-                        session_update = session_update.expression_attribute_values(format!(":s_{name}"), s(v));
-                    }
-                    None => remove.push_str(&format!(", {name}")),
-                }
-            }
+        // Only a run the client named has a turn record (`TurnStart::claims_run`).
+        if end.claims_run() {
+            items.push(TransactWriteItem::builder().update(self.turn_end_update(user, session, end)?).build());
         }
-        let session_update = session_update
-            .table_name(self.table())
-            .set_key(Some(Self::session_key(user, session)))
-            .update_expression(format!("{set} {remove}"))
-            .condition_expression("lease_turn = :t AND #st <> :deleting")
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":deleting", s(DELETING))
-            .expression_attribute_values(":t", s(end.turn_id.as_str()))
-            .expression_attribute_values(":added", n(added))
-            .expression_attribute_values(":pt", n(end.usage.prompt_tokens))
-            .expression_attribute_values(":ct", n(end.usage.completion_tokens))
-            .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        let session_update = self.finish_update(user, session, end, closing.len() as u64)?;
         items.push(TransactWriteItem::builder().update(session_update).build());
         match self.commit_messages(&writes, items, 0, "finish_turn").await? {
             Commit::Done => Ok(()),
@@ -894,7 +944,8 @@ impl StopSignals for DynamoStore {
         if until < crate::now_ms() {
             return Ok(None);
         }
-        if let Some(run) = run {
+        // A turn under its own id has no turn record (`TurnStart::claims_run`).
+        if let Some(run) = run.filter(|r| r.as_str() != turn.as_str()) {
             match self.turn_by_run(user, session, run).await? {
                 Some(t) if t.turn_id == turn => {}
                 _ => return Ok(None),
@@ -1089,6 +1140,7 @@ impl DynamoStore {
     }
 
     /// Whether the message item `w` would write is stored with `w`'s id
+    /// (inline or chunked)
     /// (false when unsure: the caller then removes chunks nothing references).
     async fn stored_as(&self, w: &MessageWrite) -> bool {
         let key = ["pk", "sk"].map(|k| (k.to_string(), w.item[k].clone()));
@@ -1097,12 +1149,14 @@ impl DynamoStore {
             .get_item()
             .table_name(self.table())
             .set_key(Some(HashMap::from(key)))
-            .projection_expression("message_id")
+            .projection_expression("message_id, #d")
+            .expression_attribute_names("#d", "data")
             .consistent_read(true)
             .send()
             .instrument(tracing::debug_span!("ddb.get_item", what = "message_id"))
             .await;
-        out.ok().and_then(|o| o.item).is_some_and(|i| get_s(&i, "message_id") == Some(w.id.as_str()))
+        let item = out.ok().and_then(|o| o.item);
+        item.and_then(|i| plain::message_id_of(&i)).as_deref() == Some(w.id.as_str())
     }
 
     /// Why a turn's write on the session failed its condition: the session

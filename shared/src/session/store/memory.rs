@@ -157,13 +157,17 @@ impl State {
         user: &UserId,
         view: &SessionView,
         lease: &Lease,
-        run: &RunId,
+        run: Option<&RunId>,
     ) -> Result<Session, StoreError> {
-        let claim = self.claims.get(&(user.clone(), run.clone()));
+        let claim = run.and_then(|run| self.claims.get(&(user.clone(), run.clone())));
         let ours = RunClaim { session_id: view.id.clone(), turn_id: lease.turn_id.clone() };
         match (claim, self.item(user, &view.id)) {
             (Some(c), _) if *c != ours => Err(StoreError::DuplicateRun),
-            (Some(_), Some(i)) if !i.deleting && i.session.lease.as_ref().is_some_and(|(t, _)| *t == lease.turn_id) => {
+            (c, Some(i))
+                if (c.is_some() || run.is_none())
+                    && !i.deleting
+                    && i.session.lease.as_ref().is_some_and(|(t, _)| *t == lease.turn_id) =>
+            {
                 Ok(i.session.clone())
             }
             (_, Some(_)) => Err(StoreError::Busy),
@@ -171,10 +175,12 @@ impl State {
         }
     }
 
-    /// Creates the session item and the claim, when neither exists.
-    fn create(&mut self, user: &UserId, view: &SessionView, lease: &Lease, run: &RunId) -> Option<Session> {
-        let (key, claim_key) = ((user.clone(), view.id.clone()), (user.clone(), run.clone()));
-        if self.sessions.contains_key(&key) || self.claims.contains_key(&claim_key) {
+    /// Creates the session item and the claim (`run`; none: no claim), when
+    /// neither exists.
+    fn create(&mut self, user: &UserId, view: &SessionView, lease: &Lease, run: Option<&RunId>) -> Option<Session> {
+        let key = (user.clone(), view.id.clone());
+        let claim_key = run.map(|run| (user.clone(), run.clone()));
+        if self.sessions.contains_key(&key) || claim_key.as_ref().is_some_and(|k| self.claims.contains_key(k)) {
             return None;
         }
         let session = Session {
@@ -186,7 +192,9 @@ impl State {
         };
         let item = SessionItem { session: session.clone(), deleting: false, stop_turn: None };
         self.sessions.insert(key, item);
-        self.claims.insert(claim_key, RunClaim { session_id: view.id.clone(), turn_id: lease.turn_id.clone() });
+        if let Some(claim_key) = claim_key {
+            self.claims.insert(claim_key, RunClaim { session_id: view.id.clone(), turn_id: lease.turn_id.clone() });
+        }
         Some(session)
     }
 
@@ -252,9 +260,9 @@ impl Sessions for MemoryStore {
         run: &RunId,
     ) -> Result<Session, StoreError> {
         let mut st = self.lock();
-        match st.create(user, view, lease, run) {
+        match st.create(user, view, lease, Some(run)) {
             Some(session) => Ok(session),
-            None => st.why_not_created(user, view, lease, run),
+            None => st.why_not_created(user, view, lease, Some(run)),
         }
     }
 
@@ -275,10 +283,13 @@ impl Sessions for MemoryStore {
         };
         let free = !st.has(user, sid, &keys::turn_sk(run)) && st.slots_free(user, sid, std::slice::from_ref(message));
         let created = free && !st.sessions.contains_key(&(user.clone(), sid.clone()));
-        if !created || st.create(user, &stored, lease, run).is_none() {
-            return st.why_not_created(user, view, lease, run).map(|_| ());
+        let claimed = start.claims_run().then_some(run);
+        if !created || st.create(user, &stored, lease, claimed).is_none() {
+            return st.why_not_created(user, view, lease, claimed).map(|_| ());
         }
-        st.partition(user, sid).insert(keys::turn_sk(run), Entry::Turn(start.turn.clone()));
+        if start.claims_run() {
+            st.partition(user, sid).insert(keys::turn_sk(run), Entry::Turn(start.turn.clone()));
+        }
         st.put_messages(user, sid, std::slice::from_ref(message));
         Ok(())
     }
@@ -396,17 +407,23 @@ impl SessionLog for MemoryStore {
         let (turn, run, message) = (&start.turn.turn_id, &start.turn.run_id, &start.user_message);
         let claim = st.claims.get(&(user.clone(), run.clone()));
         let claim_free = claim.is_none_or(|c| c.turn_id == *turn && c.session_id == *session);
-        if st.has(user, session, &keys::turn_sk(run)) || !claim_free {
+        if start.claims_run() && (st.has(user, session, &keys::turn_sk(run)) || !claim_free) {
             return Err(StoreError::DuplicateRun);
         }
-        let counted = st.item(user, session).is_some_and(|i| i.session.view.message_count + 1 == message.seq);
+        // Without a claim the count may be behind (`dynamo::plain`).
+        let counted = st.item(user, session).is_some_and(|i| match start.claims_run() {
+            true => i.session.view.message_count + 1 == message.seq,
+            false => i.session.view.message_count < message.seq,
+        });
         if !st.writable(user, session, turn) || !counted || !st.slots_free(user, session, std::slice::from_ref(message))
         {
             return Err(st.lost_or_gone(user, session));
         }
-        let claim = RunClaim { session_id: session.clone(), turn_id: turn.clone() };
-        st.claims.insert((user.clone(), run.clone()), claim);
-        st.partition(user, session).insert(keys::turn_sk(run), Entry::Turn(start.turn.clone()));
+        if start.claims_run() {
+            let claim = RunClaim { session_id: session.clone(), turn_id: turn.clone() };
+            st.claims.insert((user.clone(), run.clone()), claim);
+            st.partition(user, session).insert(keys::turn_sk(run), Entry::Turn(start.turn.clone()));
+        }
         st.put_messages(user, session, std::slice::from_ref(message));
         let s = &mut st.sessions.get_mut(&(user.clone(), session.clone())).expect("writable").session;
         s.view.message_count = message.seq;
@@ -445,7 +462,7 @@ impl SessionLog for MemoryStore {
             self.append_messages(user, session, &end.turn_id, earlier).await?;
         }
         let mut st = self.lock();
-        let recorded = st.turn_matches(user, session, &end.run_id, &end.turn_id);
+        let recorded = !end.claims_run() || st.turn_matches(user, session, &end.run_id, &end.turn_id);
         if !recorded || !st.writable(user, session, &end.turn_id) || !st.slots_free(user, session, closing) {
             return Err(st.lost_or_gone(user, session));
         }
@@ -531,7 +548,9 @@ impl StopSignals for MemoryStore {
         let mut st = self.lock();
         let item = st.visible(user, session).ok_or(StoreError::NotFound)?;
         let Some((turn, until)) = item.session.lease.clone() else { return Ok(None) };
-        if until < crate::now_ms() || run.is_some_and(|r| !st.turn_matches(user, session, r, &turn)) {
+        // A turn under its own id has no turn record (`TurnStart::claims_run`).
+        let other_run = |r: &RunId| r.as_str() != turn.as_str() && !st.turn_matches(user, session, r, &turn);
+        if until < crate::now_ms() || run.is_some_and(other_run) {
             return Ok(None);
         }
         st.sessions.get_mut(&(user.clone(), session.clone())).expect("visible").stop_turn = Some(turn.clone());

@@ -61,6 +61,18 @@ pub struct TurnStart {
     pub title: Option<String>,
 }
 
+impl TurnStart {
+    /// Whether the turn runs under a `stream_run_id` its client named: that
+    /// run is claimed for the user and has a turn record, so that a retry
+    /// finds the first request's turn. A turn whose client named none runs
+    /// under its own id (`turn::start`), which no request can repeat: it
+    /// writes neither, and starts and ends without a transaction
+    /// (`dynamo::plain`).
+    pub fn claims_run(&self) -> bool {
+        self.turn.run_id.as_str() != self.turn.turn_id.as_str()
+    }
+}
+
 /// What a turn writes when it ends.
 #[derive(Debug, Clone)]
 pub struct TurnEnd {
@@ -73,6 +85,13 @@ pub struct TurnEnd {
     /// A scope the turn moved to (`context_shift`): the session stores it in
     /// the same write, replacing its `context_type`, `entity_id` and focus.
     pub scope: Option<Scope>,
+}
+
+impl TurnEnd {
+    /// See [`TurnStart::claims_run`].
+    pub fn claims_run(&self) -> bool {
+        self.run_id.as_str() != self.turn_id.as_str()
+    }
 }
 
 /// Where a page of messages starts.

@@ -1,0 +1,140 @@
+//! A turn's start and end when its client named no `stream_run_id` (the
+//! chat page's `useChat` names none): with no run claim and no turn record to
+//! keep atomic with the message, the message and the session go as two plain
+//! writes (one write unit per KB each) instead of a transaction (two per item
+//! per KB: docs/cost.md).
+//!
+//! Contract, beside the store's ([`super::super`]): the message goes first, so
+//! the session never counts a message that is not stored. Between the two
+//! writes the session's count is one behind; a start cut off there leaves it
+//! so, and the next turn counts from its log (`turn::start`), so nothing is
+//! lost and no seq is used twice. A session write refused (a delete began, or
+//! the lease is not ours) takes the message out again: refused, the turn's
+//! write leaves nothing, as a transaction's would (but for a crash between
+//! the two, which leaves the message: in the log, counted by the next turn,
+//! or under a deleted session's key, where nothing reads it).
+
+use super::{DynamoStore, MessageWrite};
+use crate::ids::{SessionId, UserId};
+use crate::message::StoredMessage;
+use crate::session::store::{TurnEnd, TurnStart};
+use crate::store::attr::{backend, get_s, is_conditional};
+use crate::store::StoreError;
+use aws_sdk_dynamodb::types::Update;
+use std::collections::HashMap;
+use tracing::Instrument;
+
+impl DynamoStore {
+    pub(super) async fn start_turn_plain(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        start: &TurnStart,
+    ) -> Result<(), StoreError> {
+        let w = MessageWrite::of(user, &start.user_message)?;
+        self.put_message(user, session, &w).await?;
+        if self.update_alone(self.start_update(user, session, start, false)?, "start_turn").await? {
+            return Ok(());
+        }
+        Err(self.not_counted(user, session, &w).await)
+    }
+
+    /// The turn's last message (none: a turn stopped before any text), then
+    /// the session's count, tokens and scope, with the lease given back.
+    pub(super) async fn finish_turn_plain(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        end: &TurnEnd,
+        message: Option<&StoredMessage>,
+    ) -> Result<(), StoreError> {
+        let w = message.map(|m| MessageWrite::of(user, m)).transpose()?;
+        if let Some(w) = &w {
+            self.put_message(user, session, w).await?;
+        }
+        let update = self.finish_update(user, session, end, w.is_some() as u64)?;
+        if self.update_alone(update, "finish_turn").await? {
+            return Ok(());
+        }
+        // An attempt whose answer was lost gave the lease back already: the
+        // session counts the message and no turn holds it.
+        match self.get_session(user, session).await? {
+            Some(s) if s.lease.is_none() && message.is_none_or(|m| s.view.message_count >= m.seq) => Ok(()),
+            _ => match &w {
+                Some(w) => Err(self.not_counted(user, session, w).await),
+                None => Err(self.lost_or_gone(user, session).await),
+            },
+        }
+    }
+
+    /// Why the session did not count a message just stored (a delete began,
+    /// or the lease is not ours); the message is taken out again, so that the
+    /// refused write leaves nothing, as a transaction would.
+    async fn not_counted(&self, user: &UserId, session: &SessionId, w: &MessageWrite) -> StoreError {
+        let why = self.lost_or_gone(user, session).await;
+        self.forget(std::slice::from_ref(&w.item)).await;
+        self.forget(&w.bodies).await;
+        why
+    }
+
+    /// One message alone: its body's chunks, then its item, which must not
+    /// overwrite another message. Our own earlier attempt, whose answer was
+    /// lost, counts as done.
+    async fn put_message(&self, user: &UserId, session: &SessionId, w: &MessageWrite) -> Result<(), StoreError> {
+        if let Err(e) = self.put_items(&w.bodies).await {
+            self.forget(&w.bodies).await;
+            return Err(e);
+        }
+        let res = self
+            .client()
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(w.item.clone()))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .instrument(tracing::debug_span!("ddb.put_item", what = "message"))
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if is_conditional(&e) => {
+                if self.stored_as(w).await {
+                    return Ok(());
+                }
+                self.forget(&w.bodies).await;
+                Err(self.lost_or_gone(user, session).await)
+            }
+            // Unknown outcome: the chunks may belong to a stored message.
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    /// A transaction's `Update` sent alone: `Ok(false)` when its condition failed.
+    async fn update_alone(&self, u: Update, what: &'static str) -> Result<bool, StoreError> {
+        let res = self
+            .client()
+            .update_item()
+            .table_name(u.table_name())
+            .set_key(Some(u.key().clone()))
+            .update_expression(u.update_expression())
+            .set_condition_expression(u.condition_expression().map(str::to_string))
+            .set_expression_attribute_names(u.expression_attribute_names().cloned())
+            .set_expression_attribute_values(u.expression_attribute_values().cloned())
+            .send()
+            .instrument(tracing::debug_span!("ddb.update_item", what))
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) if is_conditional(&e) => Ok(false),
+            Err(e) => Err(backend(e)),
+        }
+    }
+}
+
+/// The id of the message an item holds, inline (`data`) or chunked (`message_id`).
+pub(super) fn message_id_of(item: &HashMap<String, aws_sdk_dynamodb::types::AttributeValue>) -> Option<String> {
+    if let Some(id) = get_s(item, "message_id") {
+        return Some(id.to_string());
+    }
+    let data: serde_json::Value = serde_json::from_str(get_s(item, "data")?).ok()?;
+    data.get("id").and_then(|v| v.as_str()).map(str::to_string)
+}
