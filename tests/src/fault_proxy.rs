@@ -79,19 +79,25 @@ impl Op {
 pub enum TurnWrite {
     /// `UpdateItem` taking the lease of an existing session.
     Lease,
-    /// `TransactWriteItems`: turn record + user message + session stats.
+    /// `PutItem`: the user message of a turn whose client named no
+    /// `stream_run_id` (its start is two plain writes: `dynamo::plain`).
+    StartMessage,
+    /// `UpdateItem`: that start's session write (count, scope, title).
     Start,
     /// `TransactWriteItems`: a tool round's messages + the session's count.
     ToolRound,
-    /// `TransactWriteItems`: the last messages + turn status + lease release.
+    /// `PutItem`: the turn's last message (an assistant's: tool rounds go in transactions).
+    FinishMessage,
+    /// `UpdateItem`: the end's session write (count, tokens, lease release).
     Finish,
 }
 
 impl TurnWrite {
     pub fn op(self) -> Op {
         match self {
-            TurnWrite::Lease => Op::UpdateItem,
-            _ => Op::TransactWriteItems,
+            TurnWrite::Lease | TurnWrite::Start | TurnWrite::Finish => Op::UpdateItem,
+            TurnWrite::StartMessage | TurnWrite::FinishMessage => Op::PutItem,
+            TurnWrite::ToolRound => Op::TransactWriteItems,
         }
     }
 
@@ -99,10 +105,12 @@ impl TurnWrite {
     pub fn marker(self) -> &'static str {
         match self {
             TurnWrite::Lease => "SET lease_turn = :t, lease_until = :u",
-            TurnWrite::Start => "message_count = :expected",
+            TurnWrite::StartMessage => "\"role\":{\"S\":\"user\"}",
+            TurnWrite::Start => "message_count <= :count",
             // The closing quote: the finish's expression goes on after `:added`.
             TurnWrite::ToolRound => "SET message_count = message_count + :added\"",
-            TurnWrite::Finish => "turn_status = :st",
+            TurnWrite::FinishMessage => "\"role\":{\"S\":\"assistant\"}",
+            TurnWrite::Finish => "REMOVE lease_turn, lease_until, stop_turn",
         }
     }
 }

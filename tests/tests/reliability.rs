@@ -672,8 +672,9 @@ async fn lambda_deadline_during_a_tool() {
 
 // ---- DynamoDB faults on each write of a turn ------------------------------------------
 
-/// A tool turn on an existing project session with `fault` on one of its
-/// writes; checks what holds, that the fault fired `fired` times, and the next turn.
+/// A tool turn on an existing project session (no `stream_run_id`: its
+/// start and end are plain writes, `session::store::dynamo::plain`) with
+/// `fault` on one of its writes; checks what holds, that the fault fired `fired` times, and the next turn.
 async fn dynamo_row(write: TurnWrite, when: When, action: Action, fired: usize, expect: Expect) {
     let r = Rig::new().await;
     let p = r.project("alice").await;
@@ -802,6 +803,57 @@ async fn dynamo_finish_dropped_connection() {
 async fn dynamo_finish_throttled_until_the_sdk_gives_up() {
     let expect = Expect { stored: &[Role::User, Role::Assistant, Role::Tool], ..NOTHING_STORED };
     dynamo_row(TurnWrite::Finish, When::Every, PTE, GIVE_UP, expect).await;
+}
+
+#[tokio::test]
+async fn dynamo_start_message_throttled_once() {
+    dynamo_row(TurnWrite::StartMessage, When::Nth(1), THROTTLE, 1, COMPLETE_TOOL_TURN).await;
+}
+
+#[tokio::test]
+async fn dynamo_start_message_server_error_once() {
+    dynamo_row(TurnWrite::StartMessage, When::Nth(1), Action::ServerError, 1, COMPLETE_TOOL_TURN).await;
+}
+
+#[tokio::test]
+async fn dynamo_start_message_lost_response() {
+    dynamo_row(TurnWrite::StartMessage, When::Nth(1), LOST_500, 1, COMPLETE_TOOL_TURN).await;
+}
+
+#[tokio::test]
+async fn dynamo_start_message_dropped_connection() {
+    dynamo_row(TurnWrite::StartMessage, When::Nth(1), LOST_DROP, 1, COMPLETE_TOOL_TURN).await;
+}
+
+#[tokio::test]
+async fn dynamo_start_message_throttled_until_the_sdk_gives_up() {
+    dynamo_row(TurnWrite::StartMessage, When::Every, PTE, GIVE_UP, NOTHING_STORED).await;
+}
+
+#[tokio::test]
+async fn dynamo_finish_message_throttled_once() {
+    dynamo_row(TurnWrite::FinishMessage, When::Nth(1), THROTTLE, 1, COMPLETE_TOOL_TURN).await;
+}
+
+#[tokio::test]
+async fn dynamo_finish_message_server_error_once() {
+    dynamo_row(TurnWrite::FinishMessage, When::Nth(1), Action::ServerError, 1, COMPLETE_TOOL_TURN).await;
+}
+
+#[tokio::test]
+async fn dynamo_finish_message_lost_response() {
+    dynamo_row(TurnWrite::FinishMessage, When::Nth(1), LOST_500, 1, COMPLETE_TOOL_TURN).await;
+}
+
+#[tokio::test]
+async fn dynamo_finish_message_dropped_connection() {
+    dynamo_row(TurnWrite::FinishMessage, When::Nth(1), LOST_DROP, 1, COMPLETE_TOOL_TURN).await;
+}
+
+#[tokio::test]
+async fn dynamo_finish_message_throttled_until_the_sdk_gives_up() {
+    let expect = Expect { stored: &[Role::User, Role::Assistant, Role::Tool], ..NOTHING_STORED };
+    dynamo_row(TurnWrite::FinishMessage, When::Every, PTE, GIVE_UP, expect).await;
 }
 
 // ---- concurrency and idempotency ----------------------------------------------------

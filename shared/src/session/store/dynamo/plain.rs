@@ -20,6 +20,7 @@ use crate::message::StoredMessage;
 use crate::session::store::{TurnEnd, TurnStart};
 use crate::store::attr::{backend, get_s, is_conditional};
 use crate::store::StoreError;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::Update;
 use std::collections::HashMap;
 use tracing::Instrument;
@@ -33,10 +34,11 @@ impl DynamoStore {
     ) -> Result<(), StoreError> {
         let w = MessageWrite::of(user, &start.user_message)?;
         self.put_message(user, session, &w).await?;
-        if self.update_alone(self.start_update(user, session, start, false)?, "start_turn").await? {
-            return Ok(());
+        match self.update_alone(self.start_update(user, session, start, false)?, "start_turn").await {
+            Sent::Applied => Ok(()),
+            Sent::Refused => Err(self.not_counted(user, session, &w).await),
+            Sent::Failed(e) => Err(self.after_failure(&w, e).await),
         }
-        Err(self.not_counted(user, session, &w).await)
     }
 
     /// The turn's last message (none: a turn stopped before any text), then
@@ -53,8 +55,11 @@ impl DynamoStore {
             self.put_message(user, session, w).await?;
         }
         let update = self.finish_update(user, session, end, w.is_some() as u64)?;
-        if self.update_alone(update, "finish_turn").await? {
-            return Ok(());
+        match (self.update_alone(update, "finish_turn").await, &w) {
+            (Sent::Applied, _) => return Ok(()),
+            (Sent::Failed(e), Some(w)) => return Err(self.after_failure(w, e).await),
+            (Sent::Failed(e), None) => return Err(e.error),
+            (Sent::Refused, _) => {}
         }
         // An attempt whose answer was lost gave the lease back already: the
         // session counts the message and no turn holds it.
@@ -108,8 +113,21 @@ impl DynamoStore {
         }
     }
 
-    /// A transaction's `Update` sent alone: `Ok(false)` when its condition failed.
-    async fn update_alone(&self, u: Update, what: &'static str) -> Result<bool, StoreError> {
+    /// The session write failed (the SDK gave up): refused whole (DynamoDB
+    /// answered 4xx, throttles included), the message is taken out, as a
+    /// transaction would have stored nothing; of unknown outcome (a 5xx, a
+    /// timeout, a lost connection: the count may have moved) it stays, and
+    /// the next turn counts from the log.
+    async fn after_failure(&self, w: &MessageWrite, failed: Failed) -> StoreError {
+        if failed.refused_whole {
+            self.forget(std::slice::from_ref(&w.item)).await;
+            self.forget(&w.bodies).await;
+        }
+        failed.error
+    }
+
+    /// A transaction's `Update` sent alone.
+    async fn update_alone(&self, u: Update, what: &'static str) -> Sent {
         let res = self
             .client()
             .update_item()
@@ -123,11 +141,28 @@ impl DynamoStore {
             .instrument(tracing::debug_span!("ddb.update_item", what))
             .await;
         match res {
-            Ok(_) => Ok(true),
-            Err(e) if is_conditional(&e) => Ok(false),
-            Err(e) => Err(backend(e)),
+            Ok(_) => Sent::Applied,
+            Err(e) if is_conditional(&e) => Sent::Refused,
+            Err(e) => {
+                let refused_whole = matches!(&e, SdkError::ServiceError(c) if c.raw().status().is_client_error());
+                Sent::Failed(Failed { refused_whole, error: backend(e) })
+            }
         }
     }
+}
+
+/// How a write sent alone ended.
+enum Sent {
+    Applied,
+    /// Its condition failed.
+    Refused,
+    Failed(Failed),
+}
+
+struct Failed {
+    /// DynamoDB refused it whole (4xx): it did not apply.
+    refused_whole: bool,
+    error: StoreError,
 }
 
 /// The id of the message an item holds, inline (`data`) or chunked (`message_id`).
