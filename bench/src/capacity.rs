@@ -163,7 +163,7 @@ impl Intercept for Meter {
 }
 
 /// What a request is for: its item's sort key up to the first `#` (`SESSION`,
-/// `MSG`, `TURN`, `BUDGET`, `MIN`, …), the items of a transaction.
+/// `MSG`, `TURN`, `BUDGET`, …), the items of a transaction.
 fn what(input: &mut aws_smithy_runtime_api::client::interceptors::context::Input) -> String {
     use aws_sdk_dynamodb::types::AttributeValue;
     use operation::*;

@@ -29,6 +29,50 @@ mod contract {
     shared::budget_store_contract!(store);
 }
 
+/// A user's budget is ONE item (`sk = BUDGET`): admissions in three minutes
+/// and their releases write nothing else (before, each minute's count was an
+/// item `MIN#<minute>` of its own, one more write per turn), and a release
+/// removes the past minutes' counts its admission found.
+#[tokio::test]
+async fn a_users_budget_is_one_item_and_a_release_removes_past_minutes() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use shared::budget::{contract::T0, minute_of, BudgetStore};
+    let client = dynamo_client().await;
+    let table = fresh_table(&client).await;
+    let store = DynamoBudgetStore::new(client.clone(), table.clone());
+    let (user, l) = (UserId::parse("hank").unwrap(), limits(1_000, 5, 3));
+    let mut now = T0;
+    for minute in 0..3 {
+        now = T0 + minute * 60_000 + 10;
+        let turn = shared::ids::TurnId::new();
+        let admitted = store.admit(&user, &turn, now, now + 60_000, &l).await.unwrap();
+        let past = match minute {
+            0 => vec![],
+            _ => vec![minute_of(now) - 1],
+        };
+        assert_eq!(admitted.past_minutes, past, "minute {minute}: only the one before, the older removed");
+        store.release(&user, &turn, now + 60_000, 7, now + 1, &admitted.past_minutes).await.unwrap();
+    }
+    let items = client
+        .query()
+        .table_name(&table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(":pk", AttributeValue::S(shared::store::keys::budget_pk(&user)))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["sk"], AttributeValue::S("BUDGET".into()));
+    let mut minutes: Vec<&String> = items[0].keys().filter(|k| k.starts_with('m')).collect();
+    minutes.sort();
+    assert_eq!(minutes, [&format!("m{}", minute_of(now))], "{:?}", items[0]);
+    let usage = store.usage(&user, now + 2, &l).await.unwrap();
+    assert_eq!((usage.turns_this_minute, usage.tokens_today, usage.concurrent_turns), (1, 21, 0), "{usage:?}");
+}
+
 fn limits(tokens: u64, tpm: u64, concurrent: u64) -> BudgetConfig {
     BudgetConfig { tokens_per_day: tokens, turns_per_minute: tpm, concurrent_turns: concurrent, web_calls_per_day: 0 }
 }

@@ -4,11 +4,11 @@
 //! that went out together overlap, so they count as one round trip.
 //!
 //! - an existing session: one round trip (lease, log, run check, pack, and
-//!   the budget admission's two updates beside them), at most 8 requests for a
+//!   the budget admission's one update beside them), at most 7 requests for a
 //!   talk-only turn (Stop polls aside; 5 of them without budgets: the
-//!   admission's two and the slot's release after `done` are the budgets');
+//!   admission and the slot's release after `done` are the budgets');
 //! - a new session: no round trip (its admission runs beside the model call,
-//!   the session's write chained after it), at most 7 requests — one round
+//!   the session's write chained after it), at most 6 requests — one round
 //!   trip when its `stream_run_id` must be checked (a retried first turn
 //!   must never call the model again): the run's claim read beside the
 //!   admission, the write beside the model call.
@@ -123,7 +123,7 @@ fn global(message: &str) -> Value {
 }
 
 #[tokio::test]
-async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes_ten_requests() {
+async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes_nine_requests() {
     let r = Rig::new().await;
     let first = r.t.turn("alice", global("hello")).await;
     let mut next = global("and then?");
@@ -131,13 +131,13 @@ async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes
     let c = r.measured_turn(next).await;
     assert_eq!(c.rounds, 1, "{c:?}");
     // The lease, the log (history, summary, agent state), the pack and the
-    // admission's two updates, all in that one round.
-    assert!(c.waited_for.len() <= 5, "{c:?}");
-    assert_eq!(c.waited_for.iter().filter(|op| **op == Op::UpdateItem).count(), 3, "lease + admission: {c:?}");
+    // admission's one update (slot, minute and tokens), all in that one round.
+    assert!(c.waited_for.len() <= 4, "{c:?}");
+    assert_eq!(c.waited_for.iter().filter(|op| **op == Op::UpdateItem).count(), 2, "lease + admission: {c:?}");
     // Start and finish are two plain writes each, not one transaction each
     // (`session::store::dynamo::plain`): two requests more, half the write
     // units (docs/cost.md).
-    assert!(c.total.len() <= 10, "{c:?}");
+    assert!(c.total.len() <= 9, "{c:?}");
     assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
 }
 
@@ -150,7 +150,7 @@ async fn a_stream_run_id_is_checked_in_the_same_round_trip() {
     next["stream_run_id"] = json!("run-2");
     let c = r.measured_turn(next).await;
     assert_eq!(c.rounds, 1, "{c:?}");
-    assert!(c.total.len() <= 9, "the run claim is one read more: {c:?}");
+    assert!(c.total.len() <= 8, "the run claim is one read more: {c:?}");
     assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
 }
 
@@ -159,7 +159,7 @@ async fn a_new_session_waits_for_nothing_before_the_model() {
     let r = Rig::new().await;
     let c = r.measured_turn(global("hello")).await;
     assert_eq!(c.rounds, 0, "{c:?}");
-    assert!(c.total.len() <= 7, "{c:?}");
+    assert!(c.total.len() <= 5, "{c:?}");
     assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
     // And it was stored whole: the next turn sees the first one.
     let sessions = r.t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap().sessions;
@@ -175,8 +175,8 @@ async fn a_new_session_with_a_stream_run_id_waits_for_one_round_trip() {
     let c = r.measured_turn(body).await;
     let mut waited = c.waited_for.clone();
     waited.sort_by_key(|op| format!("{op:?}"));
-    assert_eq!((c.rounds, waited.as_slice()), (1, &[Op::GetItem, Op::UpdateItem, Op::UpdateItem][..]), "{c:?}");
-    assert!(c.total.len() <= 8, "the run claim is one read more: {c:?}");
+    assert_eq!((c.rounds, waited.as_slice()), (1, &[Op::GetItem, Op::UpdateItem][..]), "{c:?}");
+    assert!(c.total.len() <= 7, "the run claim is one read more: {c:?}");
     // Stored whole, and a retry of it is answered from what was stored.
     let sessions = r.t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap().sessions;
     assert_eq!(sessions.len(), 1);
@@ -195,7 +195,7 @@ async fn a_project_session_with_its_pack_cached_waits_for_one_round_trip() {
     next["session_id"] = json!(first.session_id());
     let c = r.measured_turn(next).await;
     assert_eq!(c.rounds, 1, "{c:?}");
-    assert!(c.waited_for.len() <= 6, "lease, log, cached pack, project version, admission: {c:?}");
-    assert!(c.total.len() <= 11, "the cache's use mark is fresh: not written again: {c:?}");
+    assert!(c.waited_for.len() <= 5, "lease, log, cached pack, project version, admission: {c:?}");
+    assert!(c.total.len() <= 10, "the cache's use mark is fresh: not written again: {c:?}");
     assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
 }

@@ -4,13 +4,14 @@
 //! [`crate::budget_store_contract`]). Times are given, so minutes and days
 //! pass without waiting.
 
-use super::{BudgetConfig, BudgetKind, BudgetStore, Refusal};
+use super::{minute_of, BudgetConfig, BudgetKind, BudgetStore, Refusal};
 use crate::ids::{TurnId, UserId};
 use crate::store::gate::fresh_user;
 
 /// 2025-11-26T10:00:00Z.
 pub const T0: i64 = 1_764_151_200_000;
 const HOUR: i64 = 3_600_000;
+const MINUTE: i64 = 60_000;
 
 fn limits(tokens: u64, tpm: u64, concurrent: u64, web: u64) -> BudgetConfig {
     BudgetConfig { tokens_per_day: tokens, turns_per_minute: tpm, concurrent_turns: concurrent, web_calls_per_day: web }
@@ -30,7 +31,7 @@ pub async fn concurrent_turns_are_slots_given_back(store: &dyn BudgetStore) {
     store.admit(&u, &b, T0, T0 + HOUR, &l).await.unwrap();
     assert_eq!(over(store.admit(&u, &c, T0, T0 + HOUR, &l).await).0, BudgetKind::ConcurrentTurns);
     assert_eq!(store.usage(&u, T0, &l).await.unwrap().concurrent_turns, 2);
-    store.release(&u, &a, T0 + HOUR, 0, T0 + 1).await.unwrap();
+    store.release(&u, &a, T0 + HOUR, 0, T0 + 1, &[]).await.unwrap();
     store.admit(&u, &c, T0 + 2, T0 + HOUR, &l).await.expect("a slot was given back");
     // Another user is not counted.
     store.admit(&fresh_user(), &TurnId::new(), T0, T0 + HOUR, &l).await.unwrap();
@@ -51,7 +52,7 @@ pub async fn turns_per_minute_start_again_each_minute(store: &dyn BudgetStore) {
     for _ in 0..2 {
         let turn = TurnId::new();
         store.admit(&u, &turn, t, t + HOUR, &l).await.unwrap();
-        store.release(&u, &turn, t + HOUR, 0, t).await.unwrap();
+        store.release(&u, &turn, t + HOUR, 0, t, &[]).await.unwrap();
     }
     let (kind, retry) = over(store.admit(&u, &TurnId::new(), t, t + HOUR, &l).await);
     assert_eq!((kind, retry), (BudgetKind::TurnsPerMinute, 30), "until the next minute");
@@ -73,15 +74,61 @@ pub async fn a_refusal_counts_nothing(store: &dyn BudgetStore) {
     assert_eq!(store.usage(&u, T0, &l).await.unwrap().concurrent_turns, 1, "the slot was given back");
 }
 
+/// A minute's count is one update with the slot: of racing admissions
+/// exactly the tighter of the two limits pass, and what refused them is the
+/// budget that is spent.
+pub async fn racing_admissions_admit_exactly_the_tightest_limit(store: &dyn BudgetStore) {
+    for (l, admitted, refused_by) in
+        [(limits(0, 3, 5, 0), 3, BudgetKind::TurnsPerMinute), (limits(0, 20, 4, 0), 4, BudgetKind::ConcurrentTurns)]
+    {
+        let u = fresh_user();
+        let turns: Vec<TurnId> = (0..20).map(|_| TurnId::new()).collect();
+        let results = futures::future::join_all(turns.iter().map(|t| store.admit(&u, t, T0, T0 + HOUR, &l))).await;
+        let (ok, refused): (Vec<_>, Vec<_>) = results.into_iter().partition(|r| r.is_ok());
+        assert_eq!(ok.len(), admitted, "{l:?}: {refused:?}");
+        for r in refused {
+            assert_eq!(over(r).0, refused_by, "{l:?}");
+        }
+        let usage = store.usage(&u, T0, &l).await.unwrap();
+        assert_eq!((usage.turns_this_minute, usage.concurrent_turns), (admitted as u64, admitted as u64), "{l:?}");
+    }
+}
+
+/// The counts of past minutes: returned by an admission, forgotten by that
+/// turn's release — never this minute's count, whichever turn ends when.
+pub async fn a_release_forgets_past_minutes_only(store: &dyn BudgetStore) {
+    let (u, l) = (fresh_user(), limits(0, 2, 0, 0));
+    let (a, b, c) = (TurnId::new(), TurnId::new(), TurnId::new());
+    let first = store.admit(&u, &a, T0, T0 + HOUR, &l).await.unwrap();
+    assert_eq!(first.past_minutes, Vec::<i64>::new());
+    let later = T0 + 3 * MINUTE;
+    let second = store.admit(&u, &b, later, T0 + HOUR, &l).await.unwrap();
+    assert_eq!(second.past_minutes, [minute_of(T0)], "the first turn's minute is past");
+    // The first turn ends in this minute: it forgets nothing.
+    store.release(&u, &a, T0 + HOUR, 0, later + 1, &first.past_minutes).await.unwrap();
+    let third = store.admit(&u, &c, later + 2, T0 + HOUR, &l).await.unwrap();
+    assert_eq!(third.past_minutes, [minute_of(T0)], "not forgotten yet");
+    store.release(&u, &b, T0 + HOUR, 0, later + 3, &second.past_minutes).await.unwrap();
+    // This minute's two turns still count.
+    assert_eq!(store.usage(&u, later + 4, &l).await.unwrap().turns_this_minute, 2);
+    assert_eq!(over(store.admit(&u, &TurnId::new(), later + 5, T0 + HOUR, &l).await).0, BudgetKind::TurnsPerMinute);
+    let next = later + MINUTE;
+    let fourth = store.admit(&u, &TurnId::new(), next, T0 + HOUR, &l).await.unwrap();
+    assert_eq!(fourth.past_minutes, [minute_of(later)], "the first minute was forgotten by the second turn's release");
+    // Forgetting a minute twice is harmless.
+    store.release(&u, &c, T0 + HOUR, 0, next + 1, &third.past_minutes).await.unwrap();
+    assert_eq!(store.usage(&u, next + 2, &l).await.unwrap().turns_this_minute, 1);
+}
+
 pub async fn tokens_are_counted_per_day(store: &dyn BudgetStore) {
     let (u, l) = (fresh_user(), limits(1_000, 0, 0, 0));
     let turn = TurnId::new();
     let a = store.admit(&u, &turn, T0, T0 + HOUR, &l).await.unwrap();
     assert_eq!(a.tokens_left, Some(1_000));
-    store.release(&u, &turn, T0 + HOUR, 600, T0 + 1).await.unwrap();
+    store.release(&u, &turn, T0 + HOUR, 600, T0 + 1, &[]).await.unwrap();
     let turn = TurnId::new();
     assert_eq!(store.admit(&u, &turn, T0 + 2, T0 + HOUR, &l).await.unwrap().tokens_left, Some(400));
-    store.release(&u, &turn, T0 + HOUR, 500, T0 + 3).await.unwrap();
+    store.release(&u, &turn, T0 + HOUR, 500, T0 + 3, &[]).await.unwrap();
     let usage = store.usage(&u, T0 + 4, &l).await.unwrap();
     assert_eq!((usage.tokens_today, usage.blocked_until_ms), (1_100, Some(usage.day_resets_at_ms)));
     let (kind, retry) = over(store.admit(&u, &TurnId::new(), T0 + 4, T0 + HOUR, &l).await);
@@ -91,7 +138,7 @@ pub async fn tokens_are_counted_per_day(store: &dyn BudgetStore) {
     let tomorrow = T0 + 14 * HOUR;
     let turn = TurnId::new();
     assert_eq!(store.admit(&u, &turn, tomorrow, tomorrow + HOUR, &l).await.unwrap().tokens_left, Some(1_000));
-    store.release(&u, &turn, tomorrow + HOUR, 10, tomorrow + 1).await.unwrap();
+    store.release(&u, &turn, tomorrow + HOUR, 10, tomorrow + 1, &[]).await.unwrap();
     assert_eq!(store.usage(&u, tomorrow + 2, &l).await.unwrap().tokens_today, 10);
 }
 
@@ -125,6 +172,8 @@ macro_rules! budget_store_contract {
             a_crashed_turns_slot_expires_with_its_invocation,
             turns_per_minute_start_again_each_minute,
             a_refusal_counts_nothing,
+            racing_admissions_admit_exactly_the_tightest_limit,
+            a_release_forgets_past_minutes_only,
             tokens_are_counted_per_day,
             web_calls_are_counted_per_day,
             a_new_user_has_used_nothing);

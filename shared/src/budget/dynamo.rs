@@ -1,21 +1,30 @@
-//! [`BudgetStore`] over DynamoDB, on the user's own partition
-//! `U#<user>#BUDGET` (key scheme in [`crate::store`]):
+//! [`BudgetStore`] over DynamoDB: one item per user, `pk = U#<user>#BUDGET`,
+//! `sk = BUDGET` (key scheme in [`crate::store`]), holding
 //!
-//! - `sk = BUDGET`: `day` (`YYYY-MM-DD`, UTC), `tokens` and `web` (that day's
-//!   counts) and `active`, a string set of `<expires_ms>|<turn id>`, one per
-//!   running turn. A day's counts are not reset by a timer: an update that
-//!   finds another `day` starts the day again (conditions on `day` decide);
-//! - `sk = MIN#<minute>`: `turns` started in that clock minute (TTL `ttl`).
+//! - `day` (`YYYY-MM-DD`, UTC), `tokens` and `web`: that day's counts. A
+//!   day's counts are not reset by a timer: an update that finds another
+//!   `day` starts the day again (conditions on `day` decide);
+//! - `active`, a string set of `<expires_ms>|<turn id>`, one per running turn;
+//! - `m<minute>` (minutes since the epoch): the turns started in that clock
+//!   minute. An update expression has no if/else, so the count of a new
+//!   minute is a new attribute (`ADD` starts it at 0) rather than a reset.
 //!
-//! Admission is two conditional `UpdateItem`s sent together (the slot and the
-//! tokens on `BUDGET`, `ReturnValues = ALL_NEW` for the tokens left; the
-//! minute's count); when one refuses, what the other took is given back. A
-//! refused slot update returns the item (`ALL_OLD`): slots past their expiry
-//! (a crashed turn's) are removed and the admission tried once more.
+//! Admission is ONE conditional `UpdateItem` (one write unit): the slot, the
+//! minute's count and the tokens check together, so a refusal takes nothing
+//! and of racing admissions exactly the limit pass. `ReturnValues = ALL_NEW`
+//! tells the turn its tokens left and the past minutes' counts still on the
+//! item, which the turn's release (its one write after `done`) removes. A
+//! refused admission is attributed from the item as it was (`ALL_OLD`; a
+//! consistent read on DynamoDB Local, which returns none): slots past their
+//! expiry (a crashed turn's) are removed and the admission tried once more.
+//!
+//! Before, the minute's count was a second item `sk = MIN#<minute>` with a
+//! second `UpdateItem` per admission; such items left in a deployed table are
+//! read by nothing and expire by their TTL (`ttl`, one hour).
 
 use super::{
     day_of, minute_of, over_concurrent, over_minute, over_tokens, over_web, slot_entry, slot_expires, usage_of,
-    Admitted, BudgetConfig, BudgetStore, BudgetUsage, Refusal,
+    Admitted, BudgetConfig, BudgetStore, BudgetUsage, OverBudget, Refusal,
 };
 use crate::ids::{TurnId, UserId};
 use crate::store::attr::{backend, get_n, get_s, n, s, Item};
@@ -25,8 +34,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 use aws_sdk_dynamodb::Client;
 use tracing::Instrument;
 
-/// How long a minute's count is kept (DynamoDB's TTL deletes it later).
-const MINUTE_TTL_SECS: i64 = 3_600;
+/// At most this many past minutes' counts are removed by one release (the
+/// rest by the next: an expression stays small).
+const TIDY_AT_MOST: usize = 32;
 
 #[derive(Clone)]
 pub struct DynamoBudgetStore {
@@ -56,6 +66,65 @@ fn active(item: &Item) -> Vec<String> {
     item.get("active").and_then(|v| v.as_ss().ok()).cloned().unwrap_or_default()
 }
 
+/// The attribute counting the turns started in clock minute `minute`.
+fn minute_attr(minute: i64) -> String {
+    format!("m{minute}")
+}
+
+/// The turns `item` counts in clock minute `minute`.
+fn turns_in(item: &Item, minute: i64) -> u64 {
+    get_n(item, &minute_attr(minute)).unwrap_or(0).max(0) as u64
+}
+
+/// The minutes before `minute` whose counts `item` still holds.
+fn past_minutes(item: &Item, minute: i64) -> Vec<i64> {
+    let mut past: Vec<i64> =
+        item.keys().filter_map(|k| k.strip_prefix('m')?.parse::<i64>().ok()).filter(|m| *m < minute).collect();
+    past.sort_unstable();
+    past
+}
+
+/// Why the admission's condition failed, read from the item it found.
+enum Refused {
+    Over(OverBudget),
+    /// The slots are full only of turns past their expiry: these.
+    Expired(Vec<String>),
+    /// Nothing is spent in the item read (it changed after the refusal:
+    /// DynamoDB Local's read comes later).
+    Nothing,
+}
+
+/// Which budget refused, in the order the twin checks them: the day's
+/// tokens, then the running turns, then the minute's turns.
+fn refused_by(old: &Item, now_ms: i64, limits: &BudgetConfig) -> Refused {
+    let spent = |used: u64, limit: u64| limit > 0 && used >= limit;
+    if spent(today_counts(old, &day_of(now_ms)).0, limits.tokens_per_day) {
+        return Refused::Over(over_tokens(now_ms, limits));
+    }
+    let (live, expired): (Vec<String>, Vec<String>) = active(old).into_iter().partition(|e| slot_expires(e) >= now_ms);
+    if spent(live.len() as u64, limits.concurrent_turns) {
+        return Refused::Over(over_concurrent(limits));
+    }
+    if spent(turns_in(old, minute_of(now_ms)), limits.turns_per_minute) {
+        return Refused::Over(over_minute(now_ms, limits));
+    }
+    match spent((live.len() + expired.len()) as u64, limits.concurrent_turns) {
+        true => Refused::Expired(expired),
+        false => Refused::Nothing,
+    }
+}
+
+/// A refusal twice in a row whose item, read after, showed nothing spent
+/// (only on DynamoDB Local: its read comes after the refusal): the budget
+/// most likely to change in between, of those that are on.
+fn still_refused(now_ms: i64, limits: &BudgetConfig) -> OverBudget {
+    match (limits.concurrent_turns, limits.turns_per_minute) {
+        (1.., _) => over_concurrent(limits),
+        (0, 1..) => over_minute(now_ms, limits),
+        (0, 0) => over_tokens(now_ms, limits),
+    }
+}
+
 /// What a refused update returned (`ALL_OLD`), when it was a failed condition.
 fn refused_item<R>(
     e: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::update_item::UpdateItemError, R>,
@@ -73,60 +142,50 @@ impl DynamoBudgetStore {
         [("pk".into(), s(keys::budget_pk(user))), ("sk".into(), s(keys::BUDGET_SK))]
     }
 
-    /// The slot and the token check: `Ok(tokens left)`, or the refusal.
-    async fn take_slot(
+    /// One try at the admission's update: the slot, the minute's count and
+    /// the tokens check: `Ok` the item after it; `Err(Ok(item))` the
+    /// condition failed on `item` (empty when DynamoDB Local returned none).
+    async fn try_admit(
         &self,
         user: &UserId,
-        turn: &TurnId,
+        slot: &str,
         now_ms: i64,
-        expires_ms: i64,
         limits: &BudgetConfig,
-    ) -> Result<Option<u64>, Refusal> {
-        let today = day_of(now_ms);
-        for attempt in 0..2 {
-            let mut cond = Vec::new();
-            let mut req = self.client.update_item().table_name(&self.table).set_key(Some(self.budget_key(user).into()));
-            if limits.concurrent_turns > 0 {
-                cond.push("(attribute_not_exists(active) OR size(active) < :cl)");
-                req = req.expression_attribute_values(":cl", n(limits.concurrent_turns));
-            }
-            if limits.tokens_per_day > 0 {
-                cond.push("(attribute_not_exists(#day) OR #day <> :today OR tokens < :tl)");
-                req = req
-                    .expression_attribute_names("#day", "day")
-                    .expression_attribute_values(":today", s(&today))
-                    .expression_attribute_values(":tl", n(limits.tokens_per_day));
-            }
-            if !cond.is_empty() {
-                req = req.condition_expression(cond.join(" AND "));
-            }
-            let out = req
-                .update_expression("ADD active :me")
-                .expression_attribute_values(":me", ss(slot_entry(turn, expires_ms)))
-                .return_values(ReturnValue::AllNew)
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-                .send()
-                .instrument(tracing::debug_span!("ddb.update_item", what = "budget_admit"))
-                .await;
-            let e = match out {
-                Ok(o) => {
-                    let (used, _) = today_counts(&o.attributes.unwrap_or_default(), &today);
-                    return Ok((limits.tokens_per_day > 0).then(|| limits.tokens_per_day.saturating_sub(used)));
-                }
-                Err(e) => e,
-            };
-            let Some(old) = refused_item(&e) else { return Err(Refusal::Store(backend(e))) };
-            let old = self.or_read(user, old).await.map_err(Refusal::Store)?;
-            if limits.tokens_per_day > 0 && today_counts(&old, &today).0 >= limits.tokens_per_day {
-                return Err(over_tokens(now_ms, limits).into());
-            }
-            let expired: Vec<String> = active(&old).into_iter().filter(|e| slot_expires(e) < now_ms).collect();
-            if expired.is_empty() || attempt == 1 {
-                return Err(over_concurrent(limits).into());
-            }
-            self.forget_slots(user, expired).await.map_err(Refusal::Store)?;
+    ) -> Result<Item, Result<Item, StoreError>> {
+        let mut cond = Vec::new();
+        let mut req = self.client.update_item().table_name(&self.table).set_key(Some(self.budget_key(user).into()));
+        if limits.concurrent_turns > 0 {
+            cond.push("(attribute_not_exists(active) OR size(active) < :cl)");
+            req = req.expression_attribute_values(":cl", n(limits.concurrent_turns));
         }
-        Err(over_concurrent(limits).into())
+        if limits.tokens_per_day > 0 {
+            cond.push("(attribute_not_exists(#day) OR #day <> :today OR tokens < :tl)");
+            req = req
+                .expression_attribute_names("#day", "day")
+                .expression_attribute_values(":today", s(day_of(now_ms)))
+                .expression_attribute_values(":tl", n(limits.tokens_per_day));
+        }
+        if limits.turns_per_minute > 0 {
+            cond.push("(attribute_not_exists(#tm) OR #tm < :tpm)");
+            req = req.expression_attribute_values(":tpm", n(limits.turns_per_minute));
+        }
+        if !cond.is_empty() {
+            req = req.condition_expression(cond.join(" AND "));
+        }
+        let out = req
+            .update_expression("ADD active :me, #tm :one")
+            .expression_attribute_names("#tm", minute_attr(minute_of(now_ms)))
+            .expression_attribute_values(":me", ss(slot))
+            .expression_attribute_values(":one", n(1))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .instrument(tracing::debug_span!("ddb.update_item", what = "budget_admit"))
+            .await;
+        match out {
+            Ok(o) => Ok(o.attributes.unwrap_or_default()),
+            Err(e) => Err(refused_item(&e).ok_or_else(|| backend(e))),
+        }
     }
 
     /// Removes slots of turns whose invocation is over (a crashed turn's).
@@ -144,39 +203,16 @@ impl DynamoBudgetStore {
             .map_err(backend)
     }
 
-    /// Counts a turn in this minute: `Ok(true)` counted, `Ok(false)` full.
-    async fn count_minute(&self, user: &UserId, now_ms: i64, limits: &BudgetConfig, by: i64) -> Result<bool, Refusal> {
-        let minute = minute_of(now_ms);
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(keys::budget_pk(user)))
-            .key("sk", s(keys::budget_minute_sk(minute)))
-            .update_expression("ADD turns :by SET #ttl = :ttl")
-            .expression_attribute_names("#ttl", "ttl")
-            .expression_attribute_values(":by", n(by))
-            .expression_attribute_values(":ttl", n(now_ms / 1000 + MINUTE_TTL_SECS));
-        if by > 0 {
-            req = req
-                .condition_expression("attribute_not_exists(turns) OR turns < :tpm")
-                .expression_attribute_values(":tpm", n(limits.turns_per_minute));
-        }
-        match req.send().instrument(tracing::debug_span!("ddb.update_item", what = "budget_minute")).await {
-            Ok(_) => Ok(true),
-            Err(e) if refused_item(&e).is_some() => Ok(false),
-            Err(e) => Err(Refusal::Store(backend(e))),
-        }
-    }
-
     /// The slot's removal, with the turn's tokens counted for today (starting
-    /// the day again when the item holds another day's counts).
+    /// the day again when the item holds another day's counts) and the counts
+    /// of `past` minutes removed.
     async fn give_back(
         &self,
         user: &UserId,
-        entry: Option<String>,
+        entry: String,
         tokens: u64,
         today: &str,
+        past: &[i64],
     ) -> Result<(), StoreError> {
         for attempt in 0..3 {
             let same_day = attempt % 2 == 0;
@@ -198,9 +234,13 @@ impl DynamoBudgetStore {
                     .condition_expression("attribute_not_exists(#day) OR #day <> :today")
                     .expression_attribute_values(":zero", n(0)),
             };
-            if let Some(e) = &entry {
-                expr.push_str(" DELETE active :me");
-                req = req.expression_attribute_values(":me", ss(e.clone()));
+            expr.push_str(" DELETE active :me");
+            req = req.expression_attribute_values(":me", ss(entry.clone()));
+            let past = &past[..past.len().min(TIDY_AT_MOST)];
+            for (i, m) in past.iter().enumerate() {
+                expr.push_str(if i == 0 { " REMOVE " } else { ", " });
+                expr.push_str(&format!("#p{i}"));
+                req = req.expression_attribute_names(format!("#p{i}"), minute_attr(*m));
             }
             let out = req
                 .update_expression(expr)
@@ -251,29 +291,29 @@ impl BudgetStore for DynamoBudgetStore {
         expires_ms: i64,
         limits: &BudgetConfig,
     ) -> Result<Admitted, Refusal> {
-        let minute = async {
-            match limits.turns_per_minute {
-                0 => Ok(true),
-                _ => self.count_minute(user, now_ms, limits, 1).await,
+        let slot = slot_entry(turn, expires_ms);
+        for attempt in 0..2 {
+            let old = match self.try_admit(user, &slot, now_ms, limits).await {
+                Ok(new) => {
+                    let (used, _) = today_counts(&new, &day_of(now_ms));
+                    let tokens_left = (limits.tokens_per_day > 0).then(|| limits.tokens_per_day.saturating_sub(used));
+                    return Ok(Admitted { tokens_left, past_minutes: past_minutes(&new, minute_of(now_ms)) });
+                }
+                Err(refused) => refused.map_err(Refusal::Store)?,
+            };
+            let old = self.or_read(user, old).await.map_err(Refusal::Store)?;
+            match refused_by(&old, now_ms, limits) {
+                Refused::Over(o) => return Err(o.into()),
+                Refused::Expired(expired) if attempt == 0 => {
+                    self.forget_slots(user, expired).await.map_err(Refusal::Store)?
+                }
+                // What refused is gone by now (DynamoDB Local): once more.
+                Refused::Nothing if attempt == 0 => {}
+                Refused::Expired(_) => break,
+                Refused::Nothing => return Err(still_refused(now_ms, limits).into()),
             }
-        };
-        let (slot, minute) = tokio::join!(self.take_slot(user, turn, now_ms, expires_ms, limits), minute);
-        match (slot, minute) {
-            (Ok(tokens_left), Ok(true)) => Ok(Admitted { tokens_left }),
-            (Ok(_), minute) => {
-                // The slot is given back: a refused turn holds nothing.
-                self.give_back(user, Some(slot_entry(turn, expires_ms)), 0, &day_of(now_ms)).await?;
-                Err(match minute {
-                    Ok(_) => over_minute(now_ms, limits).into(),
-                    Err(e) => e,
-                })
-            }
-            (Err(refused), Ok(true)) if limits.turns_per_minute > 0 => {
-                self.count_minute(user, now_ms, limits, -1).await?;
-                Err(refused)
-            }
-            (Err(refused), _) => Err(refused),
         }
+        Err(over_concurrent(limits).into())
     }
 
     async fn release(
@@ -283,8 +323,9 @@ impl BudgetStore for DynamoBudgetStore {
         expires_ms: i64,
         tokens: u64,
         now_ms: i64,
+        past_minutes: &[i64],
     ) -> Result<(), StoreError> {
-        self.give_back(user, Some(slot_entry(turn, expires_ms)), tokens, &day_of(now_ms)).await
+        self.give_back(user, slot_entry(turn, expires_ms), tokens, &day_of(now_ms), past_minutes).await
     }
 
     async fn spend_web_call(&self, user: &UserId, now_ms: i64, limits: &BudgetConfig) -> Result<(), Refusal> {
@@ -340,18 +381,8 @@ impl BudgetStore for DynamoBudgetStore {
     }
 
     async fn usage(&self, user: &UserId, now_ms: i64, limits: &BudgetConfig) -> Result<BudgetUsage, StoreError> {
-        let minute = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(keys::budget_pk(user)))
-            .key("sk", s(keys::budget_minute_sk(minute_of(now_ms))))
-            .consistent_read(true)
-            .send()
-            .instrument(tracing::debug_span!("ddb.get_item", what = "budget_minute"));
-        let (item, minute) = tokio::join!(self.read(user), minute);
-        let item = item?;
-        let turns = minute.map_err(backend)?.item.and_then(|i| get_n(&i, "turns")).unwrap_or(0).max(0) as u64;
+        let item = self.read(user).await?;
+        let turns = turns_in(&item, minute_of(now_ms));
         let (tokens, web) = today_counts(&item, &day_of(now_ms));
         let running = active(&item).iter().filter(|e| slot_expires(e) >= now_ms).count() as u64;
         Ok(usage_of(now_ms, limits, tokens, turns, running, web))

@@ -5,10 +5,14 @@
 //!
 //! Contract:
 //! - a turn is **admitted** ([`BudgetStore::admit`]) in the round trip it
-//!   already makes before the model (two conditional updates on the user's
-//!   own partition, sent beside the lease and the log), or refused with the
-//!   budget that ran out and when the user can go on ([`OverBudget`]); a
-//!   refusal counts nothing (what one update took is given back);
+//!   already makes before the model (one conditional update of the user's
+//!   budget item, sent beside the lease and the log: the slot, the minute's
+//!   count and the tokens check together), or refused with the budget that
+//!   ran out and when the user can go on ([`OverBudget`]); a refusal counts
+//!   nothing (the one update either takes everything or nothing);
+//! - a turn is counted in the clock minute it started in; the counts of past
+//!   minutes an admission finds still stored ([`Admitted::past_minutes`]) are
+//!   removed by that turn's release, a write it makes anyway;
 //! - an admitted turn holds a **slot** among the user's concurrent turns until
 //!   its [`Slot`] is released — after `done`, with the turn's tokens counted
 //!   in the same write — or, when the process died, until the invocation's
@@ -87,10 +91,14 @@ pub enum Refusal {
 }
 
 /// What an admission grants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admitted {
     /// Tokens left today before this turn; `None`: no token budget.
     pub tokens_left: Option<u64>,
+    /// Past clock minutes whose turn counts the store still holds, for the
+    /// turn's release to remove (they no longer limit anything; removed,
+    /// they keep the user's item small).
+    pub past_minutes: Vec<i64>,
 }
 
 /// The user's use and limits (`GET /me/usage`). A limit of 0 is no limit.
@@ -129,8 +137,9 @@ pub trait BudgetStore: Send + Sync {
         limits: &BudgetConfig,
     ) -> Result<Admitted, Refusal>;
 
-    /// Gives `turn`'s slot (taken until `expires_ms`) back and counts its
-    /// `tokens` for today.
+    /// Gives `turn`'s slot (taken until `expires_ms`) back, counts its
+    /// `tokens` for today and forgets the counts of `past_minutes` (what its
+    /// admission returned).
     async fn release(
         &self,
         user: &UserId,
@@ -138,6 +147,7 @@ pub trait BudgetStore: Send + Sync {
         expires_ms: i64,
         tokens: u64,
         now_ms: i64,
+        past_minutes: &[i64],
     ) -> Result<(), StoreError>;
 
     /// Counts one web tool call today, if the budget allows it.
@@ -288,18 +298,26 @@ pub struct Slot {
     user: UserId,
     turn: TurnId,
     expires_ms: i64,
+    past_minutes: Vec<i64>,
     held: bool,
 }
 
 impl Slot {
-    pub fn new(store: Arc<dyn BudgetStore>, user: &UserId, turn: &TurnId, expires_ms: i64) -> Slot {
-        Slot { store, user: user.clone(), turn: turn.clone(), expires_ms, held: true }
+    /// `past_minutes`: what the admission returned ([`Admitted::past_minutes`]).
+    pub fn new(
+        store: Arc<dyn BudgetStore>,
+        user: &UserId,
+        turn: &TurnId,
+        expires_ms: i64,
+        past_minutes: Vec<i64>,
+    ) -> Slot {
+        Slot { store, user: user.clone(), turn: turn.clone(), expires_ms, past_minutes, held: true }
     }
 
     pub async fn release(mut self, tokens: u64) {
         self.held = false;
-        let (user, turn) = (&self.user, &self.turn);
-        if let Err(e) = self.store.release(user, turn, self.expires_ms, tokens, crate::now_ms()).await {
+        let (user, turn, past) = (&self.user, &self.turn, &self.past_minutes);
+        if let Err(e) = self.store.release(user, turn, self.expires_ms, tokens, crate::now_ms(), past).await {
             tracing::warn!(error = %e, "budget slot not released; it expires with the invocation");
         }
     }
@@ -311,9 +329,10 @@ impl Drop for Slot {
             return;
         }
         let (store, user, turn, expires) = (self.store.clone(), self.user.clone(), self.turn.clone(), self.expires_ms);
+        let past = std::mem::take(&mut self.past_minutes);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let _ = store.release(&user, &turn, expires, 0, crate::now_ms()).await;
+                let _ = store.release(&user, &turn, expires, 0, crate::now_ms(), &past).await;
             });
         }
     }
@@ -366,7 +385,7 @@ pub async fn admit(
 ) -> Result<(Option<Slot>, Option<u64>), OverBudget> {
     let Some(store) = store.filter(|_| limits.checks_turns()) else { return Ok((None, None)) };
     match store.admit(user, turn, crate::now_ms(), expires_ms, limits).await {
-        Ok(a) => Ok((Some(Slot::new(store.clone(), user, turn, expires_ms)), a.tokens_left)),
+        Ok(a) => Ok((Some(Slot::new(store.clone(), user, turn, expires_ms, a.past_minutes)), a.tokens_left)),
         Err(Refusal::Over(o)) => Err(o),
         Err(Refusal::Store(e)) => {
             tracing::warn!(error = %e, "budget not checked; the turn goes on");

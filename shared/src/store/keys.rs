@@ -103,13 +103,9 @@ pub fn budget_pk(user: &UserId) -> String {
     format!("U#{user}#BUDGET")
 }
 
-/// The day's counts and the running turns' slots.
+/// The day's counts, the running turns' slots and the minutes' turn counts:
+/// a user's one budget item.
 pub const BUDGET_SK: &str = "BUDGET";
-
-/// Turns started in one clock minute (minutes since the epoch).
-pub fn budget_minute_sk(minute: i64) -> String {
-    format!("MIN#{minute}")
-}
 
 #[cfg(test)]
 mod tests {

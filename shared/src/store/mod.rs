@@ -25,8 +25,8 @@
 //! | prewarm refresh checkpoint | `PREWARM#SWEEP` | `CHECKPOINT` | — |
 //! | plan record: the `AgentPlan`, its status and each step's (one versioned item, see [`crate::plan::store`]) | `U#<user>#S#<session>` | `PLAN#<plan id, UUID v7>` | — |
 //! | frame log batch: consecutive frames of a turn, as sent ([`crate::frames`]; TTL `ttl`, 1 day) | `U#<user>#S#<session>` | `FRAMES#<turn id, UUIDv7>#<first frame id, 10 digits>` | — |
-//! | budget: the UTC day's tokens and web calls, the running turns' slots ([`crate::budget`]) | `U#<user>#BUDGET` | `BUDGET` (`day`, `tokens`, `web`, string set `active` of `<expires_ms>\|<turn>`) | — |
-//! | budget: turns started in a clock minute (TTL `ttl`, 1 hour) | `U#<user>#BUDGET` | `MIN#<minutes since the epoch>` | — |
+//! | budget: the UTC day's tokens and web calls, the running turns' slots, the turns started per clock minute ([`crate::budget`]) | `U#<user>#BUDGET` | `BUDGET` (`day`, `tokens`, `web`, string set `active` of `<expires_ms>\|<turn>`, `m<minutes since the epoch>`: that minute's turns) | — |
+//! | budget (old layout, read by nothing, expires by TTL `ttl` within the hour) | `U#<user>#BUDGET` | `MIN#<minutes since the epoch>` | — |
 //!
 //! | access pattern | operation and key condition |
 //! |---|---|
@@ -64,10 +64,10 @@
 //! | store a frame log batch (the turn's background writer, one in flight) | `PutItem pk, sk=FRAMES#<turn>#<first>` (`data`: the frames' JSON, `written_at`, `ttl`) |
 //! | the session's latest turn's frames after id N (resume) | `Query pk AND sk BETWEEN "FRAMES#" AND "FRAMES$"`, `ScanIndexForward=false`, `Limit=25`, consistent; read until the batch holding N+1 or an earlier turn (turn ids sort by start) — beside `GetItem sk=SESSION` (projection `lease_turn, lease_until, status`: the running turn) |
 //! | a turn's batches from frame N (follow, retry) | `Query pk AND sk BETWEEN FRAMES#<turn>#<N> AND FRAMES#<turn>#9999999999`, consistent |
-//! | admit a turn (beside the lease and the log) | `UpdateItem sk=BUDGET ADD active :slot`, condition: fewer slots than the limit and today's `tokens` under the limit (or another `day`), `ReturnValues=ALL_NEW` (tokens left), `ReturnValuesOnConditionCheckFailure=ALL_OLD` (expired slots are removed and the update tried once more) ‖ `UpdateItem sk=MIN#<minute> ADD turns 1`, condition `turns < limit`; a refusal gives back what the other took |
-//! | end a turn's budget (after `done`) | `UpdateItem sk=BUDGET DELETE active :slot ADD tokens :n`, condition `day = today` (else `SET day = today, tokens = :n, web = 0`) |
+//! | admit a turn (beside the lease and the log) | one `UpdateItem sk=BUDGET ADD active :slot, m<minute> 1`, condition: fewer slots than the limit, today's `tokens` under the limit (or another `day`) and `m<minute>` under the limit, `ReturnValues=ALL_NEW` (tokens left, past minutes' counts), `ReturnValuesOnConditionCheckFailure=ALL_OLD` (which budget refused; expired slots are removed and the update tried once more) |
+//! | end a turn's budget (after `done`) | `UpdateItem sk=BUDGET DELETE active :slot ADD tokens :n REMOVE m<past minute>…`, condition `day = today` (else `SET day = today, tokens = :n, web = 0`) |
 //! | count a web tool call | `UpdateItem sk=BUDGET ADD web 1`, condition `day = today AND web < limit` (another day: `SET day, tokens = 0, web = 1`) |
-//! | a user's usage (`GET /me/usage`) | `GetItem sk=BUDGET` ‖ `GetItem sk=MIN#<minute>` (consistent) |
+//! | a user's usage (`GET /me/usage`) | `GetItem sk=BUDGET` (consistent) |
 //! | caches used in the last N minutes, oldest first (scheduled refresh) | `Query GSI1 gsi1pk=CACHE#ACTIVE AND gsi1sk BETWEEN <checkpoint or now-N> AND <now>`, pages of `Limit` |
 //!
 //! Message sequence numbers are gap-free and allocated by the lease holder from
