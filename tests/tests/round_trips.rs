@@ -159,7 +159,8 @@ async fn a_new_session_waits_for_nothing_before_the_model() {
     let r = Rig::new().await;
     let c = r.measured_turn(global("hello")).await;
     assert_eq!(c.rounds, 0, "{c:?}");
-    assert!(c.total.len() <= 5, "{c:?}");
+    // The end is two plain writes (`session::store::dynamo::plain`).
+    assert!(c.total.len() <= 6, "{c:?}");
     assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
     // And it was stored whole: the next turn sees the first one.
     let sessions = r.t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap().sessions;
