@@ -769,8 +769,8 @@ fn render_report(
         });
         if !r.spans.is_empty() {
             // What of that is ours: minus the time the turn's closing writes
-            // (the `finish_turn` transaction and the agent-state put, which
-            // go out together) took, SDK and store, between the model's last
+            // (`finish_turn`: a transaction, or the message's put and then the
+            // session's update; the agent-state put goes out beside) took, SDK and store, between the model's last
             // token and `done`. The Stop poll's read is off the path: left in.
             let all: Vec<(Instant, Instant)> = r
                 .spans

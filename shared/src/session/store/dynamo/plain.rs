@@ -33,7 +33,7 @@ impl DynamoStore {
         start: &TurnStart,
     ) -> Result<(), StoreError> {
         let w = MessageWrite::of(user, &start.user_message)?;
-        self.put_message(user, session, &w).await?;
+        self.put_message(user, session, &w, "start_turn").await?;
         match self.update_alone(self.start_update(user, session, start, false)?, "start_turn").await {
             Sent::Applied => Ok(()),
             Sent::Refused => Err(self.not_counted(user, session, &w).await),
@@ -52,7 +52,7 @@ impl DynamoStore {
     ) -> Result<(), StoreError> {
         let w = message.map(|m| MessageWrite::of(user, m)).transpose()?;
         if let Some(w) = &w {
-            self.put_message(user, session, w).await?;
+            self.put_message(user, session, w, "finish_turn").await?;
         }
         let update = self.finish_update(user, session, end, w.is_some() as u64)?;
         match (self.update_alone(update, "finish_turn").await, &w) {
@@ -85,7 +85,13 @@ impl DynamoStore {
     /// One message alone: its body's chunks, then its item, which must not
     /// overwrite another message. Our own earlier attempt, whose answer was
     /// lost, counts as done.
-    async fn put_message(&self, user: &UserId, session: &SessionId, w: &MessageWrite) -> Result<(), StoreError> {
+    async fn put_message(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        w: &MessageWrite,
+        what: &'static str,
+    ) -> Result<(), StoreError> {
         if let Err(e) = self.put_items(&w.bodies).await {
             self.forget(&w.bodies).await;
             return Err(e);
@@ -97,7 +103,7 @@ impl DynamoStore {
             .set_item(Some(w.item.clone()))
             .condition_expression("attribute_not_exists(pk)")
             .send()
-            .instrument(tracing::debug_span!("ddb.put_item", what = "message"))
+            .instrument(tracing::debug_span!("ddb.put_item", what))
             .await;
         match res {
             Ok(_) => Ok(()),
