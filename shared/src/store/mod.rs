@@ -16,7 +16,7 @@
 //! | message | `U#<user>#S#<session>` | `MSG#<seq, 10 digits>` | — |
 //! | message body chunk (a message whose JSON is over 300 000 bytes; ≤ 300 000 bytes each) | `U#<user>#S#<session>` | `BODY#<seq, 10 digits>#<message id>#<chunk, 4 digits>` | — |
 //! | tool output chunk (≤ 300 000 bytes each) | `U#<user>#S#<session>` | `OUT#<base64url call id>#<chunk, 4 digits>` | — |
-//! | turn record | `U#<user>#S#<session>` | `TURN#<stream_run_id>` | — |
+//! | turn record (a turn whose client named a `stream_run_id`) | `U#<user>#S#<session>` | `TURN#<stream_run_id>` | — |
 //! | run claim: which session and turn used a `stream_run_id` (TTL `ttl`, 7 days) | `U#<user>#RUN#<stream_run_id>` | `RUN` | — |
 //! | rolling summary (current) | `U#<user>#S#<session>` | `MSG~SUMMARY` | — |
 //! | rolling summary version (audit) | `U#<user>#S#<session>` | `SUMMARY#<version, 10 digits>` | — |
@@ -44,10 +44,12 @@
 //! | stop the running turn | `UpdateItem sk=SESSION SET stop_turn = lease_turn`, condition: a live lease (and its turn, when a run id is named) |
 //! | has my turn been stopped (polled by the turn, not per token) | `GetItem sk=SESSION`, projection `stop_turn, lease_turn` (consistent) |
 //! | delete a session | `UpdateItem status=deleting REMOVE gsi2pk, gsi2sk` (gone from lists and reads at once; every later turn write fails), then consistent `Query pk` pages + `BatchWriteItem` deletes of 25, then the session item last; a retried DELETE resumes, also when the session item is already gone (`NotFound` only for an empty partition); the run claims of its turns stay until their TTL |
-//! | start a turn | `TransactWriteItems`: put turn record (must not exist) + put run claim (must not exist, or be this turn's) + update session stats (we must hold the lease; not deleting) + put user message (must not exist) |
+//! | start a turn whose client named a `stream_run_id` | `TransactWriteItems`: put turn record (must not exist) + put run claim (must not exist, or be this turn's) + update session stats (we must hold the lease; `message_count` one below the message; not deleting) + put user message (must not exist) |
+//! | start a turn whose client named none (it runs under its own id: no claim, no record) | `PutItem` user message (must not exist; ours already: done), then `UpdateItem sk=SESSION` count, scope, title (we must hold the lease; `message_count <= seq`; not deleting); refused, the message is deleted again (`session::store::dynamo::plain`) |
 //! | a tool output too large for the log | `PutItem`s of its chunks, then `GetItem sk=SESSION` (alive? else the chunks are deleted again and the write fails); read back by `Query begins_with(sk, OUT#<call>#)` |
 //! | store a tool round | the body chunks of large messages (`PutItem`s), then `TransactWriteItems`: put ≤ 9 messages + update session `message_count` (we must hold the lease; not deleting); a cancelled transaction deletes its chunks again |
-//! | finish a turn | the body chunks of large messages, then `TransactWriteItems`: put assistant message(s) + update turn record + update session stats and release the lease (we must hold it; not deleting) |
+//! | finish a turn | the body chunks of large messages, then `TransactWriteItems`: put assistant message(s) + update turn record (a named `stream_run_id`'s only) + update session stats and release the lease (we must hold it; not deleting) |
+//! | finish a turn under its own id with at most one message | `PutItem` the message (must not exist), then `UpdateItem sk=SESSION` stats + lease release (ours; not deleting); refused, the message is deleted again, unless the session shows this very write done |
 //! | the current rolling summary | `GetItem pk, sk=MSG~SUMMARY` (consistent) |
 //! | commit a summary (compare-and-set) | `TransactWriteItems`: put `MSG~SUMMARY` (condition `version = n-1 AND attribute_not_exists(deltas_pending)`, or not exists for 1; `deltas_pending = true` when its agent-state deltas are still to apply) + put `SUMMARY#<n, 10 digits>` (must not exist; audit copy) + condition check `SESSION` (exists, not deleting) |
 //! | apply a summary's pending agent-state deltas | `TransactWriteItems`: put `MSG~AGENT_STATE` (compare-and-set as below) + update `MSG~SUMMARY` `REMOVE deltas_pending` (condition `version = n AND attribute_exists(deltas_pending)`); without the put when they cannot apply |
@@ -61,7 +63,7 @@
 //! | a plan by id | `GetItem pk, sk=PLAN#<id>` (consistent) |
 //! | the session's plans, newest first (its current plan: `Limit=1`; approve, confirm, continue act on it only while open) | `Query pk AND begins_with(sk, "PLAN#")`, `ScanIndexForward=false`, `Limit`, consistent |
 //! | create a plan, superseding the open ones (one current plan per session) | `TransactWriteItems`: put `PLAN#<new>` (must not exist) + put each open `PLAN#<old>` as `superseded` (condition `version = n`) + condition check `SESSION` (exists, not deleting); at most 8 replaced plans per transaction (DynamoDB Local's limit is 10 items), more are saved one by one first |
-//! | store a frame log batch (the turn's background writer, one in flight) | `PutItem pk, sk=FRAMES#<turn>#<first>` (`data`: the frames' JSON, `written_at`, `ttl`) |
+//! | store a frame log batch (the turn's background writer, one in flight) | `PutItem pk, sk=FRAMES#<turn>#<first>` (`z`: the frames' JSON deflated, [`crate::frames::pack`]; older items hold it as `data`; `written_at`, `ttl`) |
 //! | the session's latest turn's frames after id N (resume) | `Query pk AND sk BETWEEN "FRAMES#" AND "FRAMES$"`, `ScanIndexForward=false`, `Limit=25`, consistent; read until the batch holding N+1 or an earlier turn (turn ids sort by start) — beside `GetItem sk=SESSION` (projection `lease_turn, lease_until, status`: the running turn) |
 //! | a turn's batches from frame N (follow, retry) | `Query pk AND sk BETWEEN FRAMES#<turn>#<N> AND FRAMES#<turn>#9999999999`, consistent |
 //! | admit a turn (beside the lease and the log) | one `UpdateItem sk=BUDGET ADD active :slot, m<minute> 1`, condition: fewer slots than the limit, today's `tokens` under the limit (or another `day`) and `m<minute>` under the limit, `ReturnValues=ALL_NEW` (tokens left, past minutes' counts), `ReturnValuesOnConditionCheckFailure=ALL_OLD` (which budget refused; expired slots are removed and the update tried once more) |
