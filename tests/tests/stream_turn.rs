@@ -476,6 +476,17 @@ async fn focus_changed_is_sent_once_when_the_focus_moves() {
 /// the log: it is answered, and every message keeps its own seq.
 #[tokio::test]
 async fn a_count_left_behind_its_log_is_repaired_by_the_next_turn() {
+    count_left_behind(None).await;
+}
+
+/// The same, when the next turn names a `stream_run_id` (its start is one
+/// transaction, which needs the count right before the message).
+#[tokio::test]
+async fn a_count_left_behind_its_log_is_repaired_by_a_next_turn_with_a_stream_run_id() {
+    count_left_behind(Some("run-b")).await;
+}
+
+async fn count_left_behind(run: Option<&str>) {
     use aws_sdk_dynamodb::types::AttributeValue;
     let t = TestApp::new().await;
     t.llm.push(Reply::text(&["first answer"]));
@@ -493,7 +504,11 @@ async fn a_count_left_behind_its_log_is_repaired_by_the_next_turn() {
         .send()
         .await
         .unwrap();
-    let b = t.turn("alice", json!({"message": "two", "session_id": sid.to_string()})).await;
+    let mut next = json!({"message": "two", "session_id": sid.to_string()});
+    if let Some(run) = run {
+        next["stream_run_id"] = json!(run);
+    }
+    let b = t.turn("alice", next).await;
     assert!(matches!(b.done(), StreamEvent::Done { reason: DoneReason::Complete, .. }), "{:?}", b.events);
     assert_eq!(b.text(), "second answer");
     let msgs = t.store().recent_messages(&user("alice"), &sid, 10).await.unwrap();

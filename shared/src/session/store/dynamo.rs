@@ -242,6 +242,88 @@ impl DynamoStore {
         update.update_expression(expr).build().map_err(|e| StoreError::Backend(e.to_string()))
     }
 
+    /// A turn's start under a `stream_run_id` its client named: one
+    /// transaction (turn record, run claim, session, message).
+    async fn start_turn_claimed(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        start: &TurnStart,
+    ) -> Result<(), StoreError> {
+        let turn_id = &start.turn.turn_id;
+        let turn_item = turn_item(user, session, start)?;
+        let claim = Put::builder()
+            .table_name(self.table())
+            .set_item(Some(run_claim_item(user, &start.turn.run_id, session, turn_id)))
+            // Ours already: `create_session` claimed it for this very turn.
+            .condition_expression("attribute_not_exists(pk) OR (turn_id = :t AND session_id = :s)")
+            .expression_attribute_values(":t", s(turn_id.as_str()))
+            .expression_attribute_values(":s", s(session.as_str()))
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        let writes = MessageWrites::of(user, [&start.user_message])?;
+        // Item order matters below: the turn record, the claim, the session.
+        let mut items = vec![
+            put(self.table(), turn_item, "attribute_not_exists(pk)")?,
+            TransactWriteItem::builder().put(claim).build(),
+            TransactWriteItem::builder().update(self.start_update(user, session, start, true)?).build(),
+        ];
+        let first = items.len();
+        items.extend(writes.puts(self.table())?);
+        let commit = self.commit_messages(&writes, items, first, "start_turn").await?;
+        if commit.failed(0) || commit.failed(1) {
+            return Err(StoreError::DuplicateRun);
+        }
+        match commit {
+            Commit::Done => Ok(()),
+            c if c.any_failed() => Err(self.lost_or_gone(user, session).await),
+            Commit::Cancelled(codes) => Err(StoreError::Backend(format!("start_turn cancelled: {codes:?}"))),
+        }
+    }
+
+    /// Whether a count left behind its log (a plain start or end cut off
+    /// between its two writes, [`plain`]) was moved up to the message before
+    /// `start`'s: only when that message is stored and we hold the lease.
+    async fn count_caught_up(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<bool, StoreError> {
+        let before = start.user_message.seq.saturating_sub(1);
+        let key = Self::key(keys::session_pk(user, session), keys::message_sk(before));
+        let stored = self
+            .client()
+            .get_item()
+            .table_name(self.table())
+            .set_key(Some(key))
+            .projection_expression("pk")
+            .consistent_read(true)
+            .send()
+            .instrument(tracing::debug_span!("ddb.get_item", what = "count_caught_up"))
+            .await
+            .map_err(backend)?
+            .item
+            .is_some();
+        if before == 0 || !stored {
+            return Ok(false);
+        }
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::session_key(user, session)))
+            .update_expression("SET message_count = :before")
+            .condition_expression("lease_turn = :t AND message_count < :before AND #st <> :deleting")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":deleting", s(DELETING))
+            .expression_attribute_values(":t", s(start.turn.turn_id.as_str()))
+            .expression_attribute_values(":before", n(before))
+            .send()
+            .instrument(tracing::debug_span!("ddb.update_item", what = "count_caught_up"))
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) if is_conditional(&e) => Ok(false),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
     /// The turn record's end: its status, when, and its last message.
     fn turn_end_update(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<Update, StoreError> {
         let status =
@@ -724,34 +806,13 @@ impl SessionLog for DynamoStore {
         if !start.claims_run() {
             return self.start_turn_plain(user, session, start).await;
         }
-        let turn_id = &start.turn.turn_id;
-        let turn_item = turn_item(user, session, start)?;
-        let claim = Put::builder()
-            .table_name(self.table())
-            .set_item(Some(run_claim_item(user, &start.turn.run_id, session, turn_id)))
-            // Ours already: `create_session` claimed it for this very turn.
-            .condition_expression("attribute_not_exists(pk) OR (turn_id = :t AND session_id = :s)")
-            .expression_attribute_values(":t", s(turn_id.as_str()))
-            .expression_attribute_values(":s", s(session.as_str()))
-            .build()
-            .map_err(|e| StoreError::Backend(e.to_string()))?;
-        let writes = MessageWrites::of(user, [&start.user_message])?;
-        // Item order matters below: the turn record, the claim, the session.
-        let mut items = vec![
-            put(self.table(), turn_item, "attribute_not_exists(pk)")?,
-            TransactWriteItem::builder().put(claim).build(),
-            TransactWriteItem::builder().update(self.start_update(user, session, start, true)?).build(),
-        ];
-        let first = items.len();
-        items.extend(writes.puts(self.table())?);
-        let commit = self.commit_messages(&writes, items, first, "start_turn").await?;
-        if commit.failed(0) || commit.failed(1) {
-            return Err(StoreError::DuplicateRun);
-        }
-        match commit {
-            Commit::Done => Ok(()),
-            c if c.any_failed() => Err(self.lost_or_gone(user, session).await),
-            Commit::Cancelled(codes) => Err(StoreError::Backend(format!("start_turn cancelled: {codes:?}"))),
+        match self.start_turn_claimed(user, session, start).await {
+            // A plain write cut off left the count behind the log (`plain`):
+            // moved up to the log, the transaction is tried once more.
+            Err(StoreError::LeaseLost) if self.count_caught_up(user, session, start).await? => {
+                self.start_turn_claimed(user, session, start).await
+            }
+            done => done,
         }
     }
 

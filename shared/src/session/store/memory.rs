@@ -410,9 +410,11 @@ impl SessionLog for MemoryStore {
         if start.claims_run() && (st.has(user, session, &keys::turn_sk(run)) || !claim_free) {
             return Err(StoreError::DuplicateRun);
         }
-        // Without a claim the count may be behind (`dynamo::plain`).
+        // Without a claim the count may be behind (`dynamo::plain`); with one
+        // it is caught up with the log first (`count_caught_up`).
+        let before_stored = st.has(user, session, &keys::message_sk(message.seq.saturating_sub(1)));
         let counted = st.item(user, session).is_some_and(|i| match start.claims_run() {
-            true => i.session.view.message_count + 1 == message.seq,
+            true => i.session.view.message_count + 1 == message.seq || before_stored,
             false => i.session.view.message_count < message.seq,
         });
         if !st.writable(user, session, turn) || !counted || !st.slots_free(user, session, std::slice::from_ref(message))
