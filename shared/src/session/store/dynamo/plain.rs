@@ -8,7 +8,9 @@
 //! the session never counts a message that is not stored. Between the two
 //! writes the session's count is one behind; a start cut off there leaves it
 //! so, and the next turn counts from its log (`turn::start`), so nothing is
-//! lost and no seq is used twice. A session write refused (a delete began, or
+//! lost and no seq is used twice (a next turn under a `stream_run_id`, whose
+//! transaction needs the count right, first moves it up to the log:
+//! `count_caught_up`). A session write refused (a delete began, or
 //! the lease is not ours) takes the message out again: refused, the turn's
 //! write leaves nothing, as a transaction's would (but for a crash between
 //! the two, which leaves the message: in the log, counted by the next turn,
