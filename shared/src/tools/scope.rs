@@ -79,12 +79,21 @@ impl ToolScope {
     pub fn offered(&self) -> Vec<ToolName> {
         type T = ToolName;
         match self {
-            ToolScope::Global => {
-                vec![T::ListProjects, T::SearchWorkspace, T::GetProject, T::CreateProject, T::GetFieldInfo]
-            }
-            ToolScope::Project { .. } => vec![
+            ToolScope::Global => vec![
+                T::ListProjects,
+                T::SearchWorkspace,
                 T::GetProject,
+                T::CreateProject,
                 T::UpdateProject,
+                T::GetFieldInfo,
+            ],
+            // Not offered here, though allowed: the project itself (the pack
+            // names it; a project is renamed from the workspace, so "rename
+            // the task" finds one update tool, `update_entity`), the document
+            // tree and metadata (the pack has both), field info and
+            // `get_entity_relationships` (`list_edges` says the same). A small
+            // model picks among fewer tools better, and reads a shorter prompt.
+            ToolScope::Project { .. } => vec![
                 T::SearchProject,
                 T::ListEntities,
                 T::GetEntity,
@@ -100,12 +109,8 @@ impl ToolScope {
                 T::LinkEntities,
                 T::UnlinkEntities,
                 T::ListEdges,
-                T::GetDocStructure,
-                T::GetDocumentMetadata,
                 T::ReadDocument,
                 T::MoveDocument,
-                T::GetFieldInfo,
-                T::GetEntityRelationships,
                 T::GetLinkedEntities,
             ],
             ToolScope::Entity { kind, .. } => {
