@@ -64,10 +64,12 @@ pub fn render(zone: Zone, now: DateTime<Utc>, days: i64, events: &[EventInstance
     });
     for i in 0..days.max(7) {
         let d = today + Duration::days(i);
+        // "next Tuesday": the first Tuesday after today, named on its line.
         let tag = match i {
-            0 => " (today)",
-            1 => " (tomorrow)",
-            _ => "",
+            0 => " (today)".to_string(),
+            1 => " (tomorrow)".to_string(),
+            2..7 => format!(" (next {})", d.format("%A")),
+            _ => String::new(),
         };
         // An occurrence goes on the day it starts (one that began earlier, on today).
         let on_day: Vec<String> = shown
@@ -138,12 +140,13 @@ mod tests {
         assert!(block.contains("now is Thursday 2026-11-26 15:20 (UTC+01:00), time zone Europe/Berlin"), "{block}");
         assert!(block.contains("\n- Friday 2026-11-27 (tomorrow): 09:00–10:00 Dentist (event_id e1)\n"), "{block}");
         assert!(block.contains("\n- Thursday 2026-11-26 (today): no events\n"), "{block}");
-        assert!(block.ends_with("\n- Wednesday 2026-12-02: no events"), "{block}");
+        assert!(block.contains("\n- Tuesday 2026-12-01 (next Tuesday): no events\n"), "{block}");
+        assert!(block.ends_with("\n- Wednesday 2026-12-02 (next Wednesday): no events"), "{block}");
         // The daily brief: today's events only, and the week's dates still named.
         let brief = render(zone, now, 1, &[]);
         assert!(brief.contains("Today's events, then the dates of the coming days:"), "{brief}");
         assert!(
-            brief.contains("\n- Thursday 2026-11-26 (today): no events\n- Friday 2026-11-27 (tomorrow)\n"),
+            brief.contains("\n- Thursday 2026-11-26 (today): no events\n- Friday 2026-11-27 (tomorrow)\n- Saturday 2026-11-28 (next Saturday)\n"),
             "{brief}"
         );
     }

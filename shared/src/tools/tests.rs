@@ -245,11 +245,12 @@ fn scopes_offer_the_same_names_as_before() {
     let document = ToolScope::Entity { project: p.clone(), kind: None, entity: e };
     assert_eq!(names(&document.offered())[9..], ["read_document", "get_document_metadata"]);
     let project = names(&ToolScope::Project { project: p }.offered());
-    assert_eq!(project.len(), 18);
+    assert_eq!(project.len(), 17);
     assert!(!project.contains(&"create_project") && !project.contains(&"list_projects"));
     // One update tool for what lives in the project: "rename the task" cannot
     // pick the project's.
     assert!(!project.contains(&"update_project") && !project.contains(&"get_project"));
+    assert!(!project.contains(&"get_entity"));
     assert!(project.contains(&"update_entity") && project.contains(&"read_document"));
     assert!(!project.contains(&"ask_clarifying_questions") && !project.contains(&"create_onto_project"));
 }
