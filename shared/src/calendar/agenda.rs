@@ -95,7 +95,8 @@ fn start_day(t: &str) -> Option<chrono::NaiveDate> {
     t.get(..10).and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
 }
 
-/// `10:00–11:00 Review (event_id …)`; the end's date only when it is another day's.
+/// `“Review” 10:00–11:00 (event_id …)`, the title first and quoted (as the pack names
+/// entities); the end's date only when it is another day's.
 fn occurrence(e: &EventInstance) -> String {
     let when = if e.all_day {
         "all day".to_string()
@@ -110,7 +111,7 @@ fn occurrence(e: &EventInstance) -> String {
         }
     };
     let inst = e.instance.map(|i| format!(", instance {i}")).unwrap_or_default();
-    format!("{when} {} (event_id {}{inst})", e.title, e.event_id)
+    format!("“{}” {when} (event_id {}{inst})", e.title, e.event_id)
 }
 
 #[cfg(test)]
@@ -138,7 +139,7 @@ mod tests {
         };
         let block = render(zone, now, 7, &[ev]);
         assert!(block.contains("now is Thursday 2026-11-26 15:20 (UTC+01:00), time zone Europe/Berlin"), "{block}");
-        assert!(block.contains("\n- Friday 2026-11-27 (tomorrow): 09:00–10:00 Dentist (event_id e1)\n"), "{block}");
+        assert!(block.contains("\n- Friday 2026-11-27 (tomorrow): “Dentist” 09:00–10:00 (event_id e1)\n"), "{block}");
         assert!(block.contains("\n- Thursday 2026-11-26 (today): no events\n"), "{block}");
         assert!(block.contains("\n- Tuesday 2026-12-01 (next Tuesday): no events\n"), "{block}");
         assert!(block.ends_with("\n- Wednesday 2026-12-02 (next Wednesday): no events"), "{block}");
