@@ -37,8 +37,8 @@ const TOOL_RULES: &str = "Tools:\n\
 - A tool error is information: read it, fix the call or tell the user.";
 
 const DOC_FIRST: &str = "Documents first: the doc_structure below is the project's map of durable knowledge \
-(research, decisions, specs, notes); nodes carry id, order, title, description and content_length, never \
-content. For structure, plans or overviews, update documents first; for execution, tasks and plans come \
+(research, decisions, specs, notes): one line per document in tree order, its path of titles (parent / child), \
+description and length, then its id; never content: read a document to know what it says. For structure, plans or overviews, update documents first; for execution, tasks and plans come \
 first. The project's context document is the \"where we left off\" anchor: keep it short, in the user's words.";
 
 /// What a prompt depends on.

@@ -178,10 +178,7 @@ async fn a_clear_request_creates_the_project_and_the_next_turn_runs_in_it() {
     assert!(prompt.contains(&p.to_string()) && prompt.contains("Garden planner"), "the project's pack: {prompt}");
     assert!(prompt.contains("Sketch the beds"), "the pack names the project's entities: {prompt}");
     let tools = offered(&req);
-    assert!(
-        tools.contains(&"create_task".to_string()) && tools.contains(&"get_doc_structure".to_string()),
-        "{tools:?}"
-    );
+    assert!(tools.contains(&"create_task".to_string()) && tools.contains(&"read_document".to_string()), "{tools:?}");
     assert!(!tools.contains(&"create_onto_project".to_string()), "{tools:?}");
     match &next.events[1] {
         StreamEvent::Session { session } => assert_eq!(session.context_type, ContextType::Project),
@@ -238,7 +235,8 @@ async fn an_explicit_global_context_type_leaves_the_stored_project() {
     let global = t.turn("alice", json!({"message": "all my work", "session_id": sid, "context_type": "global"})).await;
     assert_eq!(global.error_code(), None, "{:?}", global.events);
     let tools = offered(&t.llm.requests()[1]);
-    let workspace = ["list_projects", "search_workspace", "get_project", "create_project", "get_field_info"];
+    let workspace =
+        ["list_projects", "search_workspace", "get_project", "create_project", "update_project", "get_field_info"];
     assert_eq!(tools, [&workspace[..], &["web_visit", "read_tool_output"]].concat());
     assert!(global.kinds().contains(&"focus_changed"));
 

@@ -125,13 +125,32 @@ export function valueRule(schema, r, depth = 0) {
       return "jnull";
     case "array": {
       const item = valueRule(schema.items, r, depth + 1);
-      return r.add("arr", `"[" ws ( ${item} ( ws "," ws ${item} )* )? ws "]"`);
+      return r.add("arr", `"[" ws ${arrayItems(item, schema.minItems, schema.maxItems)} ws "]"`);
     }
     case "object":
       return objectRule(schema, r, depth);
     default:
       return schema.properties ? objectRule(schema, r, depth) : "jvalue";
   }
+}
+
+/** The items of an array of `item`s, between `minItems` and `maxItems`
+ * when the schema bounds them (a bounded list closes: a small model that
+ * repeats an item cannot run on to the token limit). Spelled out, not
+ * `{m,n}`: nested optionals keep the grammar's parse states few. */
+export function arrayItems(item, minItems, maxItems) {
+  const min = Number.isInteger(minItems) && minItems > 0 ? minItems : 0;
+  const max = Number.isInteger(maxItems) && maxItems >= Math.max(min, 1) ? maxItems : Infinity;
+  const next = `ws "," ws ${item}`;
+  if (max === Infinity) {
+    const rest = `( ${next} )*`;
+    if (min === 0) return `( ${item} ${rest} )?`;
+    return [item, ...Array(min - 1).fill(next), rest].join(" ");
+  }
+  // The optional tail: up to (max - have) more items, nested.
+  const tail = (n) => (n <= 0 ? "" : `( ${[next, tail(n - 1)].filter(Boolean).join(" ")} )?`);
+  if (min === 0) return `( ${[item, tail(max - 1)].filter(Boolean).join(" ")} )?`;
+  return [item, ...Array(min - 1).fill(next), tail(max - min)].filter(Boolean).join(" ");
 }
 
 /** An object: its required properties in order, then each optional one at

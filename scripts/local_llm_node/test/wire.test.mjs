@@ -3,7 +3,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { answerGrammar, literal, parseAnswer, toolNames } from "../lib/grammar.mjs";
+import { answerGrammar, arrayItems, literal, parseAnswer, toolNames } from "../lib/grammar.mjs";
 import { BadRequest, chooseSlot, Chunks, commonPrefix, completion, readRequest, templateMessages } from "../lib/wire.mjs";
 
 const TOOLS = [
@@ -136,6 +136,18 @@ test("the grammar names every tool and keeps optional fields optional", () => {
     const body = line.split(" ::= ")[1].replace(/"(?:[^"\\]|\\.)*"/g, "").replace(/\[(?:[^\]\\]|\\.)*\]/g, "");
     for (const ref of body.match(/[a-z][a-z0-9]*/g) || []) assert.ok(defined.has(ref), `${ref} in ${line}`);
   }
+});
+
+test("a bounded array closes at maxItems; an unbounded one may run on", () => {
+  assert.equal(arrayItems("x"), `( x ( ws "," ws x )* )?`);
+  // stages: 1 to 3 items, then only "]" fits.
+  assert.equal(arrayItems("x", 1, 3), `x ( ws "," ws x ( ws "," ws x )? )?`);
+  assert.equal(arrayItems("x", 0, 1), `( x )?`);
+  assert.equal(arrayItems("x", 2), `x ws "," ws x ( ws "," ws x )*`);
+  const g = answerGrammar([{ type: "function", function: { name: "plan", parameters: {
+    type: "object", required: ["stages"],
+    properties: { stages: { type: "array", maxItems: 2, items: { type: "string" } } } } } }]);
+  assert.ok(g.includes(`"[" ws ( jstring ( ws "," ws jstring )? )? ws "]"`), g);
 });
 
 test("the answer is calls or text", () => {

@@ -42,7 +42,11 @@ pub async fn agenda(
     Some(render(zone, now, days, &list.events))
 }
 
-/// The text: the date line, then one line per occurrence.
+/// The text: the date line, then one line per day (today first, at least
+/// seven, so a weekday name finds its date) with that day's occurrences on
+/// it. Small models get weekday arithmetic wrong ("next Tuesday") and copy
+/// best from what stands next to the words they look for: "tomorrow" and
+/// its date and events are one line, each event's time without its date.
 pub fn render(zone: Zone, now: DateTime<Utc>, days: i64, events: &[EventInstance]) -> String {
     let local = zone.local(now);
     let mut out = format!(
@@ -51,35 +55,34 @@ pub fn render(zone: Zone, now: DateTime<Utc>, days: i64, events: &[EventInstance
         local.format("UTC%:z"),
         zone.name()
     );
-    // Small models get weekday arithmetic wrong ("next Tuesday"): the days
-    // are spelled out with their dates.
     let today = local.date_naive();
-    let names: Vec<String> = (0..7)
-        .map(|i| {
-            let d = today + Duration::days(i);
-            let tag = match i {
-                0 => " (today)",
-                1 => " (tomorrow)",
-                _ => "",
-            };
-            format!("{}{tag}", d.format("%A %Y-%m-%d"))
-        })
-        .collect();
-    out.push_str(&format!("\nDays: {}.", names.join(", ")));
-    let span = if days == 1 { "Today".to_string() } else { format!("The next {days} days") };
-    if events.is_empty() {
-        out.push_str(&format!("\n{span}: no events."));
-        return out;
-    }
-    out.push_str(&format!("\n{span}:"));
-    for e in events.iter().take(MAX_AGENDA_LINES) {
-        let when = if e.all_day {
-            format!("{} all day", e.start)
-        } else {
-            format!("{} – {}", short(&e.start), short(&e.end))
+    let shown = &events[..events.len().min(MAX_AGENDA_LINES)];
+    out.push_str(&if days == 1 {
+        "\nToday's events, then the dates of the coming days:".to_string()
+    } else {
+        format!("\nThe next {days} days, each with its events:")
+    });
+    for i in 0..days.max(7) {
+        let d = today + Duration::days(i);
+        // "next Tuesday": the first Tuesday after today, named on its line.
+        let tag = match i {
+            0 => " (today)".to_string(),
+            1 => " (tomorrow)".to_string(),
+            2..7 => format!(" (next {})", d.format("%A")),
+            _ => String::new(),
         };
-        let inst = e.instance.map(|i| format!(", instance {i}")).unwrap_or_default();
-        out.push_str(&format!("\n- {when}: {} (event_id {}{inst})", e.title, e.event_id));
+        // An occurrence goes on the day it starts (one that began earlier, on today).
+        let on_day: Vec<String> = shown
+            .iter()
+            .filter(|e| i < days && start_day(&e.start).map_or(i == 0, |s| s.max(today) == d))
+            .map(occurrence)
+            .collect();
+        let listed = match (i < days, on_day.is_empty()) {
+            (false, _) => String::new(),
+            (true, true) => ": no events".to_string(),
+            (true, false) => format!(": {}", on_day.join("; ")),
+        };
+        out.push_str(&format!("\n- {}{tag}{listed}", d.format("%A %Y-%m-%d")));
     }
     if events.len() > MAX_AGENDA_LINES {
         out.push_str(&format!("\n… and {} more (list_calendar_events).", events.len() - MAX_AGENDA_LINES));
@@ -87,9 +90,28 @@ pub fn render(zone: Zone, now: DateTime<Utc>, days: i64, events: &[EventInstance
     out
 }
 
-/// `2026-12-01T10:00:00+01:00` → `Tue 2026-12-01 10:00`.
-fn short(t: &str) -> String {
-    DateTime::parse_from_rfc3339(t).map(|d| d.format("%a %Y-%m-%d %H:%M").to_string()).unwrap_or_else(|_| t.to_string())
+/// The local day an occurrence starts on (`2026-12-01T10:00:00+01:00` or an all-day `2026-12-01`).
+fn start_day(t: &str) -> Option<chrono::NaiveDate> {
+    t.get(..10).and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+}
+
+/// `“Review” 10:00–11:00 (event_id …)`, the title first and quoted (as the pack names
+/// entities); the end's date only when it is another day's.
+fn occurrence(e: &EventInstance) -> String {
+    let when = if e.all_day {
+        "all day".to_string()
+    } else {
+        let (start, end) = (DateTime::parse_from_rfc3339(&e.start), DateTime::parse_from_rfc3339(&e.end));
+        match (start, end) {
+            (Ok(s), Ok(en)) if s.date_naive() == en.date_naive() => {
+                format!("{}–{}", s.format("%H:%M"), en.format("%H:%M"))
+            }
+            (Ok(s), Ok(en)) => format!("{}–{}", s.format("%H:%M"), en.format("%a %Y-%m-%d %H:%M")),
+            _ => format!("{}–{}", e.start, e.end),
+        }
+    };
+    let inst = e.instance.map(|i| format!(", instance {i}")).unwrap_or_default();
+    format!("“{}” {when} (event_id {}{inst})", e.title, e.event_id)
 }
 
 #[cfg(test)]
@@ -117,8 +139,16 @@ mod tests {
         };
         let block = render(zone, now, 7, &[ev]);
         assert!(block.contains("now is Thursday 2026-11-26 15:20 (UTC+01:00), time zone Europe/Berlin"), "{block}");
-        assert!(block.contains("Friday 2026-11-27 (tomorrow)") && block.contains("Tuesday 2026-12-01"), "{block}");
-        assert!(block.contains("- Fri 2026-11-27 09:00 – Fri 2026-11-27 10:00: Dentist (event_id e1)"), "{block}");
-        assert!(render(zone, now, 1, &[]).ends_with("Today: no events."));
+        assert!(block.contains("\n- Friday 2026-11-27 (tomorrow): “Dentist” 09:00–10:00 (event_id e1)\n"), "{block}");
+        assert!(block.contains("\n- Thursday 2026-11-26 (today): no events\n"), "{block}");
+        assert!(block.contains("\n- Tuesday 2026-12-01 (next Tuesday): no events\n"), "{block}");
+        assert!(block.ends_with("\n- Wednesday 2026-12-02 (next Wednesday): no events"), "{block}");
+        // The daily brief: today's events only, and the week's dates still named.
+        let brief = render(zone, now, 1, &[]);
+        assert!(brief.contains("Today's events, then the dates of the coming days:"), "{brief}");
+        assert!(
+            brief.contains("\n- Thursday 2026-11-26 (today): no events\n- Friday 2026-11-27 (tomorrow)\n- Saturday 2026-11-28 (next Saturday)\n"),
+            "{brief}"
+        );
     }
 }

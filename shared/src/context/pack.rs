@@ -3,8 +3,9 @@
 //!
 //! - global: a light list of the user's projects (name, id);
 //! - project: the project (name, description, version), its `doc_structure`
-//!   with titles, descriptions and content lengths — never content — and the
-//!   first few entities of each other kind, named with their ids;
+//!   as one line per document in tree order (path of titles, description,
+//!   content length, id — never content) and the first few entities of each
+//!   other kind, named with their ids;
 //! - entity: the project, the entity itself and the entities linked to it.
 //!
 //! Built with as few DynamoDB round trips as possible, in parallel: project
@@ -94,9 +95,7 @@ async fn project_pack(service: &EntityService, user: &UserId, project: &ProjectI
         scope: "project",
         project: Some(json!({"id": p.id, "name": p.name, "description": p.description, "state": p.state,
             "context_document_id": p.context_document_id})),
-        doc_structure: Some(
-            json!({"version": tree.version, "root": tree.root.iter().map(|n| node(n, &meta)).collect::<Vec<_>>()}),
-        ),
+        doc_structure: Some(json!({"version": tree.version, "documents": document_lines(&tree.root, &meta)})),
         entities,
         version: Some(p.version),
         ..Default::default()
@@ -205,15 +204,81 @@ async fn metadata(
         .collect()
 }
 
-fn node(n: &DocNode, meta: &HashMap<String, DocumentMetadata>) -> Value {
-    let m = meta.get(n.id.as_str());
-    let mut v = json!({"id": n.id, "order": n.order, "title": m.map(|m| m.title.as_str()).unwrap_or("")});
-    if let Some(d) = m.and_then(|m| m.description.as_deref()) {
-        v["description"] = Value::String(d.to_string());
+/// The tree as one line per document, in tree order (each parent before its
+/// children, siblings in their order): `document “Specs / API / Auth” — its
+/// description (64 chars): id …`. The path says where a document is (the
+/// user names documents by it); title before id, as in
+/// [`named_entities`]: as nested JSON objects (keys sorted: `children`
+/// first, the id before the title) a small model read or put documents
+/// under the wrong node (issue 31's eval: `read_deep_document`,
+/// `add_document_under_parent`).
+fn document_lines(root: &[DocNode], meta: &HashMap<String, DocumentMetadata>) -> Vec<Value> {
+    fn walk(nodes: &[DocNode], path: &str, meta: &HashMap<String, DocumentMetadata>, out: &mut Vec<Value>) {
+        for n in nodes {
+            let m = meta.get(n.id.as_str());
+            let title = m.map(|m| m.title.as_str()).unwrap_or("");
+            let path = if path.is_empty() { title.to_string() } else { format!("{path} / {title}") };
+            let description = m.and_then(|m| m.description.as_deref()).map(|d| format!(" — {d}")).unwrap_or_default();
+            let length = m.map(|m| format!(" ({} chars)", m.content_length)).unwrap_or_default();
+            out.push(Value::String(format!("document “{path}”{description}{length}: id {}", n.id)));
+            walk(&n.children, &path, meta, out);
+        }
     }
-    if let Some(m) = m {
-        v["content_length"] = json!(m.content_length);
+    let mut out = Vec::new();
+    walk(root, "", meta, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entities::store::MemoryEntityStore;
+    use crate::entities::{CreateEntity, EntityFields, NewProject};
+
+    async fn document(
+        svc: &EntityService,
+        u: &UserId,
+        p: &ProjectId,
+        title: &str,
+        parent: Option<&EntityId>,
+    ) -> EntityId {
+        let serde_json::Value::Object(f) = json!({"title": title}) else { unreachable!() };
+        let new = CreateEntity {
+            fields: EntityFields::from_object(EntityKind::Document, f).unwrap(),
+            content: Some("Access tokens expire after 17 minutes.".into()),
+            parent_id: parent.cloned(),
+            position: None,
+        };
+        svc.create(u, p, new).await.unwrap().data.id
     }
-    v["children"] = Value::Array(n.children.iter().map(|c| node(c, meta)).collect());
-    v
+
+    #[tokio::test]
+    async fn a_project_pack_names_each_document_by_its_path_before_its_id() {
+        let svc = EntityService::new(MemoryEntityStore::new());
+        let u = UserId::parse("alice").unwrap();
+        let new = NewProject { name: "Platform".into(), description: None, state: Default::default(), context: None };
+        let p = svc.create_project(&u, new).await.unwrap().data.project.id;
+        let specs = document(&svc, &u, &p, "Specs", None).await;
+        let api = document(&svc, &u, &p, "API", Some(&specs)).await;
+        let auth = document(&svc, &u, &p, "Auth", Some(&api)).await;
+        let roadmap = document(&svc, &u, &p, "Roadmap", None).await;
+        let pack = build_pack(&svc, &u, &ToolScope::Project { project: p }).await;
+        let lines: Vec<String> = pack.doc_structure.unwrap()["documents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap().to_string())
+            .collect();
+        // The context document first (with its description), then the tree in order.
+        assert!(lines[0].starts_with("document “Project context” — "), "{lines:?}");
+        assert_eq!(
+            lines[1..],
+            [
+                format!("document “Specs” (38 chars): id {specs}"),
+                format!("document “Specs / API” (38 chars): id {api}"),
+                format!("document “Specs / API / Auth” (38 chars): id {auth}"),
+                format!("document “Roadmap” (38 chars): id {roadmap}"),
+            ]
+        );
+    }
 }

@@ -133,7 +133,8 @@ impl Tool for CreateCalendarEvent {
     const NAME: &'static str = "create_calendar_event";
     const DESCRIPTION: &'static str = "Put an event on the user's calendar. `start` is a local time in the \
         user's zone (`2026-12-01T10:00`) or a date for an all-day event; give `duration_minutes` or `end` \
-        (default one hour). Repeat it with `recurrence.rrule` (RFC 5545, e.g. `FREQ=WEEKLY;BYDAY=TU`).";
+        (default one hour). Repeat it with `recurrence.rrule` (RFC 5545, e.g. `FREQ=WEEKLY;BYDAY=TU`). Leave \
+        `project_id` and `task_id` out unless the user named a project (ids from `list_projects`).";
     const NEEDS_PROJECT: bool = false;
 
     async fn run(&self, c: &Call<'_>, mut a: NewEvent) -> Result<Done, Refusal> {

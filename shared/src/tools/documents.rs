@@ -125,7 +125,8 @@ pub struct ReadDocument;
 impl Tool for ReadDocument {
     type Args = ReadDocumentArgs;
     const NAME: &'static str = "read_document";
-    const DESCRIPTION: &'static str = "Read one document with its content.";
+    const DESCRIPTION: &'static str = "Read one document with its content (the tree has titles only): read it \
+        before answering from what a document says.";
     const NEEDS_PROJECT: bool = true;
 
     async fn run(&self, c: &Call<'_>, a: ReadDocumentArgs) -> Result<Done, Refusal> {

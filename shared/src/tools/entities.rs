@@ -123,7 +123,9 @@ pub struct UpdateEntity;
 impl Tool for UpdateEntity {
     type Args = UpdateEntityArgs;
     const NAME: &'static str = "update_entity";
-    const DESCRIPTION: &'static str = "Change fields of one entity of this project (documents: content too).";
+    const DESCRIPTION: &'static str = "Change one task, document, goal, plan, milestone, risk or requirement \
+        of this project, by kind and id: rename it (its title or name), change its description or state, or a \
+        document's content.";
     const NEEDS_PROJECT: bool = true;
 
     async fn run(&self, c: &Call<'_>, a: UpdateEntityArgs) -> Result<Done, Refusal> {

@@ -41,6 +41,23 @@ pub struct ContinuePlanArgs {
     pub reason: Option<String>,
 }
 
+/// `agent_create_plan`'s arguments with the plan's bounds ([`crate::plan::MAX_STAGES`],
+/// [`crate::plan::MAX_STEPS`]) as `maxItems`: a model server that constrains output to
+/// the schema then closes the lists, where a small model otherwise repeated
+/// a stage until the token limit and the call never closed (issue 31). Set
+/// here, not on [`AgentPlan`]'s type, whose API schema and web types would
+/// turn a bound into tuples.
+fn plan_schema() -> Value {
+    let mut s = super::schema::of::<AgentPlan>();
+    let stages = &mut s["properties"]["stages"];
+    stages["minItems"] = json!(1);
+    stages["maxItems"] = json!(crate::plan::MAX_STAGES);
+    let steps = &mut stages["items"]["properties"]["steps"];
+    steps["minItems"] = json!(1);
+    steps["maxItems"] = json!(crate::plan::MAX_STEPS);
+    s
+}
+
 /// The OpenAI `tools` entries of the plan tools.
 pub fn plan_definitions() -> Vec<Value> {
     vec![
@@ -50,7 +67,7 @@ pub fn plan_definitions() -> Vec<Value> {
                 time, stages in order. Each step gets its own executor with only the tools you list for it and the \
                 results of its inputs. Use it for work of 3 or more steps; you then answer from the steps' results. \
                 mode: auto_execute (default), draft_only (show the plan to the user first), agent_review.",
-            "parameters": super::schema::of::<AgentPlan>(),
+            "parameters": plan_schema(),
         }}),
         json!({"type": "function", "function": {
             "name": AGENT_CONTINUE_PLAN,

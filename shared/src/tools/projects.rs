@@ -90,7 +90,8 @@ pub struct UpdateProject;
 impl Tool for UpdateProject {
     type Args = UpdateProjectArgs;
     const NAME: &'static str = "update_project";
-    const DESCRIPTION: &'static str = "Change a project's name, description or state.";
+    const DESCRIPTION: &'static str =
+        "Change a project itself: its name, description or state (never a task or document in it).";
     const NEEDS_PROJECT: bool = false;
 
     async fn run(&self, c: &Call<'_>, a: UpdateProjectArgs) -> Result<Done, Refusal> {

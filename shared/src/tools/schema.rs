@@ -100,9 +100,16 @@ fn inline(v: &mut Value, defs: &HashMap<String, Value>, depth: usize) {
 
 /// The keys that tell a model nothing it needs (docs/local-stack.md, "Prompt
 /// size"): integer `format`s are Rust's widths; a `pattern` restates a rule
-/// the server enforces and answers readably; text lengths and list sizes
-/// are limits no reasonable call reaches.
-const NOISE: [&str; 6] = ["format", "pattern", "minLength", "maxLength", "maxItems", "title"];
+/// the server enforces and answers readably; text lengths are limits no
+/// reasonable call reaches. A list's `maxItems` stays when it is at most
+/// [`MEANINGFUL_ITEMS`]: a plan's stages and steps are bounds a call does
+/// reach, and a model server that constrains output to the schema closes the
+/// list there instead of repeating an item until the token limit.
+const NOISE: [&str; 5] = ["format", "pattern", "minLength", "maxLength", "title"];
+
+/// The largest `maxItems` that still says something about a call; wider
+/// ones (`document_ids`' 100) are limits no reasonable call reaches.
+const MEANINGFUL_ITEMS: u64 = 16;
 
 /// The largest bound that still says something about a value; wider ones
 /// only restate a storage width (`u32`, JavaScript's safe integers).
@@ -121,6 +128,9 @@ pub fn compact(v: &mut Value) {
     }
     for k in NOISE {
         o.remove(k);
+    }
+    if o.get("maxItems").and_then(Value::as_u64).is_some_and(|n| n > MEANINGFUL_ITEMS) {
+        o.remove("maxItems");
     }
     for k in ["minimum", "maximum"] {
         if o.get(k).and_then(Value::as_f64).is_some_and(|b| b.abs() > MEANINGFUL_BOUND as f64) {

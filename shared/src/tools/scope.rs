@@ -79,15 +79,26 @@ impl ToolScope {
     pub fn offered(&self) -> Vec<ToolName> {
         type T = ToolName;
         match self {
-            ToolScope::Global => {
-                vec![T::ListProjects, T::SearchWorkspace, T::GetProject, T::CreateProject, T::GetFieldInfo]
-            }
-            ToolScope::Project { .. } => vec![
+            ToolScope::Global => vec![
+                T::ListProjects,
+                T::SearchWorkspace,
                 T::GetProject,
+                T::CreateProject,
                 T::UpdateProject,
+                T::GetFieldInfo,
+            ],
+            // Not offered here, though allowed: the project itself (the pack
+            // names it; a project is renamed from the workspace, so "rename
+            // the task" finds one update tool, `update_entity`), the document
+            // tree and metadata (the pack has both), `get_entity` (a document
+            // is read with `read_document`, other entities are listed whole by
+            // `list_entities`: given a kind to guess, a small model read a
+            // document as a goal), field info and `get_entity_relationships`
+            // (`list_edges` says the same). A small model picks among fewer
+            // tools better, and reads a shorter prompt.
+            ToolScope::Project { .. } => vec![
                 T::SearchProject,
                 T::ListEntities,
-                T::GetEntity,
                 T::CreateDocument,
                 T::CreateTask,
                 T::CreateGoal,
@@ -100,12 +111,8 @@ impl ToolScope {
                 T::LinkEntities,
                 T::UnlinkEntities,
                 T::ListEdges,
-                T::GetDocStructure,
-                T::GetDocumentMetadata,
                 T::ReadDocument,
                 T::MoveDocument,
-                T::GetFieldInfo,
-                T::GetEntityRelationships,
                 T::GetLinkedEntities,
             ],
             ToolScope::Entity { kind, .. } => {

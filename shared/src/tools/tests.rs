@@ -227,7 +227,7 @@ fn scopes_offer_the_same_names_as_before() {
     let e = EntityId::new();
     assert_eq!(
         names(&ToolScope::Global.offered()),
-        ["list_projects", "search_workspace", "get_project", "create_project", "get_field_info"]
+        ["list_projects", "search_workspace", "get_project", "create_project", "update_project", "get_field_info"]
     );
     let task = ToolScope::Entity { project: p.clone(), kind: Some(EntityKind::Task), entity: e.clone() };
     let entity_tools = [
@@ -245,8 +245,13 @@ fn scopes_offer_the_same_names_as_before() {
     let document = ToolScope::Entity { project: p.clone(), kind: None, entity: e };
     assert_eq!(names(&document.offered())[9..], ["read_document", "get_document_metadata"]);
     let project = names(&ToolScope::Project { project: p }.offered());
-    assert_eq!(project.len(), 24);
+    assert_eq!(project.len(), 17);
     assert!(!project.contains(&"create_project") && !project.contains(&"list_projects"));
+    // One update tool for what lives in the project: "rename the task" cannot
+    // pick the project's.
+    assert!(!project.contains(&"update_project") && !project.contains(&"get_project"));
+    assert!(!project.contains(&"get_entity"));
+    assert!(project.contains(&"update_entity") && project.contains(&"read_document"));
     assert!(!project.contains(&"ask_clarifying_questions") && !project.contains(&"create_onto_project"));
 }
 
@@ -467,4 +472,19 @@ fn docs_tools_md_lists_every_tool() {
     for name in ToolName::ALL.iter().map(|t| t.as_str()).chain(builtin) {
         assert!(doc.contains(&format!("`{name}` |")) || doc.contains(&format!("`{name}` /")), "{name}");
     }
+}
+
+/// A plan's bounds are in the schema the model sees: a model server that
+/// constrains output to it closes `stages` at six instead of repeating a
+/// stage until the token limit (issue 31's `plan_two_steps`); a bound no
+/// call reaches (`document_ids`' 100) stays out of the prompt.
+#[test]
+fn small_list_bounds_reach_the_model_and_large_ones_do_not() {
+    let plan = &plan::plan_definitions()[0]["function"]["parameters"];
+    let stages = &plan["properties"]["stages"];
+    assert_eq!(stages["maxItems"], json!(crate::plan::MAX_STAGES));
+    assert_eq!(stages["minItems"], json!(1));
+    assert_eq!(stages["items"]["properties"]["steps"]["maxItems"], json!(crate::plan::MAX_STEPS));
+    let ids = &ToolName::GetDocumentMetadata.parameters()["properties"]["document_ids"];
+    assert!(ids.get("maxItems").is_none(), "{ids}");
 }
