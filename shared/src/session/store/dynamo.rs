@@ -286,6 +286,9 @@ impl DynamoStore {
     /// `start`'s: only when that message is stored and we hold the lease.
     async fn count_caught_up(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<bool, StoreError> {
         let before = start.user_message.seq.saturating_sub(1);
+        if before == 0 {
+            return Ok(false);
+        }
         let key = Self::key(keys::session_pk(user, session), keys::message_sk(before));
         let stored = self
             .client()
@@ -300,12 +303,10 @@ impl DynamoStore {
             .map_err(backend)?
             .item
             .is_some();
-        if before == 0 || !stored {
+        if !stored {
             return Ok(false);
         }
-        let res = self
-            .client()
-            .update_item()
+        let update = Update::builder()
             .table_name(self.table())
             .set_key(Some(Self::session_key(user, session)))
             .update_expression("SET message_count = :before")
@@ -314,14 +315,9 @@ impl DynamoStore {
             .expression_attribute_values(":deleting", s(DELETING))
             .expression_attribute_values(":t", s(start.turn.turn_id.as_str()))
             .expression_attribute_values(":before", n(before))
-            .send()
-            .instrument(tracing::debug_span!("ddb.update_item", what = "count_caught_up"))
-            .await;
-        match res {
-            Ok(_) => Ok(true),
-            Err(e) if is_conditional(&e) => Ok(false),
-            Err(e) => Err(backend(e)),
-        }
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        self.update_alone(update, "count_caught_up").await.applied()
     }
 
     /// The turn record's end: its status, when, and its last message.

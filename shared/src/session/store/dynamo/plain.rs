@@ -135,7 +135,7 @@ impl DynamoStore {
     }
 
     /// A transaction's `Update` sent alone.
-    async fn update_alone(&self, u: Update, what: &'static str) -> Sent {
+    pub(super) async fn update_alone(&self, u: Update, what: &'static str) -> Sent {
         let res = self
             .client()
             .update_item()
@@ -160,17 +160,28 @@ impl DynamoStore {
 }
 
 /// How a write sent alone ended.
-enum Sent {
+pub(super) enum Sent {
     Applied,
     /// Its condition failed.
     Refused,
     Failed(Failed),
 }
 
-struct Failed {
+pub(super) struct Failed {
     /// DynamoDB refused it whole (4xx): it did not apply.
     refused_whole: bool,
     error: StoreError,
+}
+
+impl Sent {
+    /// `Ok(true)` applied, `Ok(false)` its condition failed.
+    pub(super) fn applied(self) -> Result<bool, StoreError> {
+        match self {
+            Sent::Applied => Ok(true),
+            Sent::Refused => Ok(false),
+            Sent::Failed(f) => Err(f.error),
+        }
+    }
 }
 
 /// The id of the message an item holds, inline (`data`) or chunked (`message_id`).
