@@ -228,7 +228,7 @@ fn main() -> ExitCode {
         Command::CreateTable => {
             let table = env_var("TABLE_NAME").unwrap_or_else(|| "agentic-chat".into());
             runtime().block_on(async {
-                let sdk = aws_config::load_from_env().await;
+                let sdk = shared::store::aws::load_from_env().await;
                 let client = aws_sdk_dynamodb::Client::new(&sdk);
                 match shared::store::dynamo::DynamoStore::create_table_if_missing(&client, &table).await {
                     Ok(()) => {

@@ -302,8 +302,8 @@ impl FaultProxy {
     /// (`aws_config` defaults, so the default retry policy: standard mode,
     /// 3 attempts), with the test credentials and region.
     pub async fn client(&self) -> aws_sdk_dynamodb::Client {
-        use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-        let sdk = aws_config::defaults(BehaviorVersion::latest())
+        use aws_sdk_dynamodb::config::{Credentials, Region};
+        let sdk = shared::store::aws::loader()
             .region(Region::new("us-east-1"))
             .credentials_provider(Credentials::new("local", "local", None, None, "tests"))
             .load()

@@ -40,6 +40,7 @@ pub async fn dynamo_client() -> aws_sdk_dynamodb::Client {
     let conf = aws_sdk_dynamodb::Config::builder()
         .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
         .endpoint_url(dynamo_endpoint())
+        .http_client(shared::store::aws::http_client())
         .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("local", "local", None, None, "tests"))
         .build();

@@ -25,6 +25,7 @@ pub fn sqs_client_at(endpoint: &str) -> aws_sdk_sqs::Client {
     let conf = aws_sdk_sqs::Config::builder()
         .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
         .endpoint_url(endpoint)
+        .http_client(shared::store::aws::http_client())
         .region(aws_sdk_sqs::config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sqs::config::Credentials::new("local", "local", None, None, "tests"))
         .build();

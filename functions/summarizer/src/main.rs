@@ -20,7 +20,7 @@ async fn main() -> Result<(), Error> {
     let summary = SummaryConfig::from_env(&config.llm.model)?;
     // The token trigger is about the chat model's budget, so its tokenizer.
     let counter = context.counter(&config.llm.model)?;
-    let sdk = aws_config::load_from_env().await;
+    let sdk = shared::store::aws::load_from_env().await;
     let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
     let mut llm = OpenAiConfig::from(&config.llm);
     llm.model = summary.model.clone();

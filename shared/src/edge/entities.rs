@@ -50,7 +50,7 @@ pub struct EntitiesApp {
 
 impl EntitiesApp {
     pub async fn from_config(config: Config) -> EntitiesApp {
-        let sdk = aws_config::load_from_env().await;
+        let sdk = crate::store::aws::load_from_env().await;
         EntitiesApp::with_dynamo(config, aws_sdk_dynamodb::Client::new(&sdk))
     }
 

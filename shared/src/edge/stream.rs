@@ -49,7 +49,7 @@ impl StreamApp {
     /// Builds the clients from config: one DynamoDB client, one SQS client for
     /// turn-end events, one HTTP client for the model, one for JWKS.
     pub async fn from_config(config: Config) -> Result<StreamApp, ConfigError> {
-        let sdk = aws_config::load_from_env().await;
+        let sdk = crate::store::aws::load_from_env().await;
         let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
         let summary = SummaryConfig::from_env(&config.llm.model)?;
         let events: Arc<dyn TurnEvents> = match &summary.queue_url {

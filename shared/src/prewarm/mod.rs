@@ -89,7 +89,7 @@ pub struct PrewarmApp {
 
 impl PrewarmApp {
     pub async fn from_config(config: Config) -> Result<PrewarmApp, ConfigError> {
-        let sdk = aws_config::load_from_env().await;
+        let sdk = crate::store::aws::load_from_env().await;
         Ok(PrewarmApp::with_dynamo(config, PrewarmConfig::from_env()?, aws_sdk_dynamodb::Client::new(&sdk)))
     }
 

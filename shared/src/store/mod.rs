@@ -104,6 +104,7 @@
 //! `U#<user>#SETTINGS` / `APPROVALS`: see [`crate::approval::settings`].
 
 pub(crate) mod attr;
+pub mod aws;
 pub mod dynamo;
 pub mod gate;
 pub mod keys;

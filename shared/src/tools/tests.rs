@@ -20,6 +20,7 @@ fn registry() -> ToolRegistry {
         .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
         .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
         .endpoint_url("http://127.0.0.1:9")
+        .http_client(crate::store::aws::http_client())
         .build();
     let store =
         crate::entities::store::DynamoEntityStore::new(aws_sdk_dynamodb::Client::from_conf(conf), "unreachable");
