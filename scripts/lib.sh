@@ -640,7 +640,8 @@ stop_radicale() { stop_service "$SERVICE_PREFIX-radicale"; }
 
 # start_llama_server PORT: serve $LOCAL_MODEL (ensure_local_model first)
 # with our OpenAI-compatible server (scripts/local_llm_node/server.mjs:
-# streamed tool calls constrained by a grammar, prompt cache); waits for
+# streamed tool calls constrained by a grammar, prompt cache, the global
+# scope's rules and tools computed at start: warm/global.json); waits for
 # /v1/models. LOCAL_LLM_DUMP_DIR, when set, makes it write each request's
 # messages and raw answer there.
 start_llama_server() {
@@ -660,7 +661,7 @@ start_llama_server() {
     --model-alias "$LOCAL_MODEL_ALIAS" --host 127.0.0.1 --port "$port" --n-ctx "$LOCAL_MODEL_CTX" \
     --threads "$LOCAL_LLM_THREADS" --call-threshold "$LOCAL_LLM_CALL_THRESHOLD" \
     --call-threshold-after-tool "$LOCAL_LLM_CALL_THRESHOLD_AFTER_TOOL" --hold-tokens "$LOCAL_LLM_HOLD_TOKENS" \
-    ${LOCAL_LLM_DUMP_DIR:+--dump-dir "$LOCAL_LLM_DUMP_DIR"}
+    ${LOCAL_LLM_DUMP_DIR:+--dump-dir "$LOCAL_LLM_DUMP_DIR"} --warm "$LOCAL_LLM_DIR/warm/global.json"
   wait_for_http "http://127.0.0.1:$port/v1/models" 180 "$SERVICE_PID" || {
     print_log_tail "$logf"
     die "local model server did not come up on port $port"
@@ -715,6 +716,38 @@ build_like_watch() {
     log "cargo build --bin $bin"
     run_child cargo build --bin "$bin"
   done
+}
+
+# start_background_build BIN...: build_like_watch BIN... in the background
+# (its own process group, output to .local/$LOG_PREFIX-build.log), so a
+# first run installs and starts everything else while cargo compiles.
+# wait_background_build shows that output and waits; stop_background_build
+# (the caller's EXIT trap) stops a build still running.
+BUILD_PID=""
+start_background_build() {
+  BUILD_LOG="$(log_file "$LOG_PREFIX-build")"
+  log "building the cli and the functions in the background: cargo build --bin $* (first time: minutes; later: seconds)"
+  # As build_like_watch builds (one binary at a time), cargo in this group.
+  setsid bash -c 'for b in "$@"; do echo "cargo build --bin $b"; cargo build --bin "$b" || exit; done' _ "$@" \
+    >"$BUILD_LOG" 2>&1 </dev/null &
+  BUILD_PID=$!
+}
+
+wait_background_build() {
+  [[ -n "$BUILD_PID" ]] || return 0
+  log "the build (${BUILD_LOG#"$REPO_ROOT"/}), so far and as it goes:"
+  tail -n +1 --pid="$BUILD_PID" -f "$BUILD_LOG" >&2 || true
+  local st=0
+  wait "$BUILD_PID" || st=$?
+  BUILD_PID=""
+  ((st == 0)) || die "cargo build failed (exit $st; ${BUILD_LOG#"$REPO_ROOT"/})"
+}
+
+stop_background_build() {
+  [[ -n "$BUILD_PID" ]] || return 0
+  kill -TERM -- "-$BUILD_PID" 2>/dev/null || kill -TERM "$BUILD_PID" 2>/dev/null || true
+  wait "$BUILD_PID" 2>/dev/null || true
+  BUILD_PID=""
 }
 
 # watch_compiled LOGFILE: true if `cargo lambda watch` compiled anything

@@ -87,9 +87,11 @@ fi
 
 # Tear down what this run started unless it ends normally with --keep.
 leave_running=0
+use_local_model=0
 # shellcheck disable=SC2317 # called through the EXIT trap
 on_exit() {
   local status=$?
+  stop_background_build
   if ((leave_running)); then
     log "stack left running; stop it with: scripts/stack.sh down"
   else
@@ -101,14 +103,25 @@ trap on_exit EXIT
 install_signal_traps
 
 t0=$SECONDS
+# ---------------------------------------------------------------- build ---
+# The Rust build is a first run's long step (minutes on 2 cores): it starts
+# first, in the background, while the rest installs and starts beside it,
+# and the model server computes the prompt head every first turn shares
+# (server.mjs --warm); its output is shown once the rest is up.
+start_background_build agentic-chat stream entities summarizer
+
 # ---------------------------------------------------------------- deps ---
+if [[ -z "${LLM_BASE_URL:-}" ]]; then
+  use_local_model=1
+  ensure_local_model
+  local_model_spec
+  # Now, so it loads and warms up while cargo builds.
+  start_llama_server "$LLM_PORT"
+fi
 ensure_dynamodb_local
 ensure_moto
 ensure_radicale
 ensure_cargo_lambda
-if [[ -z "${LLM_BASE_URL:-}" ]]; then
-  ensure_local_model
-fi
 if ((serve_web)); then
   if have node && have npm; then
     web_build
@@ -130,9 +143,7 @@ if [[ -z "${CALDAV_ACCOUNTS:-}" ]]; then
 fi
 export CALDAV_ACCOUNTS
 
-if [[ -z "${LLM_BASE_URL:-}" ]]; then
-  use_local_model=1
-  local_model_spec
+if ((use_local_model)); then
   export LLM_BASE_URL="http://127.0.0.1:$LLM_PORT/v1"
   export LLM_MODEL="$LOCAL_MODEL_ALIAS"
   export LLM_API_KEY="${LLM_API_KEY:-local}"
@@ -150,7 +161,6 @@ if [[ -z "${LLM_BASE_URL:-}" ]]; then
   # any running chat turn of the user (docs/summarizer.md).
   export SUMMARY_YIELD_TO_TURNS="${SUMMARY_YIELD_TO_TURNS:-user}"
 else
-  use_local_model=0
   export LLM_BASE_URL
   [[ -n "${LLM_MODEL:-}" ]] || warn "LLM_BASE_URL is set but LLM_MODEL is not; the app's default model name is used"
 fi
@@ -188,18 +198,12 @@ SUMMARY_QUEUE_URL="$("$PYTHON" scripts/local-event-source.py --create-queue)" \
 export SUMMARY_QUEUE_URL
 log "summarizer queue: $SUMMARY_QUEUE_URL"
 
-# Each binary as the watch will build it, so it compiles nothing again
-# (lib.sh build_like_watch); cargo's progress shows here.
-log "building the cli and the functions (first time: many minutes; later: seconds)"
-build_like_watch agentic-chat stream entities summarizer
+# The build started above: its output so far, then as it comes.
+wait_background_build
 CLI="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/agentic-chat"
 [[ -x "$CLI" ]] || die "cli binary not found at $CLI"
 
 run_child "$CLI" create-table
-
-if ((use_local_model)); then
-  start_llama_server "$LLM_PORT"
-fi
 
 # Everything the functions read, passed with --env-file (values may contain
 # commas, which --env-var would split). Values are single-quoted (literal);

@@ -26,13 +26,18 @@
 //   state of recent prompts; a request takes the slot sharing the longest
 //   useful prefix with its prompt (lib/wire.mjs chooseSlot) and computes only the rest (the stable system rules and tool
 //   definitions come first, so a new project's first turn reuses them).
+//   `--warm FILE` (repeatable): a request's stable head (`messages`, the
+//   first system message, and `tools`; scripts/local_llm_node/warm/) is
+//   computed into a slot as soon as the model is loaded, before any request
+//   is served, so the first turn of a fresh stack computes only its own part
+//   (the stack starts the server while the Rust functions still compile).
 // - One request computes at a time (2 cores); others wait their turn. A
 //   client that goes away stops its generation at the next token.
 // - Bad requests get HTTP 400 `{"error": {"code", "message"}}`; a prompt
 //   longer than the window gets 400 `context_length_exceeded`.
 
 import { createServer } from "node:http";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Template } from "@huggingface/jinja";
@@ -67,6 +72,7 @@ const { values: args } = parseArgs({
     threads: { type: "string", default: "1" },
     slots: { type: "string", default: "4" },
     "dump-dir": { type: "string", default: "" },
+    warm: { type: "string", multiple: true, default: [] },
     // With tools offered (tool_choice "auto"), the answer is a call when the
     // first token's probability share that starts one reaches this
     // (lib/decide.mjs): a small model often describes the call it means to
@@ -80,7 +86,7 @@ const { values: args } = parseArgs({
   },
 });
 if (!args.model) {
-  log("usage: server.mjs --model FILE.gguf [--model-alias NAME] [--port 8080] [--n-ctx 8192] [--slots 3]");
+  log("usage: server.mjs --model FILE.gguf [--model-alias NAME] [--port 8080] [--n-ctx 8192] [--slots 4] [--warm HEAD.json]...");
   process.exit(2);
 }
 
@@ -113,6 +119,32 @@ class Model {
       `loaded ${args.model} as ${args["model-alias"]} (n_ctx ${this.nCtx}, ${this.slots.length} cache slots, ` +
         `${this.llama.cpuMathCores} cores, ${this.llama.buildType} llama.cpp) in ${((Date.now() - t0) / 1000).toFixed(1)}s`,
     );
+  }
+
+  /** Computes the head of a request (see the module's contract: `--warm`)
+   * into the slot that shares most of it, as a request's prompt would be;
+   * a request that starts with the same text then reuses it. Rendered
+   * without a generation prompt: the head ends with the system turn's
+   * `<|im_end|>`, where the request's next message starts. */
+  async warm(path) {
+    const t0 = Date.now();
+    const head = JSON.parse(readFileSync(path, "utf8"));
+    const text = this.template.render({
+      messages: head.messages,
+      tools: head.tools?.length ? head.tools : undefined,
+      add_generation_prompt: false,
+      bos_token: "",
+      eos_token: "<|im_end|>",
+    });
+    const tokens = this.model.tokenize(text, true);
+    if (tokens.length >= this.nCtx) throw new Error(`${path}: ${tokens.length} tokens do not fit the window`);
+    const { slot, n } = this.slotFor(tokens);
+    if (n < slot.seq.nextTokenIndex) {
+      await slot.seq.eraseContextTokenRanges([{ start: n, end: slot.seq.nextTokenIndex }]);
+    }
+    const rest = tokens.slice(slot.seq.nextTokenIndex);
+    if (rest.length) await slot.seq.controlledEvaluate(rest);
+    log(`warmed ${tokens.length} tok (${n} cached) from ${path} in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
   }
 
   /** Runs `fn` when every earlier request is done: one computes at a time. */
@@ -443,6 +475,12 @@ async function main() {
       sendJson(res, 404, errorBody("not_found", `no route ${req.method} ${req.url}`));
     }
   });
+  // Queued first, so a request waits for the warm-up (its prompt starts
+  // with the same head) rather than computing the head beside it. A file
+  // that can't be read or rendered is logged and skipped: it only saves time.
+  for (const path of args.warm) {
+    model.exclusive(() => model.warm(path)).catch((e) => log(`warm-up from ${path} skipped: ${e.message || e}`));
+  }
   server.keepAliveTimeout = 5000;
   server.listen(Number(args.port), args.host, () => log(`serving http://${args.host}:${args.port}/v1 (model ${args["model-alias"]})`));
 }

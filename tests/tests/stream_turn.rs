@@ -517,3 +517,33 @@ async fn count_left_behind(run: Option<&str>) {
     let s = t.store().get_session(&user("alice"), &sid).await.unwrap().unwrap();
     assert_eq!(s.view.message_count, 4, "the count caught up with the log");
 }
+
+/// The head of a new global turn's request, its first system message (the
+/// rules) and its tools, is what the local model server computes while the
+/// stack's functions still compile (`server.mjs --warm`, from
+/// `scripts/local_llm_node/warm/global.json`), so the first turn of a fresh
+/// stack computes only its own part. Kept as the product sends it, with the
+/// local stack's settings (no web search provider): a change to the rules or
+/// the tools fails here until `UPDATE_WARM_HEAD=1` rewrites the file (a
+/// stale file costs the first turn time, never correctness).
+#[tokio::test]
+async fn the_model_servers_warm_head_is_what_a_new_global_turn_sends() {
+    let t = TestApp::with_config(|c| c.web.search = None).await;
+    t.llm.push(Reply::text(&["ok"]));
+    let turn = t.turn("alice", json!({"message": "Create a project called Launch"})).await;
+    assert_eq!(turn.status, 200);
+    let req = &t.llm.requests()[0];
+    assert_eq!(req["messages"][0]["role"], "system");
+    let head = json!({"messages": [req["messages"][0]], "tools": req["tools"]});
+    let text = serde_json::to_string_pretty(&head).unwrap() + "\n";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/local_llm_node/warm/global.json");
+    if std::env::var_os("UPDATE_WARM_HEAD").is_some() {
+        std::fs::write(path, &text).unwrap();
+    }
+    let kept = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        kept == text,
+        "{path} is not the head a new global turn sends; rewrite it with \
+         UPDATE_WARM_HEAD=1 scripts/test.sh -E 'test(warm_head)'"
+    );
+}
