@@ -743,6 +743,16 @@ wait_background_build() {
   ((st == 0)) || die "cargo build failed (exit $st; ${BUILD_LOG#"$REPO_ROOT"/})"
 }
 
+# await_background_build_at CRATE: returns once the background build has
+# started compiling CRATE (its `Compiling CRATE v` line), or has ended (a
+# build with CRATE fresh never compiles it).
+await_background_build_at() {
+  [[ -n "$BUILD_PID" ]] || return 0
+  while kill -0 "$BUILD_PID" 2>/dev/null && ! grep -qE "^[[:space:]]*Compiling $1 v" "$BUILD_LOG"; do
+    sleep 1
+  done
+}
+
 stop_background_build() {
   [[ -n "$BUILD_PID" ]] || return 0
   kill -TERM -- "-$BUILD_PID" 2>/dev/null || kill -TERM "$BUILD_PID" 2>/dev/null || true

@@ -115,8 +115,6 @@ if [[ -z "${LLM_BASE_URL:-}" ]]; then
   use_local_model=1
   ensure_local_model
   local_model_spec
-  # Now, so it loads and warms up while cargo builds.
-  start_llama_server "$LLM_PORT"
 fi
 ensure_dynamodb_local
 ensure_moto
@@ -198,6 +196,16 @@ SUMMARY_QUEUE_URL="$("$PYTHON" scripts/local-event-source.py --create-queue)" \
 export SUMMARY_QUEUE_URL
 log "summarizer queue: $SUMMARY_QUEUE_URL"
 
+# The model server, while cargo builds: it loads, then computes the global
+# scope's rules and tools (--warm, ~35 s of one core on 2 cores). Started
+# once cargo reaches `shared`, the last and longest crate, which compiles on
+# about one core: the warm-up then takes the other one, not the build's
+# (started earlier, it slowed the build by as much as it took).
+if ((use_local_model)); then
+  log "the model server starts when cargo reaches the crate shared (then it warms up on the core cargo leaves)"
+  await_background_build_at shared
+  start_llama_server "$LLM_PORT"
+fi
 # The build started above: its output so far, then as it comes.
 wait_background_build
 CLI="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/agentic-chat"
