@@ -83,6 +83,10 @@ const { values: args } = parseArgs({
     // Tokens of a text answer held back, in which naming an offered tool
     // turns the answer into a call (0: no hold, no check).
     "hold-tokens": { type: "string", default: "48" },
+    // Calls in one answer at most (1 when the request says
+    // `parallel_tool_calls: false`): a small model repeated one call until
+    // the token limit.
+    "max-calls": { type: "string", default: "8" },
   },
 });
 if (!args.model) {
@@ -183,11 +187,11 @@ class Model {
     return s;
   }
 
-  async grammar(tools, mode) {
-    const key = mode + JSON.stringify(tools);
+  async grammar(tools, mode, maxCalls) {
+    const key = `${mode}/${maxCalls}/${JSON.stringify(tools)}`;
     let g = this.grammars.get(key);
     if (!g) {
-      g = await this.llama.createGrammar({ grammar: answerGrammar(tools, mode) });
+      g = await this.llama.createGrammar({ grammar: answerGrammar(tools, mode, maxCalls) });
       if (this.grammars.size > 16) this.grammars.clear();
       this.grammars.set(key, g);
     }
@@ -278,7 +282,7 @@ class Answer {
     const m = this.model;
     const tools = mode === "calls" ? this.p.callTools : this.p.tools;
     const grammarEvaluationState =
-      mode === "plain" ? undefined : new LlamaGrammarEvaluationState({ model: m.model, grammar: await m.grammar(tools, mode) });
+      mode === "plain" ? undefined : new LlamaGrammarEvaluationState({ model: m.model, grammar: await m.grammar(tools, mode, this.p.oneCall ? 1 : Number(args["max-calls"])) });
     // Hold a possibly partial character, and a possible start of a stop text.
     const keepText = (raw) => (raw.endsWith("\uFFFD") ? raw.length - 1 : raw.length) - heldSuffix(raw.replace(/\uFFFD$/, ""), STOP_TEXT);
     const gate = new TextGate(mode === "text" ? toolNames(this.p.tools) : [], mode === "text" ? this.policy.hold : 0, keepText);

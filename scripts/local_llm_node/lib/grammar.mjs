@@ -186,7 +186,7 @@ export function toolNames(tools) {
  * contract). `mode`: "either" (calls or text), "calls" (one or more calls:
  * the server decided the answer is a call, or `tool_choice` requires one) or
  * "text" (text only: the server decided the answer is not a call). */
-export function answerGrammar(tools, mode = "either") {
+export function answerGrammar(tools, mode = "either", maxCalls = Infinity) {
   const r = new Rules();
   const calls = (tools || [])
     .filter((t) => typeof t?.function?.name === "string" && t.function.name)
@@ -203,7 +203,9 @@ export function answerGrammar(tools, mode = "either") {
   if (!root) throw new Error(`answerGrammar: unknown mode ${mode}`);
   const top = [
     `root ::= ${root}`,
-    `calls ::= callblock ( "\\n" callblock )*`,
+    // At most `maxCalls` calls in one answer: a small model repeated one
+    // call (39 `create_task`s) until the token limit (issue 31).
+    `calls ::= callblock ${callsTail(maxCalls)}`.trimEnd(),
     `callblock ::= "<tool_call>\\n" calljson "\\n</tool_call>"`,
     `calljson ::= ${calls.join(" | ")}`,
     // Text: no leading white space, `<`, `{` or backtick; inside, no `{`,
@@ -212,6 +214,14 @@ export function answerGrammar(tools, mode = "either") {
     String.raw`tchar ::= [^<{${"`"}] | "<" [^t{${"`"}] | "${"`"}" [^{${"`"}] | "${"``"}" [^{${"`"}]`,
   ];
   return [...top, ...BASE_RULES, r.text()].join("\n") + "\n";
+}
+
+/** After an answer's first call, the rest: up to `maxCalls - 1` more. */
+function callsTail(maxCalls) {
+  const more = '"\\n" callblock';
+  if (!(Number.isInteger(maxCalls) && maxCalls >= 1)) return `( ${more} )*`;
+  const tail = (n) => (n <= 0 ? "" : `( ${[more, tail(n - 1)].filter(Boolean).join(" ")} )?`);
+  return tail(maxCalls - 1);
 }
 
 /**

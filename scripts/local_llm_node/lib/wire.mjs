@@ -88,6 +88,8 @@ export function readRequest(body) {
   const temperature = body.temperature ?? null;
   if (temperature !== null && typeof temperature !== "number") throw new BadRequest("temperature must be a number");
   const choice = readToolChoice(body.tool_choice, tools);
+  const parallel = body.parallel_tool_calls ?? true;
+  if (typeof parallel !== "boolean") throw new BadRequest("parallel_tool_calls must be a boolean");
   const opts = body.stream_options && typeof body.stream_options === "object" ? body.stream_options : {};
   return {
     messages: templateMessages(body.messages),
@@ -98,6 +100,8 @@ export function readRequest(body) {
     // a call, of any offered tool, or of `callTools` only (a named function).
     toolChoice: choice.mode,
     callTools: choice.tools,
+    // OpenAI's `parallel_tool_calls: false`: at most one call per answer.
+    oneCall: !parallel,
     stream: Boolean(body.stream),
     includeUsage: Boolean(opts.include_usage),
     maxTokens,

@@ -88,6 +88,14 @@ test("the grammar's modes: either, calls only, text only", () => {
   assert.throws(() => answerGrammar(TOOLS, "maybe"), /mode/);
 });
 
+test("an answer holds at most maxCalls calls (one under parallel_tool_calls: false)", () => {
+  const calls = (n) => answerGrammar(TOOLS, "calls", n).split("\n").find((l) => l.startsWith("calls ::="));
+  assert.equal(calls(1), "calls ::= callblock");
+  assert.equal(calls(3), 'calls ::= callblock ( "\\n" callblock ( "\\n" callblock )? )?');
+  assert.equal(calls(Infinity), 'calls ::= callblock ( "\\n" callblock )*');
+  assert.equal(calls(undefined), calls(Infinity));
+});
+
 test("tool_choice: auto, none, required, a named function", () => {
   assert.deepEqual(readToolChoice(undefined, TOOLS), { mode: "auto", tools: TOOLS });
   assert.deepEqual(readToolChoice("auto", TOOLS), { mode: "auto", tools: TOOLS });

@@ -64,6 +64,14 @@ test("arguments that are not JSON stay the string the model sent", () => {
   assert.equal(m.tool_calls[0].function.arguments, "{oops");
 });
 
+test("parallel_tool_calls: false asks for one call per answer", () => {
+  const messages = [{ role: "user", content: "x" }];
+  assert.equal(readRequest({ messages }).oneCall, false);
+  assert.equal(readRequest({ messages, parallel_tool_calls: true }).oneCall, false);
+  assert.equal(readRequest({ messages, parallel_tool_calls: false }).oneCall, true);
+  assert.throws(() => readRequest({ messages, parallel_tool_calls: "no" }), /parallel_tool_calls/);
+});
+
 test("bad requests are refused with a reason", () => {
   assert.throws(() => readRequest([]), BadRequest);
   assert.throws(() => readRequest({ messages: [] }), /non-empty/);

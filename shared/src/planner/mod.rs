@@ -63,10 +63,19 @@ pub struct PlanLayer<'a> {
 }
 
 /// The plan tools' definitions in `scope`: plans work in a project, where
-/// their steps have its tools.
-pub fn definitions(scope: &TurnScope) -> Vec<serde_json::Value> {
+/// their steps have its tools; a step names them from `offered`, the
+/// definitions offered beside the plan tools (the ontology's and the web's;
+/// not `read_tool_output`, which is no step tool).
+pub fn definitions(scope: &TurnScope, offered: &[serde_json::Value]) -> Vec<serde_json::Value> {
     match tool_scope(scope) {
-        ToolScope::Project { .. } => plan_definitions(),
+        ToolScope::Project { .. } => {
+            let names: Vec<&str> = offered
+                .iter()
+                .filter_map(|d| d["function"]["name"].as_str())
+                .filter(|n| ToolName::parse(n).is_some())
+                .collect();
+            plan_definitions(&names)
+        }
         _ => vec![],
     }
 }
@@ -88,7 +97,7 @@ pub fn step_tool_in(scope: &ToolScope) -> impl Fn(&str) -> StepTool + '_ {
 #[async_trait::async_trait]
 impl TurnTools for PlanLayer<'_> {
     fn offered(&self, scope: &TurnScope) -> Vec<serde_json::Value> {
-        definitions(scope)
+        definitions(scope, &self.tools.offered(scope))
     }
 
     /// Plan calls need the stream; run without it, they say so.

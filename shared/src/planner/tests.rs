@@ -636,15 +636,34 @@ async fn a_step_runs_only_the_tools_it_was_given() {
 #[test]
 fn plan_tools_are_offered_in_a_project_and_handled_with_the_stream() {
     let turn = Turn::new(Runner::default());
-    assert_eq!(definitions(&turn.scope).len(), 2);
+    assert_eq!(definitions(&turn.scope, &[]).len(), 2);
     let global = TurnScope { context_type: ContextType::Global, entity_id: None, focus: None, timezone: None };
-    assert!(definitions(&global).is_empty());
+    assert!(definitions(&global, &[]).is_empty());
     let layer =
         PlanLayer { store: &turn.plans, approvals: None, tools: &turn.tools, step_concurrency: 1, step_max_rounds: 1 };
     assert!(
         layer.handles("agent_create_plan") && layer.handles("agent_continue_plan") && !layer.handles("search_project")
     );
     assert!(layer.streams(&call("c", "agent_create_plan", "{}")));
+}
+
+/// A step's `tools` are named from the tools offered beside the plan tools
+/// (an `enum` a constraining model server holds the model to), never
+/// `read_tool_output` or the plan tools themselves: a small model named
+/// steps' tools `research` and `create`, and the plan was refused.
+#[test]
+fn a_steps_tools_are_named_from_the_tools_offered() {
+    let turn = Turn::new(Runner::default());
+    let offered: Vec<serde_json::Value> = ["create_task", "search_project", "web_visit", "read_tool_output"]
+        .iter()
+        .map(|n| serde_json::json!({"type": "function", "function": {"name": n}}))
+        .collect();
+    let defs = definitions(&turn.scope, &offered);
+    let step = &defs[0]["function"]["parameters"]["properties"]["stages"]["items"]["properties"]["steps"]["items"];
+    assert_eq!(
+        step["properties"]["tools"]["items"]["enum"],
+        serde_json::json!(["create_task", "search_project", "web_visit"])
+    );
 }
 
 #[test]

@@ -47,7 +47,13 @@ pub struct ContinuePlanArgs {
 /// a stage until the token limit and the call never closed (issue 31). Set
 /// here, not on [`AgentPlan`]'s type, whose API schema and web types would
 /// turn a bound into tuples.
-fn plan_schema() -> Value {
+///
+/// A step's `tools` are named from `step_tools` (an `enum`), the tools
+/// offered beside the plan tools: a model server that constrains output to
+/// the schema then writes only real names, where a small model wrote steps
+/// with `research` or `create` and the plan was refused (issue 31). The
+/// plan's validation still takes any tool the scope allows.
+fn plan_schema(step_tools: &[&str]) -> Value {
     let mut s = super::schema::of::<AgentPlan>();
     let stages = &mut s["properties"]["stages"];
     stages["minItems"] = json!(1);
@@ -55,11 +61,15 @@ fn plan_schema() -> Value {
     let steps = &mut stages["items"]["properties"]["steps"];
     steps["minItems"] = json!(1);
     steps["maxItems"] = json!(crate::plan::MAX_STEPS);
+    if !step_tools.is_empty() {
+        steps["items"]["properties"]["tools"]["items"]["enum"] = json!(step_tools);
+    }
     s
 }
 
-/// The OpenAI `tools` entries of the plan tools.
-pub fn plan_definitions() -> Vec<Value> {
+/// The OpenAI `tools` entries of the plan tools, steps working with
+/// `step_tools` (see [`plan_schema`]; empty: any name).
+pub fn plan_definitions(step_tools: &[&str]) -> Vec<Value> {
     vec![
         json!({"type": "function", "function": {
             "name": AGENT_CREATE_PLAN,
@@ -67,7 +77,7 @@ pub fn plan_definitions() -> Vec<Value> {
                 time, stages in order. Each step gets its own executor with only the tools you list for it and the \
                 results of its inputs. Use it for work of 3 or more steps; you then answer from the steps' results. \
                 mode: auto_execute (default), draft_only (show the plan to the user first), agent_review.",
-            "parameters": plan_schema(),
+            "parameters": plan_schema(step_tools),
         }}),
         json!({"type": "function", "function": {
             "name": AGENT_CONTINUE_PLAN,

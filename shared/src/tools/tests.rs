@@ -57,7 +57,7 @@ fn names(tools: &[ToolName]) -> Vec<&'static str> {
 }
 
 fn every_definition() -> Vec<Value> {
-    ToolName::ALL.iter().map(|t| t.definition()).chain(plan::plan_definitions()).collect()
+    ToolName::ALL.iter().map(|t| t.definition()).chain(plan::plan_definitions(&[])).collect()
 }
 
 fn property_names(schema: &Value) -> Vec<String> {
@@ -164,7 +164,7 @@ fn kinds_are_the_entity_kinds() {
 
 #[test]
 fn the_plan_tools_schemas_name_their_choices() {
-    let defs = plan::plan_definitions();
+    let defs = plan::plan_definitions(&[]);
     let create = &defs[0]["function"]["parameters"];
     assert_eq!(create["required"], json!(["goal", "stages"]));
     assert_eq!(create["properties"]["mode"]["enum"], json!(["auto_execute", "draft_only", "agent_review"]));
@@ -481,7 +481,7 @@ fn docs_tools_md_lists_every_tool() {
 /// call reaches (`document_ids`' 100) stays out of the prompt.
 #[test]
 fn small_list_bounds_reach_the_model_and_large_ones_do_not() {
-    let plan = &plan::plan_definitions()[0]["function"]["parameters"];
+    let plan = &plan::plan_definitions(&[])[0]["function"]["parameters"];
     let stages = &plan["properties"]["stages"];
     assert_eq!(stages["maxItems"], json!(crate::plan::MAX_STAGES));
     assert_eq!(stages["minItems"], json!(1));

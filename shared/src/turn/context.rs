@@ -266,7 +266,7 @@ fn offered_tools(deps: &TurnDeps, scope: &TurnScope) -> Vec<serde_json::Value> {
             let mut defs = t.offered(scope);
             defs.push(read_tool_output_definition());
             if deps.plans.is_some() {
-                defs.extend(crate::planner::definitions(scope));
+                defs.extend(crate::planner::definitions(scope, &defs));
             }
             defs
         }
