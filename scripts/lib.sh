@@ -721,9 +721,11 @@ build_like_watch() {
 # start_background_build BIN...: build_like_watch BIN... in the background
 # (its own process group, output to .local/$LOG_PREFIX-build.log), so a
 # first run installs and starts everything else while cargo compiles.
-# wait_background_build shows that output and waits; stop_background_build
-# (the caller's EXIT trap) stops a build still running.
+# show_background_build streams that output to the terminal from then on;
+# wait_background_build waits for the build; stop_background_build (the
+# caller's EXIT trap) stops a build still running.
 BUILD_PID=""
+BUILD_TAIL_PID=""
 start_background_build() {
   BUILD_LOG="$(log_file "$LOG_PREFIX-build")"
   log "building the cli and the functions in the background: cargo build --bin $* (first time: minutes; later: seconds)"
@@ -733,13 +735,21 @@ start_background_build() {
   BUILD_PID=$!
 }
 
+show_background_build() {
+  [[ -n "$BUILD_PID" && -z "$BUILD_TAIL_PID" ]] || return 0
+  log "the build (${BUILD_LOG#"$REPO_ROOT"/}), so far and as it goes:"
+  tail -n +1 --pid="$BUILD_PID" -f "$BUILD_LOG" >&2 &
+  BUILD_TAIL_PID=$!
+}
+
 wait_background_build() {
   [[ -n "$BUILD_PID" ]] || return 0
-  log "the build (${BUILD_LOG#"$REPO_ROOT"/}), so far and as it goes:"
-  tail -n +1 --pid="$BUILD_PID" -f "$BUILD_LOG" >&2 || true
+  show_background_build
   local st=0
   wait "$BUILD_PID" || st=$?
-  BUILD_PID=""
+  # The tail ends with the build (--pid), after its last lines.
+  wait "$BUILD_TAIL_PID" 2>/dev/null || true
+  BUILD_PID="" BUILD_TAIL_PID=""
   ((st == 0)) || die "cargo build failed (exit $st; ${BUILD_LOG#"$REPO_ROOT"/})"
 }
 
@@ -757,7 +767,8 @@ stop_background_build() {
   [[ -n "$BUILD_PID" ]] || return 0
   kill -TERM -- "-$BUILD_PID" 2>/dev/null || kill -TERM "$BUILD_PID" 2>/dev/null || true
   wait "$BUILD_PID" 2>/dev/null || true
-  BUILD_PID=""
+  [[ -z "$BUILD_TAIL_PID" ]] || kill "$BUILD_TAIL_PID" 2>/dev/null || true
+  BUILD_PID="" BUILD_TAIL_PID=""
 }
 
 # watch_compiled LOGFILE: true if `cargo lambda watch` compiled anything

@@ -201,12 +201,12 @@ log "summarizer queue: $SUMMARY_QUEUE_URL"
 # once cargo reaches `shared`, the last and longest crate, which compiles on
 # about one core: the warm-up then takes the other one, not the build's
 # (started earlier, it slowed the build by as much as it took).
+show_background_build
 if ((use_local_model)); then
-  log "the model server starts when cargo reaches the crate shared (then it warms up on the core cargo leaves)"
   await_background_build_at shared
+  log "starting the model server beside the build"
   start_llama_server "$LLM_PORT"
 fi
-# The build started above: its output so far, then as it comes.
 wait_background_build
 CLI="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/agentic-chat"
 [[ -x "$CLI" ]] || die "cli binary not found at $CLI"
