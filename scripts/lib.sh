@@ -29,11 +29,15 @@ DDB_LOCAL_DIR="$LOCAL_DIR/dynamodb-local"
 # (default: calls tools; 1.1 GB) or smollm2 (chat only, no tools; 0.1 GB).
 LOCAL_MODEL="${LOCAL_MODEL:-qwen2.5-coder-1.5b}"
 # The model server (scripts/local_llm_node): node-llama-cpp's prebuilt
-# llama.cpp, pinned by its package-lock.json; its threads (default: all cores
-# but one, at least one; llama.cpp's threads spin-wait for each other, and on
-# a loaded 2-core machine two of them made a token take 18 s instead of 0.1 s).
+# llama.cpp, pinned by its package-lock.json; its threads: LOCAL_LLM_THREADS
+# (default: all cores) while the rest of the machine is idle,
+# LOCAL_LLM_THREADS_BUSY (default: one fewer, at least one) while other
+# processes use the cores (llama.cpp's threads spin-wait for each other, and
+# on a loaded 2-core machine two of them made a token take 18 s instead of
+# 0.1 s; on an idle one two compute a prompt twice as fast as one).
 LOCAL_LLM_DIR="$REPO_ROOT/scripts/local_llm_node"
-LOCAL_LLM_THREADS="${LOCAL_LLM_THREADS:-$(($(nproc 2>/dev/null || echo 2) > 1 ? $(nproc 2>/dev/null || echo 2) - 1 : 1))}"
+LOCAL_LLM_THREADS="${LOCAL_LLM_THREADS:-$(nproc 2>/dev/null || echo 2)}"
+LOCAL_LLM_THREADS_BUSY="${LOCAL_LLM_THREADS_BUSY:-$((LOCAL_LLM_THREADS > 1 ? LOCAL_LLM_THREADS - 1 : 1))}"
 # Call or answer (server.mjs, lib/decide.mjs; docs/local-stack.md): with
 # tools offered, the answer is a call when the first token's probability share
 # that starts one reaches LOCAL_LLM_CALL_THRESHOLD; a text answer naming an
@@ -659,7 +663,7 @@ start_llama_server() {
   start_service "$name" "$logf" "local_llm_node/server.mjs" \
     node "$LOCAL_LLM_DIR/server.mjs" --model "$LOCAL_MODEL_FILE" \
     --model-alias "$LOCAL_MODEL_ALIAS" --host 127.0.0.1 --port "$port" --n-ctx "$LOCAL_MODEL_CTX" \
-    --threads "$LOCAL_LLM_THREADS" --call-threshold "$LOCAL_LLM_CALL_THRESHOLD" \
+    --threads "$LOCAL_LLM_THREADS" --threads-busy "$LOCAL_LLM_THREADS_BUSY" --call-threshold "$LOCAL_LLM_CALL_THRESHOLD" \
     --call-threshold-after-tool "$LOCAL_LLM_CALL_THRESHOLD_AFTER_TOOL" --hold-tokens "$LOCAL_LLM_HOLD_TOKENS" \
     ${LOCAL_LLM_DUMP_DIR:+--dump-dir "$LOCAL_LLM_DUMP_DIR"} --warm "$LOCAL_LLM_DIR/warm/global.json"
   wait_for_http "http://127.0.0.1:$port/v1/models" 180 "$SERVICE_PID" || {

@@ -33,17 +33,22 @@
 //   (the stack starts the server while the Rust functions still compile).
 // - One request computes at a time (2 cores); others wait their turn. A
 //   client that goes away stops its generation at the next token.
+// - Threads: all cores while the rest of the machine is idle, one fewer
+//   while other processes use half a core or more (lib/threads.mjs,
+//   checked every 250 ms: llama.cpp's threads spin-wait for each other).
 // - Bad requests get HTTP 400 `{"error": {"code", "message"}}`; a prompt
 //   longer than the window gets 400 `context_length_exceeded`.
 
 import { createServer } from "node:http";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { Template } from "@huggingface/jinja";
 import { getLlama, LlamaGrammarEvaluationState, LlamaLogLevel } from "node-llama-cpp";
 import { callShare, policyFor, startsCallText, TextGate } from "./lib/decide.mjs";
 import { answerGrammar, parseAnswer, toolNames } from "./lib/grammar.mjs";
+import { othersCores, sampleCpu, threadsFor } from "./lib/threads.mjs";
 import {
   BadRequest,
   chooseSlot,
@@ -69,7 +74,10 @@ const { values: args } = parseArgs({
     host: { type: "string", default: "127.0.0.1" },
     port: { type: "string", default: "8080" },
     "n-ctx": { type: "string", default: "8192" },
-    threads: { type: "string", default: "1" },
+    // Threads at most (default: the cores), and while other processes use
+    // half a core or more (default: one fewer, at least 1; lib/threads.mjs).
+    threads: { type: "string", default: "" },
+    "threads-busy": { type: "string", default: "" },
     slots: { type: "string", default: "4" },
     "dump-dir": { type: "string", default: "" },
     warm: { type: "string", multiple: true, default: [] },
@@ -94,6 +102,40 @@ if (!args.model) {
   process.exit(2);
 }
 
+/** Sets `llama.maxThreads` every 250 ms (lib/threads.mjs): fewer threads at
+ * once when other processes take the cores, all of them again only after
+ * 2 s without (so a busy machine never gets the spinning pair). */
+class Governor {
+  constructor(llama) {
+    const cores = Math.max(1, availableParallelism());
+    this.cores = cores;
+    this.max = Math.max(1, Number(args.threads) || cores);
+    this.busy = Math.max(1, Math.min(this.max, Number(args["threads-busy"]) || this.max - 1));
+    this.llama = llama;
+    this.samples = [sampleCpu()];
+    this.calm = 0;
+    this.set(this.busy, "start");
+    if (this.max > this.busy) setInterval(() => this.tick(), 250).unref();
+  }
+
+  tick() {
+    const cur = sampleCpu();
+    const prev = this.samples[0];
+    this.samples = [...this.samples, cur].slice(-2);
+    const want = threadsFor(prev, cur, { cores: this.cores, threads: this.max, busyThreads: this.busy });
+    this.calm = want === this.max ? this.calm + 1 : 0;
+    if (want < this.now) this.set(want, `others use ${othersCores(prev, cur, this.cores).toFixed(2)} cores`);
+    else if (want > this.now && this.calm >= 8) this.set(want, "the machine is otherwise idle");
+  }
+
+  set(n, why) {
+    if (n === this.now) return;
+    this.now = n;
+    this.llama.maxThreads = n;
+    log(`threads ${n} (${why})`);
+  }
+}
+
 class Model {
   async load() {
     const t0 = Date.now();
@@ -103,11 +145,12 @@ class Model {
     const source = this.model.fileInfo.metadata?.tokenizer?.chat_template;
     if (!source) throw new Error(`${args.model} has no tokenizer.chat_template: cannot render prompts`);
     this.template = new Template(source);
-    const threads = Number(args.threads) || undefined;
+    this.threads = new Governor(this.llama);
     this.context = await this.model.createContext({
       contextSize: Number(args["n-ctx"]),
       sequences: Number(args.slots),
-      threads,
+      // As many as the governor allows at each batch.
+      threads: { ideal: this.threads.max, min: 1 },
     });
     this.nCtx = this.context.contextSize;
     this.slots = Array.from({ length: Number(args.slots) }, () => ({ seq: this.context.getSequence(), used: 0 }));
@@ -121,7 +164,8 @@ class Model {
     this.queue = Promise.resolve();
     log(
       `loaded ${args.model} as ${args["model-alias"]} (n_ctx ${this.nCtx}, ${this.slots.length} cache slots, ` +
-        `${this.llama.cpuMathCores} cores, ${this.llama.buildType} llama.cpp) in ${((Date.now() - t0) / 1000).toFixed(1)}s`,
+        `${this.llama.cpuMathCores} cores, threads ${this.threads.max} or ${this.threads.busy} when others are busy, ` +
+        `${this.llama.buildType} llama.cpp) in ${((Date.now() - t0) / 1000).toFixed(1)}s`,
     );
   }
 
