@@ -114,6 +114,12 @@ class Governor {
     this.llama = llama;
     this.samples = [sampleCpu()];
     this.calm = 0;
+    // The context takes its ideal threads clamped to this: all of them first.
+    llama.maxThreads = this.max;
+  }
+
+  /** Once the context exists: careful until the first samples say otherwise. */
+  start() {
     this.set(this.busy, "start");
     if (this.max > this.busy) setInterval(() => this.tick(), 250).unref();
   }
@@ -152,6 +158,7 @@ class Model {
       // As many as the governor allows at each batch.
       threads: { ideal: this.threads.max, min: 1 },
     });
+    this.threads.start();
     this.nCtx = this.context.contextSize;
     this.slots = Array.from({ length: Number(args.slots) }, () => ({ seq: this.context.getSequence(), used: 0 }));
     this.grammars = new Map();
