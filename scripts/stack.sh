@@ -200,7 +200,7 @@ log "summarizer queue: $SUMMARY_QUEUE_URL"
 # scope's rules and tools (--warm, ~35 s of one core on 2 cores). Started
 # once cargo reaches `shared`, the last and longest crate, which compiles on
 # about one core: the warm-up then takes the other one, not the build's
-# (started earlier, it slowed the build by as much as it took).
+# (started with the rest, it ran beside the build's two-core phase instead).
 show_background_build
 if ((use_local_model)); then
   await_background_build_at shared
