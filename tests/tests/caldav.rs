@@ -433,3 +433,68 @@ async fn the_calendar_service_and_the_server_see_each_others_events() {
     assert_eq!(from_ics(&now.ics, Zone::UTC).unwrap().title, elsewhere.title);
     assert_eq!(svc.get(&user, &made.id).await.unwrap().title, made.title, "nothing written here either");
 }
+
+/// Issue 41: series as other clients write them, on the user's server, list
+/// through the service: an all-day series ending on a DATE `UNTIL` (RFC 5545
+/// requires that form; Google's export below), and one with both `COUNT` and
+/// `UNTIL` (which the RFC forbids; read with both bounds, as python-dateutil
+/// does). Before the fix either one made every listing fail. Dates:
+/// python-dateutil, `rrulestr("FREQ=WEEKLY;WKST=MO;UNTIL=20260610;BYDAY=WE",
+/// dtstart=datetime(2026,5,6))` and `rrulestr("FREQ=DAILY;COUNT=5;UNTIL=20260603T000000Z",
+/// dtstart=datetime(2026,6,1,9,tzinfo=UTC))`.
+#[tokio::test]
+async fn series_written_by_other_clients_with_an_until_list_through_the_service() {
+    let Some(rad) = radicale("foreign_until") else { return };
+    let accounts = HashMap::from([("u-until".to_string(), rad.account("dev-user"))]);
+    let remote = CaldavRemote::new(Arc::new(EnvAccounts::new(accounts)));
+    let svc = CalendarService::new(MemoryEventStore::new(), EntityService::new(MemoryEntityStore::new()))
+        .with_remote(Arc::new(remote));
+    let user = UserId::parse("u-until").unwrap();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let dev = rad.client("dev-user");
+    let cal = dev.default_calendar().await.unwrap();
+    let vevent = |body: &str| {
+        let uid = uid();
+        let ics = format!(
+            "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//Google Inc//Google Calendar 70.9054//EN\r\nBEGIN:VEVENT\r\n\
+             UID:{uid}\r\nDTSTAMP:20260501T100000Z\r\n{body}END:VEVENT\r\nEND:VCALENDAR\r\n"
+        );
+        (event_href(&cal.href, &uid), ics)
+    };
+    let bins = vevent(&format!(
+        "DTSTART;VALUE=DATE:20260506\r\nDTEND;VALUE=DATE:20260507\r\n\
+             RRULE:FREQ=WEEKLY;WKST=MO;UNTIL=20260610;BYDAY=WE\r\nSUMMARY:Bins {tag}\r\n"
+    ));
+    let both = vevent(&format!(
+        "DTSTART:20260601T090000Z\r\nDTEND:20260601T093000Z\r\n\
+             RRULE:FREQ=DAILY;COUNT=5;UNTIL=20260603T000000Z\r\nSUMMARY:Both {tag}\r\n"
+    ));
+    for (href, ics) in [bins, both] {
+        dev.put(&href, &ics, Precondition::Create).await.expect("put");
+    }
+    let q = ListQuery {
+        from: "2026-05-01".into(),
+        to: "2026-07-31".into(),
+        timezone: Some("Europe/Berlin".into()),
+        project_id: None,
+    };
+    let listed: Vec<(String, String)> = svc
+        .list(&user, &q)
+        .await
+        .expect("the listing")
+        .events
+        .into_iter()
+        .filter(|e| e.title.ends_with(&tag))
+        .map(|e| (e.start, e.title.split(' ').next().unwrap_or_default().to_string()))
+        .collect();
+    let want: Vec<(String, String)> = ["2026-05-06", "2026-05-13", "2026-05-20", "2026-05-27"]
+        .iter()
+        .map(|d| (d.to_string(), "Bins".to_string()))
+        .chain([
+            ("2026-06-01T11:00:00+02:00".to_string(), "Both".to_string()),
+            ("2026-06-02T11:00:00+02:00".to_string(), "Both".to_string()),
+        ])
+        .chain(["2026-06-03", "2026-06-10"].iter().map(|d| (d.to_string(), "Bins".to_string())))
+        .collect();
+    assert_eq!(listed, want);
+}

@@ -23,4 +23,6 @@ pub use model::*;
 pub use service::{CalendarService, FreeQuery, ListQuery, Written};
 
 #[cfg(test)]
+mod recur_tests;
+#[cfg(test)]
 mod service_tests;

@@ -12,6 +12,8 @@ use super::model::{CalendarEvent, EventTime, InstanceOverride, Recurrence, Zone}
 use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 use rrule::{Frequency, RRule, RRuleSet, Unvalidated};
 
+mod until;
+
 /// The most occurrences one listing returns.
 pub const MAX_INSTANCES: usize = 500;
 /// The longest range one listing covers.
@@ -38,17 +40,28 @@ pub fn rule_text(rrule: &str) -> &str {
 /// The series' rule set, anchored at its start in its zone (dates at
 /// midnight UTC, read back as dates).
 fn rule_set(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<RRuleSet, CalendarError> {
-    let anchor = anchor(start, zone);
-    let text = rule_text(&rec.rrule);
+    let set = RRuleSet::new(anchor(start, zone)).rrule(rule(start, zone, &rec.rrule)?);
+    let set = rec.exdates.iter().fold(set, |s, t| s.exdate(anchor(*t, zone)));
+    Ok(rec.rdates.iter().fold(set, |s, t| s.rdate(anchor(*t, zone))))
+}
+
+/// The `RRULE` alone, read and checked. Its `UNTIL` is read here, not by the
+/// `rrule` crate: the crate takes any `UNTIL` without `Z` (a DATE included)
+/// as the machine's local time and then refuses it beside a zoned start, so
+/// the form RFC 5545 requires for an all-day series was refused ([`until`]).
+fn rule(start: EventTime, zone: Zone, rrule: &str) -> Result<RRule, CalendarError> {
+    let text = rule_text(rrule);
     let bad = |e: String| CalendarError::bad("invalid_rrule", format!("invalid RRULE {text:?}: {e}"));
-    let rule: RRule<Unvalidated> = text.parse().map_err(|e: rrule::RRuleError| bad(e.to_string()))?;
+    let (rest, until) = until::split(text).map_err(bad)?;
+    let rule: RRule<Unvalidated> = rest.parse().map_err(|e: rrule::RRuleError| bad(e.to_string()))?;
     if matches!(rule.get_freq(), Frequency::Secondly | Frequency::Minutely) {
         return Err(bad("a calendar repeats at most hourly".into()));
     }
-    let rule = rule.validate(anchor).map_err(|e| bad(e.to_string()))?;
-    let set = RRuleSet::new(anchor).rrule(rule);
-    let set = rec.exdates.iter().fold(set, |s, t| s.exdate(self::anchor(*t, zone)));
-    Ok(rec.rdates.iter().fold(set, |s, t| s.rdate(self::anchor(*t, zone))))
+    let rule = match until {
+        Some(u) => rule.until(until::bound(u, start, zone).map_err(bad)?),
+        None => rule,
+    };
+    rule.validate(anchor(start, zone)).map_err(|e| bad(e.to_string()))
 }
 
 fn anchor(t: EventTime, zone: Zone) -> DateTime<rrule::Tz> {
@@ -68,6 +81,7 @@ fn back(t: DateTime<rrule::Tz>, all_day: bool) -> EventTime {
 
 /// Checks a recurrence for an event starting at `start` in `zone`: the rule
 /// parses, is not denser than hourly, and its dates are of the event's kind.
+/// This is what a stored or synced series must pass to be listed.
 pub fn check(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<(), CalendarError> {
     if rec.exdates.iter().chain(&rec.rdates).any(|t| t.is_date() != start.is_date()) {
         return Err(CalendarError::bad(
@@ -76,6 +90,21 @@ pub fn check(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<(), Calen
         ));
     }
     rule_set(start, zone, rec).map(|_| ())
+}
+
+/// [`check`], and what RFC 5545 forbids of a rule we write: `COUNT` and
+/// `UNTIL` together. (A calendar server's rule with both is still listed,
+/// each bound holding, as python-dateutil reads it.)
+pub fn check_new(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<(), CalendarError> {
+    check(start, zone, rec)?;
+    let parts = |k: &str| rule_text(&rec.rrule).split(';').filter(|p| until::is_part(p, k)).count();
+    if parts("COUNT") > 0 && parts("UNTIL") > 0 {
+        return Err(CalendarError::bad(
+            "invalid_rrule",
+            format!("invalid RRULE {:?}: COUNT and UNTIL must not both be given (RFC 5545 §3.3.10)", rec.rrule),
+        ));
+    }
+    Ok(())
 }
 
 /// The occurrences of `event` overlapping `[from, to)`, at most `cap`, and
@@ -191,10 +220,12 @@ impl CalendarEvent {
 }
 
 impl CalendarEvent {
-    /// How many instances the series has before `rid` (for a `COUNT` split).
-    pub fn has_instances_before(&self, rid: EventTime) -> Result<usize, CalendarError> {
+    /// How many instances the rule alone generates before `rid` (for a
+    /// `COUNT` split): RFC 5545's `COUNT` counts them before `EXDATE`
+    /// removes any, and `RDATE`s are not among them.
+    pub fn rule_instances_before(&self, rid: EventTime) -> Result<usize, CalendarError> {
         let Some(rec) = &self.recurrence else { return Ok(0) };
-        let set = rule_set(self.start, self.timezone, rec)?;
+        let set = RRuleSet::new(anchor(self.start, self.timezone)).rrule(rule(self.start, self.timezone, &rec.rrule)?);
         let upto = anchor(rid, self.timezone) - Duration::seconds(1);
         Ok(set.before(upto).all(u16::MAX).dates.len())
     }

@@ -7,15 +7,15 @@ use crate::entities::EntityService;
 use crate::ids::{EventId, UserId};
 use store::MemoryEventStore;
 
-fn svc() -> CalendarService {
+pub(super) fn svc() -> CalendarService {
     CalendarService::new(MemoryEventStore::new(), EntityService::new(MemoryEntityStore::new()))
 }
 
-fn user(n: &str) -> UserId {
+pub(super) fn user(n: &str) -> UserId {
     UserId::parse(n).unwrap()
 }
 
-fn new(title: &str, start: &str, tz: &str) -> NewEvent {
+pub(super) fn new(title: &str, start: &str, tz: &str) -> NewEvent {
     NewEvent {
         title: title.into(),
         start: start.into(),
@@ -30,16 +30,16 @@ fn new(title: &str, start: &str, tz: &str) -> NewEvent {
     }
 }
 
-fn weekly(title: &str, start: &str, tz: &str) -> NewEvent {
+pub(super) fn weekly(title: &str, start: &str, tz: &str) -> NewEvent {
     let rec = RecurrenceInput { rrule: "FREQ=WEEKLY".into(), exdates: vec![], rdates: vec![] };
     NewEvent { recurrence: Some(rec), ..new(title, start, tz) }
 }
 
-fn q(from: &str, to: &str, tz: &str) -> ListQuery {
+pub(super) fn q(from: &str, to: &str, tz: &str) -> ListQuery {
     ListQuery { from: from.into(), to: to.into(), timezone: Some(tz.into()), project_id: None }
 }
 
-async fn starts(s: &CalendarService, u: &UserId, query: ListQuery) -> Vec<String> {
+pub(super) async fn starts(s: &CalendarService, u: &UserId, query: ListQuery) -> Vec<String> {
     s.list(u, &query).await.unwrap().events.into_iter().map(|e| e.start).collect()
 }
 
