@@ -91,7 +91,8 @@ pub fn api() -> OpenApiRouter<EntitiesApp> {
             paths.add_path_operation(&path, vec![http_method(&rt.method)], operation(&rt));
             let filter = axum::routing::MethodFilter::try_from(rt.method.clone()).expect("the API's methods");
             let (op, takes_body) = (rt.op, rt.body.is_some());
-            methods = methods.on(filter, move |state: State<EntitiesApp>, req: Request| serve(op, takes_body, state, req));
+            methods =
+                methods.on(filter, move |state: State<EntitiesApp>, req: Request| serve(op, takes_body, state, req));
         }
         router = router.routes((vec![], paths, methods));
     }
