@@ -167,10 +167,10 @@ pub struct RouteDoc {
 
 /// Every error code of the API: its status and what it means.
 pub const ERROR_CODES: &[(&str, u16, &str)] = &[
-    ("invalid_json", 400, "the body is not JSON, or is missing"),
+    ("invalid_json", 400, "the body is not JSON, is JSON but not an object, or is missing"),
     ("missing_field", 400, "a required field is absent (or null in an update)"),
     ("unknown_field", 400, "a field this body does not have"),
-    ("wrong_type", 400, "a field, or the body, has the wrong JSON type"),
+    ("wrong_type", 400, "a field has the wrong JSON type"),
     ("invalid_value", 400, "a value outside what this document allows"),
     ("invalid_id", 400, "a malformed id (path, query or body)"),
     ("unknown_kind", 400, "a kind that is not one of the seven"),
