@@ -153,6 +153,17 @@ async fn a_first_turns_parallel_web_calls_count_exactly_the_web_budget() {
     assert_eq!((u["web_calls_today"].as_u64(), u["web_calls_per_day"].as_u64()), (Some(5), Some(5)), "{u}");
 }
 
+/// Waits for the next clock minute when less than 40 s of this one are
+/// left: a test counting turns per minute needs its turns in one minute, and
+/// on a busy machine a few turns can take seconds (both tests below failed
+/// when their turns straddled a minute's end, at a load average of 16).
+async fn early_in_a_minute() {
+    let into = shared::now_ms().rem_euclid(60_000);
+    if into > 20_000 {
+        tokio::time::sleep(Duration::from_millis((60_000 - into) as u64 + 50)).await;
+    }
+}
+
 fn limits(tokens: u64, tpm: u64, concurrent: u64) -> BudgetConfig {
     BudgetConfig { tokens_per_day: tokens, turns_per_minute: tpm, concurrent_turns: concurrent, web_calls_per_day: 0 }
 }
@@ -214,6 +225,7 @@ async fn usage(t: &TestApp, user: &str) -> Value {
 
 #[tokio::test]
 async fn turns_per_minute_refuse_with_429_before_anything_streams_on_both_routes() {
+    early_in_a_minute().await;
     let t = app(limits(0, 2, 0)).await;
     t.llm.set_default(Reply::text(&["fine"]));
     let first = t.turn("alice", json!({"message": "one"})).await;
@@ -363,6 +375,7 @@ async fn the_ai_sdks_client_sees_a_spent_budget_as_its_error() {
         dir.join("node_modules/ai/package.json").exists(),
         "run the tests with scripts/test.sh (npm ci in tests/node)"
     );
+    early_in_a_minute().await;
     let urls = tests::function_urls::FunctionUrls::with_config(|c| c.budgets = limits(0, 1, 0)).await;
     urls.t.llm.push(Reply::text(&["fine"]));
     let out = tokio::process::Command::new("node")
