@@ -8,6 +8,7 @@
 //! most [`MAX_INSTANCES`] occurrences, with `truncated` saying when more exist.
 
 use super::error::CalendarError;
+use super::gap;
 use super::model::{CalendarEvent, EventTime, InstanceOverride, Recurrence, Zone};
 use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 use rrule::{Frequency, RRule, RRuleSet, Unvalidated};
@@ -35,8 +36,9 @@ pub fn rule_text(rrule: &str) -> &str {
     t.strip_prefix("RRULE:").unwrap_or(t)
 }
 
-/// The series' rule set, anchored at its start in its zone (dates at
-/// midnight UTC, read back as dates).
+/// The series' rule set, anchored at its start's wall-clock time in its
+/// zone, floating ([`gap`]: placed in the zone by [`back`]); dates at
+/// midnight UTC, read back as dates.
 fn rule_set(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<RRuleSet, CalendarError> {
     let anchor = anchor(start, zone);
     let text = rule_text(&rec.rrule);
@@ -45,24 +47,37 @@ fn rule_set(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<RRuleSet, 
     if matches!(rule.get_freq(), Frequency::Secondly | Frequency::Minutely) {
         return Err(bad("a calendar repeats at most hourly".into()));
     }
+    // UNTIL (UTC) is compared on the floating wall clock too, as libical does.
+    let rule = match (start, rule.get_until().cloned()) {
+        (EventTime::At(_), Some(u)) => rule.until(gap::floating(u.with_timezone(&Utc), zone)),
+        _ => rule,
+    };
     let rule = rule.validate(anchor).map_err(|e| bad(e.to_string()))?;
     let set = RRuleSet::new(anchor).rrule(rule);
-    let set = rec.exdates.iter().fold(set, |s, t| s.exdate(self::anchor(*t, zone)));
+    let set = rec.exdates.iter().flat_map(|t| exdate_walls(*t, zone)).fold(set, |s, w| s.exdate(w));
     Ok(rec.rdates.iter().fold(set, |s, t| s.rdate(self::anchor(*t, zone))))
 }
 
 fn anchor(t: EventTime, zone: Zone) -> DateTime<rrule::Tz> {
     match t {
         EventTime::Date(d) => rrule::Tz::UTC.from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default()),
-        EventTime::At(t) => t.with_timezone(&rrule::Tz::Tz(zone.0)),
+        EventTime::At(t) => gap::floating(t, zone),
     }
 }
 
-fn back(t: DateTime<rrule::Tz>, all_day: bool) -> EventTime {
+/// An excluded start as the floating times that name it.
+fn exdate_walls(t: EventTime, zone: Zone) -> Vec<DateTime<rrule::Tz>> {
+    match t {
+        EventTime::Date(_) => vec![anchor(t, zone)],
+        EventTime::At(t) => gap::walls(t, zone).into_iter().map(gap::wall).collect(),
+    }
+}
+
+fn back(t: DateTime<rrule::Tz>, all_day: bool, zone: Zone) -> EventTime {
     if all_day {
         EventTime::Date(t.date_naive())
     } else {
-        EventTime::At(t.with_timezone(&Utc))
+        EventTime::At(gap::place(t.naive_utc(), zone))
     }
 }
 
@@ -103,7 +118,10 @@ pub fn occurrences(
     let mut truncated = result.limited;
     let mut out = vec![];
     let mut seen = vec![];
-    for rid in result.dates.into_iter().map(|t| back(t, all_day)) {
+    for rid in result.dates.into_iter().map(|t| back(t, all_day, event.timezone)) {
+        if seen.contains(&rid) {
+            continue; // two wall times placed at one instant (a gap): one instance
+        }
         seen.push(rid);
         if let Some(o) = event.occurrence(rid, length) {
             if overlaps(&o.start, &o.end) {
@@ -185,8 +203,9 @@ impl CalendarEvent {
         let Some(rec) = &self.recurrence else { return Ok(false) };
         let at = anchor(rid, self.timezone);
         let set = rule_set(self.start, self.timezone, rec)?;
-        let hit = set.after(at - Duration::seconds(1)).before(at + Duration::seconds(1)).all(4);
-        Ok(hit.dates.into_iter().any(|t| back(t, self.all_day()) == rid))
+        // A day each way: a wall time in a gap is placed up to hours away.
+        let hit = set.after(at - Duration::days(1)).before(at + Duration::days(1)).all(u16::MAX);
+        Ok(hit.dates.into_iter().any(|t| back(t, self.all_day(), self.timezone) == rid))
     }
 }
 
@@ -195,8 +214,9 @@ impl CalendarEvent {
     pub fn has_instances_before(&self, rid: EventTime) -> Result<usize, CalendarError> {
         let Some(rec) = &self.recurrence else { return Ok(0) };
         let set = rule_set(self.start, self.timezone, rec)?;
-        let upto = anchor(rid, self.timezone) - Duration::seconds(1);
-        Ok(set.before(upto).all(u16::MAX).dates.len())
+        let upto = anchor(rid, self.timezone) + Duration::days(1);
+        let dates = set.before(upto).all(u16::MAX).dates;
+        Ok(dates.into_iter().filter(|t| back(*t, self.all_day(), self.timezone) < rid).count())
     }
 }
 
