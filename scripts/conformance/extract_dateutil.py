@@ -18,10 +18,8 @@ literals, never dateutil's output):
 A vector is a test method whose whole body is
 `self.assertEqual(list(X), [datetime(...), ...])` with X an `rrule(...)` or
 `rrulestr("...")` call, or an `rruleset` built from one `rrule` plus
-`rdate`/`exdate` calls. A vector out of our domain (FREQ=MINUTELY or
-SECONDLY, which we refuse by design; dateutil's BYEASTER, not RFC 5545)
-carries `refused` with the reason: the suite checks that it is refused.
-Every other test method is listed under `skipped`
+`rdate`/`exdate` calls. All are kept, those out of our domain too: the
+Rust suite, not this script, says which we refuse and why. Every other test method is listed under `skipped`
 with the reason, so the counts add up to the file's. python-dateutil is
 dual-licensed Apache-2.0 / BSD-3-Clause (its LICENSE); the vectors are
 facts about the RFC 5545 expansion, kept with their source named.
@@ -108,11 +106,6 @@ def vector(fn):
         set_case(setup, inner.id, case)
     else:
         raise Skip("not a listing of one rrule, rrulestr or simple rruleset")
-    freq = case["rrule"].split("FREQ=")[1].split(";")[0]
-    if freq in ("MINUTELY", "SECONDLY"):
-        case["refused"] = f"FREQ={freq}: we refuse it by design (a calendar repeats at most hourly)"
-    if "BYEASTER" in case["rrule"]:
-        case["refused"] = "BYEASTER is dateutil's extension, not RFC 5545"
     case["expected"] = [local(t) for t in ev(want)]
     return case
 

@@ -53,7 +53,10 @@ pub fn place(w: NaiveDateTime, zone: Zone) -> DateTime<Utc> {
 pub fn walls(t: DateTime<Utc>, zone: Zone) -> Vec<NaiveDateTime> {
     let mut out: Vec<NaiveDateTime> = [t, t - Duration::hours(25)]
         .iter()
-        .map(|p| t.naive_utc() + Duration::seconds(zone.0.offset_from_utc_datetime(&p.naive_utc()).fix().local_minus_utc().into()))
+        .map(|p| {
+            t.naive_utc()
+                + Duration::seconds(zone.0.offset_from_utc_datetime(&p.naive_utc()).fix().local_minus_utc().into())
+        })
         .filter(|w| place(*w, zone) == t)
         .collect();
     out.dedup();
