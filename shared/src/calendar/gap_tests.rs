@@ -192,3 +192,15 @@ fn a_skipped_time_takes_the_offset_before_the_gap_and_a_repeated_one_the_first()
     assert_eq!(place(nov(0, 30), havana), utc(nov(4, 30)), "the first 00:30, −04");
     assert!(walls(utc(nov(5, 30)), havana).is_empty(), "the second 00:30 is no wall time's");
 }
+
+#[tokio::test]
+async fn until_in_utc_bounds_the_wall_clock_series_and_a_floating_until_is_refused() {
+    let (s, u) = (svc(), UserId::parse("alice").unwrap());
+    // UNTIL 04:30Z is 01:30 −03 on the 6th: the 00:30 placed there is in.
+    s.create(&u, &daily("2026-09-04T00:30", "America/Santiago", "FREQ=DAILY;UNTIL=20260906T043000Z")).await.unwrap();
+    let got = utc_starts(&s, &u, "2026-09-01", "2026-09-30").await;
+    assert_eq!(got, ["2026-09-04T04:30:00Z", "2026-09-05T04:30:00Z", "2026-09-06T04:30:00Z"]);
+    // RFC 5545 §3.3.10: with a zoned DTSTART, UNTIL must be UTC.
+    let floating = daily("2026-09-04T00:30", "America/Santiago", "FREQ=DAILY;UNTIL=20260906T043000");
+    assert_eq!(s.create(&u, &floating).await.unwrap_err().code(), "invalid_rrule");
+}

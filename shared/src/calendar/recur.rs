@@ -1,7 +1,8 @@
 //! Recurrences: checking an `RRULE` and expanding an event into its
 //! occurrences over a bounded range. The expansion is the `rrule` crate's
-//! (RFC 5545), run in the event's own zone so a series keeps its wall-clock
-//! time across DST; all-day series are expanded as dates. Overrides
+//! (RFC 5545), run on the event's wall clock and placed in its zone by
+//! [`gap`], so a series keeps its wall-clock time across DST; all-day series
+//! are expanded as dates. Overrides
 //! (`RECURRENCE-ID`) then move, change or cancel single instances.
 //!
 //! Every listing is bounded: a range of at most [`MAX_RANGE_DAYS`] and at
@@ -47,9 +48,12 @@ fn rule_set(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<RRuleSet, 
     if matches!(rule.get_freq(), Frequency::Secondly | Frequency::Minutely) {
         return Err(bad("a calendar repeats at most hourly".into()));
     }
-    // UNTIL (UTC) is compared on the floating wall clock too, as libical does.
+    // UNTIL (UTC) is compared on the floating wall clock too, as libical
+    // does; one without `Z` stays as read, and is refused (RFC 5545 §3.3.10).
     let rule = match (start, rule.get_until().cloned()) {
-        (EventTime::At(_), Some(u)) => rule.until(gap::floating(u.with_timezone(&Utc), zone)),
+        (EventTime::At(_), Some(u)) if u.timezone() == rrule::Tz::UTC => {
+            rule.until(gap::floating(u.with_timezone(&Utc), zone))
+        }
         _ => rule,
     };
     let rule = rule.validate(anchor).map_err(|e| bad(e.to_string()))?;
