@@ -138,7 +138,7 @@ const CASES: &[(&str, &str, [&str; 5])] = &[
 async fn a_daily_series_keeps_the_day_whose_midnight_the_clocks_skip_or_repeat() {
     let s = svc();
     for (i, (zone, start, want)) in CASES.iter().enumerate() {
-        let u = UserId::parse(&format!("user{i}")).unwrap();
+        let u = UserId::parse(format!("user{i}")).unwrap();
         s.create(&u, &daily(start, zone, "FREQ=DAILY;COUNT=5")).await.unwrap();
         let got = utc_starts(&s, &u, "2026-01-01", "2026-12-31").await;
         assert_eq!(got, want.to_vec(), "{zone} from {start}");
