@@ -10,6 +10,7 @@ pub mod caldav;
 pub mod edit;
 pub mod error;
 pub mod free;
+pub mod gap;
 pub mod model;
 pub mod recur;
 pub mod remote;

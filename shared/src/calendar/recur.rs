@@ -1,13 +1,15 @@
 //! Recurrences: checking an `RRULE` and expanding an event into its
 //! occurrences over a bounded range. The expansion is the `rrule` crate's
-//! (RFC 5545), run in the event's own zone so a series keeps its wall-clock
-//! time across DST; all-day series are expanded as dates. Overrides
+//! (RFC 5545), run on the event's wall clock and placed in its zone by
+//! [`gap`], so a series keeps its wall-clock time across DST; all-day series
+//! are expanded as dates. Overrides
 //! (`RECURRENCE-ID`) then move, change or cancel single instances.
 //!
 //! Every listing is bounded: a range of at most [`MAX_RANGE_DAYS`] and at
 //! most [`MAX_INSTANCES`] occurrences, with `truncated` saying when more exist.
 
 use super::error::CalendarError;
+use super::gap;
 use super::model::{CalendarEvent, EventTime, InstanceOverride, Recurrence, Zone};
 use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 use rrule::{Frequency, RRule, RRuleSet, Unvalidated};
@@ -37,11 +39,12 @@ pub fn rule_text(rrule: &str) -> &str {
     t.strip_prefix("RRULE:").unwrap_or(t)
 }
 
-/// The series' rule set, anchored at its start in its zone (dates at
-/// midnight UTC, read back as dates).
+/// The series' rule set, anchored at its start's wall-clock time in its
+/// zone, floating ([`gap`]: placed in the zone by [`back`]); dates at
+/// midnight UTC, read back as dates.
 fn rule_set(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<RRuleSet, CalendarError> {
     let set = RRuleSet::new(anchor(start, zone)).rrule(rule(start, zone, &rec.rrule)?);
-    let set = rec.exdates.iter().fold(set, |s, t| s.exdate(anchor(*t, zone)));
+    let set = rec.exdates.iter().flat_map(|t| exdate_walls(*t, zone)).fold(set, |s, w| s.exdate(w));
     Ok(rec.rdates.iter().fold(set, |s, t| s.rdate(anchor(*t, zone))))
 }
 
@@ -58,7 +61,15 @@ fn rule(start: EventTime, zone: Zone, rrule: &str) -> Result<RRule, CalendarErro
         return Err(bad("a calendar repeats at most hourly".into()));
     }
     let rule = match until {
-        Some(u) => rule.until(until::bound(u, start, zone).map_err(bad)?),
+        Some(u) => {
+            let bound = until::bound(u, start, zone).map_err(bad)?;
+            // A timed series expands on its floating wall clock ([`gap`]), so
+            // its bound is compared there too, as libical does.
+            rule.until(match start {
+                EventTime::At(_) => gap::floating(bound.with_timezone(&Utc), zone),
+                EventTime::Date(_) => bound,
+            })
+        }
         None => rule,
     };
     rule.validate(anchor(start, zone)).map_err(|e| bad(e.to_string()))
@@ -67,15 +78,23 @@ fn rule(start: EventTime, zone: Zone, rrule: &str) -> Result<RRule, CalendarErro
 fn anchor(t: EventTime, zone: Zone) -> DateTime<rrule::Tz> {
     match t {
         EventTime::Date(d) => rrule::Tz::UTC.from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default()),
-        EventTime::At(t) => t.with_timezone(&rrule::Tz::Tz(zone.0)),
+        EventTime::At(t) => gap::floating(t, zone),
     }
 }
 
-fn back(t: DateTime<rrule::Tz>, all_day: bool) -> EventTime {
+/// An excluded start as the floating times that name it.
+fn exdate_walls(t: EventTime, zone: Zone) -> Vec<DateTime<rrule::Tz>> {
+    match t {
+        EventTime::Date(_) => vec![anchor(t, zone)],
+        EventTime::At(t) => gap::walls(t, zone).into_iter().map(gap::wall).collect(),
+    }
+}
+
+fn back(t: DateTime<rrule::Tz>, all_day: bool, zone: Zone) -> EventTime {
     if all_day {
         EventTime::Date(t.date_naive())
     } else {
-        EventTime::At(t.with_timezone(&Utc))
+        EventTime::At(gap::place(t.naive_utc(), zone))
     }
 }
 
@@ -132,7 +151,10 @@ pub fn occurrences(
     let mut truncated = result.limited;
     let mut out = vec![];
     let mut seen = vec![];
-    for rid in result.dates.into_iter().map(|t| back(t, all_day)) {
+    for rid in result.dates.into_iter().map(|t| back(t, all_day, event.timezone)) {
+        if seen.contains(&rid) {
+            continue; // two wall times placed at one instant (a gap): one instance
+        }
         seen.push(rid);
         if let Some(o) = event.occurrence(rid, length) {
             if overlaps(&o.start, &o.end) {
@@ -214,8 +236,9 @@ impl CalendarEvent {
         let Some(rec) = &self.recurrence else { return Ok(false) };
         let at = anchor(rid, self.timezone);
         let set = rule_set(self.start, self.timezone, rec)?;
-        let hit = set.after(at - Duration::seconds(1)).before(at + Duration::seconds(1)).all(4);
-        Ok(hit.dates.into_iter().any(|t| back(t, self.all_day()) == rid))
+        // A day each way: a wall time in a gap is placed up to hours away.
+        let hit = set.after(at - Duration::days(1)).before(at + Duration::days(1)).all(u16::MAX);
+        Ok(hit.dates.into_iter().any(|t| back(t, self.all_day(), self.timezone) == rid))
     }
 }
 
@@ -226,8 +249,11 @@ impl CalendarEvent {
     pub fn rule_instances_before(&self, rid: EventTime) -> Result<usize, CalendarError> {
         let Some(rec) = &self.recurrence else { return Ok(0) };
         let set = RRuleSet::new(anchor(self.start, self.timezone)).rrule(rule(self.start, self.timezone, &rec.rrule)?);
-        let upto = anchor(rid, self.timezone) - Duration::seconds(1);
-        Ok(set.before(upto).all(u16::MAX).dates.len())
+        // Placed instances, not floating ones, are compared: around a gap
+        // the two orders can differ ([`gap`]).
+        let upto = anchor(rid, self.timezone) + Duration::days(1);
+        let dates = set.before(upto).all(u16::MAX).dates;
+        Ok(dates.into_iter().filter(|t| back(*t, self.all_day(), self.timezone) < rid).count())
     }
 }
 
