@@ -11,5 +11,6 @@ async fn main() -> Result<(), Error> {
     shared::telemetry::init();
     let config = shared::config::Config::from_env()?;
     let app = EntitiesApp::from_config(config).await;
-    lambda_http::run(router(app)).await
+    // One invocation's failed answer does not end the process (shared::lambda).
+    shared::lambda::serve(lambda_http::runtime_concurrent(router(app))).await
 }
