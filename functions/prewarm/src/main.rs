@@ -13,13 +13,16 @@ async fn main() -> Result<(), Error> {
     let config = shared::config::Config::from_env()?;
     let app = PrewarmApp::from_config(config).await?;
     // One invocation's failed answer does not end the process (shared::lambda).
-    shared::lambda::serve(lambda_runtime::Runtime::new(service_fn(move |event: LambdaEvent<Value>| {
+    shared::lambda::serve(|| {
         let app = app.clone();
-        async move {
-            tracing::debug!(deadline_ms = event.context.deadline, "prewarm invocation");
-            let deadline = runtime_deadline(event.context.deadline);
-            Ok::<_, Error>(invoke(&app, event.payload, deadline).await)
-        }
-    })))
+        lambda_runtime::Runtime::new(service_fn(move |event: LambdaEvent<Value>| {
+            let app = app.clone();
+            async move {
+                tracing::debug!(deadline_ms = event.context.deadline, "prewarm invocation");
+                let deadline = runtime_deadline(event.context.deadline);
+                Ok::<_, Error>(invoke(&app, event.payload, deadline).await)
+            }
+        }))
+    })
     .await
 }

@@ -14,5 +14,6 @@ async fn main() -> Result<(), Error> {
     // The concurrent runtime serves many invocations per process on Lambda
     // Managed Instances and falls back to one at a time elsewhere; one
     // invocation's failed answer does not end it (shared::lambda).
-    shared::lambda::serve(lambda_http::streaming_runtime_concurrent(router(app))).await
+    let router = router(app);
+    shared::lambda::serve_concurrent(|| lambda_http::streaming_runtime_concurrent(router.clone())).await
 }

@@ -34,9 +34,12 @@ async fn main() -> Result<(), Error> {
         large_paste_chars: context.budget.large_paste_chars,
     });
     // One invocation's failed answer does not end the process (shared::lambda).
-    shared::lambda::serve(lambda_runtime::Runtime::new(service_fn(move |event: LambdaEvent<SqsEvent>| {
+    shared::lambda::serve(|| {
         let deps = deps.clone();
-        async move { Ok::<SqsBatchResponse, Error>(handle_batch(&deps, event.payload).await) }
-    })))
+        lambda_runtime::Runtime::new(service_fn(move |event: LambdaEvent<SqsEvent>| {
+            let deps = deps.clone();
+            async move { Ok::<SqsBatchResponse, Error>(handle_batch(&deps, event.payload).await) }
+        }))
+    })
     .await
 }
