@@ -34,14 +34,11 @@ URL = urllib.parse.urlsplit(STREAM)
 HEADERS = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
 PHASES = ["connect", "headers", "mid", "done", "random"]
 GUARD = 120  # seconds: a hang guard, not a budget
+STORM_GUARD = 30  # a cut request's own hang guard; 3 in a row end the storm (the function is gone)
 
 
-def connection():
-    return http.client.HTTPConnection(URL.hostname, URL.port, timeout=GUARD)
-
-
-def send(path, body=None):
-    conn = connection()
+def send(path, body=None, guard=GUARD):
+    conn = http.client.HTTPConnection(URL.hostname, URL.port, timeout=guard)
     data = None if body is None else json.dumps(body).encode()
     conn.request("POST" if data else "GET", URL.path + path, body=data, headers=HEADERS)
     return conn
@@ -50,7 +47,7 @@ def send(path, body=None):
 def cut_at_connect(path, body):
     """Sends the headers and half the body, then closes the socket."""
     data = json.dumps(body or {}).encode()
-    sock = socket.create_connection((URL.hostname, URL.port), timeout=GUARD)
+    sock = socket.create_connection((URL.hostname, URL.port), timeout=STORM_GUARD)
     head = f"{'POST' if body else 'GET'} {URL.path + path} HTTP/1.1\r\nhost: {URL.netloc}\r\n"
     head += "".join(f"{k}: {v}\r\n" for k, v in HEADERS.items())
     head += f"content-length: {len(data)}\r\n\r\n"
@@ -61,7 +58,7 @@ def cut_at_connect(path, body):
 def cut(phase, path, body):
     if phase == "connect":
         return cut_at_connect(path, body)
-    conn = send(path, body)
+    conn = send(path, body, STORM_GUARD)
     try:
         if phase == "random":
             conn.sock.settimeout(random.uniform(0, 0.4))
@@ -95,9 +92,17 @@ def targets(sid):
 
 
 def whole_turn():
-    """A turn read to its end; returns its events."""
-    conn = send("/", {"message": "count"})
-    resp = conn.getresponse()
+    """A turn read to its end; returns its events. A spent budget (the storm
+    is many turns a minute) is waited out as its `Retry-After` says."""
+    for _ in range(3):
+        conn = send("/", {"message": "count"})
+        resp = conn.getresponse()
+        if resp.status != 429:
+            break
+        wait = int(resp.getheader("retry-after") or "60")
+        print(f"  429 (a spent budget): waiting {wait}s as Retry-After says", file=sys.stderr)
+        conn.close()
+        time.sleep(wait)
     if resp.status != 200:
         sys.exit(f"FAIL: a turn after the storm answered {resp.status}: {resp.read()[:300]!r}")
     out = []
@@ -113,13 +118,19 @@ def main():
     random.seed(43)
     first = whole_turn()
     sid = next(ev["session"]["id"] for ev in first if ev["type"] == "session")
-    counts, errors = {}, 0
+    counts, errors, hung = {}, 0, 0
     started = time.monotonic()
     for i in range(N):
         phase = PHASES[i % len(PHASES)]
         path, body = random.choice(targets(sid))
         try:
             cut(phase, path, body)
+            hung = 0
+        except (socket.timeout, TimeoutError) as e:
+            hung += 1
+            print(f"  {phase} {path}: no answer in {STORM_GUARD}s ({e})", file=sys.stderr)
+            if hung == 3:
+                sys.exit(f"FAIL: after {i + 1} cut requests the stream function answers no more")
         except OSError as e:  # a reset by the emulator is the client's to see, not a failure
             errors += 1
             print(f"  {phase} {path}: {type(e).__name__}: {e}", file=sys.stderr)
