@@ -266,7 +266,7 @@ async fn real_world_calendars_list_everything_readable_and_name_the_rest() {
         let put = put_all(&alice, &cal.href, &objects).await;
         t.put += objects.len();
         t.refused_by_server += objects.len() - put;
-        let user = UserId::parse(&format!("u-corpus-{i}")).unwrap();
+        let user = UserId::parse(format!("u-corpus-{i}")).unwrap();
         calendars.insert(user.clone(), CaldavCalendar::new(alice.clone(), cal.href.clone()));
         plan.push((user, cal.href, path, client(&prodid), *source, *licence));
     }
