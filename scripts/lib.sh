@@ -408,6 +408,38 @@ ensure_radicale() {
   have_py_modules radicale || die "radicale still not importable after pip install"
 }
 
+# Real-world iCalendar files (Google Calendar, Apple iCal, Outlook/Exchange,
+# Thunderbird/Lightning exports and more) from the test data of public
+# iCalendar parsers, for tests/tests/caldav_corpus.rs: each a pinned sdist from
+# PyPI ("requirement file sha256"), checked, its .ics files extracted under
+# .local/ical-corpus/<sdist name>/. The test names each file's source and licence.
+ICAL_CORPUS_SDISTS=(
+  "icalendar==7.3.2 icalendar-7.3.2.tar.gz f15380927aed4318860e001c03b543c48578c73aec46e2d384c5d0802082b808"
+  "recurring-ical-events==3.8.2 recurring_ical_events-3.8.2.tar.gz e731af31d0b7dec5cd47a1defacd8549e2f36fab1c1995e8b9f042822a0acf8e"
+  "vobject==0.9.9 vobject-0.9.9.tar.gz ac44e5d7e2079d84c1d52c50a615b9bec4b1ba958608c4c7fe40cbf33247b38e"
+)
+
+# ensure_ical_corpus: the files above, once; exports ICAL_CORPUS_DIR.
+ensure_ical_corpus() {
+  local dir="$LOCAL_DIR/ical-corpus" spec req file sha got
+  mkdir -p "$dir/sdists"
+  for spec in "${ICAL_CORPUS_SDISTS[@]}"; do
+    read -r req file sha <<<"$spec"
+    [[ -f "$dir/${file%.tar.gz}.ok" ]] && continue
+    if [[ ! -f "$dir/sdists/$file" ]]; then
+      log "pip download $req (sdist, for its .ics test files)"
+      "$PYTHON" -m pip download --disable-pip-version-check --quiet --no-binary :all: --no-deps \
+        -d "$dir/sdists" "$req" || die "pip download $req failed"
+    fi
+    got="$(sha256sum "$dir/sdists/$file" | cut -d' ' -f1)"
+    [[ "$got" == "$sha" ]] || die "$file has sha256 $got, not the pinned $sha"
+    rm -rf "${dir:?}/${file%.tar.gz}"
+    tar -xzf "$dir/sdists/$file" -C "$dir" --wildcards '*.ics' || die "could not extract $file"
+    touch "$dir/${file%.tar.gz}.ok"
+  done
+  export ICAL_CORPUS_DIR="$dir"
+}
+
 ensure_moto() {
   python_scripts_on_path
   if have moto_server && have_py_modules moto flask flask_cors; then

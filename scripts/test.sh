@@ -44,6 +44,7 @@ t0=$SECONDS
 ensure_dynamodb_local
 ensure_moto
 ensure_radicale
+ensure_ical_corpus
 ensure_ai_sdk_check
 use_nextest=1
 if ! ensure_nextest; then

@@ -179,6 +179,11 @@ pub const ERROR_CODES: &[(&str, u16, &str)] = &[
     ("end_before_start", 400, "an event's end, or a range's `to`, is not after its start"),
     ("invalid_rrule", 400, "not an RFC 5545 RRULE, or one that repeats without end too often"),
     ("range_too_long", 400, "a range over 366 days"),
+    (
+        "range_not_covered",
+        400,
+        "free time over a range in which an event repeats too often to expand whole: ask for a shorter one",
+    ),
     ("not_recurring", 400, "`instance` names an occurrence of an event that does not repeat"),
     ("link_not_found", 400, "the event's `project_id` / `task_id` is not the user's"),
     ("missing_token", 401, "no bearer token"),
