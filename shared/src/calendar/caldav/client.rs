@@ -1,8 +1,9 @@
 //! A CalDAV client (RFC 4791, sync by RFC 6578) over reqwest with Basic auth.
 //!
 //! Contract:
-//! - hrefs are what the server writes (absolute paths, percent-encoded) and are
-//!   resolved against the account URL; [`event_href`] makes one for a new event;
+//! - hrefs are what the server writes (absolute paths), read in one spelling
+//!   ([`canonical_href`]: servers percent-encode differently) and resolved
+//!   against the account URL; [`event_href`] makes one for a new event;
 //! - every write is conditional: create with `If-None-Match: *`, change and
 //!   delete with `If-Match: <etag>`; a `412` is [`CaldavError::Conflict`] naming
 //!   the resource, so a change made elsewhere in between is never overwritten;
@@ -13,6 +14,7 @@ use super::accounts::CaldavAccount;
 use super::xml::{self, Multistatus, Response, CALDAV, CS, DAV};
 use super::CaldavError;
 use chrono::{DateTime, Utc};
+use percent_encoding::{percent_decode_str, percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use reqwest::header::{HeaderMap, CONTENT_TYPE, ETAG, IF_MATCH, IF_NONE_MATCH};
 use reqwest::{Method, StatusCode, Url};
 use std::time::Duration;
@@ -80,22 +82,32 @@ impl std::fmt::Debug for CaldavClient {
     }
 }
 
+/// What a path segment keeps as is: RFC 3986's unreserved characters.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
 /// The href of a new event's resource in `calendar`: its UID, percent-encoded
-/// as servers encode paths (all but `A-Za-z0-9-._~`), plus `.ics`.
+/// as [`canonical_href`] spells it, plus `.ics`.
 pub fn event_href(calendar: &str, uid: &str) -> String {
-    let mut href = calendar.to_string();
-    if !href.ends_with('/') {
-        href.push('/');
-    }
-    for b in uid.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            href.push(b as char);
-        } else {
-            href.push_str(&format!("%{b:02X}"));
-        }
-    }
-    href.push_str(".ics");
-    href
+    let slash = if calendar.ends_with('/') { "" } else { "/" };
+    format!("{calendar}{slash}{}.ics", percent_encode(uid.as_bytes(), SEGMENT))
+}
+
+/// `href` in the one spelling this client uses: each path segment decoded
+/// and encoded again, all but `A-Za-z0-9-._~` (a full URL keeps its scheme
+/// and authority). Servers spell one path differently (Radicale writes
+/// `a%40b.ics`, Xandikos `a@b.ics`, for the same resource); read this way,
+/// the hrefs of a sync compare equal to the ones we wrote.
+pub fn canonical_href(href: &str) -> String {
+    let path_at = match href.find("://") {
+        Some(i) => href[i + 3..].find('/').map_or(href.len(), |j| i + 3 + j),
+        None => 0,
+    };
+    let (origin, path) = href.split_at(path_at);
+    let segments: Vec<String> = path
+        .split('/')
+        .map(|s| percent_encode(&percent_decode_str(s).collect::<Vec<u8>>(), SEGMENT).to_string())
+        .collect();
+    format!("{origin}{}", segments.join("/"))
 }
 
 /// `YYYYMMDDTHHMMSSZ`, the form of CalDAV time ranges.
@@ -419,6 +431,23 @@ mod tests {
     fn event_hrefs_encode_like_servers() {
         assert_eq!(event_href("/u/cal/", "abc-1.2_3~"), "/u/cal/abc-1.2_3~.ics");
         assert_eq!(event_href("/u/cal", "a@b c/d"), "/u/cal/a%40b%20c%2Fd.ics");
+        assert_eq!(event_href("/u/cal/", "ü"), "/u/cal/%C3%BC.ics");
+    }
+
+    /// Radicale's and Xandikos's spellings of one resource read as one, and
+    /// as the href we make for it.
+    #[test]
+    fn hrefs_are_read_in_one_spelling() {
+        let ours = event_href("/alice/cal/", "x@agentic-chat");
+        for theirs in
+            ["/alice/cal/x%40agentic-chat.ics", "/alice/cal/x@agentic-chat.ics", "/alice/cal/x%40agentic%2dchat.ics"]
+        {
+            assert_eq!(canonical_href(theirs), ours, "{theirs}");
+        }
+        assert_eq!(canonical_href("/a%2Fb/c d/"), "/a%2Fb/c%20d/", "an encoded slash stays inside its segment");
+        assert_eq!(canonical_href("https://dav.example.com/u/ü.ics"), "https://dav.example.com/u/%C3%BC.ics");
+        assert_eq!(canonical_href("https://dav.example.com"), "https://dav.example.com");
+        assert_eq!(canonical_href("/"), "/");
     }
 
     #[test]
