@@ -25,6 +25,9 @@ pub const DEFAULT_CALENDAR_NAME: &str = "Agentic chat";
 
 /// A calendar collection of the account.
 #[derive(Debug, Clone, PartialEq, Eq)]
+/// How often a request answered `423 Locked` is sent in all.
+const LOCKED_TRIES: u32 = 5;
+
 pub struct CalendarInfo {
     pub href: String,
     pub display_name: Option<String>,
@@ -158,7 +161,10 @@ impl CaldavClient {
     }
 
     /// Sends one request; 401 and 403 are errors here, other statuses are the
-    /// caller's to judge.
+    /// caller's to judge. `423 Locked` is sent again, up to [`LOCKED_TRIES`]
+    /// times with a short backoff: the server did nothing (RFC 4918 §11.3), and
+    /// Xandikos answers it while another write holds the collection (its git
+    /// repository), e.g. two of the user's turns writing at once.
     async fn send(
         &self,
         method: Method,
@@ -166,14 +172,24 @@ impl CaldavClient {
         headers: &[(reqwest::header::HeaderName, String)],
         body: Option<String>,
     ) -> Result<Answer, CaldavError> {
-        let mut req = self.http.request(method, self.url(href)?).basic_auth(&self.username, Some(&self.password));
-        for (name, value) in headers {
-            req = req.header(name, value);
-        }
-        if let Some(body) = body {
-            req = req.body(body);
-        }
-        let resp = req.send().await.map_err(transport)?;
+        let url = self.url(href)?;
+        let mut tries = 0;
+        let resp = loop {
+            let mut req =
+                self.http.request(method.clone(), url.clone()).basic_auth(&self.username, Some(&self.password));
+            for (name, value) in headers {
+                req = req.header(name, value);
+            }
+            if let Some(body) = &body {
+                req = req.body(body.clone());
+            }
+            let resp = req.send().await.map_err(transport)?;
+            tries += 1;
+            if resp.status() != StatusCode::LOCKED || tries == LOCKED_TRIES {
+                break resp;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50 << tries)).await;
+        };
         let status = resp.status();
         let headers = resp.headers().clone();
         let body = resp.text().await.map_err(transport)?;
