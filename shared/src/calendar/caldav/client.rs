@@ -23,11 +23,11 @@ use std::time::Duration;
 pub const DEFAULT_CALENDAR_SLUG: &str = "agentic-chat";
 pub const DEFAULT_CALENDAR_NAME: &str = "Agentic chat";
 
-/// A calendar collection of the account.
-#[derive(Debug, Clone, PartialEq, Eq)]
 /// How often a request answered `423 Locked` is sent in all.
 const LOCKED_TRIES: u32 = 5;
 
+/// A calendar collection of the account.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CalendarInfo {
     pub href: String,
     pub display_name: Option<String>,
@@ -188,7 +188,7 @@ impl CaldavClient {
             if resp.status() != StatusCode::LOCKED || tries == LOCKED_TRIES {
                 break resp;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(50 << tries)).await;
+            tokio::time::sleep(Duration::from_millis(50 << tries)).await;
         };
         let status = resp.status();
         let headers = resp.headers().clone();
