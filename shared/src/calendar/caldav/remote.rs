@@ -42,6 +42,11 @@ impl CaldavRemote {
             .timeout(std::time::Duration::from_secs(30))
             .build()
             .unwrap_or_default();
+        Self::with_http(accounts, http)
+    }
+
+    /// Talking through `http` (e.g. one that trusts a server's own certificate).
+    pub fn with_http(accounts: Arc<dyn CaldavAccounts>, http: reqwest::Client) -> Self {
         Self { accounts, http, default_zone: Zone::UTC, found: Mutex::new(HashMap::new()) }
     }
 
