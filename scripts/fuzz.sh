@@ -32,6 +32,16 @@ export RUSTC_BOOTSTRAP=1
 flags=(--dev --sanitizer none -a)
 cd "$REPO_ROOT/fuzz"
 
+# The fuzz crate is a workspace of its own with its own Cargo.lock: a change of
+# `shared`'s dependencies leaves it stale, and a build would rewrite it (a CI
+# run must leave every tracked file as committed). Checked first, without
+# writing: a stale lock fails here, saying how to refresh it.
+if ! cargo metadata --locked --format-version 1 >/dev/null; then
+  die "fuzz/Cargo.lock is stale (shared's dependencies changed): refresh it with" \
+    "'cp Cargo.lock fuzz/Cargo.lock && (cd fuzz && cargo metadata --format-version 1 >/dev/null)'" \
+    "(the main lock's versions, plus libfuzzer-sys) and commit it"
+fi
+
 t0=$SECONDS
 log "cargo fuzz build ${flags[*]} (every target)"
 cargo fuzz build "${flags[@]}"

@@ -53,6 +53,9 @@ RADICALE_VERSION="${RADICALE_VERSION:-3.9.0}"
 # Its accounts (htpasswd, plain): user:password, space-separated. alice,
 # bob and carol are the tests' (tests/tests/caldav.rs), dev-user the stack's.
 RADICALE_USERS="${RADICALE_USERS:-alice:alice-pw bob:bob-pw carol:carol-pw dev-user:dev-user-pw}"
+# The second CalDAV server of the tests (tests/tests/caldav.rs runs the same
+# tests against both), with the same users; only the tests start it.
+XANDIKOS_VERSION="${XANDIKOS_VERSION:-0.4.10}"
 
 PYTHON="${PYTHON:-python3}"
 
@@ -408,6 +411,49 @@ ensure_radicale() {
   have_py_modules radicale || die "radicale still not importable after pip install"
 }
 
+# Real-world iCalendar files (Google Calendar, Apple iCal, Outlook/Exchange,
+# Thunderbird/Lightning exports and more) from the test data of public
+# iCalendar parsers, for tests/tests/caldav_corpus.rs: each a pinned sdist from
+# PyPI ("requirement file sha256"), checked, its .ics files extracted under
+# .local/ical-corpus/<sdist name>/. The test names each file's source and licence.
+ICAL_CORPUS_SDISTS=(
+  "icalendar==7.3.2 icalendar-7.3.2.tar.gz f15380927aed4318860e001c03b543c48578c73aec46e2d384c5d0802082b808"
+  "recurring-ical-events==3.8.2 recurring_ical_events-3.8.2.tar.gz e731af31d0b7dec5cd47a1defacd8549e2f36fab1c1995e8b9f042822a0acf8e"
+  "vobject==0.9.9 vobject-0.9.9.tar.gz ac44e5d7e2079d84c1d52c50a615b9bec4b1ba958608c4c7fe40cbf33247b38e"
+)
+
+# ensure_ical_corpus: the files above, once; exports ICAL_CORPUS_DIR.
+ensure_ical_corpus() {
+  local dir="$LOCAL_DIR/ical-corpus" spec req file sha got
+  mkdir -p "$dir/sdists"
+  for spec in "${ICAL_CORPUS_SDISTS[@]}"; do
+    read -r req file sha <<<"$spec"
+    [[ -f "$dir/${file%.tar.gz}.ok" ]] && continue
+    if [[ ! -f "$dir/sdists/$file" ]]; then
+      log "pip download $req (sdist, for its .ics test files)"
+      "$PYTHON" -m pip download --disable-pip-version-check --quiet --no-binary :all: --no-deps \
+        -d "$dir/sdists" "$req" || die "pip download $req failed"
+    fi
+    got="$(sha256sum "$dir/sdists/$file" | cut -d' ' -f1)"
+    [[ "$got" == "$sha" ]] || die "$file has sha256 $got, not the pinned $sha"
+    rm -rf "${dir:?}/${file%.tar.gz}"
+    tar -xzf "$dir/sdists/$file" -C "$dir" --wildcards '*.ics' || die "could not extract $file"
+    touch "$dir/${file%.tar.gz}.ok"
+  done
+  export ICAL_CORPUS_DIR="$dir"
+}
+
+# ensure_xandikos: the CalDAV server Xandikos at the pinned version, from
+# PyPI, into the same Python; with cryptography, which its --autocert needs.
+ensure_xandikos() {
+  if have_py_modules xandikos cryptography \
+    && [[ "$("$PYTHON" -c 'import xandikos; print(".".join(map(str, xandikos.__version__)))' 2>/dev/null)" == "$XANDIKOS_VERSION" ]]; then
+    return 0
+  fi
+  pip_install "xandikos==$XANDIKOS_VERSION" cryptography
+  have_py_modules xandikos cryptography || die "xandikos still not importable after pip install"
+}
+
 ensure_moto() {
   python_scripts_on_path
   if have moto_server && have_py_modules moto flask flask_cors; then
@@ -641,6 +687,54 @@ EOF
 }
 
 stop_radicale() { stop_service "$SERVICE_PREFIX-radicale"; }
+
+# start_xandikos PORT: Xandikos (CalDAV) at https://localhost:PORT, its
+# collections in a fresh folder under the run dir. Multi-user mode, so that
+# each user has a principal of their own (/alice/) and may not touch
+# another's; Basic auth against a htpasswd file ({SHA}) of $RADICALE_USERS.
+# Xandikos only checks passwords over HTTPS (--htpasswd requires --autocert):
+# its self-signed certificate, made for "localhost" at start, is
+# $XANDIKOS_CA, which the tests' client trusts.
+start_xandikos() {
+  local port="$1" name="$SERVICE_PREFIX-xandikos" pid logf dir
+  dir="$RUN_DIR/$name"
+  XANDIKOS_CA="$dir/state/certs/selfsigned.crt"
+  if pid="$(service_pid "$name")"; then
+    log "$name already running (pid $pid); reusing it"
+    return 0
+  fi
+  if port_open 127.0.0.1 "$port"; then
+    die "port $port is already in use; cannot start Xandikos there"
+  fi
+  local old
+  while IFS= read -r old; do
+    [[ -f "$old.pid" ]] || rm -rf "$old"
+  done < <(find "$RUN_DIR" -mindepth 1 -maxdepth 1 -type d -name '*-xandikos' -mmin +1)
+  rm -rf "$dir"
+  mkdir -p "$dir/collections" "$dir/state"
+  (
+    umask 077
+    # shellcheck disable=SC2086 # the users are space-separated on purpose
+    "$PYTHON" - "$dir/users" $RADICALE_USERS <<'PY'
+import base64, hashlib, sys
+with open(sys.argv[1], "w") as f:
+    for pair in sys.argv[2:]:
+        user, _, password = pair.partition(":")
+        digest = base64.b64encode(hashlib.sha1(password.encode()).digest()).decode()
+        f.write(f"{user}:{{SHA}}{digest}\n")
+PY
+  )
+  logf="$(log_file "$LOG_PREFIX-xandikos")"
+  start_service "$name" "$logf" "xandikos multi-user -d $dir/collections" \
+    "$PYTHON" -m xandikos multi-user -d "$dir/collections" --state-dir "$dir/state" \
+    --autocert --htpasswd "$dir/users" -l localhost -p "$port" --no-detect-systemd
+  # The certificate is written before the port opens.
+  wait_for_port 127.0.0.1 "$port" 60 "$SERVICE_PID" && [[ -f "$XANDIKOS_CA" ]] || {
+    print_log_tail "$logf"
+    die "Xandikos did not come up on port $port"
+  }
+  log "Xandikos ready at https://localhost:$port (collections in ${dir#"$REPO_ROOT"/}/collections)"
+}
 
 # start_llama_server PORT: serve $LOCAL_MODEL (ensure_local_model first)
 # with our OpenAI-compatible server (scripts/local_llm_node/server.mjs:

@@ -20,7 +20,8 @@
 #   ST_SEED (default 20), ST_EXAMPLES (max examples per operation, default 25),
 #   ST_WORKERS (default 1: with 2, Python 3.11.7 can fail in ast.parse
 #   across threads inside hypothesis, CPython gh-106905),
-#   ST_APIS (default "entities stream prewarm": the documents to run).
+#   ST_APIS (default "entities stream prewarm": the documents to run),
+#   ABORT_STORM_REQUESTS (default 240: requests the client cuts, before the runs).
 # Reports (JUnit and each run's ndjson) go to .local/schemathesis/<function>/.
 set -euo pipefail
 
@@ -116,6 +117,16 @@ log "local stack checks passed: the watch compiled nothing; CORS allows only $CO
 import sys, urllib.request
 urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="PUT"), timeout=10)
 PY
+
+# Clients that hang up at every phase of a request (before headers, mid-stream,
+# at done): the function must keep answering (issue 43; the file says more).
+# A user of its own: the storm spends its budgets, not the runs' below.
+STORM_TOKEN="$("$CLI" token --sub abort-storm --ttl-secs 3600)"
+run_child "$PYTHON" scripts/local_stack/abort_storm.py "http://127.0.0.1:$lambda_port/lambda-url/stream" "$STORM_TOKEN" \
+  "${ABORT_STORM_REQUESTS:-240}" || {
+  print_log_tail "$(log_file "$LOG_PREFIX-lambda")"
+  die "the stream function stopped answering after clients hung up (scripts/local_stack/abort_storm.py)"
+}
 
 report_root="$LOCAL_DIR/schemathesis"
 rm -rf "$report_root"

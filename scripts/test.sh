@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # THE test command: scripts/test.sh [nextest args...]
 #
-# Installs what the tests need (DynamoDB Local, moto, Radicale, cargo-nextest,
-# the AI SDK check's npm packages in tests/node) if it is missing, starts
-# DynamoDB Local (in memory), moto_server and Radicale (CalDAV) on free ports,
-# exports the AWS endpoint/credential variables and CALDAV_TEST_URL, runs
+# Installs what the tests need (DynamoDB Local, moto, Radicale, Xandikos,
+# cargo-nextest, the AI SDK check's npm packages in tests/node) if it is
+# missing, starts DynamoDB Local (in memory), moto_server, Radicale and
+# Xandikos (CalDAV) on free ports, exports the AWS endpoint/credential
+# variables, CALDAV_TEST_URL and CALDAV_TEST_URL_XANDIKOS, runs
 # `cargo nextest run --workspace --no-fail-fast "$@"` and stops the services
 # on exit. Exits with the test runner's status.
 #
@@ -44,6 +45,8 @@ t0=$SECONDS
 ensure_dynamodb_local
 ensure_moto
 ensure_radicale
+ensure_ical_corpus
+ensure_xandikos
 ensure_ai_sdk_check
 use_nextest=1
 if ! ensure_nextest; then
@@ -82,12 +85,18 @@ radicale_port="$(free_port)"
 start_radicale "$radicale_port"
 export CALDAV_TEST_URL="http://127.0.0.1:$radicale_port"
 export CALDAV_TEST_USERS="$RADICALE_USERS"
+# The same tests against Xandikos too (HTTPS with its own certificate, the same users).
+xandikos_port="$(free_port)"
+start_xandikos "$xandikos_port"
+export CALDAV_TEST_URL_XANDIKOS="https://localhost:$xandikos_port"
+export CALDAV_TEST_XANDIKOS_CA="$XANDIKOS_CA"
 
 use_local_aws "http://127.0.0.1:$ddb_port" "http://127.0.0.1:$moto_port"
 
 log "AWS_ENDPOINT_URL_DYNAMODB=$AWS_ENDPOINT_URL_DYNAMODB"
 log "AWS_ENDPOINT_URL_SQS=$AWS_ENDPOINT_URL_SQS"
 log "CALDAV_TEST_URL=$CALDAV_TEST_URL"
+log "CALDAV_TEST_URL_XANDIKOS=$CALDAV_TEST_URL_XANDIKOS"
 
 status=0
 # The local model server's wire format and answer grammar (no packages, no model).

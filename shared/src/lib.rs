@@ -5,7 +5,8 @@
 //! implementation, an in-memory twin and one contract suite run against both.
 //!
 //! - leaves: [`config`] (the one env loader), [`ids`] (newtypes for ids),
-//!   [`auth`] (bearer JWTs), [`message`] (the protocol-complete conversation
+//!   [`auth`] (bearer JWTs), [`lambda`] (the runtime loop kept serving past
+//!   one invocation's failure), [`message`] (the protocol-complete conversation
 //!   log), [`metrics`], [`telemetry`], [`transport`] (socket options);
 //!   [`web`] (pages read and searches made for the web tools, under the
 //!   address guard);
@@ -44,6 +45,7 @@ pub mod edge;
 pub mod entities;
 pub mod frames;
 pub mod ids;
+pub mod lambda;
 pub mod llm;
 pub mod message;
 pub mod metrics;

@@ -8,8 +8,9 @@
 //! `/chat`); nothing of a refused turn is stored; tokens that run out
 //! mid-turn end it `error quota_exceeded` then `done` with the partial
 //! answer kept; 20 simultaneous turns admit exactly the concurrent limit;
-//! `GET /me/usage` says what was used; the AI SDK's own client sees a
-//! refusal as its error.
+//! a new user's first turn calling `web_visit` several times at once
+//! counts exactly the day's web budget; `GET /me/usage` says what was used;
+//! the AI SDK's own client sees a refusal as its error.
 
 use serde_json::{json, Value};
 use shared::budget::DynamoBudgetStore;
@@ -75,6 +76,95 @@ async fn a_users_budget_is_one_item_and_a_release_removes_past_minutes() {
     assert_eq!(minutes, [&format!("m{}", minute_of(now))], "{:?}", items[0]);
     let usage = store.usage(&user, now + 2, &l).await.unwrap();
     assert_eq!((usage.turns_this_minute, usage.tokens_today, usage.concurrent_turns), (1, 21, 0), "{usage:?}");
+}
+
+/// The user's budget item as stored, attribute for attribute.
+async fn budget_item(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    user: &UserId,
+) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let key = [
+        ("pk".to_string(), AttributeValue::S(shared::store::keys::budget_pk(user))),
+        ("sk".to_string(), AttributeValue::S(shared::store::keys::BUDGET_SK.to_string())),
+    ];
+    let out = client.get_item().table_name(table).set_key(Some(key.into())).consistent_read(true).send().await;
+    out.unwrap().item.expect("the budget item")
+}
+
+/// A refused web call and a refused turn write nothing: the user's item is
+/// the same before and after, attribute for attribute (issue 42).
+#[tokio::test]
+async fn a_refused_web_call_or_turn_leaves_the_budget_item_as_it_was() {
+    use shared::budget::{contract::T0, BudgetKind, BudgetStore, Refusal};
+    use shared::ids::TurnId;
+    let client = dynamo_client().await;
+    let table = fresh_table(&client).await;
+    let store = DynamoBudgetStore::new(client.clone(), table.clone());
+    let (user, l) = (UserId::parse("ivy").unwrap(), BudgetConfig { web_calls_per_day: 1, ..limits(1_000, 1, 0) });
+    store.spend_web_call(&user, T0, &l).await.unwrap();
+    store.admit(&user, &TurnId::new(), T0, T0 + 60_000, &l).await.unwrap();
+    let before = budget_item(&client, &table, &user).await;
+    let budget = |r: Refusal| match r {
+        Refusal::Over(o) => o.budget,
+        Refusal::Store(e) => panic!("{e}"),
+    };
+    assert_eq!(budget(store.spend_web_call(&user, T0 + 1, &l).await.unwrap_err()), BudgetKind::WebCallsPerDay);
+    let refused = store.admit(&user, &TurnId::new(), T0 + 2, T0 + 60_000, &l).await.unwrap_err();
+    assert_eq!(budget(refused), BudgetKind::TurnsPerMinute);
+    assert_eq!(budget_item(&client, &table, &user).await, before);
+}
+
+/// The tool messages of a recorded model request: each result's JSON.
+fn tool_results(req: &Value) -> Vec<Value> {
+    let messages = req["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool");
+    messages.map(|m| serde_json::from_str(m["content"].as_str().unwrap()).unwrap()).collect()
+}
+
+/// Issue 42: a new user's first turn of the day calls `web_visit` eight
+/// times in one round (run at once) with five web calls a day: exactly five
+/// reach their page, the other three are the tool error `quota_exceeded`,
+/// and `GET /me/usage` counts the five (before, calls racing to start the
+/// day were refused without looking at the count: fewer ran).
+#[tokio::test]
+async fn a_first_turns_parallel_web_calls_count_exactly_the_web_budget() {
+    use tests::pages::{Answer, Pages};
+    let paths: Vec<String> = (0..8).map(|i| format!("/page/{i}")).collect();
+    let pages = Pages::start(paths.iter().map(|p| (p.clone(), Answer::ok("text/plain", "the page"))).collect()).await;
+    let port = pages.port;
+    let t = TestApp::with_config(move |c| {
+        c.budgets = BudgetConfig { web_calls_per_day: 5, ..limits(100_000, 100, 10) };
+        c.web.allow_cidrs = vec!["127.0.0.1/32".parse().unwrap()];
+        c.web.allow_ports = vec![port];
+        c.web.max_visits_per_turn = 10;
+        c.tool_concurrency = 8;
+    })
+    .await;
+    let calls: Vec<(&str, Value)> = paths.iter().map(|p| ("web_visit", json!({ "url": pages.url(p) }))).collect();
+    t.llm.push(Reply::tool_calls(&calls));
+    t.llm.push(Reply::text(&["Five of eight."]));
+    let turn = t.turn("ivan", json!({"message": "read these", "context_type": "global"})).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let results = tool_results(&t.llm.requests()[1]);
+    assert_eq!(results.len(), 8, "{results:?}");
+    let read = results.iter().filter(|r| r["content"] == "the page").count();
+    let spent = results.iter().filter(|r| r["error"]["code"] == "quota_exceeded").count();
+    assert_eq!((read, spent), (5, 3), "{results:?}");
+    assert_eq!(pages.hits(), 5, "the refused calls reached nothing");
+    let u = usage(&t, "ivan").await;
+    assert_eq!((u["web_calls_today"].as_u64(), u["web_calls_per_day"].as_u64()), (Some(5), Some(5)), "{u}");
+}
+
+/// Waits for the next clock minute when less than 40 s of this one are
+/// left: a test counting turns per minute needs its turns in one minute, and
+/// on a busy machine a few turns can take seconds (both tests below failed
+/// when their turns straddled a minute's end, at a load average of 16).
+async fn early_in_a_minute() {
+    let into = shared::now_ms().rem_euclid(60_000);
+    if into > 20_000 {
+        tokio::time::sleep(Duration::from_millis((60_000 - into) as u64 + 50)).await;
+    }
 }
 
 fn limits(tokens: u64, tpm: u64, concurrent: u64) -> BudgetConfig {
@@ -181,6 +271,7 @@ fn assert_streamed_ui_refusal(status: u16, body: &[u8], budget: &str) {
 #[tokio::test]
 async fn a_spent_minute_streams_quota_exceeded_then_is_429_without_io_on_both_routes() {
     use tests::fault_proxy::FaultProxy;
+    early_in_a_minute().await;
     let proxy = FaultProxy::start().await;
     let t = TestApp::with_dynamo_client(proxy.client().await, |c| c.budgets = limits(0, 2, 0)).await;
     t.llm.set_default(Reply::text(&["fine"]));
@@ -377,6 +468,7 @@ async fn the_ai_sdks_client_sees_a_spent_budget_as_its_error() {
         dir.join("node_modules/ai/package.json").exists(),
         "run the tests with scripts/test.sh (npm ci in tests/node)"
     );
+    early_in_a_minute().await;
     let urls = tests::function_urls::FunctionUrls::with_config(|c| c.budgets = limits(0, 1, 0)).await;
     urls.t.llm.push(Reply::text(&["fine"]));
     let out = tokio::process::Command::new("node")

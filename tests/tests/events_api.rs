@@ -296,3 +296,120 @@ async fn free_time_is_working_hours_around_the_users_events() {
         get(&t, "bob", "/events/free?from=2026-12-01&to=2026-12-01&duration_minutes=60&timezone=Europe/Berlin").await;
     assert_eq!(bob.json["slots"][0]["end"], "2026-12-01T17:00:00+01:00", "another user's events are not in the way");
 }
+
+/// Issue 41: RFC 5545's own form for an all-day series (`UNTIL` a DATE) is
+/// taken, and the `UNTIL` a "this and following" delete writes is read back.
+/// Dates: python-dateutil, `rrulestr("FREQ=WEEKLY;UNTIL=20260610", dtstart=datetime(2026,5,6))`.
+#[tokio::test]
+async fn an_all_day_series_with_a_date_until_is_made_listed_and_cut_at_a_following_delete() {
+    let t = EntitiesTest::new().await;
+    let series = json!({"title": "Weekly all-day", "start": "2026-05-06", "recurrence": {"rrule": "FREQ=WEEKLY;UNTIL=20260610"}});
+    let id = create(&t, "alice", berlin(series)).await;
+    let dates = |v: Vec<(String, String)>| v.into_iter().map(|(s, _)| s).collect::<Vec<_>>();
+    let weeks = ["2026-05-06", "2026-05-13", "2026-05-20", "2026-05-27", "2026-06-03", "2026-06-10"];
+    assert_eq!(dates(listed(&t, "alice", "2026-05-01", "2026-07-31").await), weeks);
+
+    let cut =
+        send(&t, "alice", "DELETE", &format!("/events/{id}?instance=2026-05-27&scope=following"), None, None).await;
+    assert_eq!(cut.status, 200, "{cut:?}");
+    assert_eq!(cut.json["data"]["event"]["recurrence"]["rrule"], "FREQ=WEEKLY;UNTIL=20260526");
+    assert_eq!(dates(listed(&t, "alice", "2026-05-01", "2026-07-31").await), weeks[..3]);
+}
+
+/// Issue 41: `COUNT` and `UNTIL` together are refused (RFC 5545 §3.3.10), on
+/// create and on a change of the rule, with nothing written.
+#[tokio::test]
+async fn a_rule_with_both_count_and_until_is_refused_and_nothing_is_written() {
+    let t = EntitiesTest::new().await;
+    let both = json!({"rrule": "FREQ=DAILY;COUNT=5;UNTIL=20260620T000000Z"});
+    let made = send(
+        &t,
+        "alice",
+        "POST",
+        "/events",
+        Some(json!({"title": "X", "start": "2026-06-01T09:00", "recurrence": both})),
+        None,
+    )
+    .await;
+    assert_eq!((made.status, made.code()), (400, "invalid_rrule"), "{made:?}");
+    let id = create(
+        &t,
+        "alice",
+        json!({"title": "Daily", "start": "2026-06-01T09:00", "recurrence": {"rrule": "FREQ=DAILY;COUNT=5"}}),
+    )
+    .await;
+    let changed = send(&t, "alice", "PATCH", &format!("/events/{id}"), Some(json!({"recurrence": both})), None).await;
+    assert_eq!((changed.status, changed.code()), (400, "invalid_rrule"), "{changed:?}");
+    let stored = get(&t, "alice", &format!("/events/{id}")).await.json;
+    assert_eq!(
+        (stored["version"].as_u64(), stored["recurrence"]["rrule"].as_str()),
+        (Some(1), Some("FREQ=DAILY;COUNT=5"))
+    );
+}
+
+/// Issue 41: a weekly 09:00 Berlin series from 17 Mar with an `EXDATE` and a
+/// changed instance, moved to start 31 Mar 10:00 (across the DST change):
+/// both follow it in wall-clock time, so 11 rule dates list as 10. Starts:
+/// python-dateutil, an `rruleset` of `rrule(WEEKLY,
+/// dtstart=datetime(2026,3,31,10,0,tzinfo=ZoneInfo("Europe/Berlin")))` with
+/// `exdate(datetime(2026,4,21,10,0,tzinfo=…))`.
+#[tokio::test]
+async fn moving_a_series_across_dst_moves_its_exception_and_override_with_it() {
+    let t = EntitiesTest::new().await;
+    let rec = json!({"rrule": "FREQ=WEEKLY", "exdates": ["2026-04-07T09:00"]});
+    let id =
+        create(&t, "alice", berlin(json!({"title": "Review", "start": "2026-03-17T09:00", "recurrence": rec}))).await;
+    let url = format!("/events/{id}");
+    let one = send(
+        &t,
+        "alice",
+        "PATCH",
+        &format!("{url}?instance=2026-04-14T07:00:00Z"),
+        Some(json!({"title": "Guest review"})),
+        None,
+    )
+    .await;
+    assert_eq!(one.status, 200, "{one:?}");
+    let moved =
+        send(&t, "alice", "PATCH", &format!("{url}?scope=series"), Some(json!({"start": "2026-03-31T10:00"})), None)
+            .await;
+    assert_eq!(moved.status, 200, "{moved:?}");
+    let got = listed(&t, "alice", "2026-03-01", "2026-06-09").await;
+    let days = ["03-31", "04-07", "04-14", "04-28", "05-05", "05-12", "05-19", "05-26", "06-02", "06-09"];
+    let want: Vec<(String, String)> = days
+        .iter()
+        .map(|d| {
+            (format!("2026-{d}T10:00:00+02:00"), if *d == "04-28" { "Guest review" } else { "Review" }.to_string())
+        })
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// Issue 41: "this and following" on `COUNT=10` with an `EXDATE` before the
+/// split keeps ten rule dates (RFC 5545 counts them before `EXDATE`): nine
+/// listed. Rule dates: python-dateutil, `rrule(WEEKLY, count=10,
+/// dtstart=datetime(2026,1,6,9,0,tzinfo=ZoneInfo("Europe/Berlin")))`.
+#[tokio::test]
+async fn a_following_change_of_a_count_series_with_an_exdate_keeps_its_count() {
+    let t = EntitiesTest::new().await;
+    let rec = json!({"rrule": "FREQ=WEEKLY;COUNT=10", "exdates": ["2026-01-20T09:00"]});
+    let id =
+        create(&t, "alice", berlin(json!({"title": "Weekly", "start": "2026-01-06T09:00", "recurrence": rec}))).await;
+    let split = send(
+        &t,
+        "alice",
+        "PATCH",
+        &format!("/events/{id}?instance=2026-02-17T08:00:00Z&scope=following"),
+        Some(json!({"title": "Later"})),
+        None,
+    )
+    .await;
+    assert_eq!(split.status, 200, "{split:?}");
+    let got = listed(&t, "alice", "2026-01-01", "2026-06-30").await;
+    let days = ["01-06", "01-13", "01-27", "02-03", "02-10", "02-17", "02-24", "03-03", "03-10"];
+    let want: Vec<(String, String)> = days
+        .iter()
+        .map(|d| (format!("2026-{d}T09:00:00+01:00"), if *d >= "02-17" { "Later" } else { "Weekly" }.to_string()))
+        .collect();
+    assert_eq!(got, want);
+}

@@ -11,5 +11,10 @@ async fn main() -> Result<(), Error> {
     shared::telemetry::init();
     let config = shared::config::Config::from_env()?;
     let app = EntitiesApp::from_config(config).await;
-    lambda_http::run(router(app)).await
+    // What `lambda_http::run` does (its `Adapter` turns the function URL's
+    // event into a request and the answer back), with one invocation's failed
+    // answer not ending the process (shared::lambda).
+    let router = router(app);
+    shared::lambda::serve(|| lambda_http::lambda_runtime::Runtime::new(lambda_http::Adapter::from(router.clone())))
+        .await
 }

@@ -12,13 +12,17 @@ async fn main() -> Result<(), Error> {
     shared::telemetry::init();
     let config = shared::config::Config::from_env()?;
     let app = PrewarmApp::from_config(config).await?;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
+    // One invocation's failed answer does not end the process (shared::lambda).
+    shared::lambda::serve(|| {
         let app = app.clone();
-        async move {
-            tracing::debug!(deadline_ms = event.context.deadline, "prewarm invocation");
-            let deadline = runtime_deadline(event.context.deadline);
-            Ok::<_, Error>(invoke(&app, event.payload, deadline).await)
-        }
-    }))
+        lambda_runtime::Runtime::new(service_fn(move |event: LambdaEvent<Value>| {
+            let app = app.clone();
+            async move {
+                tracing::debug!(deadline_ms = event.context.deadline, "prewarm invocation");
+                let deadline = runtime_deadline(event.context.deadline);
+                Ok::<_, Error>(invoke(&app, event.payload, deadline).await)
+            }
+        }))
+    })
     .await
 }

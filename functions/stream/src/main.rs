@@ -12,6 +12,8 @@ async fn main() -> Result<(), Error> {
     let config = shared::config::Config::from_env()?;
     let app = StreamApp::from_config(config).await?;
     // The concurrent runtime serves many invocations per process on Lambda
-    // Managed Instances and falls back to one at a time elsewhere.
-    lambda_http::run_with_streaming_response_concurrent(router(app)).await
+    // Managed Instances and falls back to one at a time elsewhere; one
+    // invocation's failed answer does not end it (shared::lambda).
+    let router = router(app);
+    shared::lambda::serve_concurrent(|| lambda_http::streaming_runtime_concurrent(router.clone())).await
 }

@@ -33,9 +33,13 @@ async fn main() -> Result<(), Error> {
         counter,
         large_paste_chars: context.budget.large_paste_chars,
     });
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
+    // One invocation's failed answer does not end the process (shared::lambda).
+    shared::lambda::serve(|| {
         let deps = deps.clone();
-        async move { Ok::<SqsBatchResponse, Error>(handle_batch(&deps, event.payload).await) }
-    }))
+        lambda_runtime::Runtime::new(service_fn(move |event: LambdaEvent<SqsEvent>| {
+            let deps = deps.clone();
+            async move { Ok::<SqsBatchResponse, Error>(handle_batch(&deps, event.payload).await) }
+        }))
+    })
     .await
 }

@@ -12,6 +12,11 @@ use crate::store::gate::fresh_user;
 pub const T0: i64 = 1_764_151_200_000;
 const HOUR: i64 = 3_600_000;
 const MINUTE: i64 = 60_000;
+const DAY: i64 = 24 * HOUR;
+
+/// Races as (N calls at once, limit L): fewer calls than the limit, more,
+/// and many far under it.
+const RACES: [(usize, u64); 3] = [(3, 2), (8, 5), (20, 200)];
 
 fn limits(tokens: u64, tpm: u64, concurrent: u64, web: u64) -> BudgetConfig {
     BudgetConfig { tokens_per_day: tokens, turns_per_minute: tpm, concurrent_turns: concurrent, web_calls_per_day: web }
@@ -94,6 +99,83 @@ pub async fn racing_admissions_admit_exactly_the_tightest_limit(store: &dyn Budg
     }
 }
 
+/// N turns at once against a limit L (turns per minute, or turns at once)
+/// admit exactly min(N, L), each refusal naming that budget — on a user's
+/// first day, and on a day after one whose tokens were spent. The usage says
+/// what was admitted, and a refusal after the race changes nothing of it.
+pub async fn racing_turns_admit_exactly_min_of_calls_and_limit(store: &dyn BudgetStore) {
+    for (n, limit) in RACES {
+        for (l, budget) in [
+            (limits(1_000, limit, 0, 0), BudgetKind::TurnsPerMinute),
+            (limits(1_000, 0, limit, 0), BudgetKind::ConcurrentTurns),
+        ] {
+            for after_a_spent_day in [false, true] {
+                let u = fresh_user();
+                if after_a_spent_day {
+                    let turn = TurnId::new();
+                    store.admit(&u, &turn, T0 - DAY, T0 - DAY + HOUR, &l).await.unwrap();
+                    store.release(&u, &turn, T0 - DAY + HOUR, 1_000, T0 - DAY + 1, &[]).await.unwrap();
+                    let spent = over(store.admit(&u, &TurnId::new(), T0 - DAY + 2, T0 - DAY + HOUR, &l).await);
+                    assert_eq!(spent.0, BudgetKind::TokensPerDay, "the earlier day's tokens are spent");
+                }
+                let case = format!("{n} turns, {budget:?} {limit}, after a spent day: {after_a_spent_day}");
+                let turns: Vec<TurnId> = (0..n).map(|_| TurnId::new()).collect();
+                let results =
+                    futures::future::join_all(turns.iter().map(|t| store.admit(&u, t, T0, T0 + HOUR, &l))).await;
+                let (ok, refused): (Vec<_>, Vec<_>) = results.into_iter().partition(|r| r.is_ok());
+                let admitted = n.min(limit as usize);
+                assert_eq!(ok.len(), admitted, "{case}: {refused:?}");
+                for r in ok {
+                    assert_eq!(r.unwrap().tokens_left, Some(1_000), "{case}: a new day's tokens");
+                }
+                for r in refused {
+                    assert_eq!(over(r).0, budget, "{case}");
+                }
+                let usage = store.usage(&u, T0, &l).await.unwrap();
+                let counted = (usage.turns_this_minute, usage.concurrent_turns, usage.tokens_today);
+                assert_eq!(counted, (admitted as u64, admitted as u64, 0), "{case}: {usage:?}");
+                if n >= limit as usize {
+                    assert_eq!(over(store.admit(&u, &TurnId::new(), T0, T0 + HOUR, &l).await).0, budget, "{case}");
+                    assert_eq!(store.usage(&u, T0, &l).await.unwrap(), usage, "{case}: the refusal counted nothing");
+                }
+            }
+        }
+    }
+}
+
+/// N web calls at once against a limit L count exactly min(N, L), every
+/// other refused `web_calls_per_day` — a new user's first calls (the day not
+/// yet stored) and the first calls of a day after one whose calls were all
+/// spent. The usage says what was counted; a refusal changes nothing of it.
+pub async fn racing_web_calls_count_exactly_min_of_calls_and_limit(store: &dyn BudgetStore) {
+    for (n, limit) in RACES {
+        for after_a_spent_day in [false, true] {
+            let (u, l) = (fresh_user(), limits(0, 0, 0, limit));
+            let case = format!("{n} web calls, limit {limit}, after a spent day: {after_a_spent_day}");
+            if after_a_spent_day {
+                for i in 0..limit as i64 {
+                    store.spend_web_call(&u, T0 - DAY + i, &l).await.unwrap();
+                }
+                let spent = over(store.spend_web_call(&u, T0 - DAY + HOUR, &l).await).0;
+                assert_eq!(spent, BudgetKind::WebCallsPerDay, "{case}: the earlier day is spent");
+            }
+            let results = futures::future::join_all((0..n).map(|_| store.spend_web_call(&u, T0, &l))).await;
+            let (ok, refused): (Vec<_>, Vec<_>) = results.into_iter().partition(|r| r.is_ok());
+            let counted = n.min(limit as usize);
+            assert_eq!(ok.len(), counted, "{case}: {refused:?}");
+            for r in refused {
+                assert_eq!(over(r).0, BudgetKind::WebCallsPerDay, "{case}");
+            }
+            let usage = store.usage(&u, T0, &l).await.unwrap();
+            assert_eq!((usage.day.as_str(), usage.web_calls_today), ("2025-11-26", counted as u64), "{case}");
+            if n >= limit as usize {
+                assert_eq!(over(store.spend_web_call(&u, T0 + 1, &l).await).0, BudgetKind::WebCallsPerDay);
+                assert_eq!(store.usage(&u, T0, &l).await.unwrap(), usage, "{case}: the refusal counted nothing");
+            }
+        }
+    }
+}
+
 /// The counts of past minutes: returned by an admission, forgotten by that
 /// turn's release — never this minute's count, whichever turn ends when.
 pub async fn a_release_forgets_past_minutes_only(store: &dyn BudgetStore) {
@@ -173,6 +255,8 @@ macro_rules! budget_store_contract {
             turns_per_minute_start_again_each_minute,
             a_refusal_counts_nothing,
             racing_admissions_admit_exactly_the_tightest_limit,
+            racing_turns_admit_exactly_min_of_calls_and_limit,
+            racing_web_calls_count_exactly_min_of_calls_and_limit,
             a_release_forgets_past_minutes_only,
             tokens_are_counted_per_day,
             web_calls_are_counted_per_day,

@@ -16,7 +16,13 @@
 //! item, which the turn's release (its one write after `done`) removes. A
 //! refused admission is attributed from the item as it was (`ALL_OLD`; a
 //! consistent read on DynamoDB Local, which returns none): slots past their
-//! expiry (a crashed turn's) are removed and the admission tried once more.
+//! expiry (a crashed turn's) are removed and the admission tried again.
+//!
+//! A web call is ONE conditional `ADD web 1` too (today's counts, under the
+//! limit), through the same loop ([`DynamoBudgetStore::spend`]): refused,
+//! the item says why — today's calls spent (a refusal), an earlier day's
+//! counts or none (today is started, the call tried again), or nothing
+//! spent any more (tried again). No refusal is decided without its count.
 //!
 //! Before, the minute's count was a second item `sk = MIN#<minute>` with a
 //! second `UpdateItem` per admission; such items left in a deployed table are
@@ -30,6 +36,7 @@ use crate::ids::{TurnId, UserId};
 use crate::store::attr::{backend, get_n, get_s, n, s, Item};
 use crate::store::keys;
 use crate::store::StoreError;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 use tracing::Instrument;
@@ -84,19 +91,44 @@ fn past_minutes(item: &Item, minute: i64) -> Vec<i64> {
     past
 }
 
-/// Why the admission's condition failed, read from the item it found.
+/// What a budget update counts: a turn's admission (its slot, the minute's
+/// turn, the tokens check) or one web call.
+#[derive(Clone, Copy)]
+enum Ask<'a> {
+    Turn { slot: &'a str },
+    WebCall,
+}
+
+/// How many times a budget update is tried: a first refusal may find
+/// something to tidy (expired slots, another day's counts) or nothing spent
+/// any more; the second try after a tidy decides, the third is slack.
+const TRIES: usize = 3;
+
+/// Why an update's condition failed, read from the item it found.
 enum Refused {
     Over(OverBudget),
     /// The slots are full only of turns past their expiry: these.
     Expired(Vec<String>),
-    /// Nothing is spent in the item read (it changed after the refusal:
-    /// DynamoDB Local's read comes later).
+    /// The item holds an earlier day's counts (or none): the web call's
+    /// update counts only in today's.
+    PastDay,
+    /// Nothing is spent in the item read: it changed after the refusal
+    /// (DynamoDB Local's read comes later), e.g. a parallel call started the
+    /// day or a turn gave its slot back.
     Nothing,
 }
 
-/// Which budget refused, in the order the twin checks them: the day's
-/// tokens, then the running turns, then the minute's turns.
-fn refused_by(old: &Item, now_ms: i64, limits: &BudgetConfig) -> Refused {
+/// Which budget refused `ask`, judged from the item as the refusal found it.
+fn refused_by(ask: Ask<'_>, old: &Item, now_ms: i64, limits: &BudgetConfig) -> Refused {
+    match ask {
+        Ask::Turn { .. } => turn_refused_by(old, now_ms, limits),
+        Ask::WebCall => web_refused_by(old, now_ms, limits),
+    }
+}
+
+/// In the order the twin checks them: the day's tokens, then the running
+/// turns, then the minute's turns.
+fn turn_refused_by(old: &Item, now_ms: i64, limits: &BudgetConfig) -> Refused {
     let spent = |used: u64, limit: u64| limit > 0 && used >= limit;
     if spent(today_counts(old, &day_of(now_ms)).0, limits.tokens_per_day) {
         return Refused::Over(over_tokens(now_ms, limits));
@@ -114,14 +146,30 @@ fn refused_by(old: &Item, now_ms: i64, limits: &BudgetConfig) -> Refused {
     }
 }
 
-/// A refusal twice in a row whose item, read after, showed nothing spent
-/// (only on DynamoDB Local: its read comes after the refusal): the budget
-/// most likely to change in between, of those that are on.
-fn still_refused(now_ms: i64, limits: &BudgetConfig) -> OverBudget {
-    match (limits.concurrent_turns, limits.turns_per_minute) {
-        (1.., _) => over_concurrent(limits),
-        (0, 1..) => over_minute(now_ms, limits),
-        (0, 0) => over_tokens(now_ms, limits),
+/// Today's calls at the limit refuse; an earlier day's count is no count.
+fn web_refused_by(old: &Item, now_ms: i64, limits: &BudgetConfig) -> Refused {
+    let today = day_of(now_ms);
+    match get_s(old, "day") {
+        Some(day) if day == today => match today_counts(old, &today).1 >= limits.web_calls_per_day {
+            true => Refused::Over(over_web(now_ms, limits)),
+            false => Refused::Nothing,
+        },
+        // A later day (this call's clock is behind another's): nothing to
+        // start; tried again, then refused as spent until its midnight.
+        Some(day) if *day > *today => Refused::Nothing,
+        _ => Refused::PastDay,
+    }
+}
+
+/// Refused on every try, the last item read showing nothing spent (only when
+/// the item keeps changing between the refusal and the read, on DynamoDB
+/// Local): the budget most likely to change in between, of those that are on.
+fn still_refused(ask: Ask<'_>, now_ms: i64, limits: &BudgetConfig) -> OverBudget {
+    match (ask, limits.concurrent_turns, limits.turns_per_minute) {
+        (Ask::WebCall, _, _) => over_web(now_ms, limits),
+        (Ask::Turn { .. }, 1.., _) => over_concurrent(limits),
+        (Ask::Turn { .. }, 0, 1..) => over_minute(now_ms, limits),
+        (Ask::Turn { .. }, 0, 0) => over_tokens(now_ms, limits),
     }
 }
 
@@ -137,54 +185,125 @@ fn refused_item<R>(
     }
 }
 
+/// The admission: `ADD` the slot and the minute's turn, if every turn
+/// budget that is on allows it.
+fn admission(
+    mut req: UpdateItemFluentBuilder,
+    slot: &str,
+    now_ms: i64,
+    limits: &BudgetConfig,
+) -> UpdateItemFluentBuilder {
+    let mut cond = Vec::new();
+    if limits.concurrent_turns > 0 {
+        cond.push("(attribute_not_exists(active) OR size(active) < :cl)");
+        req = req.expression_attribute_values(":cl", n(limits.concurrent_turns));
+    }
+    if limits.tokens_per_day > 0 {
+        cond.push("(attribute_not_exists(#day) OR #day <> :today OR tokens < :tl)");
+        req = req
+            .expression_attribute_names("#day", "day")
+            .expression_attribute_values(":today", s(day_of(now_ms)))
+            .expression_attribute_values(":tl", n(limits.tokens_per_day));
+    }
+    if limits.turns_per_minute > 0 {
+        cond.push("(attribute_not_exists(#tm) OR #tm < :tpm)");
+        req = req.expression_attribute_values(":tpm", n(limits.turns_per_minute));
+    }
+    if !cond.is_empty() {
+        req = req.condition_expression(cond.join(" AND "));
+    }
+    req.update_expression("ADD active :me, #tm :one")
+        .expression_attribute_names("#tm", minute_attr(minute_of(now_ms)))
+        .expression_attribute_values(":me", ss(slot))
+        .expression_attribute_values(":one", n(1))
+}
+
+/// One web call: `ADD web 1`, if the item holds today's counts and today's
+/// calls are under the limit (another day's count is started first:
+/// [`DynamoBudgetStore::start_day`]).
+fn web_call(req: UpdateItemFluentBuilder, now_ms: i64, limits: &BudgetConfig) -> UpdateItemFluentBuilder {
+    req.update_expression("ADD web :one")
+        .condition_expression("#day = :today AND (attribute_not_exists(web) OR web < :wl)")
+        .expression_attribute_names("#day", "day")
+        .expression_attribute_values(":today", s(day_of(now_ms)))
+        .expression_attribute_values(":one", n(1))
+        .expression_attribute_values(":wl", n(limits.web_calls_per_day))
+}
+
 impl DynamoBudgetStore {
     fn budget_key(&self, user: &UserId) -> [(String, AttributeValue); 2] {
         [("pk".into(), s(keys::budget_pk(user))), ("sk".into(), s(keys::BUDGET_SK))]
     }
 
-    /// One try at the admission's update: the slot, the minute's count and
-    /// the tokens check: `Ok` the item after it; `Err(Ok(item))` the
-    /// condition failed on `item` (empty when DynamoDB Local returned none).
-    async fn try_admit(
+    /// One try at `ask`'s conditional update: `Ok` the item after it;
+    /// `Err(Ok(item))` the condition failed on `item` (empty when DynamoDB
+    /// Local returned none).
+    async fn try_update(
         &self,
         user: &UserId,
-        slot: &str,
+        ask: Ask<'_>,
         now_ms: i64,
         limits: &BudgetConfig,
     ) -> Result<Item, Result<Item, StoreError>> {
-        let mut cond = Vec::new();
-        let mut req = self.client.update_item().table_name(&self.table).set_key(Some(self.budget_key(user).into()));
-        if limits.concurrent_turns > 0 {
-            cond.push("(attribute_not_exists(active) OR size(active) < :cl)");
-            req = req.expression_attribute_values(":cl", n(limits.concurrent_turns));
-        }
-        if limits.tokens_per_day > 0 {
-            cond.push("(attribute_not_exists(#day) OR #day <> :today OR tokens < :tl)");
-            req = req
-                .expression_attribute_names("#day", "day")
-                .expression_attribute_values(":today", s(day_of(now_ms)))
-                .expression_attribute_values(":tl", n(limits.tokens_per_day));
-        }
-        if limits.turns_per_minute > 0 {
-            cond.push("(attribute_not_exists(#tm) OR #tm < :tpm)");
-            req = req.expression_attribute_values(":tpm", n(limits.turns_per_minute));
-        }
-        if !cond.is_empty() {
-            req = req.condition_expression(cond.join(" AND "));
-        }
+        let req = self.client.update_item().table_name(&self.table).set_key(Some(self.budget_key(user).into()));
+        let (req, what) = match ask {
+            Ask::Turn { slot } => (admission(req, slot, now_ms, limits), "budget_admit"),
+            Ask::WebCall => (web_call(req, now_ms, limits), "budget_web"),
+        };
         let out = req
-            .update_expression("ADD active :me, #tm :one")
-            .expression_attribute_names("#tm", minute_attr(minute_of(now_ms)))
-            .expression_attribute_values(":me", ss(slot))
-            .expression_attribute_values(":one", n(1))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
-            .instrument(tracing::debug_span!("ddb.update_item", what = "budget_admit"))
+            .instrument(tracing::debug_span!("ddb.update_item", what))
             .await;
         match out {
             Ok(o) => Ok(o.attributes.unwrap_or_default()),
             Err(e) => Err(refused_item(&e).ok_or_else(|| backend(e))),
+        }
+    }
+
+    /// `ask`'s update, tried until it passes or the item it failed on shows
+    /// a budget spent — for turns and web calls alike, so no refusal is ever
+    /// decided without the count that refused. Between tries, what the
+    /// refusal found in the way is tidied: expired slots removed, today
+    /// started.
+    async fn spend(&self, user: &UserId, ask: Ask<'_>, now_ms: i64, limits: &BudgetConfig) -> Result<Item, Refusal> {
+        for _ in 0..TRIES {
+            let old = match self.try_update(user, ask, now_ms, limits).await {
+                Ok(new) => return Ok(new),
+                Err(refused) => refused.map_err(Refusal::Store)?,
+            };
+            let old = self.or_read(user, old).await.map_err(Refusal::Store)?;
+            match refused_by(ask, &old, now_ms, limits) {
+                Refused::Over(o) => return Err(o.into()),
+                Refused::Expired(expired) => self.forget_slots(user, expired).await.map_err(Refusal::Store)?,
+                Refused::PastDay => self.start_day(user, &day_of(now_ms)).await.map_err(Refusal::Store)?,
+                // What refused is gone by now: once more.
+                Refused::Nothing => {}
+            }
+        }
+        Err(still_refused(ask, now_ms, limits).into())
+    }
+
+    /// Starts `today`'s counts at nothing, unless the item already holds
+    /// them (a parallel call started it: fine) or a later day's.
+    async fn start_day(&self, user: &UserId, today: &str) -> Result<(), StoreError> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(self.budget_key(user).into()))
+            .update_expression("SET #day = :today, tokens = :zero, web = :zero")
+            .condition_expression("attribute_not_exists(#day) OR #day < :today")
+            .expression_attribute_names("#day", "day")
+            .expression_attribute_values(":today", s(today))
+            .expression_attribute_values(":zero", n(0))
+            .send()
+            .instrument(tracing::debug_span!("ddb.update_item", what = "budget_day"))
+            .await;
+        match out {
+            Err(e) if refused_item(&e).is_none() => Err(backend(e)),
+            _ => Ok(()),
         }
     }
 
@@ -292,28 +411,10 @@ impl BudgetStore for DynamoBudgetStore {
         limits: &BudgetConfig,
     ) -> Result<Admitted, Refusal> {
         let slot = slot_entry(turn, expires_ms);
-        for attempt in 0..2 {
-            let old = match self.try_admit(user, &slot, now_ms, limits).await {
-                Ok(new) => {
-                    let (used, _) = today_counts(&new, &day_of(now_ms));
-                    let tokens_left = (limits.tokens_per_day > 0).then(|| limits.tokens_per_day.saturating_sub(used));
-                    return Ok(Admitted { tokens_left, past_minutes: past_minutes(&new, minute_of(now_ms)) });
-                }
-                Err(refused) => refused.map_err(Refusal::Store)?,
-            };
-            let old = self.or_read(user, old).await.map_err(Refusal::Store)?;
-            match refused_by(&old, now_ms, limits) {
-                Refused::Over(o) => return Err(o.into()),
-                Refused::Expired(expired) if attempt == 0 => {
-                    self.forget_slots(user, expired).await.map_err(Refusal::Store)?
-                }
-                // What refused is gone by now (DynamoDB Local): once more.
-                Refused::Nothing if attempt == 0 => {}
-                Refused::Expired(_) => break,
-                Refused::Nothing => return Err(still_refused(now_ms, limits).into()),
-            }
-        }
-        Err(over_concurrent(limits).into())
+        let new = self.spend(user, Ask::Turn { slot: &slot }, now_ms, limits).await?;
+        let (used, _) = today_counts(&new, &day_of(now_ms));
+        let tokens_left = (limits.tokens_per_day > 0).then(|| limits.tokens_per_day.saturating_sub(used));
+        Ok(Admitted { tokens_left, past_minutes: past_minutes(&new, minute_of(now_ms)) })
     }
 
     async fn release(
@@ -329,55 +430,7 @@ impl BudgetStore for DynamoBudgetStore {
     }
 
     async fn spend_web_call(&self, user: &UserId, now_ms: i64, limits: &BudgetConfig) -> Result<(), Refusal> {
-        let today = day_of(now_ms);
-        for _ in 0..3 {
-            let out = self
-                .client
-                .update_item()
-                .table_name(&self.table)
-                .set_key(Some(self.budget_key(user).into()))
-                .update_expression("ADD web :one")
-                .condition_expression("#day = :today AND (attribute_not_exists(web) OR web < :wl)")
-                .expression_attribute_names("#day", "day")
-                .expression_attribute_values(":today", s(&today))
-                .expression_attribute_values(":one", n(1))
-                .expression_attribute_values(":wl", n(limits.web_calls_per_day))
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-                .send()
-                .instrument(tracing::debug_span!("ddb.update_item", what = "budget_web"))
-                .await;
-            let e = match out {
-                Ok(_) => return Ok(()),
-                Err(e) => e,
-            };
-            let Some(old) = refused_item(&e) else { return Err(Refusal::Store(backend(e))) };
-            let old = self.or_read(user, old).await.map_err(Refusal::Store)?;
-            if get_s(&old, "day") == Some(today.as_str()) {
-                return Err(over_web(now_ms, limits).into());
-            }
-            // Another day's counts: start today (with this call), unless a
-            // concurrent update just did.
-            let reset = self
-                .client
-                .update_item()
-                .table_name(&self.table)
-                .set_key(Some(self.budget_key(user).into()))
-                .update_expression("SET #day = :today, tokens = :zero, web = :one")
-                .condition_expression("attribute_not_exists(#day) OR #day <> :today")
-                .expression_attribute_names("#day", "day")
-                .expression_attribute_values(":today", s(&today))
-                .expression_attribute_values(":zero", n(0))
-                .expression_attribute_values(":one", n(1))
-                .send()
-                .instrument(tracing::debug_span!("ddb.update_item", what = "budget_web"))
-                .await;
-            match reset {
-                Ok(_) => return Ok(()),
-                Err(e) if refused_item(&e).is_some() => continue,
-                Err(e) => return Err(Refusal::Store(backend(e))),
-            }
-        }
-        Err(Refusal::Store(StoreError::Backend("the budget's day kept changing under the web call".into())))
+        self.spend(user, Ask::WebCall, now_ms, limits).await.map(|_| ())
     }
 
     async fn usage(&self, user: &UserId, now_ms: i64, limits: &BudgetConfig) -> Result<BudgetUsage, StoreError> {

@@ -2,8 +2,9 @@
 //! the occurrences of the next days, as a short text block for the system
 //! prompt (the `calendar` scope gets 7 days, `daily_brief_update` today).
 //! Relative dates ("tomorrow at 10") are the model's to resolve against it.
+//! Events the calendar could not read are named on a last line.
 
-use super::model::{EventInstance, Zone};
+use super::model::{EventInstance, SkippedEvent, Zone};
 use super::service::{CalendarService, ListQuery};
 use crate::ids::UserId;
 use chrono::{DateTime, Duration, Utc};
@@ -39,7 +40,27 @@ pub async fn agenda(
             return None;
         }
     };
-    Some(render(zone, now, days, &list.events))
+    Some(render(zone, now, days, &list.events) + &skipped_line(&list.skipped))
+}
+
+/// At most this many skipped events are named in the block.
+pub const MAX_SKIPPED_NAMED: usize = 5;
+
+/// The line naming what the calendar could not read (empty when nothing):
+/// the model should not call a day free that an unread event may fill.
+pub fn skipped_line(skipped: &[SkippedEvent]) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = skipped.iter().take(MAX_SKIPPED_NAMED).map(SkippedEvent::describe).collect();
+    let more = skipped.len().saturating_sub(MAX_SKIPPED_NAMED);
+    let more = if more > 0 { format!("; and {more} more") } else { String::new() };
+    format!(
+        "\nNot shown, could not be read ({} event{}; the user's calendar app still has them): {}{more}.",
+        skipped.len(),
+        if skipped.len() == 1 { "" } else { "s" },
+        named.join("; ")
+    )
 }
 
 /// The text: the date line, then one line per day (today first, at least
@@ -150,5 +171,20 @@ mod tests {
             brief.contains("\n- Thursday 2026-11-26 (today): no events\n- Friday 2026-11-27 (tomorrow)\n- Saturday 2026-11-28 (next Saturday)\n"),
             "{brief}"
         );
+    }
+
+    #[test]
+    fn skipped_events_are_named_on_one_line() {
+        use crate::calendar::model::SkipReason;
+        assert_eq!(skipped_line(&[]), "");
+        let one = SkippedEvent {
+            href: Some("/u/cal/x.ics".into()),
+            title: Some("Board".into()),
+            ..SkippedEvent::new(SkipReason::Unreadable, "a VEVENT without DTSTART")
+        };
+        let line = skipped_line(std::slice::from_ref(&one));
+        assert_eq!(line, "\nNot shown, could not be read (1 event; the user's calendar app still has them): “Board”: a VEVENT without DTSTART.");
+        let seven = vec![one; 7];
+        assert!(skipped_line(&seven).ends_with("; and 2 more."), "{}", skipped_line(&seven));
     }
 }

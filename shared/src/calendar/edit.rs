@@ -63,7 +63,7 @@ fn recurrence(input: &RecurrenceInput, start: EventTime, zone: Zone) -> Result<R
         exdates: times(&input.exdates)?,
         rdates: times(&input.rdates)?,
     };
-    recur::check(start, zone, &rec)?;
+    recur::check_new(start, zone, &rec)?;
     Ok(rec)
 }
 
@@ -123,22 +123,26 @@ fn moved(
     Ok((new_start, new_end))
 }
 
-/// `c` applied to the whole event (or series). Moving a series' start moves
-/// its exceptions and overrides with it, so they still name their instances.
+/// `c` applied to the whole event (or series). Moving a series' start (or
+/// zone) moves its exceptions and overrides with it, so they still name
+/// their instances: by the change of wall-clock time in the event's zone
+/// (whole days for an all-day series), as its instances move ([`follow`]).
 pub fn change_series(ev: &CalendarEvent, c: &EventChanges) -> Result<CalendarEvent, CalendarError> {
     check_changes(c)?;
+    let old = ev;
     let mut ev = ev.clone();
     if let Some(z) = &c.timezone {
         ev.timezone = Zone::parse(z)?;
     }
     let (start, end) = moved(c, ev.start, ev.end, ev.timezone)?;
-    let delta = start.instant(ev.timezone) - ev.start.instant(ev.timezone);
     if start.is_date() != ev.start.is_date() && ev.recurrence.is_some() {
         return Err(CalendarError::bad("invalid_time", "a series cannot change between all-day and timed"));
     }
+    let from = (old.start, old.timezone);
+    let to = (start, ev.timezone);
     if let Some(rec) = &mut ev.recurrence {
-        rec.exdates.iter_mut().chain(rec.rdates.iter_mut()).for_each(|t| *t = t.shifted(delta));
-        ev.overrides.iter_mut().for_each(|o| o.recurrence_id = o.recurrence_id.shifted(delta));
+        rec.exdates.iter_mut().chain(rec.rdates.iter_mut()).for_each(|t| *t = follow(*t, from, to));
+        ev.overrides.iter_mut().for_each(|o| o.recurrence_id = follow(o.recurrence_id, from, to));
     }
     (ev.start, ev.end) = (start, end);
     if let Some(r) = &c.recurrence {
@@ -148,6 +152,31 @@ pub fn change_series(ev: &CalendarEvent, c: &EventChanges) -> Result<CalendarEve
     }
     apply_text(&mut ev.title, &mut ev.location, &mut ev.description, c);
     Ok(ev)
+}
+
+/// Where `t`, an instance of a series starting at `from`, lands when the
+/// series starts at `to` instead: its local date and time in the old zone,
+/// moved by as much as the start's, read in the new zone. A fixed duration
+/// would not do: across a DST change (or to another zone) the instances
+/// keep their wall-clock time and their instants move by another amount.
+fn follow(t: EventTime, from: (EventTime, Zone), to: (EventTime, Zone)) -> EventTime {
+    match (t, from.0, to.0) {
+        (EventTime::Date(d), EventTime::Date(a), EventTime::Date(b)) => EventTime::Date(d + (b - a)),
+        (EventTime::At(t), EventTime::At(a), EventTime::At(b)) => {
+            let wall = |t, z: Zone| z.local(t).naive_local();
+            let local = wall(t, from.1) + (wall(b, to.1) - wall(a, from.1));
+            EventTime::At(as_expanded(local, to.1))
+        }
+        _ => t,
+    }
+}
+
+/// The instant the expansion gives a wall-clock time in `zone` (the `rrule`
+/// crate's rule: a repeated time is its earlier reading, a skipped one is
+/// that long after the day's start).
+fn as_expanded(local: chrono::NaiveDateTime, zone: Zone) -> chrono::DateTime<chrono::Utc> {
+    zone.instant(local)
+        .unwrap_or_else(|_| zone.day_start(local.date()) + (local - local.date().and_time(chrono::NaiveTime::MIN)))
 }
 
 fn apply_text(title: &mut String, location: &mut Option<String>, description: &mut Option<String>, c: &EventChanges) {
@@ -269,7 +298,7 @@ pub fn split_from(
     if let Some(rec) = &mut tail.recurrence {
         rec.exdates.retain(|t| *t >= rid);
         rec.rdates.retain(|t| *t >= rid);
-        let before = ev.has_instances_before(rid)?;
+        let before = ev.rule_instances_before(rid)?;
         rec.rrule = rec
             .rrule
             .split(';')

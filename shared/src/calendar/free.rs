@@ -3,7 +3,7 @@
 //! not block time (as calendars mark them "free" by default: holidays,
 //! birthdays, reminders); every timed occurrence does.
 
-use super::model::Zone;
+use super::model::{SkippedEvent, Zone};
 use chrono::{DateTime, Datelike, Duration, NaiveTime, Utc, Weekday};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -17,6 +17,16 @@ pub struct FreeSlot {
     pub start: String,
     pub end: String,
     pub minutes: i64,
+}
+
+/// `GET /events/free` and `find_free_time`: the free slots, and the events
+/// left out of the busy time because they could not be read (absent when
+/// none were): time they would take may be shown free.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct FreeSlots {
+    pub slots: Vec<FreeSlot>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedEvent>,
 }
 
 /// Working hours: each day from `start` to `end` local time, weekdays only

@@ -10,6 +10,7 @@ pub mod caldav;
 pub mod edit;
 pub mod error;
 pub mod free;
+pub mod gap;
 pub mod model;
 pub mod recur;
 pub mod remote;
@@ -22,5 +23,7 @@ pub use error::CalendarError;
 pub use model::*;
 pub use service::{CalendarService, FreeQuery, ListQuery, Written};
 
+#[cfg(test)]
+mod recur_tests;
 #[cfg(test)]
 mod service_tests;

@@ -240,7 +240,9 @@ pub struct EventInstance {
 }
 
 /// A listing over a range, in one zone. Listings are bounded: at most
-/// `MAX_INSTANCES`; `truncated` says when more exist.
+/// `MAX_INSTANCES`; `truncated` says when more exist. Events that cannot be
+/// read or expanded are left out and named in `skipped`; everything else is
+/// listed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct EventList {
     pub from: String,
@@ -248,6 +250,65 @@ pub struct EventList {
     pub timezone: Zone,
     pub events: Vec<EventInstance>,
     pub truncated: bool,
+    /// What was left out, and why (absent when nothing was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedEvent>,
+}
+
+/// Why an event was left out of a listing, free time or the agenda.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// The calendar server's object is not an event we can read (broken
+    /// iCalendar, no `DTSTART`, only instances of a series, …).
+    Unreadable,
+    /// The calendar server's object is larger than we hold.
+    TooLarge,
+    /// A held event whose recurrence cannot be expanded (e.g. an `RRULE`
+    /// the expansion refuses).
+    Unexpandable,
+}
+
+/// One event left out, named as well as it can be: by `event_id` when we
+/// hold it, by the calendar server's `href` when we could not take it in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SkippedEvent {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<EventId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
+    /// Its `SUMMARY`, when that much could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub reason: SkipReason,
+    /// What went wrong, in words.
+    pub detail: String,
+}
+
+impl SkippedEvent {
+    /// The longest `detail` kept: a message quoting a huge value stays short.
+    pub const MAX_DETAIL: usize = 300;
+
+    pub fn new(reason: SkipReason, detail: impl Into<String>) -> Self {
+        let mut detail: String = detail.into();
+        if detail.len() > Self::MAX_DETAIL {
+            let cut = (0..=Self::MAX_DETAIL).rev().find(|i| detail.is_char_boundary(*i)).unwrap_or(0);
+            detail.truncate(cut);
+            detail.push('…');
+        }
+        SkippedEvent { event_id: None, href: None, title: None, reason, detail }
+    }
+
+    /// "“Title” (href …): detail", for a line of text.
+    pub fn describe(&self) -> String {
+        let name = match (&self.title, &self.event_id, &self.href) {
+            (Some(t), _, _) => format!("“{t}”"),
+            (None, Some(id), _) => format!("event {id}"),
+            (None, None, Some(h)) => h.clone(),
+            (None, None, None) => "an event".into(),
+        };
+        format!("{name}: {}", self.detail)
+    }
 }
 
 /// One change a write made, as the chat page applies it.

@@ -1,16 +1,20 @@
 //! Recurrences: checking an `RRULE` and expanding an event into its
 //! occurrences over a bounded range. The expansion is the `rrule` crate's
-//! (RFC 5545), run in the event's own zone so a series keeps its wall-clock
-//! time across DST; all-day series are expanded as dates. Overrides
+//! (RFC 5545), run on the event's wall clock and placed in its zone by
+//! [`gap`], so a series keeps its wall-clock time across DST; all-day series
+//! are expanded as dates. Overrides
 //! (`RECURRENCE-ID`) then move, change or cancel single instances.
 //!
 //! Every listing is bounded: a range of at most [`MAX_RANGE_DAYS`] and at
 //! most [`MAX_INSTANCES`] occurrences, with `truncated` saying when more exist.
 
 use super::error::CalendarError;
+use super::gap;
 use super::model::{CalendarEvent, EventTime, InstanceOverride, Recurrence, Zone};
 use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
 use rrule::{Frequency, RRule, RRuleSet, Unvalidated};
+
+mod until;
 
 /// The most occurrences one listing returns.
 pub const MAX_INSTANCES: usize = 500;
@@ -35,39 +39,68 @@ pub fn rule_text(rrule: &str) -> &str {
     t.strip_prefix("RRULE:").unwrap_or(t)
 }
 
-/// The series' rule set, anchored at its start in its zone (dates at
-/// midnight UTC, read back as dates).
+/// The series' rule set, anchored at its start's wall-clock time in its
+/// zone, floating ([`gap`]: placed in the zone by [`back`]); dates at
+/// midnight UTC, read back as dates.
 fn rule_set(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<RRuleSet, CalendarError> {
-    let anchor = anchor(start, zone);
-    let text = rule_text(&rec.rrule);
+    let set = RRuleSet::new(anchor(start, zone)).rrule(rule(start, zone, &rec.rrule)?);
+    let set = rec.exdates.iter().flat_map(|t| exdate_walls(*t, zone)).fold(set, |s, w| s.exdate(w));
+    Ok(rec.rdates.iter().fold(set, |s, t| s.rdate(anchor(*t, zone))))
+}
+
+/// The `RRULE` alone, read and checked. Its `UNTIL` is read here, not by the
+/// `rrule` crate: the crate takes any `UNTIL` without `Z` (a DATE included)
+/// as the machine's local time and then refuses it beside a zoned start, so
+/// the form RFC 5545 requires for an all-day series was refused ([`until`]).
+fn rule(start: EventTime, zone: Zone, rrule: &str) -> Result<RRule, CalendarError> {
+    let text = rule_text(rrule);
     let bad = |e: String| CalendarError::bad("invalid_rrule", format!("invalid RRULE {text:?}: {e}"));
-    let rule: RRule<Unvalidated> = text.parse().map_err(|e: rrule::RRuleError| bad(e.to_string()))?;
+    let (rest, until) = until::split(text).map_err(bad)?;
+    let rule: RRule<Unvalidated> = rest.parse().map_err(|e: rrule::RRuleError| bad(e.to_string()))?;
     if matches!(rule.get_freq(), Frequency::Secondly | Frequency::Minutely) {
         return Err(bad("a calendar repeats at most hourly".into()));
     }
-    let rule = rule.validate(anchor).map_err(|e| bad(e.to_string()))?;
-    let set = RRuleSet::new(anchor).rrule(rule);
-    let set = rec.exdates.iter().fold(set, |s, t| s.exdate(self::anchor(*t, zone)));
-    Ok(rec.rdates.iter().fold(set, |s, t| s.rdate(self::anchor(*t, zone))))
+    let rule = match until {
+        Some(u) => {
+            let bound = until::bound(u, start, zone).map_err(bad)?;
+            // A timed series expands on its floating wall clock ([`gap`]), so
+            // its bound is compared there too, as libical does.
+            rule.until(match start {
+                EventTime::At(_) => gap::floating(bound.with_timezone(&Utc), zone),
+                EventTime::Date(_) => bound,
+            })
+        }
+        None => rule,
+    };
+    rule.validate(anchor(start, zone)).map_err(|e| bad(e.to_string()))
 }
 
 fn anchor(t: EventTime, zone: Zone) -> DateTime<rrule::Tz> {
     match t {
         EventTime::Date(d) => rrule::Tz::UTC.from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default()),
-        EventTime::At(t) => t.with_timezone(&rrule::Tz::Tz(zone.0)),
+        EventTime::At(t) => gap::floating(t, zone),
     }
 }
 
-fn back(t: DateTime<rrule::Tz>, all_day: bool) -> EventTime {
+/// An excluded start as the floating times that name it.
+fn exdate_walls(t: EventTime, zone: Zone) -> Vec<DateTime<rrule::Tz>> {
+    match t {
+        EventTime::Date(_) => vec![anchor(t, zone)],
+        EventTime::At(t) => gap::walls(t, zone).into_iter().map(gap::wall).collect(),
+    }
+}
+
+fn back(t: DateTime<rrule::Tz>, all_day: bool, zone: Zone) -> EventTime {
     if all_day {
         EventTime::Date(t.date_naive())
     } else {
-        EventTime::At(t.with_timezone(&Utc))
+        EventTime::At(gap::place(t.naive_utc(), zone))
     }
 }
 
 /// Checks a recurrence for an event starting at `start` in `zone`: the rule
 /// parses, is not denser than hourly, and its dates are of the event's kind.
+/// This is what a stored or synced series must pass to be listed.
 pub fn check(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<(), CalendarError> {
     if rec.exdates.iter().chain(&rec.rdates).any(|t| t.is_date() != start.is_date()) {
         return Err(CalendarError::bad(
@@ -76,6 +109,21 @@ pub fn check(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<(), Calen
         ));
     }
     rule_set(start, zone, rec).map(|_| ())
+}
+
+/// [`check`], and what RFC 5545 forbids of a rule we write: `COUNT` and
+/// `UNTIL` together. (A calendar server's rule with both is still listed,
+/// each bound holding, as python-dateutil reads it.)
+pub fn check_new(start: EventTime, zone: Zone, rec: &Recurrence) -> Result<(), CalendarError> {
+    check(start, zone, rec)?;
+    let parts = |k: &str| rule_text(&rec.rrule).split(';').filter(|p| until::is_part(p, k)).count();
+    if parts("COUNT") > 0 && parts("UNTIL") > 0 {
+        return Err(CalendarError::bad(
+            "invalid_rrule",
+            format!("invalid RRULE {:?}: COUNT and UNTIL must not both be given (RFC 5545 §3.3.10)", rec.rrule),
+        ));
+    }
+    Ok(())
 }
 
 /// The occurrences of `event` overlapping `[from, to)`, at most `cap`, and
@@ -103,7 +151,10 @@ pub fn occurrences(
     let mut truncated = result.limited;
     let mut out = vec![];
     let mut seen = vec![];
-    for rid in result.dates.into_iter().map(|t| back(t, all_day)) {
+    for rid in result.dates.into_iter().map(|t| back(t, all_day, event.timezone)) {
+        if seen.contains(&rid) {
+            continue; // two wall times placed at one instant (a gap): one instance
+        }
         seen.push(rid);
         if let Some(o) = event.occurrence(rid, length) {
             if overlaps(&o.start, &o.end) {
@@ -185,18 +236,24 @@ impl CalendarEvent {
         let Some(rec) = &self.recurrence else { return Ok(false) };
         let at = anchor(rid, self.timezone);
         let set = rule_set(self.start, self.timezone, rec)?;
-        let hit = set.after(at - Duration::seconds(1)).before(at + Duration::seconds(1)).all(4);
-        Ok(hit.dates.into_iter().any(|t| back(t, self.all_day()) == rid))
+        // A day each way: a wall time in a gap is placed up to hours away.
+        let hit = set.after(at - Duration::days(1)).before(at + Duration::days(1)).all(u16::MAX);
+        Ok(hit.dates.into_iter().any(|t| back(t, self.all_day(), self.timezone) == rid))
     }
 }
 
 impl CalendarEvent {
-    /// How many instances the series has before `rid` (for a `COUNT` split).
-    pub fn has_instances_before(&self, rid: EventTime) -> Result<usize, CalendarError> {
+    /// How many instances the rule alone generates before `rid` (for a
+    /// `COUNT` split): RFC 5545's `COUNT` counts them before `EXDATE`
+    /// removes any, and `RDATE`s are not among them.
+    pub fn rule_instances_before(&self, rid: EventTime) -> Result<usize, CalendarError> {
         let Some(rec) = &self.recurrence else { return Ok(0) };
-        let set = rule_set(self.start, self.timezone, rec)?;
-        let upto = anchor(rid, self.timezone) - Duration::seconds(1);
-        Ok(set.before(upto).all(u16::MAX).dates.len())
+        let set = RRuleSet::new(anchor(self.start, self.timezone)).rrule(rule(self.start, self.timezone, &rec.rrule)?);
+        // Placed instances, not floating ones, are compared: around a gap
+        // the two orders can differ ([`gap`]).
+        let upto = anchor(rid, self.timezone) + Duration::days(1);
+        let dates = set.before(upto).all(u16::MAX).dates;
+        Ok(dates.into_iter().filter(|t| back(*t, self.all_day(), self.timezone) < rid).count())
     }
 }
 

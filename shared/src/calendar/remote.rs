@@ -6,7 +6,7 @@
 //! The CalDAV implementation is [`super::caldav`].
 
 use super::error::CalendarError;
-use super::model::{CalendarEvent, RemoteRef};
+use super::model::{CalendarEvent, RemoteRef, SkippedEvent};
 use crate::ids::UserId;
 
 /// What changed on the server since a sync token.
@@ -17,6 +17,9 @@ pub struct RemoteChanges {
     /// fill (a fresh id and version 1 until matched to one we hold).
     pub changed: Vec<CalendarEvent>,
     pub removed: Vec<String>,
+    /// Changed resources that are not events we can hold, by href, with why:
+    /// the sync goes on past them and listings name them.
+    pub skipped: Vec<SkippedEvent>,
     /// Whether this is the whole collection (no usable token): events we
     /// hold with an href not in `changed` are gone from the server.
     pub full: bool,

@@ -8,9 +8,12 @@
 //!   nothing overwritten), then to DynamoDB conditioned on the version read.
 //! - Listings are bounded ([`recur::MAX_RANGE_DAYS`], [`recur::MAX_INSTANCES`])
 //!   and pull the server's changes first, so events made there appear.
+//! - One bad event never fails a read: an event that cannot be expanded, and
+//!   a server object the sync could not take in, are left out and named in
+//!   `skipped`. Free time counts every occurrence (no listing cap).
 
 use super::error::CalendarError;
-use super::free::{self, FreeSlot, Hours};
+use super::free::{self, FreeSlots, Hours};
 use super::model::*;
 use super::recur::{self, MAX_INSTANCES, MAX_RANGE_DAYS};
 use super::remote::{Remote, RemoteCalendar};
@@ -149,22 +152,32 @@ impl CalendarService {
                 )
             })?;
         }
-        self.sync(user).await?;
-        let events = self.store.list(user).await?;
-        let mut out = vec![];
-        let mut truncated = false;
-        for ev in events.iter().filter(|e| q.project_id.is_none() || e.project_id == q.project_id) {
-            let (occ, more) = recur::occurrences(ev, from, to, zone, MAX_INSTANCES + 1)?;
-            truncated |= more;
-            out.extend(occ.into_iter().map(|o| instance(ev, o, zone)));
-        }
+        let (events, mut skipped) = self.synced(user).await?;
+        let events: Vec<CalendarEvent> =
+            events.into_iter().filter(|e| q.project_id.is_none() || e.project_id == q.project_id).collect();
+        let found = expand(&events, from, to, zone, MAX_INSTANCES + 1);
+        skipped.extend(found.skipped);
+        let mut truncated = found.truncated;
+        let mut out: Vec<EventInstance> = found.occurrences.into_iter().map(|(ev, o)| instance(ev, o, zone)).collect();
         out.sort_by(|a, b| (start_key(a, zone), &a.title).cmp(&(start_key(b, zone), &b.title)));
         if out.len() > MAX_INSTANCES {
             out.truncate(MAX_INSTANCES);
             truncated = true;
         }
         let show = |t: DateTime<Utc>| EventTime::At(t).display_in(zone);
-        Ok(EventList { from: show(from), to: show(to), timezone: zone, events: out, truncated })
+        Ok(EventList { from: show(from), to: show(to), timezone: zone, events: out, truncated, skipped })
+    }
+
+    /// Every event of the user after pulling the server's changes, and the
+    /// server's objects the syncs could not take in.
+    async fn synced(&self, user: &UserId) -> Result<(Vec<CalendarEvent>, Vec<SkippedEvent>), CalendarError> {
+        self.sync(user).await?;
+        let events = self.store.list(user).await?;
+        let skipped = match self.remote.is_some() {
+            true => self.store.settings(user).await?.skipped,
+            false => vec![],
+        };
+        Ok((events, skipped))
     }
 
     pub async fn create(&self, user: &UserId, input: &NewEvent) -> Result<Written, CalendarError> {
@@ -303,10 +316,10 @@ impl CalendarService {
     }
 
     /// Free slots of the asked length inside working hours over the range.
-    pub async fn free_time(&self, user: &UserId, q: &FreeQuery) -> Result<Vec<FreeSlot>, CalendarError> {
+    /// An event that repeats too often to expand whole over the range is
+    /// `range_not_covered`, never a partial answer.
+    pub async fn free_time(&self, user: &UserId, q: &FreeQuery) -> Result<FreeSlots, CalendarError> {
         let zone = self.zone(user, q.timezone.as_deref()).await?;
-        let list =
-            ListQuery { from: q.from.clone(), to: q.to.clone(), timezone: Some(zone.name().into()), project_id: None };
         let (from, to) = range(&q.from, &q.to, zone)?;
         let hour = |s: &Option<String>, d: u32| match s {
             Some(s) => NaiveTime::parse_from_str(s, "%H:%M")
@@ -317,14 +330,52 @@ impl CalendarService {
         if !(5..=1440).contains(&q.duration_minutes) {
             return Err(CalendarError::bad("invalid_value", "duration_minutes must be 5 to 1440"));
         }
-        let busy = self.list(user, &list).await?.events.into_iter().filter(|i| !i.all_day);
-        let busy = busy.filter_map(|i| Some((parse_utc(&i.start)?, parse_utc(&i.end)?))).collect();
-        Ok(free::free_slots(from, to, Duration::minutes(q.duration_minutes.into()), hours, zone, busy))
+        // Every occurrence, not a listing's first MAX_INSTANCES: a busy time
+        // past the cap must not read as free.
+        let (events, mut skipped) = self.synced(user).await?;
+        let found = expand(&events, from, to, zone, usize::MAX);
+        if found.truncated {
+            return Err(CalendarError::bad(
+                "range_not_covered",
+                "an event repeats too often in this range to find free time over all of it: ask for a shorter range",
+            ));
+        }
+        skipped.extend(found.skipped);
+        let busy = found.occurrences.iter().filter(|(_, o)| !o.start.is_date());
+        let busy = busy.map(|(_, o)| (o.start.instant(zone), o.end.instant(zone))).collect();
+        let slots = free::free_slots(from, to, Duration::minutes(q.duration_minutes.into()), hours, zone, busy);
+        Ok(FreeSlots { slots, skipped })
     }
 }
 
-fn parse_utc(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc))
+/// What [`expand`] found: each event's occurrences in the range, whether
+/// one had more than the cap, and the events it could not expand.
+struct Expanded<'a> {
+    occurrences: Vec<(&'a CalendarEvent, recur::Occurrence)>,
+    truncated: bool,
+    skipped: Vec<SkippedEvent>,
+}
+
+/// The occurrences of `events` overlapping `[from, to)`, at most `cap` per
+/// event. One whose expansion fails is named, not an error of the whole:
+/// events synced from a server carry rules nobody checked here.
+fn expand(events: &[CalendarEvent], from: DateTime<Utc>, to: DateTime<Utc>, zone: Zone, cap: usize) -> Expanded<'_> {
+    let mut found = Expanded { occurrences: vec![], truncated: false, skipped: vec![] };
+    for ev in events {
+        match recur::occurrences(ev, from, to, zone, cap) {
+            Ok((occ, more)) => {
+                found.truncated |= more;
+                found.occurrences.extend(occ.into_iter().map(|o| (ev, o)));
+            }
+            Err(e) => found.skipped.push(SkippedEvent {
+                event_id: Some(ev.id.clone()),
+                href: ev.remote.as_ref().map(|r| r.href.clone()),
+                title: Some(ev.title.clone()),
+                ..SkippedEvent::new(SkipReason::Unexpandable, e.to_string())
+            }),
+        }
+    }
+    found
 }
 
 /// The range of a query: at most [`MAX_RANGE_DAYS`], `to` after `from`.

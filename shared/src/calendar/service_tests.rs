@@ -5,17 +5,17 @@ use super::*;
 use crate::entities::store::MemoryEntityStore;
 use crate::entities::EntityService;
 use crate::ids::{EventId, UserId};
-use store::MemoryEventStore;
+use store::{EventStore, MemoryEventStore};
 
-fn svc() -> CalendarService {
+pub(super) fn svc() -> CalendarService {
     CalendarService::new(MemoryEventStore::new(), EntityService::new(MemoryEntityStore::new()))
 }
 
-fn user(n: &str) -> UserId {
+pub(super) fn user(n: &str) -> UserId {
     UserId::parse(n).unwrap()
 }
 
-fn new(title: &str, start: &str, tz: &str) -> NewEvent {
+pub(super) fn new(title: &str, start: &str, tz: &str) -> NewEvent {
     NewEvent {
         title: title.into(),
         start: start.into(),
@@ -30,16 +30,16 @@ fn new(title: &str, start: &str, tz: &str) -> NewEvent {
     }
 }
 
-fn weekly(title: &str, start: &str, tz: &str) -> NewEvent {
+pub(super) fn weekly(title: &str, start: &str, tz: &str) -> NewEvent {
     let rec = RecurrenceInput { rrule: "FREQ=WEEKLY".into(), exdates: vec![], rdates: vec![] };
     NewEvent { recurrence: Some(rec), ..new(title, start, tz) }
 }
 
-fn q(from: &str, to: &str, tz: &str) -> ListQuery {
+pub(super) fn q(from: &str, to: &str, tz: &str) -> ListQuery {
     ListQuery { from: from.into(), to: to.into(), timezone: Some(tz.into()), project_id: None }
 }
 
-async fn starts(s: &CalendarService, u: &UserId, query: ListQuery) -> Vec<String> {
+pub(super) async fn starts(s: &CalendarService, u: &UserId, query: ListQuery) -> Vec<String> {
     s.list(u, &query).await.unwrap().events.into_iter().map(|e| e.start).collect()
 }
 
@@ -190,7 +190,7 @@ async fn free_time_skips_busy_occurrences() {
         timezone: Some("Europe/Berlin".into()),
         ..Default::default()
     };
-    let slots = s.free_time(&u, &fq).await.unwrap();
+    let slots = s.free_time(&u, &fq).await.unwrap().slots;
     let got: Vec<_> = slots.iter().map(|x| (x.start.as_str(), x.end.as_str())).collect();
     assert_eq!(got, vec![("2026-12-01T11:00:00+01:00", "2026-12-01T17:00:00+01:00")]);
 }
@@ -202,4 +202,95 @@ async fn a_project_filter_naming_no_project_of_the_user_is_refused_not_empty() {
     let mut query = q("2026-11-02", "2026-11-02", "UTC");
     query.project_id = Some(crate::ids::ProjectId::parse("your_project_id").unwrap());
     assert_eq!(s.list(&u, &query).await.unwrap_err().code(), "link_not_found");
+}
+
+/// Defect 4: eight one-hour weekday series fill 09:00–17:00; over four
+/// months they have more occurrences than a listing shows (500), and free
+/// time must still find none (it found 20 slots from 1 April before).
+#[tokio::test]
+async fn free_time_counts_occurrences_past_the_listing_cap() {
+    let (s, u) = (svc(), user("alice"));
+    for h in 9..17 {
+        let mut e = weekly(&format!("Block {h}"), &format!("2026-01-05T{h:02}:00"), "Europe/Berlin");
+        e.recurrence.as_mut().unwrap().rrule = "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR".into();
+        s.create(&u, &e).await.unwrap();
+    }
+    let list = s.list(&u, &q("2026-01-05", "2026-04-30", "Europe/Berlin")).await.unwrap();
+    assert!(list.truncated, "the listing is capped here: {}", list.events.len());
+    let fq = FreeQuery {
+        from: "2026-01-05".into(),
+        to: "2026-04-30".into(),
+        duration_minutes: 30,
+        timezone: Some("Europe/Berlin".into()),
+        ..Default::default()
+    };
+    let free = s.free_time(&u, &fq).await.unwrap();
+    assert_eq!(free.slots, vec![], "every working hour is busy");
+    // The weekend is free, and found past the cap too.
+    let weekends = s.free_time(&u, &FreeQuery { include_weekends: true, ..fq }).await.unwrap();
+    let last = weekends.slots.last().unwrap();
+    assert!(weekends.slots.iter().all(|x| x.minutes == 480), "{:?}", weekends.slots);
+    assert_eq!(weekends.slots.len(), free::MAX_SLOTS);
+    assert_eq!(weekends.slots[0].start, "2026-01-10T09:00:00+01:00");
+    assert_eq!(last.start, "2026-03-15T09:00:00+01:00");
+}
+
+/// A rule that repeats too often to expand whole over the range: refused
+/// with its code, not answered from part of the range.
+#[tokio::test]
+async fn free_time_refuses_a_range_it_cannot_cover() {
+    let (s, u) = (svc(), user("alice"));
+    let mut e = weekly("Pings", "2026-01-05T00:00", "UTC");
+    // Hourly, at every minute: 1,440 a day, over the expansion's limit in 46 days.
+    let minutes: Vec<String> = (0..60).map(|m| m.to_string()).collect();
+    e.recurrence.as_mut().unwrap().rrule = format!("FREQ=HOURLY;BYMINUTE={}", minutes.join(","));
+    e.duration_minutes = Some(1);
+    s.create(&u, &e).await.unwrap();
+    let fq = FreeQuery {
+        from: "2026-01-05".into(),
+        to: "2026-03-31".into(),
+        duration_minutes: 30,
+        timezone: Some("UTC".into()),
+        ..Default::default()
+    };
+    assert_eq!(s.free_time(&u, &fq).await.unwrap_err().code(), "range_not_covered");
+    let short = FreeQuery { to: "2026-01-06".into(), ..fq };
+    assert_eq!(s.free_time(&u, &short).await.unwrap().slots, vec![], "a day of pings is a day busy");
+}
+
+/// A held event whose recurrence cannot be expanded (synced from a server
+/// that took a rule we refuse) is left out and named; the rest lists.
+#[tokio::test]
+async fn an_event_that_cannot_be_expanded_is_named_and_the_rest_lists() {
+    let store = std::sync::Arc::new(MemoryEventStore::new());
+    let s = CalendarService::new(store.clone(), EntityService::new(MemoryEntityStore::new()));
+    let u = user("alice");
+    let good = s.create(&u, &new("Dentist", "2026-11-02T10:00", "UTC")).await.unwrap().event.unwrap();
+    let mut bad = s.create(&u, &weekly("Odd rule", "2026-11-02T12:00", "UTC")).await.unwrap().event.unwrap();
+    bad.recurrence.as_mut().unwrap().rrule = "FREQ=YEARLY;BYWEEKNO=60".into();
+    bad.version += 1;
+    store.put(&u, &bad, Some(bad.version - 1)).await.unwrap();
+
+    let list = s.list(&u, &q("2026-11-01", "2026-11-30", "UTC")).await.unwrap();
+    assert_eq!(list.events.iter().map(|e| &e.event_id).collect::<Vec<_>>(), vec![&good.id]);
+    assert_eq!(list.skipped.len(), 1, "{:?}", list.skipped);
+    let skipped = &list.skipped[0];
+    assert_eq!((skipped.event_id.as_ref(), skipped.title.as_deref()), (Some(&bad.id), Some("Odd rule")));
+    assert_eq!(skipped.reason, SkipReason::Unexpandable);
+    assert!(skipped.detail.contains("BYWEEKNO"), "{}", skipped.detail);
+
+    let fq = FreeQuery {
+        from: "2026-11-02".into(),
+        to: "2026-11-02".into(),
+        duration_minutes: 60,
+        timezone: Some("UTC".into()),
+        ..Default::default()
+    };
+    let free = s.free_time(&u, &fq).await.unwrap();
+    assert_eq!(free.slots.len(), 2, "around the dentist: {:?}", free.slots);
+    assert_eq!(free.skipped, list.skipped);
+    let block = agenda::agenda(&s, &u, Some(Zone::UTC), 7, "2026-11-01T08:00:00Z".parse().unwrap()).await.unwrap();
+    assert!(block.contains("“Dentist” 10:00–11:00"), "{block}");
+    assert!(block.contains("Not shown, could not be read (1 event"), "{block}");
+    assert!(block.contains("“Odd rule”: invalid RRULE"), "{block}");
 }

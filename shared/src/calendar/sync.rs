@@ -3,10 +3,15 @@
 //! links and version sequence; one we do not hold is added; removed ones
 //! (or, after a full read, ones the server no longer has) are deleted. The
 //! sync token is kept for the next pull (RFC 6578).
+//!
+//! A resource that is not an event we can hold does not stop the pull: it is
+//! kept in the settings' `skipped` (by href, until it changes or goes) for
+//! listings to name, and a copy we held of it before is dropped, as a full
+//! read would.
 
 use super::error::CalendarError;
-use super::model::CalendarEvent;
-use super::remote::RemoteCalendar;
+use super::model::{CalendarEvent, SkippedEvent};
+use super::remote::{RemoteCalendar, RemoteChanges};
 use super::store::{EventStore, WriteError};
 use crate::ids::UserId;
 
@@ -23,18 +28,40 @@ pub async fn pull(store: &dyn EventStore, user: &UserId, cal: &dyn RemoteCalenda
         ignore_race(store.put(user, &merged(ours, theirs), ours.map(|o| o.version)).await)?;
     }
     let kept: Vec<_> = changes.changed.iter().filter_map(href).collect();
+    let unreadable: Vec<String> = changes.skipped.iter().filter_map(|s| s.href.clone()).collect();
     for gone in held.iter().filter(|e| {
-        let h = href(e);
-        h.is_some()
-            && (changes.removed.contains(h.as_ref().unwrap()) || (changes.full && !kept.contains(h.as_ref().unwrap())))
+        href(e).is_some_and(|h| {
+            changes.removed.contains(&h) || unreadable.contains(&h) || (changes.full && !kept.contains(&h))
+        })
     }) {
         ignore_race(store.delete(user, &gone.id, gone.version).await)?;
     }
-    if changes.token != settings.sync_token {
-        settings.sync_token = changes.token;
+    let skipped = skipped_after(&settings.skipped, &changes);
+    if changes.token != settings.sync_token || skipped != settings.skipped {
+        (settings.sync_token, settings.skipped) = (changes.token, skipped);
         store.save_settings(user, &settings).await?;
     }
     Ok(())
+}
+
+/// The most skipped resources the settings keep (each names itself in a few
+/// hundred bytes; the settings are one DynamoDB item).
+pub const MAX_SKIPPED_KEPT: usize = 200;
+
+/// The skipped resources after `changes`: a full read replaces them; else a
+/// resource that changed, went, or was skipped again drops its old entry.
+fn skipped_after(before: &[SkippedEvent], changes: &RemoteChanges) -> Vec<SkippedEvent> {
+    let touched = |s: &SkippedEvent| {
+        let h = s.href.as_deref();
+        changes.full
+            || changes.removed.iter().any(|r| Some(r.as_str()) == h)
+            || changes.changed.iter().any(|c| c.remote.as_ref().map(|r| r.href.as_str()) == h)
+            || changes.skipped.iter().any(|x| x.href.as_deref() == h)
+    };
+    let mut out: Vec<SkippedEvent> = before.iter().filter(|s| !touched(s)).cloned().collect();
+    out.extend(changes.skipped.iter().cloned());
+    out.truncate(MAX_SKIPPED_KEPT);
+    out
 }
 
 /// Their fields under our identity (id, links, version + 1).

@@ -4,21 +4,27 @@
 //! opens: a body refused here gets an HTTP 400 (413 when too large).
 //!
 //! The server keeps the history, so of `messages` only the last one is read,
-//! and only its text parts: it must be the user's. `id` (the chat id the
+//! and only its text parts: it must be the user's. The others are checked to
+//! be JSON and borrowed from the body, never copied (a whole conversation
+//! may be megabytes). `id` (the chat id the
 //! client made) is the session's id, created by the first turn that names it.
 
 use crate::approval::ApprovalAnswer;
 use crate::turn::{BadTurn, TurnRequest, ValidTurn};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 /// The transport's body. Unknown fields are ignored (the transport and
 /// `body` extras may add more); the extras we read are the native request's.
 #[derive(Debug, Deserialize)]
-struct ChatBody {
+struct ChatBody<'a> {
     #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
-    messages: Vec<UiMessageIn>,
+    /// Each message as the body spells it, borrowed: an unchanged
+    /// `DefaultChatTransport` sends the whole conversation (megabytes), of
+    /// which only the last message is read, so none is copied.
+    #[serde(default, borrow)]
+    messages: Vec<&'a RawValue>,
     #[serde(default)]
     trigger: Option<String>,
     #[serde(default)]
@@ -120,7 +126,8 @@ pub fn parse(body: &[u8], max_message_bytes: usize) -> Result<ChatTurn, BadChat>
         Some("regenerate-message") => true,
         Some(other) => return Err(BadChat::UnknownTrigger(other.to_string())),
     };
-    let last = chat.messages.last().ok_or(BadChat::NoUserMessage)?;
+    let last: UiMessageIn = serde_json::from_str(chat.messages.last().ok_or(BadChat::NoUserMessage)?.get())
+        .map_err(|e| BadTurn::InvalidJson(format!("the last of `messages`: {e}")))?;
     let answers = if last.role == "assistant" && !regenerate { answers(&last.parts) } else { vec![] };
     let texts: Vec<&str> = last.parts.iter().filter(|p| p.kind == "text").filter_map(|p| p.text.as_deref()).collect();
     let message = match (last.role.as_str(), answers.is_empty()) {

@@ -5,6 +5,7 @@
 //! another session's id) is a 4xx JSON body and nothing runs; an accepted
 //! one is a turn, streamed like any (it ends with `done`).
 
+use super::body::JsonBody;
 use super::error::ErrorBody;
 use super::extract::{Deadline, Segments, User};
 use super::stream::{stream_turn, StreamApp, WireFormat};
@@ -14,7 +15,6 @@ use crate::ids::{SessionId, TurnId, UserId};
 use crate::turn::ValidTurn;
 use axum::extract::State;
 use axum::response::Response;
-use bytes::Bytes;
 use http::StatusCode;
 use utoipa_axum::routes;
 
@@ -51,13 +51,14 @@ pub(super) async fn precheck(
         (status = 404, body = ErrorBody, description = "`session_not_found`, `approval_not_found` (forged, another user's or session's)"),
         (status = 409, body = ErrorBody, description = "`approval_used`: answered already; nothing ran again"),
         (status = 410, body = ErrorBody, description = "`approval_expired`: the call did not run"),
+        (status = 413, body = ErrorBody, description = "`too_large`: the body is over 6 MiB"),
         (status = 503, body = ErrorBody)))]
 async fn answer(
     State(app): State<StreamApp>,
     User(user): User,
     Segments(segs): Segments,
     Deadline(deadline): Deadline,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let started = std::time::Instant::now();
     let not_found = || ApiError::new(StatusCode::NOT_FOUND, "session_not_found", "no such session");

@@ -4,6 +4,7 @@
 //! protocol itself is [`crate::chat`]; everything here is scoped to the
 //! authenticated user.
 
+use super::body::JsonBody;
 use super::error::ErrorBody;
 use super::extract::{Deadline, Segments, User};
 use super::stream::{stream_turn, StreamApp, WireFormat};
@@ -11,7 +12,6 @@ use super::{no_content, ApiError, OpenApiRouter};
 use crate::ids::{SessionId, TurnId};
 use axum::extract::State;
 use axum::response::Response;
-use bytes::Bytes;
 use utoipa_axum::routes;
 
 pub fn routes() -> OpenApiRouter<StreamApp> {
@@ -27,14 +27,14 @@ pub fn routes() -> OpenApiRouter<StreamApp> {
         (status = 404, body = ErrorBody, description = "An answered approval: `approval_not_found`, `session_not_found`"),
         (status = 409, body = ErrorBody, description = "An answered approval: `approval_used`"),
         (status = 410, body = ErrorBody, description = "An answered approval: `approval_expired`"),
-        (status = 413, body = ErrorBody, description = "`message_too_large`"),
+        (status = 413, body = ErrorBody, description = "`message_too_large`; `too_large`: the body is over 6 MiB"),
         (status = 429, body = ErrorBody, description = "`quota_exceeded`, with `Retry-After`"),
         (status = 503, body = ErrorBody)))]
 async fn post_chat(
     State(app): State<StreamApp>,
     User(user): User,
     Deadline(deadline): Deadline,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let started = std::time::Instant::now();
     let chat = crate::chat::request::parse(&body, app.deps.config.max_message_bytes)

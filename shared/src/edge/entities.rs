@@ -8,6 +8,7 @@
 //!
 //! `GET /openapi.json` is public; every other route needs a bearer token.
 
+use super::body::JsonBody;
 use super::entities_doc::{base_document, http_method, operation, Op};
 use super::extract::{HasAuth, Params, Segments, User};
 use super::{json, json_error, OpenApiRouter, ResponseBody};
@@ -89,8 +90,9 @@ pub fn api() -> OpenApiRouter<EntitiesApp> {
         for rt in rts {
             paths.add_path_operation(&path, vec![http_method(&rt.method)], operation(&rt));
             let filter = axum::routing::MethodFilter::try_from(rt.method.clone()).expect("the API's methods");
-            let op = rt.op;
-            methods = methods.on(filter, move |state: State<EntitiesApp>, req: Request| serve(op, state, req));
+            let (op, takes_body) = (rt.op, rt.body.is_some());
+            methods =
+                methods.on(filter, move |state: State<EntitiesApp>, req: Request| serve(op, takes_body, state, req));
         }
         router = router.routes((vec![], paths, methods));
     }
@@ -169,8 +171,9 @@ pub(super) struct Input {
 }
 
 /// One route: the document is public; everything else is the user's, with a
-/// bounded body, run by [`run`].
-async fn serve(op: Op, State(app): State<EntitiesApp>, req: Request) -> Response {
+/// bounded body (a JSON object where the route takes one: [`JsonBody`]),
+/// run by [`run`].
+async fn serve(op: Op, takes_body: bool, State(app): State<EntitiesApp>, req: Request) -> Response {
     if op == Op::OpenApi {
         return (StatusCode::OK, [(http::header::CONTENT_TYPE, "application/json")], app.openapi.as_bytes().to_vec())
             .into_response();
@@ -180,8 +183,14 @@ async fn serve(op: Op, State(app): State<EntitiesApp>, req: Request) -> Response
         Ok(User(u)) => u,
         Err(e) => return e.into_response(),
     };
-    let Ok(body) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
-        return EntityError::TooLarge { what: "the request body", limit: MAX_BODY_BYTES }.into_response();
+    let body = if takes_body {
+        JsonBody::read(body, MAX_BODY_BYTES).await.map(|JsonBody(b)| b)
+    } else {
+        super::body::read(body, MAX_BODY_BYTES).await
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => return e.into_response(),
     };
     let input = async {
         let Segments(segs) = Segments::from_request_parts(&mut parts, &app).await?;
@@ -316,10 +325,11 @@ pub(super) fn body<T: serde::de::DeserializeOwned>(req: &Input) -> Result<T, Ent
     serde_json::from_slice(b).map_err(|e| EntityError::from_json(&e))
 }
 
+/// The body as an object (the edge lets no other JSON through: [`JsonBody`]).
 fn object(req: &Input) -> Result<serde_json::Map<String, serde_json::Value>, EntityError> {
     match body::<serde_json::Value>(req)? {
         serde_json::Value::Object(m) => Ok(m),
-        _ => Err(EntityError::bad("wrong_type", "the body must be a JSON object")),
+        _ => Err(EntityError::bad("invalid_json", "the body must be a JSON object")),
     }
 }
 

@@ -167,10 +167,10 @@ pub struct RouteDoc {
 
 /// Every error code of the API: its status and what it means.
 pub const ERROR_CODES: &[(&str, u16, &str)] = &[
-    ("invalid_json", 400, "the body is not JSON, or is missing"),
+    ("invalid_json", 400, "the body is not JSON, is JSON but not an object, or is missing"),
     ("missing_field", 400, "a required field is absent (or null in an update)"),
     ("unknown_field", 400, "a field this body does not have"),
-    ("wrong_type", 400, "a field, or the body, has the wrong JSON type"),
+    ("wrong_type", 400, "a field has the wrong JSON type"),
     ("invalid_value", 400, "a value outside what this document allows"),
     ("invalid_id", 400, "a malformed id (path, query or body)"),
     ("unknown_kind", 400, "a kind that is not one of the seven"),
@@ -179,6 +179,11 @@ pub const ERROR_CODES: &[(&str, u16, &str)] = &[
     ("end_before_start", 400, "an event's end, or a range's `to`, is not after its start"),
     ("invalid_rrule", 400, "not an RFC 5545 RRULE, or one that repeats without end too often"),
     ("range_too_long", 400, "a range over 366 days"),
+    (
+        "range_not_covered",
+        400,
+        "free time over a range in which an event repeats too often to expand whole: ask for a shorter one",
+    ),
     ("not_recurring", 400, "`instance` names an occurrence of an event that does not repeat"),
     ("link_not_found", 400, "the event's `project_id` / `task_id` is not the user's"),
     ("missing_token", 401, "no bearer token"),

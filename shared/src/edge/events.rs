@@ -22,7 +22,7 @@
 use super::entities::Input;
 use super::entities_doc::{described_ref, r, route, Op, Param, RouteDoc};
 use super::{json, ApiError};
-use crate::calendar::free::FreeSlot;
+pub use crate::calendar::free::FreeSlots;
 use crate::calendar::{
     CalendarError, CalendarEvent, CalendarPatch, CalendarService, EditScope, EventChanges, FreeQuery, ListQuery,
     NewEvent, Target, Written,
@@ -47,12 +47,6 @@ pub struct EventDeleted {
     pub event: Option<CalendarEvent>,
 }
 
-/// `GET /events/free`: free slots of the asked length in working hours.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct FreeSlots {
-    pub slots: Vec<FreeSlot>,
-}
-
 /// A write's answer: the event it is about and the patch the chat streams.
 #[derive(Serialize)]
 struct WriteAnswer<T: Serialize> {
@@ -73,6 +67,8 @@ const FREE: &[Param] = &[
 const TARGET: &[Param] = &[Param::Instance, Param::Scope];
 /// A read's refusals by the rules of ranges (and the calendar server's failure).
 const RANGE: &[&str] = &["end_before_start", "range_too_long", "calendar_server_error"];
+/// Free time's refusals: a range's, and one it cannot cover whole.
+const FREE_ERRORS: &[&str] = &["end_before_start", "range_too_long", "range_not_covered", "calendar_server_error"];
 /// A write's refusals beyond its body's grammar.
 const WRITE: &[&str] = &[
     "invalid_time",
@@ -116,7 +112,7 @@ pub fn routes() -> Vec<RouteDoc> {
         },
         RouteDoc {
             query: FREE,
-            errors: RANGE,
+            errors: FREE_ERRORS,
             ..route(Op::FreeTime, M::GET, "/events/free", "Free slots in working hours", None, 200, r("FreeSlots"))
         },
         RouteDoc {
@@ -224,10 +220,7 @@ pub(super) async fn run(op: Op, svc: &CalendarService, user: &UserId, req: &Inpu
     let id = || event_id(&req.segs[0]);
     match op {
         Op::ListEvents => Ok(json(StatusCode::OK, &svc.list(user, &list_query(req)?).await?)),
-        Op::FreeTime => {
-            let slots = svc.free_time(user, &free_query(req)?).await?;
-            Ok(json(StatusCode::OK, &FreeSlots { slots }))
-        }
+        Op::FreeTime => Ok(json(StatusCode::OK, &svc.free_time(user, &free_query(req)?).await?)),
         Op::GetEvent => {
             let ev = svc.get(user, &id()?).await?;
             let mut resp = json(StatusCode::OK, &ev);
@@ -354,6 +347,7 @@ mod tests {
             "end_before_start",
             "invalid_rrule",
             "range_too_long",
+            "range_not_covered",
             "invalid_value",
             "missing_field",
             "not_recurring",

@@ -10,12 +10,15 @@
 //!   take is 405 with `Allow`.
 //! - Path segments and query strings are decoded by the extractors
 //!   ([`extract`]); the bearer token is checked by the [`extract::User`]
-//!   extractor, before any body is read.
+//!   extractor, before any body is read. Bodies are read by one extractor,
+//!   [`body::JsonBody`]: up to 6 MiB (what a function URL passes on), and a
+//!   JSON object or nothing; anything else is refused with the JSON error.
 //! - A handler's panic is a plain `500 internal_error` ([`guard`]); CORS headers
 //!   are added only when `CORS_ALLOW_ORIGIN` is set ([`cors`]).
 //! - Nothing below the edge imports it: features hand it values and errors.
 
 pub mod approvals;
+pub mod body;
 pub mod chat;
 pub mod cors;
 pub mod deadline;

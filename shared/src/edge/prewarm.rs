@@ -5,6 +5,7 @@
 //! response shape (`statusCode`, `headers`, `body`, `isBase64Encoded`,
 //! `cookies`).
 
+use super::body::JsonBody;
 use super::error::ErrorBody;
 use super::extract::{HasAuth, User};
 use super::{json, json_error, OpenApiRouter, ResponseBody};
@@ -55,7 +56,7 @@ pub async fn handle_prewarm(app: &PrewarmApp, req: lambda_http::Request) -> http
         (status = 405, body = ErrorBody, description = "`method_not_allowed`"),
         (status = 409, body = ErrorBody, description = "`session_closed`"),
         (status = 413, body = ErrorBody, description = "`too_large`"), (status = 503, body = ErrorBody)))]
-async fn post_prewarm(State(app): State<Arc<PrewarmApp>>, User(user): User, body: bytes::Bytes) -> Response {
+async fn post_prewarm(State(app): State<Arc<PrewarmApp>>, User(user): User, JsonBody(body): JsonBody) -> Response {
     if body.len() > MAX_BODY_BYTES {
         return json_error(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "the request body is too large");
     }
@@ -118,9 +119,9 @@ async fn post_any(State(app): State<Arc<PrewarmApp>>, req: axum::extract::Reques
         resp.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
         return resp;
     }
-    match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(bytes) => post_prewarm(State(app), user, bytes).await,
-        Err(_) => json_error(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "the request body is too large"),
+    match JsonBody::read(body, MAX_BODY_BYTES).await {
+        Ok(body) => post_prewarm(State(app), user, body).await,
+        Err(e) => e.into_response(),
     }
 }
 

@@ -6,6 +6,7 @@
 //! stream route: 204, like a session with nothing running); so does a
 //! malformed one, which cannot name anyone's session.
 
+use super::body::JsonBody;
 use super::error::ErrorBody;
 use super::extract::{Deadline, LastEventId, Params, Segments, User};
 use super::stream::StreamApp;
@@ -17,7 +18,6 @@ use crate::session::SessionView;
 use crate::store::StoreError;
 use axum::extract::State;
 use axum::response::Response;
-use bytes::Bytes;
 use http::StatusCode;
 use utoipa_axum::routes;
 
@@ -137,8 +137,10 @@ async fn messages(State(app): State<StreamApp>, User(user): User, id: Segments, 
     params(("id" = String, Path, description = "The session's id.")), request_body = RenameSession,
     responses((status = 200, body = SessionView),
         (status = 400, body = ErrorBody, description = "`invalid_json`, `invalid_title`"), (status = 401, body = ErrorBody),
-        (status = 404, body = ErrorBody, description = "`session_not_found`"), (status = 503, body = ErrorBody)))]
-async fn rename(State(app): State<StreamApp>, User(user): User, id: Segments, body: Bytes) -> Answer {
+        (status = 404, body = ErrorBody, description = "`session_not_found`"),
+        (status = 413, body = ErrorBody, description = "`too_large`: the body is over 6 MiB"),
+        (status = 503, body = ErrorBody)))]
+async fn rename(State(app): State<StreamApp>, User(user): User, id: Segments, JsonBody(body): JsonBody) -> Answer {
     let sid = session_id(id)?;
     let req: RenameSession = serde_json::from_slice(&body).map_err(|e| bad("invalid_json", e.to_string()))?;
     let title = req.title.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -171,8 +173,9 @@ async fn close(State(app): State<StreamApp>, User(user): User, id: Segments) -> 
     responses((status = 200, body = StopAnswer),
         (status = 400, body = ErrorBody, description = "`invalid_json`, `invalid_stream_run_id`"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody, description = "`session_not_found`"),
+        (status = 413, body = ErrorBody, description = "`too_large`: the body is over 6 MiB"),
         (status = 503, body = ErrorBody)))]
-async fn stop(State(app): State<StreamApp>, User(user): User, id: Segments, body: Bytes) -> Answer {
+async fn stop(State(app): State<StreamApp>, User(user): User, id: Segments, JsonBody(body): JsonBody) -> Answer {
     let sid = session_id(id)?;
     let run = stop_run(&body)?;
     let answer = match app.deps.store.request_stop(&user, &sid, run.as_ref()).await.map_err(store_error)? {

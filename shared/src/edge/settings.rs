@@ -4,6 +4,7 @@
 //! "Ask me first" panel reads and writes it. A name that is not a tool that
 //! changes something is `400 unknown_tool` and nothing is stored.
 
+use super::body::JsonBody;
 use super::error::ErrorBody;
 use super::extract::User;
 use super::stream::StreamApp;
@@ -11,7 +12,6 @@ use super::{json, ApiError, OpenApiRouter};
 use crate::approval::settings::{ApprovalSettings, ApprovalSettingsView, SettingsError};
 use axum::extract::State;
 use axum::response::Response;
-use bytes::Bytes;
 use http::StatusCode;
 use utoipa_axum::routes;
 
@@ -44,8 +44,14 @@ async fn get_approvals(State(app): State<StreamApp>, User(user): User) -> Result
     request_body(content = ApprovalSettings, description = "Every tool that asks first, by name."),
     responses((status = 200, body = ApprovalSettingsView, description = "As stored (each name once, in `askable`'s order)"),
         (status = 400, body = ErrorBody, description = "`invalid_json`; `unknown_tool`: a name not in `askable`"),
-        (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)))]
-async fn put_approvals(State(app): State<StreamApp>, User(user): User, body: Bytes) -> Result<Response, ApiError> {
+        (status = 401, body = ErrorBody),
+        (status = 413, body = ErrorBody, description = "`too_large`: the body is over 6 MiB"),
+        (status = 503, body = ErrorBody)))]
+async fn put_approvals(
+    State(app): State<StreamApp>,
+    User(user): User,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
     let store = app.deps.approval_settings.as_ref().ok_or_else(unavailable)?;
     let settings: ApprovalSettings =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("invalid_json", e.to_string()))?;

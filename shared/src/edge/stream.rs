@@ -5,6 +5,7 @@
 //! JSON body and nothing written; once the stream is open, failures travel as
 //! `error` then `done` events.
 
+use super::body::JsonBody;
 use super::error::ErrorBody;
 use super::extract::{Deadline, HasAuth, HasTimeout, User};
 use super::{json_error, ApiError, OpenApiRouter, ResponseBody};
@@ -29,7 +30,6 @@ use crate::turn::{self, TurnDeps, TurnRequest, ValidTurn};
 use crate::turn::{TokenCounterCell, TurnTools};
 use axum::extract::{FromRequestParts, State};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use http::{Method, StatusCode};
 use std::sync::Arc;
 use std::time::Duration;
@@ -209,14 +209,14 @@ impl StreamRouter {
     responses((status = 200, content_type = "text/event-stream", description = "The turn's events (`StreamEvent`, SSE)"),
         (status = 400, body = ErrorBody, description = "the body is not a valid turn request"),
         (status = 401, body = ErrorBody), (status = 405, body = ErrorBody, description = "`method_not_allowed`"),
-        (status = 413, body = ErrorBody, description = "`message_too_large`"),
+        (status = 413, body = ErrorBody, description = "`message_too_large`; `too_large`: the body is over 6 MiB"),
         (status = 429, body = ErrorBody, description = "`quota_exceeded`: a budget of the user's is spent; `Retry-After` says when to come back (`GET /me/usage` says which)"),
         (status = 503, body = ErrorBody)))]
 async fn post_turn(
     State(app): State<StreamApp>,
     User(user): User,
     Deadline(deadline): Deadline,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let started = std::time::Instant::now();
     let valid = ValidTurn::parse(&body, app.deps.config.max_message_bytes)?;
@@ -325,10 +325,10 @@ async fn any_path(State(app): State<StreamApp>, req: axum::extract::Request) -> 
         Err(e) => return e.into_response(),
     };
     let deadline = super::deadline::of_request(&parts.extensions, app.deps.config.turn_timeout);
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return ApiError::bad_request("invalid_json", "the body could not be read").into_response();
-    };
-    post_turn(State(app), user, Deadline(deadline), bytes).await.into_response()
+    match JsonBody::read(body, super::body::MAX_BODY_BYTES).await {
+        Ok(body) => post_turn(State(app), user, Deadline(deadline), body).await.into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
 /// What a turn's answer speaks, chosen by its route: our native events

@@ -280,6 +280,6 @@ impl Tool for FindFreeTime {
             day_end: a.day_end,
             include_weekends: a.include_weekends,
         };
-        read(svc.free_time(c.user, &q).await.map(|s| serde_json::json!({ "slots": s })), op)
+        read(svc.free_time(c.user, &q).await.map(|s| to_json(&s)), op)
     }
 }

@@ -117,3 +117,38 @@ fn the_calendar_scope_offers_the_calendar_tools_and_only_with_a_calendar() {
     assert!(CALENDAR_TOOLS.iter().all(|t| !without.has(*t)));
     assert!(CALENDAR_TOOLS.iter().all(|t| registry().has(*t)));
 }
+
+/// An event whose recurrence cannot be expanded (synced from a server that
+/// took a rule we refuse): the tools answer with the rest and name it.
+#[tokio::test]
+async fn the_tools_answer_with_the_rest_and_name_what_they_skipped() {
+    use crate::calendar::store::EventStore;
+    let store = std::sync::Arc::new(MemoryEventStore::new());
+    let entities = EntityService::new(MemoryEntityStore::new());
+    let reg = ToolRegistry::new(entities.clone()).with_calendar(CalendarService::new(store.clone(), entities));
+    let make = |title: &str, start: &str| json!({"title": title, "start": start, "duration_minutes": 60});
+    assert!(run(&reg, "alice", "create_calendar_event", make("Dentist", "2026-12-01T10:00")).await.ok);
+    let mut weekly = make("Odd rule", "2026-12-01T12:00");
+    weekly["recurrence"] = json!({"rrule": "FREQ=WEEKLY"});
+    let odd = content(&run(&reg, "alice", "create_calendar_event", weekly).await)["event"].clone();
+    let u = UserId::parse("alice").unwrap();
+    let mut bad: crate::calendar::CalendarEvent = serde_json::from_value(odd).unwrap();
+    bad.recurrence.as_mut().unwrap().rrule = "FREQ=YEARLY;BYWEEKNO=60".into();
+    store.put(&u, &bad, Some(bad.version)).await.unwrap();
+
+    let listed = run(&reg, "alice", "list_calendar_events", json!({"from": "2026-12-01", "to": "2026-12-01"})).await;
+    assert!(listed.ok, "{}", listed.content);
+    let listed = content(&listed);
+    assert_eq!(listed["events"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed["events"][0]["title"], "Dentist");
+    assert_eq!(listed["skipped"][0]["title"], "Odd rule", "{listed}");
+    assert_eq!(listed["skipped"][0]["reason"], "unexpandable");
+    assert_eq!(listed["skipped"][0]["event_id"], json!(bad.id));
+
+    let free = json!({"from": "2026-12-01", "to": "2026-12-01", "duration_minutes": 60});
+    let free = run(&reg, "alice", "find_free_time", free).await;
+    assert!(free.ok, "{}", free.content);
+    let free = content(&free);
+    assert_eq!(free["slots"][0]["end"], "2026-12-01T10:00:00Z", "{free}");
+    assert_eq!(free["skipped"], listed["skipped"]);
+}

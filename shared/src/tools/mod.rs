@@ -11,10 +11,12 @@
 //!   `utoipa::ToSchema` from the entity field types; the JSON Schema the
 //!   model sees is generated from it ([`schema::of`]) and sent as an OpenAI
 //!   `tools` entry ([`ToolName::definition`]). Names are unique.
-//! - A scope ([`ToolScope`]) *offers* a small set ([`ToolScope::offered`]);
-//!   a call outside it still runs when the scope *allows* it (project-bound
-//!   tools need a project) and is logged. Project-bound tools always act on
-//!   the scope's project: the model cannot point them elsewhere.
+//! - A turn *offers* a small set, by its scope and context type
+//!   ([`ToolScope::offered_in`]); a call outside it still runs when the scope
+//!   *allows* it (project-bound tools need a project) and is logged by the
+//!   turn's layer (`layer.rs`), which knows the context type. Project-bound
+//!   tools always act on the scope's project: the model cannot point them
+//!   elsewhere.
 //! - [`ToolRegistry::execute`] never panics and never fails: bad JSON, a
 //!   schema mismatch, an unknown tool, a missing entity, another user's id
 //!   (answered exactly like a missing one), or a service error all become an
@@ -287,12 +289,6 @@ impl ToolRegistry {
         if !ctx.scope.allows(tool) {
             return failure("out_of_scope", &format!("{name} works inside a project; this conversation has none"));
         }
-        // `project_create`'s tools are offered by context type, which the
-        // tool context does not carry (`ToolScope::offered_in`).
-        let by_context = scope::PROJECT_CREATE_TOOLS.contains(&tool) || WEB_TOOLS.contains(&tool);
-        if !ctx.scope.offered().contains(&tool) && !by_context {
-            tracing::warn!(tool = name, call_id = %call.id, scope = ?ctx.scope, "tool called outside the offered set");
-        }
         let raw = match arguments(&call.function.arguments) {
             Ok(raw) => raw,
             Err(message) => return failure("invalid_arguments", &message),
@@ -324,6 +320,8 @@ fn arguments(text: &str) -> Result<Map<String, Value>, String> {
 
 #[cfg(test)]
 mod calendar_tests;
+#[cfg(test)]
+mod layer_tests;
 #[cfg(test)]
 mod store_tests;
 #[cfg(test)]

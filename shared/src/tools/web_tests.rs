@@ -80,6 +80,24 @@ async fn a_refused_visit_is_a_tool_error_the_model_reads() {
     assert_eq!(s.hits.load(std::sync::atomic::Ordering::SeqCst), 1, "only the PDF request reached the server");
 }
 
+/// A page too deeply nested to convert is the tool error the model reads,
+/// naming the limit, and no conversion is left running after the answer.
+#[tokio::test]
+async fn a_page_over_the_conversion_budget_is_a_tool_error() {
+    let s = server().await;
+    let cfg = WebConfig { fetch_max_bytes: 2 * 1024 * 1024, ..config(s.port, true) };
+    let web = WebTools::with_fetcher(&cfg, Fetcher::with_hosts(&cfg, hosts()));
+    let fetcher = web.fetcher.clone();
+    let reg = ToolRegistry::new(EntityService::new(MemoryEntityStore::new())).with_web(web);
+    let o = run(&reg, "web_visit", json!({"url": format!("http://127.0.0.1:{}/pathological/0", s.port)})).await;
+    assert!(!o.ok);
+    assert_eq!(o.error_code.as_deref(), Some("page_too_complex"), "{}", o.content);
+    let message = content(&o)["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("nest more than 512 deep"), "{message}");
+    assert_eq!(steps(&o).last().unwrap().0, OperationStatus::Error);
+    assert_eq!(fetcher.conversions_running(), 0);
+}
+
 /// A provider's fake: answers every request with `status` and `body`, and
 /// keeps each request's head and body.
 async fn provider(status: u16, body: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {

@@ -6,7 +6,10 @@
 //! [`WebError`] naming why not; it never connects to an address the policy
 //! refuses, never sends credentials, ignores proxy settings (a proxy would
 //! resolve names where the guard cannot see), and follows at most
-//! [`MAX_REDIRECTS`] redirects.
+//! [`MAX_REDIRECTS`] redirects. An HTML page's conversion runs on a blocking
+//! thread under [`page`]'s budget; when the time is up it is told to stop and
+//! waited for, so no conversion outlives its visit
+//! ([`Fetcher::conversions_running`] is 0 whenever no visit is under way).
 
 use super::guard::{GuardedResolver, Policy, Refused};
 use super::page;
@@ -14,6 +17,7 @@ use super::WebError;
 use crate::config::WebConfig;
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use url::Url;
@@ -48,6 +52,32 @@ pub struct Fetcher {
     policy: Arc<Policy>,
     timeout: Duration,
     max_bytes: usize,
+    /// HTML conversions now running on blocking threads.
+    converting: Arc<AtomicUsize>,
+}
+
+/// One visit's HTML conversion: told to stop when the visit's time is up,
+/// and held (the lock) while it runs, so the visit can wait for its end.
+#[derive(Default)]
+struct Conversion {
+    stop: Arc<AtomicBool>,
+    running: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// Counts one running conversion for as long as it lives (unwinding too).
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn new(count: &Arc<AtomicUsize>) -> Running {
+        count.fetch_add(1, Ordering::SeqCst);
+        Running(count.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Fetcher {
@@ -67,18 +97,32 @@ impl Fetcher {
             .user_agent(concat!("agentic-chat/", env!("CARGO_PKG_VERSION"), " (web_visit)"))
             .build()
             .expect("the web client builds");
-        Fetcher { client, policy, timeout: cfg.fetch_timeout, max_bytes: cfg.fetch_max_bytes }
+        let converting = Arc::default();
+        Fetcher { client, policy, timeout: cfg.fetch_timeout, max_bytes: cfg.fetch_max_bytes, converting }
     }
 
-    /// Reads `url` within the time limit.
+    /// How many of this fetcher's HTML conversions are running now.
+    pub fn conversions_running(&self) -> usize {
+        self.converting.load(Ordering::SeqCst)
+    }
+
+    /// Reads `url` within the time limit. When the time is up during the
+    /// page's conversion, the conversion is stopped and its end awaited before
+    /// the answer: its parse stops at the next chunk, and readability (which
+    /// cannot be interrupted) has at most a page's budget of work left.
     pub async fn visit(&self, url: &str) -> Result<Page, WebError> {
-        match tokio::time::timeout(self.timeout, self.follow(url)).await {
+        let conversion = Conversion::default();
+        match tokio::time::timeout(self.timeout, self.follow(url, &conversion)).await {
             Ok(r) => r,
-            Err(_) => Err(WebError::Timeout(self.timeout.as_millis() as u64)),
+            Err(_) => {
+                conversion.stop.store(true, Ordering::SeqCst);
+                let _ended = conversion.running.lock().await;
+                Err(WebError::Timeout(self.timeout.as_millis() as u64))
+            }
         }
     }
 
-    async fn follow(&self, raw: &str) -> Result<Page, WebError> {
+    async fn follow(&self, raw: &str, conversion: &Conversion) -> Result<Page, WebError> {
         let mut url = Url::parse(raw.trim()).map_err(|e| WebError::InvalidUrl(e.to_string()))?;
         for hop in 0..=MAX_REDIRECTS {
             self.policy.check_url(&url)?;
@@ -91,13 +135,13 @@ impl Fetcher {
                     }
                     url = url.join(next).map_err(|e| WebError::InvalidUrl(format!("redirect to {next:?}: {e}")))?;
                 }
-                _ => return self.read(url, resp).await,
+                _ => return self.read(url, resp, conversion).await,
             }
         }
         Err(WebError::TooManyRedirects(MAX_REDIRECTS))
     }
 
-    async fn read(&self, url: Url, mut resp: reqwest::Response) -> Result<Page, WebError> {
+    async fn read(&self, url: Url, mut resp: reqwest::Response, conversion: &Conversion) -> Result<Page, WebError> {
         if !resp.status().is_success() {
             return Err(WebError::Status(resp.status().as_u16()));
         }
@@ -117,10 +161,19 @@ impl Fetcher {
         let page_url = url.to_string();
         let (title, format, content) = match kind {
             Kind::Html => {
-                let at = url.clone();
-                let (title, md) = tokio::task::spawn_blocking(move || page::readable(&text, &at))
-                    .await
-                    .map_err(|e| WebError::Network(format!("the page could not be converted: {e}")))?;
+                let (at, stop) = (url.clone(), conversion.stop.clone());
+                // Fields drop in order: the count falls before the lock is released.
+                let held = (Running::new(&self.converting), conversion.running.clone().lock_owned().await);
+                let converted = tokio::task::spawn_blocking(move || {
+                    let _held = held;
+                    page::readable(&text, &at, &stop)
+                })
+                .await
+                .map_err(|e| WebError::Network(format!("the page could not be converted: {e}")))?;
+                let (title, md) = converted.map_err(|h| match h {
+                    page::Halt::TooComplex(why) => WebError::TooComplex(why),
+                    page::Halt::Stopped => WebError::Timeout(self.timeout.as_millis() as u64),
+                })?;
                 (title, "html", md)
             }
             Kind::Text => (None, "text", text),

@@ -11,7 +11,9 @@
 pub mod fetch;
 pub mod guard;
 pub mod page;
+mod scan;
 pub mod search;
+mod sink;
 
 pub use fetch::{Fetcher, Page, MAX_REDIRECTS};
 pub use search::{SearchHit, Searcher};
@@ -35,6 +37,8 @@ pub enum WebError {
     TooLarge(usize),
     #[error("the page did not arrive within {0} ms")]
     Timeout(u64),
+    #[error("the page is too complex to read: {0}")]
+    TooComplex(String),
     #[error("{0} cannot be read: only HTML, text and JSON pages are supported")]
     Unsupported(String),
     #[error("the site answered HTTP {0}")]
@@ -63,6 +67,7 @@ impl WebError {
             WebError::TooManyRedirects(_) => "too_many_redirects",
             WebError::TooLarge(_) => "too_large",
             WebError::Timeout(_) => "timeout",
+            WebError::TooComplex(_) => "page_too_complex",
             WebError::Unsupported(_) => "unsupported_content_type",
             WebError::Status(_) => "http_status",
             WebError::Network(_) => "unreachable",

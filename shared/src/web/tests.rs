@@ -38,6 +38,12 @@ fn answer(path: &str, port: u16) -> (String, Vec<u8>) {
         "/none" => ("200 OK".into(), b"untyped".to_vec()),
         "/missing" => ("404 Not Found\r\nContent-Type: text/plain".into(), b"no".to_vec()),
         "/big" => ok("text/plain", &"x".repeat(5_000)),
+        "/table" => ok("text/html", &page::tests::big_table()),
+        "/chains" => ok("text/html", &format!("{}x{}", "<div>".repeat(505), "</div>".repeat(505)).repeat(15)),
+        p if p.starts_with("/pathological/") => {
+            let pages = page::tests::pathological();
+            ok("text/html", &pages[p[14..].parse::<usize>().unwrap_or(0)].1)
+        }
         "/to-metadata" => to("http://169.254.169.254/latest/meta-data/".into()),
         "/to-internal-name" => to(format!("http://internal.test:{port}/page")),
         "/to-localhost-v6" => to(format!("http://[::1]:{port}/page")),
@@ -254,4 +260,73 @@ async fn bodies_over_the_cap_slow_bodies_and_unsupported_types_are_refused() {
     let quick = WebConfig { fetch_timeout: Duration::from_millis(300), ..config(s.port, true) };
     let g = Fetcher::with_hosts(&quick, hosts());
     assert_eq!(g.visit(&at("/slow")).await.unwrap_err(), WebError::Timeout(300));
+}
+
+/// CPU seconds so far of this process's threads named `name`.
+fn cpu_of_threads(name: &str) -> f64 {
+    let mut ticks = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        if comm.trim() != name || stat.is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        ticks += fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    }
+    ticks as f64 / 100.0
+}
+
+/// Pathological pages are refused by the budget (not by the clock), and the
+/// timeout waits for the conversion's end: after every answer no conversion
+/// runs and the runtime's threads (their CPU read from /proc, this runtime's
+/// threads alone) stay idle in the following second. Before the budget, the
+/// first page answered `timeout` and its conversion went on for minutes.
+#[test]
+fn no_conversion_outlives_its_visit() {
+    const THREADS: &str = "web-visit-cpu";
+    let rt = tokio::runtime::Builder::new_multi_thread().thread_name(THREADS).enable_all().build().unwrap();
+    rt.block_on(async {
+        let s = server().await;
+        let at = |path: String| format!("http://127.0.0.1:{}{path}", s.port);
+        let roomy = WebConfig { fetch_max_bytes: 2 * 1024 * 1024, ..config(s.port, true) };
+        let idle_after = |f: Fetcher, what: String| async move {
+            assert_eq!(f.conversions_running(), 0, "{what}");
+            let before = cpu_of_threads(THREADS);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let used = cpu_of_threads(THREADS) - before;
+            assert!(used < 0.25, "{what}: {used} s of CPU in the second after the answer");
+        };
+        let slow = WebConfig { fetch_timeout: Duration::from_secs(60), ..roomy.clone() };
+        for (i, (what, _, why)) in page::tests::pathological().into_iter().enumerate() {
+            let f = Fetcher::with_hosts(&slow, hosts());
+            let url = at(format!("/pathological/{i}"));
+            match tokio::time::timeout(Duration::from_secs(600), f.visit(&url)).await.expect("hang guard") {
+                Err(e @ WebError::TooComplex(_)) => {
+                    assert_eq!(e.code(), "page_too_complex");
+                    assert!(e.to_string().contains(why), "{what}: {e}");
+                }
+                other => panic!("{what}: {other:?}"),
+            }
+            idle_after(f, what.to_string()).await;
+        }
+        // Within the budget but slower to convert than the time limit.
+        let quick = WebConfig { fetch_timeout: Duration::from_millis(200), ..roomy.clone() };
+        let f = Fetcher::with_hosts(&quick, hosts());
+        let url = at("/chains".into());
+        let r = tokio::time::timeout(Duration::from_secs(600), f.visit(&url)).await.expect("hang guard");
+        assert_eq!(r.unwrap_err(), WebError::Timeout(200));
+        idle_after(f, "a timed-out conversion".into()).await;
+    });
+}
+
+#[tokio::test]
+async fn a_large_normal_page_is_read_whole() {
+    let s = server().await;
+    let roomy = WebConfig { fetch_max_bytes: 2 * 1024 * 1024, ..config(s.port, true) };
+    let f = Fetcher::with_hosts(&roomy, hosts());
+    let page = f.visit(&format!("http://127.0.0.1:{}/table", s.port)).await.unwrap();
+    assert_eq!((page.format, page.title.as_deref()), ("html", Some("Prices | Example")));
+    assert!(page.content.contains("Row 0") && page.content.contains("Row 4999"), "{}", page.content.len());
+    assert_eq!(f.conversions_running(), 0);
 }

@@ -289,6 +289,13 @@ export type DoneReason = 'complete' | 'error' | 'stopped';
  */
 export type EditScope = 'instance' | 'following' | 'series';
 /**
+ * Why an event was left out of a listing, free time or the agenda.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "SkipReason".
+ */
+export type SkipReason = 'unreadable' | 'too_large' | 'unexpandable';
+/**
  * An IANA time zone name, e.g. Europe/Berlin.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
@@ -721,6 +728,8 @@ export interface WireTypes {
   SessionStatus?: SessionStatus;
   SessionView?: SessionView;
   ShiftReason?: ShiftReason;
+  SkipReason?: SkipReason;
+  SkippedEvent?: SkippedEvent;
   StageMode?: StageMode;
   StepIntent?: StepIntent;
   StepOutputs?: StepOutputs;
@@ -1335,7 +1344,7 @@ export interface EntityPatch {
 export interface Error {
   error: {
     /**
-     * Stable, machine-readable. `invalid_json` (400): the body is not JSON, or is missing; `missing_field` (400): a required field is absent (or null in an update); `unknown_field` (400): a field this body does not have; `wrong_type` (400): a field, or the body, has the wrong JSON type; `invalid_value` (400): a value outside what this document allows; `invalid_id` (400): a malformed id (path, query or body); `unknown_kind` (400): a kind that is not one of the seven; `invalid_time` (400): not a date, a local time or an instant; or a local time the clocks skip; `invalid_timezone` (400): not an IANA time zone name; `end_before_start` (400): an event's end, or a range's `to`, is not after its start; `invalid_rrule` (400): not an RFC 5545 RRULE, or one that repeats without end too often; `range_too_long` (400): a range over 366 days; `not_recurring` (400): `instance` names an occurrence of an event that does not repeat; `link_not_found` (400): the event's `project_id` / `task_id` is not the user's; `missing_token` (401): no bearer token; `invalid_token` (401): the token is malformed or its signature is wrong; `token_expired` (401): the token has expired; `token_not_yet_valid` (401): the token is not valid yet; `invalid_issuer` (401): the token's issuer is not the configured one; `invalid_audience` (401): the token's audience is not the configured one; `invalid_subject` (401): the token's subject is not a valid user id; `auth_not_configured` (401): the server has no way to check tokens; `project_not_found` (404): missing, being deleted, or another user's; `entity_not_found` (404): missing, being deleted, or another user's; `edge_not_found` (404): no such edge; `event_not_found` (404): missing, deleted, or another user's; `instance_not_found` (404): the series has no instance starting at `instance`; `cursor_not_found` (404): the cursor's project is gone: list from the start again; `route_not_found` (404): no such route; `method_not_allowed` (405): the route does not take this method (`Allow` lists those it takes); `version_conflict` (409): the version sent is not the current one (`current_version`); nothing was written; `edge_exists` (409): this edge already exists; `context_document_protected` (409): a project's context document cannot be deleted; `calendar_conflict` (409): the event changed on the user's calendar server since it was read; nothing was written; `too_large` (413): the body is over 3 MiB, or a content over 2 MiB; `edge_endpoint_not_found` (422): an edge end is not an entity of this project (of that kind); `edge_self_loop` (422): an edge needs two different entities; `parent_not_found` (422): the parent document is not in this project's tree; `tree_cycle` (422): a document cannot move under itself or its descendant; `store_corrupt` (500): a stored record cannot be read; `calendar_server_error` (502): the user's calendar server failed or refused; `project_busy` (503): concurrent writes kept winning: retry; `store_unavailable` (503): the store did not answer: retry; `jwks_unavailable` (503): the token keys could not be fetched: retry.
+     * Stable, machine-readable. `invalid_json` (400): the body is not JSON, is JSON but not an object, or is missing; `missing_field` (400): a required field is absent (or null in an update); `unknown_field` (400): a field this body does not have; `wrong_type` (400): a field has the wrong JSON type; `invalid_value` (400): a value outside what this document allows; `invalid_id` (400): a malformed id (path, query or body); `unknown_kind` (400): a kind that is not one of the seven; `invalid_time` (400): not a date, a local time or an instant; or a local time the clocks skip; `invalid_timezone` (400): not an IANA time zone name; `end_before_start` (400): an event's end, or a range's `to`, is not after its start; `invalid_rrule` (400): not an RFC 5545 RRULE, or one that repeats without end too often; `range_too_long` (400): a range over 366 days; `range_not_covered` (400): free time over a range in which an event repeats too often to expand whole: ask for a shorter one; `not_recurring` (400): `instance` names an occurrence of an event that does not repeat; `link_not_found` (400): the event's `project_id` / `task_id` is not the user's; `missing_token` (401): no bearer token; `invalid_token` (401): the token is malformed or its signature is wrong; `token_expired` (401): the token has expired; `token_not_yet_valid` (401): the token is not valid yet; `invalid_issuer` (401): the token's issuer is not the configured one; `invalid_audience` (401): the token's audience is not the configured one; `invalid_subject` (401): the token's subject is not a valid user id; `auth_not_configured` (401): the server has no way to check tokens; `project_not_found` (404): missing, being deleted, or another user's; `entity_not_found` (404): missing, being deleted, or another user's; `edge_not_found` (404): no such edge; `event_not_found` (404): missing, deleted, or another user's; `instance_not_found` (404): the series has no instance starting at `instance`; `cursor_not_found` (404): the cursor's project is gone: list from the start again; `route_not_found` (404): no such route; `method_not_allowed` (405): the route does not take this method (`Allow` lists those it takes); `version_conflict` (409): the version sent is not the current one (`current_version`); nothing was written; `edge_exists` (409): this edge already exists; `context_document_protected` (409): a project's context document cannot be deleted; `calendar_conflict` (409): the event changed on the user's calendar server since it was read; nothing was written; `too_large` (413): the body is over 3 MiB, or a content over 2 MiB; `edge_endpoint_not_found` (422): an edge end is not an entity of this project (of that kind); `edge_self_loop` (422): an edge needs two different entities; `parent_not_found` (422): the parent document is not in this project's tree; `tree_cycle` (422): a document cannot move under itself or its descendant; `store_corrupt` (500): a stored record cannot be read; `calendar_server_error` (502): the user's calendar server failed or refused; `project_busy` (503): concurrent writes kept winning: retry; `store_unavailable` (503): the store did not answer: retry; `jwks_unavailable` (503): the token keys could not be fetched: retry.
      */
     code:
       | 'invalid_json'
@@ -1350,6 +1359,7 @@ export interface Error {
       | 'end_before_start'
       | 'invalid_rrule'
       | 'range_too_long'
+      | 'range_not_covered'
       | 'not_recurring'
       | 'link_not_found'
       | 'missing_token'
@@ -1515,7 +1525,9 @@ export interface EventInstance {
 }
 /**
  * A listing over a range, in one zone. Listings are bounded: at most
- * `MAX_INSTANCES`; `truncated` says when more exist.
+ * `MAX_INSTANCES`; `truncated` says when more exist. Events that cannot be
+ * read or expanded are left out and named in `skipped`; everything else is
+ * listed.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "EventList".
@@ -1523,9 +1535,33 @@ export interface EventInstance {
 export interface EventList {
   events: EventInstance[];
   from: string;
+  /**
+   * What was left out, and why (absent when nothing was).
+   */
+  skipped?: SkippedEvent[];
   timezone: Zone;
   to: string;
   truncated: boolean;
+}
+/**
+ * One event left out, named as well as it can be: by `event_id` when we
+ * hold it, by the calendar server's `href` when we could not take it in.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "SkippedEvent".
+ */
+export interface SkippedEvent {
+  /**
+   * What went wrong, in words.
+   */
+  detail: string;
+  event_id?: null | EventId;
+  href?: string | null;
+  reason: SkipReason;
+  /**
+   * Its `SUMMARY`, when that much could be read.
+   */
+  title?: string | null;
 }
 /**
  * Where a turn looks: its scope, entity and the client's focus metadata.
@@ -1550,12 +1586,15 @@ export interface FreeSlot {
   start: string;
 }
 /**
- * `GET /events/free`: free slots of the asked length in working hours.
+ * `GET /events/free` and `find_free_time`: the free slots, and the events
+ * left out of the busy time because they could not be read (absent when
+ * none were): time they would take may be shown free.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "FreeSlots".
  */
 export interface FreeSlots {
+  skipped?: SkippedEvent[];
   slots: FreeSlot[];
 }
 /**

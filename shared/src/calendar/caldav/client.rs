@@ -1,8 +1,9 @@
 //! A CalDAV client (RFC 4791, sync by RFC 6578) over reqwest with Basic auth.
 //!
 //! Contract:
-//! - hrefs are what the server writes (absolute paths, percent-encoded) and are
-//!   resolved against the account URL; [`event_href`] makes one for a new event;
+//! - hrefs are what the server writes (absolute paths), read in one spelling
+//!   ([`canonical_href`]: servers percent-encode differently) and resolved
+//!   against the account URL; [`event_href`] makes one for a new event;
 //! - every write is conditional: create with `If-None-Match: *`, change and
 //!   delete with `If-Match: <etag>`; a `412` is [`CaldavError::Conflict`] naming
 //!   the resource, so a change made elsewhere in between is never overwritten;
@@ -13,6 +14,7 @@ use super::accounts::CaldavAccount;
 use super::xml::{self, Multistatus, Response, CALDAV, CS, DAV};
 use super::CaldavError;
 use chrono::{DateTime, Utc};
+use percent_encoding::{percent_decode_str, percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use reqwest::header::{HeaderMap, CONTENT_TYPE, ETAG, IF_MATCH, IF_NONE_MATCH};
 use reqwest::{Method, StatusCode, Url};
 use std::time::Duration;
@@ -20,6 +22,9 @@ use std::time::Duration;
 /// The slug and display name of the calendar made for a user who has none.
 pub const DEFAULT_CALENDAR_SLUG: &str = "agentic-chat";
 pub const DEFAULT_CALENDAR_NAME: &str = "Agentic chat";
+
+/// How often a request answered `423 Locked` is sent in all.
+const LOCKED_TRIES: u32 = 5;
 
 /// A calendar collection of the account.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,22 +85,32 @@ impl std::fmt::Debug for CaldavClient {
     }
 }
 
+/// What a path segment keeps as is: RFC 3986's unreserved characters.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
 /// The href of a new event's resource in `calendar`: its UID, percent-encoded
-/// as servers encode paths (all but `A-Za-z0-9-._~`), plus `.ics`.
+/// as [`canonical_href`] spells it, plus `.ics`.
 pub fn event_href(calendar: &str, uid: &str) -> String {
-    let mut href = calendar.to_string();
-    if !href.ends_with('/') {
-        href.push('/');
-    }
-    for b in uid.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            href.push(b as char);
-        } else {
-            href.push_str(&format!("%{b:02X}"));
-        }
-    }
-    href.push_str(".ics");
-    href
+    let slash = if calendar.ends_with('/') { "" } else { "/" };
+    format!("{calendar}{slash}{}.ics", percent_encode(uid.as_bytes(), SEGMENT))
+}
+
+/// `href` in the one spelling this client uses: each path segment decoded
+/// and encoded again, all but `A-Za-z0-9-._~` (a full URL keeps its scheme
+/// and authority). Servers spell one path differently (Radicale writes
+/// `a%40b.ics`, Xandikos `a@b.ics`, for the same resource); read this way,
+/// the hrefs of a sync compare equal to the ones we wrote.
+pub fn canonical_href(href: &str) -> String {
+    let path_at = match href.find("://") {
+        Some(i) => href[i + 3..].find('/').map_or(href.len(), |j| i + 3 + j),
+        None => 0,
+    };
+    let (origin, path) = href.split_at(path_at);
+    let segments: Vec<String> = path
+        .split('/')
+        .map(|s| percent_encode(&percent_decode_str(s).collect::<Vec<u8>>(), SEGMENT).to_string())
+        .collect();
+    format!("{origin}{}", segments.join("/"))
 }
 
 /// `YYYYMMDDTHHMMSSZ`, the form of CalDAV time ranges.
@@ -146,7 +161,10 @@ impl CaldavClient {
     }
 
     /// Sends one request; 401 and 403 are errors here, other statuses are the
-    /// caller's to judge.
+    /// caller's to judge. `423 Locked` is sent again, up to [`LOCKED_TRIES`]
+    /// times with a short backoff: the server did nothing (RFC 4918 §11.3), and
+    /// Xandikos answers it while another write holds the collection (its git
+    /// repository), e.g. two of the user's turns writing at once.
     async fn send(
         &self,
         method: Method,
@@ -154,14 +172,24 @@ impl CaldavClient {
         headers: &[(reqwest::header::HeaderName, String)],
         body: Option<String>,
     ) -> Result<Answer, CaldavError> {
-        let mut req = self.http.request(method, self.url(href)?).basic_auth(&self.username, Some(&self.password));
-        for (name, value) in headers {
-            req = req.header(name, value);
-        }
-        if let Some(body) = body {
-            req = req.body(body);
-        }
-        let resp = req.send().await.map_err(transport)?;
+        let url = self.url(href)?;
+        let mut tries = 0;
+        let resp = loop {
+            let mut req =
+                self.http.request(method.clone(), url.clone()).basic_auth(&self.username, Some(&self.password));
+            for (name, value) in headers {
+                req = req.header(name, value);
+            }
+            if let Some(body) = &body {
+                req = req.body(body.clone());
+            }
+            let resp = req.send().await.map_err(transport)?;
+            tries += 1;
+            if resp.status() != StatusCode::LOCKED || tries == LOCKED_TRIES {
+                break resp;
+            }
+            tokio::time::sleep(Duration::from_millis(50 << tries)).await;
+        };
         let status = resp.status();
         let headers = resp.headers().clone();
         let body = resp.text().await.map_err(transport)?;
@@ -419,6 +447,23 @@ mod tests {
     fn event_hrefs_encode_like_servers() {
         assert_eq!(event_href("/u/cal/", "abc-1.2_3~"), "/u/cal/abc-1.2_3~.ics");
         assert_eq!(event_href("/u/cal", "a@b c/d"), "/u/cal/a%40b%20c%2Fd.ics");
+        assert_eq!(event_href("/u/cal/", "ü"), "/u/cal/%C3%BC.ics");
+    }
+
+    /// Radicale's and Xandikos's spellings of one resource read as one, and
+    /// as the href we make for it.
+    #[test]
+    fn hrefs_are_read_in_one_spelling() {
+        let ours = event_href("/alice/cal/", "x@agentic-chat");
+        for theirs in
+            ["/alice/cal/x%40agentic-chat.ics", "/alice/cal/x@agentic-chat.ics", "/alice/cal/x%40agentic%2dchat.ics"]
+        {
+            assert_eq!(canonical_href(theirs), ours, "{theirs}");
+        }
+        assert_eq!(canonical_href("/a%2Fb/c d/"), "/a%2Fb/c%20d/", "an encoded slash stays inside its segment");
+        assert_eq!(canonical_href("https://dav.example.com/u/ü.ics"), "https://dav.example.com/u/%C3%BC.ics");
+        assert_eq!(canonical_href("https://dav.example.com"), "https://dav.example.com");
+        assert_eq!(canonical_href("/"), "/");
     }
 
     #[test]

@@ -120,6 +120,21 @@ fn invalid(msg: impl Into<String>) -> CaldavError {
     CaldavError::InvalidIcs(msg.into())
 }
 
+/// The first `SUMMARY` of an object, read line by line (for naming one we
+/// cannot otherwise read); escapes undone as RFC 5545 §3.3.11 says.
+pub fn summary_of(ics: &str) -> Option<String> {
+    let unfolded = unfold(ics);
+    let line = unfolded.lines().find(|l| {
+        let name = l.split([':', ';']).next().unwrap_or("");
+        name.eq_ignore_ascii_case("SUMMARY")
+    })?;
+    let value = line.split_once(':')?.1.trim();
+    let value = value.replace("\\n", " ").replace("\\N", " ").replace("\\,", ",").replace("\\;", ";");
+    let value = value.replace("\\\\", "\\");
+    let value: String = value.chars().take(120).collect();
+    (!value.is_empty()).then_some(value)
+}
+
 /// Reads an iCalendar object (one UID) into an event: a fresh id, version 1,
 /// no links, `remote` unset (the caller knows the href and ETag).
 pub fn from_ics(ics: &str, default_zone: Zone) -> Result<CalendarEvent, CaldavError> {

@@ -14,7 +14,7 @@ pub mod remote;
 pub mod xml;
 
 pub use accounts::{accounts_from_env, CaldavAccount, CaldavAccounts, EnvAccounts, SecretsExtensionAccounts};
-pub use client::{event_href, CaldavClient, CalendarInfo, Precondition, Resource, SyncChanges};
+pub use client::{canonical_href, event_href, CaldavClient, CalendarInfo, Precondition, Resource, SyncChanges};
 pub use ical::{from_ics, to_ics};
 pub use remote::{CaldavCalendar, CaldavRemote};
 

@@ -7,11 +7,11 @@
 //! event's title (nothing written), anything else `Remote`.
 
 use super::accounts::{CaldavAccount, CaldavAccounts};
-use super::client::{event_href, CaldavClient, Precondition};
-use super::ical::{from_ics, to_ics};
+use super::client::{event_href, CaldavClient, Precondition, Resource};
+use super::ical::{from_ics, summary_of, to_ics};
 use super::CaldavError;
 use crate::calendar::error::CalendarError;
-use crate::calendar::model::{CalendarEvent, Organizer, RemoteRef, Zone};
+use crate::calendar::model::{CalendarEvent, Organizer, RemoteRef, SkipReason, SkippedEvent, Zone};
 use crate::calendar::remote::{Remote, RemoteCalendar, RemoteChanges};
 use crate::ids::UserId;
 use std::collections::HashMap;
@@ -42,6 +42,11 @@ impl CaldavRemote {
             .timeout(std::time::Duration::from_secs(30))
             .build()
             .unwrap_or_default();
+        Self::with_http(accounts, http)
+    }
+
+    /// Talking through `http` (e.g. one that trusts a server's own certificate).
+    pub fn with_http(accounts: Arc<dyn CaldavAccounts>, http: reqwest::Client) -> Self {
         Self { accounts, http, default_zone: Zone::UTC, found: Mutex::new(HashMap::new()) }
     }
 
@@ -146,20 +151,41 @@ impl RemoteCalendar for CaldavCalendar {
     async fn changes(&self, token: Option<&str>) -> Result<RemoteChanges, CalendarError> {
         let sync = self.client.sync(&self.href, token).await?;
         let mut changed = Vec::with_capacity(sync.changed.len());
+        let mut skipped = Vec::new();
         for r in sync.changed {
-            match from_ics(&r.ics, self.default_zone) {
-                Ok(mut e) => {
-                    e.remote = Some(RemoteRef { href: r.href, etag: r.etag });
-                    if let (Some(o), Some(u)) = (e.organizer.as_mut(), self.username.as_deref()) {
-                        o.own = Organizer::names(&o.address, u);
-                    }
-                    changed.push(e);
-                }
+            match self.read(&r) {
+                Ok(e) => changed.push(e),
                 // Not an event we can hold (e.g. a lone instance of someone
-                // else's series): left on the server, not copied.
-                Err(e) => tracing::warn!(href = %r.href, error = %e, "skipping a calendar object"),
+                // else's series, or a broken object): left on the server,
+                // not copied, and named by every listing.
+                Err(mut s) => {
+                    tracing::warn!(href = %r.href, reason = ?s.reason, detail = %s.detail, "skipping a calendar object");
+                    (s.href, s.title) = (Some(r.href), summary_of(&r.ics));
+                    skipped.push(s);
+                }
             }
         }
-        Ok(RemoteChanges { changed, removed: sync.removed, full: sync.full, token: sync.token })
+        Ok(RemoteChanges { changed, removed: sync.removed, skipped, full: sync.full, token: sync.token })
+    }
+}
+
+/// The most bytes of one calendar object we take in: a DynamoDB item holds
+/// 400 KB, and an object this large is an export, not an event.
+pub const MAX_OBJECT_BYTES: usize = 256 * 1024;
+
+impl CaldavCalendar {
+    /// One resource as an event, or why it is skipped.
+    fn read(&self, r: &Resource) -> Result<CalendarEvent, SkippedEvent> {
+        if r.ics.len() > MAX_OBJECT_BYTES {
+            let detail = format!("{} bytes; at most {MAX_OBJECT_BYTES} are taken in", r.ics.len());
+            return Err(SkippedEvent::new(SkipReason::TooLarge, detail));
+        }
+        let mut e = from_ics(&r.ics, self.default_zone)
+            .map_err(|e| SkippedEvent::new(SkipReason::Unreadable, e.to_string()))?;
+        e.remote = Some(RemoteRef { href: r.href.clone(), etag: r.etag.clone() });
+        if let (Some(o), Some(u)) = (e.organizer.as_mut(), self.username.as_deref()) {
+            o.own = Organizer::names(&o.address, u);
+        }
+        Ok(e)
     }
 }

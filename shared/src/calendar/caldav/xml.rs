@@ -1,8 +1,10 @@
 //! The WebDAV/CalDAV XML of the client: request bodies out, a small
 //! namespace-resolved element tree in, and the `multistatus` answer read from
 //! it. Names are matched by (namespace, local name), never by prefix, so any
-//! prefixes a server picks are fine.
+//! prefixes a server picks are fine. Hrefs are read in the client's one
+//! spelling ([`canonical_href`]).
 
+use super::client::canonical_href;
 use super::CaldavError;
 use quick_xml::events::{BytesRef, Event};
 use quick_xml::name::ResolveResult;
@@ -130,7 +132,8 @@ fn resolve_ref(r: &BytesRef<'_>) -> Result<String, quick_xml::Error> {
 /// One `response` of a `multistatus`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
-    /// As the server wrote it (usually an absolute path, percent-encoded).
+    /// As the server wrote it (usually an absolute path), in the client's
+    /// one spelling ([`canonical_href`]).
     pub href: String,
     /// The response-level `status` (sync-collection reports removed members
     /// as 404 here); `None` when it only has `propstat`s.
@@ -151,9 +154,10 @@ impl Response {
         (!text.is_empty()).then(|| text.to_string())
     }
 
-    /// The `href` inside a property (`current-user-principal`, `calendar-home-set`).
+    /// The `href` inside a property (`current-user-principal`,
+    /// `calendar-home-set`), in the client's one spelling.
     pub fn prop_href(&self, ns: &str, name: &str) -> Option<String> {
-        self.prop(ns, name)?.child_text(DAV, "href")
+        self.prop(ns, name)?.child_text(DAV, "href").map(|h| canonical_href(&h))
     }
 }
 
@@ -175,8 +179,10 @@ impl Multistatus {
         }
         let mut out = Multistatus { sync_token: root.child_text(DAV, "sync-token"), ..Multistatus::default() };
         for r in root.children_named(DAV, "response") {
-            let href =
-                r.child_text(DAV, "href").ok_or_else(|| CaldavError::Protocol("a response without href".into()))?;
+            let href = r
+                .child_text(DAV, "href")
+                .map(|h| canonical_href(&h))
+                .ok_or_else(|| CaldavError::Protocol("a response without href".into()))?;
             let status = r.child_text(DAV, "status").and_then(|s| status_code(&s));
             let mut props = Vec::new();
             for ps in r.children_named(DAV, "propstat") {
@@ -281,6 +287,16 @@ mod tests {
         assert_eq!(r.prop_href(CALDAV, "calendar-home-set").as_deref(), Some("/a/"));
         assert_eq!(r.prop(DAV, "displayname").unwrap().text, "R & D\r");
         assert!(r.prop(DAV, "getctag").is_none(), "a 404 propstat is not a found property");
+    }
+
+    #[test]
+    fn hrefs_are_read_in_the_clients_one_spelling() {
+        let xml = r#"<D:multistatus xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:response><D:href>/u/calendars/a@b.ics</D:href>
+            <D:propstat><D:prop><C:calendar-home-set><D:href>/u/calendars%2Fx/</D:href></C:calendar-home-set></D:prop>
+            <D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response></D:multistatus>"#;
+        let r = &Multistatus::parse(xml).unwrap().responses[0];
+        assert_eq!(r.href, "/u/calendars/a%40b.ics");
+        assert_eq!(r.prop_href(CALDAV, "calendar-home-set").as_deref(), Some("/u/calendars%2Fx/"));
     }
 
     #[test]

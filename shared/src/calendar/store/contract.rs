@@ -3,7 +3,7 @@
 //! DynamoDB store against DynamoDB Local (`tests/tests/contract_features.rs`).
 
 use super::{EventStore, Settings, WriteError};
-use crate::calendar::model::{CalendarEvent, EventTime, Recurrence, Zone};
+use crate::calendar::model::{CalendarEvent, EventTime, Recurrence, SkipReason, SkippedEvent, Zone};
 use crate::ids::{EventId, UserId};
 use crate::store::gate::fresh_user;
 
@@ -73,7 +73,16 @@ pub async fn lists_every_event_and_keeps_settings(store: &dyn EventStore) {
     all.sort_by(|a, b| a.id.cmp(&b.id));
     assert_eq!(listed, all);
     assert_eq!(store.settings(&u).await.unwrap(), Settings::default());
-    let s = Settings { zone: Some(Zone::parse("America/Los_Angeles").unwrap()), sync_token: Some("t1".into()) };
+    let skipped = SkippedEvent {
+        href: Some("/u/cal/x.ics".into()),
+        title: Some("Board".into()),
+        ..SkippedEvent::new(SkipReason::Unreadable, "a VEVENT without DTSTART")
+    };
+    let s = Settings {
+        zone: Some(Zone::parse("America/Los_Angeles").unwrap()),
+        sync_token: Some("t1".into()),
+        skipped: vec![skipped],
+    };
     store.save_settings(&u, &s).await.unwrap();
     assert_eq!(store.settings(&u).await.unwrap(), s);
     assert_eq!(store.list(&u).await.unwrap().len(), 30, "settings are not events");

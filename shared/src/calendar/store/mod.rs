@@ -24,7 +24,7 @@ mod memory;
 pub use dynamo::DynamoEventStore;
 pub use memory::MemoryEventStore;
 
-use super::model::{CalendarEvent, Zone};
+use super::model::{CalendarEvent, SkippedEvent, Zone};
 use crate::ids::{EventId, UserId};
 use crate::store::StoreError;
 
@@ -48,6 +48,10 @@ pub struct Settings {
     /// The CalDAV collection's sync token (RFC 6578) after the last sync.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_token: Option<String>,
+    /// The calendar server's objects the syncs could not take in (by href),
+    /// named in every listing until they change or go.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedEvent>,
 }
 
 #[async_trait::async_trait]
@@ -62,6 +66,29 @@ pub trait EventStore: Send + Sync {
     async fn delete(&self, user: &UserId, id: &EventId, expected: u64) -> Result<(), WriteError>;
     async fn settings(&self, user: &UserId) -> Result<Settings, StoreError>;
     async fn save_settings(&self, user: &UserId, settings: &Settings) -> Result<(), StoreError>;
+}
+
+/// A shared store is a store (a test, or a second service, over the same data).
+#[async_trait::async_trait]
+impl<T: EventStore + ?Sized> EventStore for std::sync::Arc<T> {
+    async fn get(&self, user: &UserId, id: &EventId) -> Result<Option<CalendarEvent>, StoreError> {
+        (**self).get(user, id).await
+    }
+    async fn list(&self, user: &UserId) -> Result<Vec<CalendarEvent>, StoreError> {
+        (**self).list(user).await
+    }
+    async fn put(&self, user: &UserId, event: &CalendarEvent, expected: Option<u64>) -> Result<(), WriteError> {
+        (**self).put(user, event, expected).await
+    }
+    async fn delete(&self, user: &UserId, id: &EventId, expected: u64) -> Result<(), WriteError> {
+        (**self).delete(user, id, expected).await
+    }
+    async fn settings(&self, user: &UserId) -> Result<Settings, StoreError> {
+        (**self).settings(user).await
+    }
+    async fn save_settings(&self, user: &UserId, settings: &Settings) -> Result<(), StoreError> {
+        (**self).save_settings(user, settings).await
+    }
 }
 
 /// The one spelling of the keys.
