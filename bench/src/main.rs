@@ -621,10 +621,19 @@ const BENCH_BUDGETS: shared::config::BudgetConfig = shared::config::BudgetConfig
     web_calls_per_day: 100_000,
 };
 
-/// The tests' config with budgets on ([`BENCH_BUDGETS`]).
+/// The budgets the bench runs with: [`BENCH_BUDGETS`], or none with
+/// `BENCH_BUDGETS=off` (the hot path with and without them, side by side).
+fn bench_budgets() -> shared::config::BudgetConfig {
+    match std::env::var("BENCH_BUDGETS").as_deref() {
+        Ok("off") => shared::config::BudgetConfig::OFF,
+        _ => BENCH_BUDGETS,
+    }
+}
+
+/// The tests' config with budgets on ([`bench_budgets`]).
 pub(crate) fn bench_config(table: &str, llm_base_url: &str) -> shared::config::Config {
     let mut config = tests::test_config(table, llm_base_url);
-    config.budgets = BENCH_BUDGETS;
+    config.budgets = bench_budgets();
     config
 }
 
@@ -646,7 +655,7 @@ fn function_env(table: &str, llm_base_url: &str, nodelay: bool) -> Vec<(String, 
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    let b = BENCH_BUDGETS;
+    let b = bench_budgets();
     for (k, v) in [
         ("BUDGET_TOKENS_PER_DAY", b.tokens_per_day),
         ("BUDGET_TURNS_PER_MINUTE", b.turns_per_minute),

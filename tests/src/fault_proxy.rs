@@ -14,7 +14,9 @@
 //! - [`Action::LostResponse`]: the request is forwarded and applied, then the
 //!   client gets a 500 or a dropped connection, so the SDK retries a write
 //!   that in fact happened;
-//! - [`Action::Delay`]: a pause before forwarding.
+//! - [`Action::Delay`]: a pause before forwarding;
+//! - [`Action::Hold`]: held before forwarding until [`FaultProxy::release`]
+//!   (for "X happens before Y is answered", without a clock).
 //!
 //! Every request is recorded (operation, body, the fault applied), so tests
 //! can count requests per operation and check whose partitions were addressed.
@@ -155,6 +157,8 @@ pub enum Action {
     ServerError,
     LostResponse(Lost),
     Delay(Duration),
+    /// Held before forwarding until [`FaultProxy::release`].
+    Hold,
 }
 
 /// One injectable fault: on which requests, and what happens to them.
@@ -241,6 +245,15 @@ struct Rule {
 struct State {
     rules: Vec<Rule>,
     seen: Vec<Seen>,
+    /// Bumped by [`FaultProxy::release`]: held requests go on.
+    released: Option<tokio::sync::watch::Sender<u64>>,
+}
+
+impl State {
+    /// What a held request waits on: the next [`FaultProxy::release`].
+    fn hold(&mut self) -> tokio::sync::watch::Receiver<u64> {
+        self.released.get_or_insert_with(|| tokio::sync::watch::channel(0).0).subscribe()
+    }
 }
 
 impl State {
@@ -318,6 +331,13 @@ impl FaultProxy {
         let mut st = self.state.lock().unwrap();
         st.rules.push(Rule { fault, active: true, matched: 0, fired: 0 });
         FaultId(st.rules.len() - 1)
+    }
+
+    /// Lets every request held so far ([`Action::Hold`]) go on.
+    pub fn release(&self) {
+        if let Some(tx) = &self.state.lock().unwrap().released {
+            tx.send_modify(|n| *n += 1);
+        }
     }
 
     /// Turns every fault off (their counts are kept).
@@ -405,7 +425,14 @@ async fn handle(
     let (parts, body) = req.into_parts();
     let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let target = parts.headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let (seen, action) = state.lock().unwrap().admit(Op::from_target(target), &String::from_utf8_lossy(&body));
+    let (seen, action, held) = {
+        let mut st = state.lock().unwrap();
+        let (seen, action) = st.admit(Op::from_target(target), &String::from_utf8_lossy(&body));
+        (seen, action, (action == Some(Action::Hold)).then(|| st.hold()))
+    };
+    if let Some(mut held) = held {
+        let _ = held.changed().await;
+    }
     let answer = answer(action, &http, &upstream, &parts, body).await;
     if answer.is_ok() {
         state.lock().unwrap().seen[seen].answered = Some(tokio::time::Instant::now());
@@ -435,7 +462,7 @@ async fn answer(
         }
         Some(Action::ServerError) => return Ok(server_error()),
         Some(Action::Delay(d)) => tokio::time::sleep(d).await,
-        Some(Action::LostResponse(_)) | None => {}
+        Some(Action::LostResponse(_)) | Some(Action::Hold) | None => {}
     }
     let answer = forward(http, upstream, parts, body).await;
     match action {

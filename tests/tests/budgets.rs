@@ -1,13 +1,16 @@
 //! Per-user budgets (issue 30) against DynamoDB Local: the store's contract,
 //! and each budget through the stream function's real handler — a spent one
-//! is HTTP 429 with `Retry-After` and a JSON body before anything streams
-//! (on `/` and on `/chat`), nothing of the refused turn is stored; tokens
-//! that run out mid-turn end it `error quota_exceeded` then `done` with the
-//! partial answer kept; 20 simultaneous turns admit exactly the concurrent
-//! limit; a new user's first turn calling `web_visit` several times at once
-//! counts exactly the day's web budget; a refusal writes nothing; `GET
-//! /me/usage` says what was used; the AI SDK's own client sees a 429 as its
-//! error.
+//! found by the admission (after the first event, beside the turn's first
+//! round trip) ends the stream `error quota_exceeded` then `done`, in both
+//! wire formats, a new session's text held until the admission answered;
+//! one the process already knows stands is HTTP 429 with `Retry-After` and
+//! a JSON body before anything streams, without I/O (on `/` and on
+//! `/chat`); nothing of a refused turn is stored; tokens that run out
+//! mid-turn end it `error quota_exceeded` then `done` with the partial
+//! answer kept; 20 simultaneous turns admit exactly the concurrent limit;
+//! a new user's first turn calling `web_visit` several times at once
+//! counts exactly the day's web budget; `GET /me/usage` says what was used;
+//! the AI SDK's own client sees a refusal as its error.
 
 use serde_json::{json, Value};
 use shared::budget::DynamoBudgetStore;
@@ -223,10 +226,54 @@ async fn usage(t: &TestApp, user: &str) -> Value {
     serde_json::from_slice(&body).unwrap()
 }
 
+/// A refusal the admission decided, in the native stream: `error
+/// quota_exceeded` naming the budget and the wait, then `done` (`error`),
+/// after the opening `agent_state`; no text.
+fn assert_streamed_refusal(turn: &Turn, budget: &str) {
+    assert_eq!(turn.status, 200);
+    let kinds = turn.kinds();
+    assert_eq!(kinds.first(), Some(&"agent_state"), "the first event before any I/O: {kinds:?}");
+    assert_eq!(&kinds[kinds.len() - 2..], &["error", "done"], "{kinds:?}");
+    assert!(!kinds.contains(&"text_delta"), "nothing of an answer: {kinds:?}");
+    assert_eq!(turn.error_code().as_deref(), Some("quota_exceeded"));
+    let message = turn.events.iter().find_map(|e| match e {
+        StreamEvent::Error { message, retryable, .. } => Some((message.clone(), *retryable)),
+        _ => None,
+    });
+    let (message, retryable) = message.expect("an error event");
+    assert!(message.contains(budget) && message.contains("try again in"), "{message}");
+    assert!(retryable, "a spent budget comes back");
+    assert!(matches!(turn.done(), StreamEvent::Done { reason: shared::sse::DoneReason::Error, .. }));
+}
+
+/// The same in the AI SDK's UI message stream: an `error` part naming the
+/// budget, then `finish` with `finishReason: "error"`.
+fn assert_streamed_ui_refusal(status: u16, body: &[u8], budget: &str) {
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(body));
+    let parts: Vec<Value> = String::from_utf8_lossy(body)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let types: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
+    assert!(!types.iter().any(|t| t.starts_with("text-")), "nothing of an answer: {types:?}");
+    let error = parts.iter().find(|p| p["type"] == "error").expect("an error part");
+    assert!(error["errorText"].as_str().unwrap().contains(budget), "{error}");
+    let finish = parts.last().unwrap();
+    assert_eq!(
+        (finish["type"].as_str(), finish["finishReason"].as_str()),
+        (Some("finish"), Some("error")),
+        "{types:?}"
+    );
+}
+
 #[tokio::test]
-async fn turns_per_minute_refuse_with_429_before_anything_streams_on_both_routes() {
+async fn a_spent_minute_streams_quota_exceeded_then_is_429_without_io_on_both_routes() {
+    use tests::fault_proxy::FaultProxy;
     early_in_a_minute().await;
-    let t = app(limits(0, 2, 0)).await;
+    let proxy = FaultProxy::start().await;
+    let t = TestApp::with_dynamo_client(proxy.client().await, |c| c.budgets = limits(0, 2, 0)).await;
     t.llm.set_default(Reply::text(&["fine"]));
     let first = t.turn("alice", json!({"message": "one"})).await;
     assert_eq!(first.error_code(), None, "{:?}", first.events);
@@ -234,27 +281,65 @@ async fn turns_per_minute_refuse_with_429_before_anything_streams_on_both_routes
     let second = t.turn("alice", json!({"message": "two", "session_id": sid})).await;
     assert_eq!(second.error_code(), None);
     let requests = t.llm.request_count();
-    // The third this minute, on an existing session and on a new one.
-    let (s, h, b) = call(&t, "alice", "POST", "/", Some(json!({"message": "three", "session_id": sid}))).await;
+    // The third this minute, on an existing session: the admission beside
+    // the lease and the log refuses it, in the stream.
+    let third = t.turn("alice", json!({"message": "three", "session_id": sid})).await;
+    assert_streamed_refusal(&third, "turns_per_minute");
+    assert_eq!(t.llm.request_count(), requests, "the model was not asked");
+    // This process now knows the minute is spent: a new session and the
+    // chat route are refused before the stream opens, without a request.
+    let mark = proxy.mark();
+    let (s, h, b) = call(&t, "alice", "POST", "/", Some(json!({"message": "new"}))).await;
     let retry = assert_429(s, &h, &b, "turns_per_minute");
     assert!(retry <= 60, "until the next minute: {retry}");
-    let (s, h, b) = call(&t, "alice", "POST", "/", Some(json!({"message": "new"}))).await;
-    assert_429(s, &h, &b, "turns_per_minute");
     let chat = json!({"id": "chat-budget-1", "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
         "trigger": "submit-message"});
     let (s, h, b) = call(&t, "alice", "POST", "/chat", Some(chat)).await;
     assert_429(s, &h, &b, "turns_per_minute");
+    assert_eq!(proxy.since(mark).len(), 0, "decided without I/O: {:?}", proxy.since(mark));
     // Nothing of the refused turns was stored, and their existing session is free.
     let page = messages(&t, "alice", &sid).await;
     assert_eq!(page.len(), 4, "two turns, nothing of the refused one");
+    let (alice, id) = (UserId::parse("alice").unwrap(), shared::ids::SessionId::parse(&sid).unwrap());
+    let session = t.store().session(&alice, &id).await.unwrap().unwrap();
+    assert!(session.lease.is_none(), "the refused turn gave the lease back");
     let sessions = t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap();
     assert_eq!(sessions.sessions.len(), 1, "the refused new session was not opened");
-    assert!(t.llm.request_count() <= requests + 2, "a refused new session's model call is dropped at once");
     let u = usage(&t, "alice").await;
     assert_eq!((u["turns_this_minute"].as_u64(), u["turns_per_minute"].as_u64()), (Some(2), Some(2)), "{u}");
     assert!(u["blocked_until_ms"].as_i64().is_some(), "{u}");
     // Another user is not limited by alice's minute.
     assert_eq!(t.turn("bob", json!({"message": "hi"})).await.error_code(), None);
+}
+
+#[tokio::test]
+async fn a_refused_new_session_relays_nothing_and_stores_nothing_in_either_wire_format() {
+    use tests::fault_proxy::{FaultProxy, Op};
+    let proxy = FaultProxy::start().await;
+    let t = TestApp::with_dynamo_client(proxy.client().await, |c| c.budgets = limits(0, 1, 0)).await;
+    // An instant answer: it is ready before the admission has answered.
+    t.llm.set_default(Reply::text(&["an", " answer"]));
+    assert_eq!(t.turn("carl", json!({"message": "one"})).await.error_code(), None);
+    let mark = proxy.mark();
+    // A new session (the model is called beside the admission).
+    let refused = t.turn("carl", json!({"message": "two"})).await;
+    assert_streamed_refusal(&refused, "turns_per_minute");
+    let sessions = t.store().list_sessions(&UserId::parse("carl").unwrap(), 10, None).await.unwrap();
+    assert_eq!(sessions.sessions.len(), 1, "the refused session was not opened");
+    let writes: Vec<_> =
+        proxy.since(mark).into_iter().filter(|s| matches!(s.op, Op::PutItem | Op::TransactWriteItems)).collect();
+    assert!(writes.is_empty(), "nothing stored, frames included: {writes:?}");
+    // The same user on the chat route, in a fresh process (nothing known):
+    // the refusal comes from the admission, as a UI message stream.
+    let fresh = TestApp::with_dynamo_client(proxy.client().await, |c| c.budgets = limits(0, 1, 0)).await;
+    fresh.llm.set_default(Reply::text(&["an", " answer"]));
+    assert_eq!(fresh.turn("dora", json!({"message": "one"})).await.error_code(), None);
+    let chat = json!({"id": "chat-budget-2", "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+        "trigger": "submit-message"});
+    let (s, _, b) = call(&fresh, "dora", "POST", "/chat", Some(chat)).await;
+    assert_streamed_ui_refusal(s, &b, "turns_per_minute");
+    let sessions = fresh.store().list_sessions(&UserId::parse("dora").unwrap(), 10, None).await.unwrap();
+    assert_eq!(sessions.sessions.len(), 1, "the refused chat's session was not opened");
 }
 
 #[tokio::test]
@@ -286,9 +371,12 @@ async fn tokens_running_out_mid_turn_end_it_quota_exceeded_and_keep_the_partial_
     let page = messages(&t, "carol", &sid).await;
     let last = page.last().expect("messages");
     assert_eq!(last.content.as_deref(), Some("Half of an answer"), "{last:?}");
-    // The day's tokens are spent: the next turn is refused until midnight UTC.
+    // The day's tokens are spent: the next turn is refused until midnight
+    // UTC — by its admission, in the stream, then at once with a 429.
     let u = usage(&t, "carol").await;
     assert_eq!(u["tokens_today"], 120, "{u}");
+    let refused = t.turn("carol", json!({"message": "more", "session_id": sid})).await;
+    assert_streamed_refusal(&refused, "tokens_per_day");
     let (s, h, b) = call(&t, "carol", "POST", "/", Some(json!({"message": "more", "session_id": sid}))).await;
     let retry = assert_429(s, &h, &b, "tokens_per_day");
     let to_midnight = (shared::budget::next_day_ms(shared::now_ms()) - shared::now_ms()) / 1000;
@@ -304,10 +392,14 @@ async fn twenty_simultaneous_turns_admit_exactly_the_concurrent_limit() {
         (0..20).map(|i| call(&t, "dave", "POST", "/", Some(json!({"message": format!("turn {i}")})))),
     )
     .await;
-    let (ok, refused): (Vec<_>, Vec<_>) = answers.iter().partition(|(s, _, _)| *s == 200);
+    // A slot may free at any moment: every refusal is the admission's, in the stream.
+    let quota = |b: &[u8]| String::from_utf8_lossy(b).contains("quota_exceeded");
+    let (refused, ok): (Vec<_>, Vec<_>) = answers.iter().partition(|(_, _, b)| quota(b));
     assert_eq!(ok.len(), 3, "statuses: {:?}", answers.iter().map(|a| a.0).collect::<Vec<_>>());
-    for (s, h, b) in &refused {
-        assert_429(*s, h, b, "concurrent_turns");
+    for (s, _, b) in &refused {
+        assert_eq!(*s, 200);
+        let text = String::from_utf8_lossy(b);
+        assert!(text.contains("concurrent_turns") && text.contains("event: done"), "{text}");
     }
     for (_, _, body) in &ok {
         assert!(String::from_utf8_lossy(body).contains("event: done"), "the admitted turns ran to the end");
@@ -367,7 +459,8 @@ async fn a_new_session_whose_first_write_is_slow_keeps_its_lease() {
 
 /// The AI SDK's own client (`tests/node/chat-check.mjs`, as in
 /// `ai_sdk.rs`): a turn, then `regenerate()` over the minute's budget — the
-/// 429 reaches the client as its error, and the chat's status is `error`.
+/// streamed refusal reaches the client as its error, naming the budget, and
+/// the chat's status is `error`.
 #[tokio::test]
 async fn the_ai_sdks_client_sees_a_spent_budget_as_its_error() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
@@ -394,8 +487,8 @@ async fn the_ai_sdks_client_sees_a_spent_budget_as_its_error() {
     assert_eq!(seen["statusAfterFirst"], "ready", "{seen}");
     let errors = seen["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 1, "{seen}");
-    assert!(errors[0].as_str().unwrap().contains("quota_exceeded"), "{seen}");
+    assert!(errors[0].as_str().unwrap().contains("turns_per_minute"), "{seen}");
     assert_eq!(seen["status"], "error", "{seen}");
     let statuses: Vec<u64> = seen["requests"].as_array().unwrap().iter().filter_map(|r| r["status"].as_u64()).collect();
-    assert_eq!(statuses, [200, 429], "{seen}");
+    assert_eq!(statuses, [200, 200], "the refusal is streamed: {seen}");
 }

@@ -799,10 +799,86 @@ async fn dynamo_finish_dropped_connection() {
     dynamo_row(TurnWrite::Finish, When::Nth(1), LOST_DROP, 1, COMPLETE_TOOL_TURN).await;
 }
 
+/// The finish's session write (count, tokens, the lease given back) follows
+/// `done`: when it never lands, the client already has its answer, stored;
+/// the next turn finds the answer last in the log and the lease still held
+/// by its turn, takes it over and does that write in the same update — the
+/// count and the tokens come out exact, nothing is lost or counted twice.
 #[tokio::test]
 async fn dynamo_finish_throttled_until_the_sdk_gives_up() {
-    let expect = Expect { stored: &[Role::User, Role::Assistant, Role::Tool], ..NOTHING_STORED };
-    dynamo_row(TurnWrite::Finish, When::Every, PTE, GIVE_UP, expect).await;
+    let r = Rig::new().await;
+    let p = r.project("alice").await;
+    let sid = r.session("alice", in_project(&p, "hello", None)).await;
+    script_tool_round(&r.t);
+    let fault = r.proxy.inject(Fault::on_write(TurnWrite::Finish).when(When::Every).then(PTE));
+    let turn = r.t.turn("alice", in_project(&p, "make it", Some(&sid))).await;
+    assert_eq!(r.proxy.matched(fault), GIVE_UP, "the SDK's attempts at the finish's session write");
+    r.proxy.clear();
+    assert_eq!(turn.error_code(), None, "the answer was stored before `done`: {:?}", turn.events);
+    assert_eq!(done_of(&turn).0, DoneReason::Complete);
+    let sid = SessionId::parse(&sid).unwrap();
+    let log = r.log("alice", &sid).await;
+    let mine: Vec<Role> = log.iter().filter(|m| m.turn_id == done_of(&turn).2).map(|m| m.role).collect();
+    assert_eq!(mine, COMPLETE_TOOL_TURN.stored, "the whole turn is in the log");
+    assert_eq!(log.last().unwrap().content.as_deref(), Some(turn.text().as_str()), "the answer the client saw");
+    let s = r.t.store().session(&uid("alice"), &sid).await.unwrap().unwrap();
+    assert!(s.lease.is_some(), "the lease is still the turn's");
+    assert_eq!(s.view.message_count, log.len() as u64 - 1, "the answer is not counted yet");
+    r.t.llm.clear_replies();
+    next_turn_is_valid(&r, "alice", &sid).await;
+    assert_tokens_counted_once(&r, "alice", &sid).await;
+}
+
+/// The session's tokens are each turn's usage (carried by its closing
+/// message), added once.
+async fn assert_tokens_counted_once(r: &Rig, user: &str, sid: &SessionId) {
+    let log = r.log(user, sid).await;
+    let usage = log.iter().filter_map(|m| m.usage);
+    let (prompt, completion) = usage.fold((0, 0), |(p, c), u| (p + u.prompt_tokens, c + u.completion_tokens));
+    assert!(prompt > 0, "the turns reported usage");
+    let s = r.t.store().session(&uid(user), sid).await.unwrap().unwrap();
+    assert_eq!((s.prompt_tokens, s.completion_tokens), (prompt, completion), "each turn's tokens once");
+}
+
+/// Reads `body` until its text holds `until` (30 s hang guard).
+async fn read_until(body: &mut shared::edge::ResponseBody, until: &str) -> String {
+    let mut text = String::new();
+    let read = async {
+        while !text.contains(until) {
+            match body.frame().await {
+                Some(f) => text.push_str(&String::from_utf8_lossy(&f.unwrap().into_data().unwrap_or_default())),
+                None => break,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read).await.expect("hang guard: 30 s");
+    text
+}
+
+/// The next turn comes before the previous turn's bookkeeping (held at the
+/// proxy after that turn's `done`): it takes the lease over with that
+/// bookkeeping; the held write then finds it done and changes nothing.
+#[tokio::test]
+async fn the_next_turn_before_the_bookkeeping_lands_does_it_once() {
+    let r = Rig::new().await;
+    let sid = r.session("alice", json!({"message": "hello"})).await;
+    let held = r.proxy.inject(Fault::on_write(TurnWrite::Finish).when(When::Nth(1)).then(Action::Hold));
+    r.t.llm.push(Reply::text(&["second answer"]));
+    let body = json!({"message": "again", "session_id": sid});
+    let resp = r.t.post(Some(&token("alice")), serde_json::to_vec(&body).unwrap()).await;
+    let mut second = resp.into_body();
+    let seen = read_until(&mut second, "event: done").await;
+    assert!(seen.contains("event: done") && !seen.contains("event: error"), "{seen}");
+    // It goes out after `done`, and is held.
+    wait_for(async || r.proxy.fired(held) == 1).await;
+    let sid = SessionId::parse(&sid).unwrap();
+    next_turn_is_valid(&r, "alice", &sid).await;
+    r.proxy.release();
+    read_until(&mut second, "the end of the body").await;
+    let log = r.log("alice", &sid).await;
+    assert_log_is_whole(&r, "alice", &sid, &log).await;
+    assert_eq!(log.len(), 6, "three turns, each stored once");
+    assert_tokens_counted_once(&r, "alice", &sid).await;
 }
 
 #[tokio::test]

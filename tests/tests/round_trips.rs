@@ -13,22 +13,26 @@
 //!   must never call the model again): the run's claim read beside the
 //!   admission, the write beside the model call.
 //!
-//! The user's approval settings (their "ask first" tools, issue 29) are one
-//! `GetItem` more per turn that offers tools, sent beside the first round
-//! trip (and beside the model call for a new session): counted apart from
-//! the numbers above (`settings_reads`, one per turn), and in the rounds,
-//! so that a read in series would show.
+//! The user's approval settings (their "ask first" tools, issue 29) are read
+//! only once the model begins a tool call: a talk-only turn reads none
+//! (`settings_reads`, counted apart from the numbers above).
+//!
+//! And what the client waits for around them (issue 42): the first event
+//! is on the wire before any DynamoDB request is answered, budgets on; and
+//! `done` follows one durable write after the model's last token (the
+//! answer), the session's bookkeeping coming after `done`.
 //!
 //! Every rig runs with budgets on, at limits no turn here reaches.
 
+use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityService, NewProject};
 use shared::ids::{ProjectId, UserId};
 use shared::session::store::Sessions;
 use std::time::Duration;
-use tests::fault_proxy::{Action, Fault, FaultProxy, Op, Seen};
-use tests::{Reply, TestApp};
+use tests::fault_proxy::{Action, Fault, FaultProxy, Op, Seen, TurnWrite};
+use tests::{token, Reply, TestApp};
 use tokio::time::Instant;
 
 const DELAY: Duration = Duration::from_millis(120);
@@ -86,17 +90,23 @@ impl Rig {
     }
 }
 
-fn calls(seen: &[Seen], model_at: Instant) -> Calls {
-    // The lease keeper's Stop poll (a projected read) and renewals come per
-    // second of turn, not per turn.
-    let periodic = |s: &Seen| match s.op {
+/// The lease keeper's Stop poll (a projected read) and renewals come per
+/// second of turn, not per turn.
+fn periodic(s: &Seen) -> bool {
+    match s.op {
         Op::GetItem => s.body.contains("\"ProjectionExpression\"") && s.body.contains("stop_turn"),
         Op::UpdateItem => s.body.contains("\"UpdateExpression\":\"SET lease_until = :u\""),
         _ => false,
-    };
-    // The frame log's batches (docs/sessions.md) are written in the
-    // background, one per `FRAME_FLUSH_MS` of turn: never waited for, counted apart.
-    let frames = |s: &Seen| s.op == Op::PutItem && s.body.contains("FRAMES#");
+    }
+}
+
+/// The frame log's batches (docs/sessions.md) are written in the
+/// background, one per `FRAME_FLUSH_MS` of turn: never waited for, counted apart.
+fn frames(s: &Seen) -> bool {
+    s.op == Op::PutItem && s.body.contains("FRAMES#")
+}
+
+fn calls(seen: &[Seen], model_at: Instant) -> Calls {
     let settings = |s: &Seen| s.op == Op::GetItem && s.body.contains("#SETTINGS\"");
     let turn: Vec<&Seen> = seen.iter().filter(|s| !periodic(s) && !frames(s)).collect();
     let mut before: Vec<(Instant, Instant, &Seen)> =
@@ -130,7 +140,7 @@ async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes
     next["session_id"] = json!(first.session_id());
     let c = r.measured_turn(next).await;
     assert_eq!(c.rounds, 1, "{c:?}");
-    // The lease, the log (history, summary, agent state), the pack and the
+    // The lease, the log (history, summary, agent state) and the
     // admission's one update (slot, minute and tokens), all in that one round.
     assert!(c.waited_for.len() <= 4, "{c:?}");
     assert_eq!(c.waited_for.iter().filter(|op| **op == Op::UpdateItem).count(), 2, "lease + admission: {c:?}");
@@ -138,7 +148,7 @@ async fn an_existing_session_waits_for_one_round_trip_and_a_talk_only_turn_makes
     // (`session::store::dynamo::plain`): two requests more, half the write
     // units (docs/cost.md).
     assert!(c.total.len() <= 9, "{c:?}");
-    assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
+    assert_eq!(c.settings_reads, 0, "no tool call, no approval settings: {c:?}");
 }
 
 #[tokio::test]
@@ -151,7 +161,7 @@ async fn a_stream_run_id_is_checked_in_the_same_round_trip() {
     let c = r.measured_turn(next).await;
     assert_eq!(c.rounds, 1, "{c:?}");
     assert!(c.total.len() <= 8, "the run claim is one read more: {c:?}");
-    assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
+    assert_eq!(c.settings_reads, 0, "no tool call, no approval settings: {c:?}");
 }
 
 #[tokio::test]
@@ -161,7 +171,7 @@ async fn a_new_session_waits_for_nothing_before_the_model() {
     assert_eq!(c.rounds, 0, "{c:?}");
     // The end is two plain writes (`session::store::dynamo::plain`).
     assert!(c.total.len() <= 6, "{c:?}");
-    assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
+    assert_eq!(c.settings_reads, 0, "no tool call, no approval settings: {c:?}");
     // And it was stored whole: the next turn sees the first one.
     let sessions = r.t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap().sessions;
     assert_eq!(sessions.len(), 1);
@@ -182,7 +192,7 @@ async fn a_new_session_with_a_stream_run_id_waits_for_one_round_trip() {
     let sessions = r.t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap().sessions;
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].message_count, 2, "the user message and the answer");
-    assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
+    assert_eq!(c.settings_reads, 0, "no tool call, no approval settings: {c:?}");
 }
 
 #[tokio::test]
@@ -198,5 +208,110 @@ async fn a_project_session_with_its_pack_cached_waits_for_one_round_trip() {
     assert_eq!(c.rounds, 1, "{c:?}");
     assert!(c.waited_for.len() <= 5, "lease, log, cached pack, project version, admission: {c:?}");
     assert!(c.total.len() <= 10, "the cache's use mark is fresh: not written again: {c:?}");
-    assert_eq!(c.settings_reads, 1, "the approval settings, beside: {c:?}");
+    assert_eq!(c.settings_reads, 0, "no tool call, no approval settings: {c:?}");
+}
+
+/// Every operation a turn may send.
+const OPS: [Op; 6] = [Op::GetItem, Op::PutItem, Op::UpdateItem, Op::Query, Op::TransactWriteItems, Op::BatchGetItem];
+
+/// Reads `body` until its text holds `until`; what it read.
+async fn read_until(body: &mut shared::edge::ResponseBody, until: &str, hang: &str) -> String {
+    let mut text = String::new();
+    let read = async {
+        while !text.contains(until) {
+            match body.frame().await {
+                Some(f) => text.push_str(&String::from_utf8_lossy(&f.unwrap().into_data().unwrap_or_default())),
+                None => break,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read).await.unwrap_or_else(|_| panic!("{hang}"));
+    text
+}
+
+#[tokio::test]
+async fn the_first_event_is_on_the_wire_before_any_dynamodb_request_is_answered() {
+    let r = Rig::new().await;
+    let sid = r.t.turn("alice", global("hello")).await.session_id();
+    let existing = json!({"message": "and then?", "session_id": sid, "context_type": "global"});
+    for body in [existing, global("a new one")] {
+        // Every request of the turn is held at the proxy until the client
+        // has its first event.
+        for op in OPS {
+            r.proxy.inject(Fault::on(op).then(Action::Hold));
+        }
+        let mark = r.proxy.mark();
+        r.t.llm.push(Reply::text(&["an answer"]));
+        let alice = token("alice");
+        let head = r.t.post(Some(&alice), serde_json::to_vec(&body).unwrap());
+        let resp = tokio::time::timeout(Duration::from_secs(30), head)
+            .await
+            .expect("the response head waited for a DynamoDB request (held)");
+        assert_eq!(resp.status(), 200);
+        let mut stream = resp.into_body();
+        let first = read_until(&mut stream, "\n\n", "the first event waited for a DynamoDB request (held)").await;
+        assert!(first.starts_with("id: ") || first.starts_with("event: "), "{first}");
+        assert!(first.contains("event: agent_state"), "{first}");
+        let seen = r.proxy.since(mark);
+        assert!(seen.iter().all(|s| s.answered.is_none()), "answered before the first event: {seen:?}");
+        r.proxy.clear();
+        r.proxy.release();
+        let rest = read_until(&mut stream, "event: done", "the turn ended").await;
+        assert!(!rest.contains("event: error"), "{rest}");
+    }
+}
+
+#[tokio::test]
+async fn done_follows_one_durable_write_after_the_last_token_and_the_bookkeeping_follows_done() {
+    let r = Rig::new().await;
+    let sid = r.t.turn("alice", global("hello")).await.session_id();
+    let user = UserId::parse("alice").unwrap();
+    let id = shared::ids::SessionId::parse(&sid).unwrap();
+    let before = r.t.store().session(&user, &id).await.unwrap().unwrap();
+    // The end's session write (count, tokens, the lease given back) is held:
+    // `done` must not wait for it.
+    let held = r.proxy.inject(Fault::on_write(TurnWrite::Finish).then(Action::Hold));
+    let mark = r.proxy.mark();
+    r.t.llm.push(tests::Reply::Stream(vec![
+        tests::Step::Text("an".into()),
+        tests::Step::Text(" answer".into()),
+        tests::Step::Usage { prompt: 30, completion: 2 },
+        tests::Step::Finish("stop".into()),
+        tests::Step::Done,
+    ]));
+    let body = json!({"message": "and then?", "session_id": sid, "context_type": "global"});
+    let resp = r.t.post(Some(&token("alice")), serde_json::to_vec(&body).unwrap()).await;
+    let mut stream = resp.into_body();
+    let text = read_until(&mut stream, "event: done", "done waited for the session's bookkeeping (held)").await;
+    let done_at = Instant::now();
+    assert!(!text.contains("event: error"), "{text}");
+    let last_token = r.t.llm.sent().last().expect("the model wrote its answer").0;
+    // Writes sent after the last token and answered before `done`: the
+    // answer, alone (the start's writes run beside the model and may end
+    // after an instant answer: they are not the end's).
+    let seen = r.proxy.since(mark);
+    let start = |s: &Seen| [TurnWrite::Start, TurnWrite::StartMessage].iter().any(|w| s.body.contains(w.marker()));
+    let before_done: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.op.is_write() && !periodic(s) && !frames(s) && !start(s) && s.at >= last_token)
+        .filter(|s| s.answered.is_some_and(|a| a <= done_at))
+        .collect();
+    assert_eq!(before_done.len(), 1, "{before_done:#?}");
+    assert_eq!(before_done[0].op, Op::PutItem);
+    assert!(before_done[0].body.contains(TurnWrite::FinishMessage.marker()), "the answer: {:?}", before_done[0]);
+    // It goes out after `done`, and is held.
+    let out = async {
+        while r.proxy.fired(held) == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), out).await.expect("the bookkeeping went out after done");
+    // Released, it lands before the body ends, once: count, tokens, lease.
+    r.proxy.release();
+    read_until(&mut stream, "never", "the body ended after the bookkeeping").await;
+    let after = r.t.store().session(&user, &id).await.unwrap().unwrap();
+    assert_eq!(after.view.message_count, before.view.message_count + 2);
+    assert_eq!(after.prompt_tokens, before.prompt_tokens + 30);
+    assert_eq!(after.completion_tokens, before.completion_tokens + 2);
+    assert!(after.lease.is_none(), "the lease was given back");
 }

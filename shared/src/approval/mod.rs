@@ -24,8 +24,8 @@
 //!   second of two identical answers finds the result (or the lease) and
 //!   runs nothing;
 //! - the user's own rules ([`settings`], `GET`/`PUT /me/approvals`) are read
-//!   beside the turn's first round trip ([`read_settings`]) and awaited only
-//!   when the model calls a tool;
+//!   only when the model begins a tool call ([`read_settings`]), beside the
+//!   rest of its answer; a talk-only turn never reads them;
 //! - a turn with a new user message while calls wait stores each one's
 //!   result first (not run: the user wrote instead of answering; or the
 //!   approval expired), so every call in the log has exactly one result.
@@ -185,22 +185,22 @@ pub async fn check(
     Ok(())
 }
 
-/// The user's approval settings as a turn reads them: started beside the
-/// turn's first round trip, awaited only when the model calls a tool.
+/// The user's approval settings as a turn reads them: started when the
+/// model begins its first tool call ([`ApprovalGate::prefetch`]) and awaited
+/// when a call is decided; a turn whose model calls no tool never reads them.
 pub type SettingsRead = Shared<BoxFuture<'static, ApprovalSettings>>;
 
-/// Starts reading `user`'s settings now (`None`: no store; the defaults).
-/// A read that fails makes every tool of [`policy::ASKABLE`] ask first: a
-/// setting the turn could not read must not be skipped.
+/// `user`'s settings, read when first polled (`None`: no store; the
+/// defaults). A read that fails makes every tool of [`policy::ASKABLE`] ask
+/// first: a setting the turn could not read must not be skipped.
 pub fn read_settings(store: Option<Arc<dyn ApprovalSettingsStore>>, user: &UserId) -> SettingsRead {
     let Some(store) = store else { return futures::future::ready(ApprovalSettings::default()).boxed().shared() };
     let user = user.clone();
-    let read = tokio::spawn(async move { store.get(&user).await });
     async move {
-        match read.await {
-            Ok(Ok(s)) => s,
-            failed => {
-                tracing::warn!(error = ?failed.err().map(|e| e.to_string()), "approval settings not read; every write asks first");
+        match store.get(&user).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "approval settings not read; every write asks first");
                 let ask_first = policy::ASKABLE.iter().map(|t| t.as_str().to_string()).collect();
                 ApprovalSettings { ask_first }
             }
@@ -227,6 +227,15 @@ pub struct Gate<'a> {
 
 #[async_trait::async_trait]
 impl ApprovalGate for Gate<'_> {
+    fn prefetch(&self) {
+        // Polled on its own task: the read runs while the model still
+        // streams its call; `waits` then finds it done (or joins it).
+        let read = self.settings.clone();
+        if read.peek().is_none() {
+            tokio::spawn(read);
+        }
+    }
+
     async fn waits(&self, calls: &[ToolCall]) -> Vec<Option<PendingApproval>> {
         let expires_at = crate::now_ms() + self.ttl.as_millis() as i64;
         let settings = self.settings.clone().await;

@@ -338,38 +338,103 @@ impl Drop for Slot {
     }
 }
 
-/// The edge's side of a turn's admission: it holds the response head until
-/// the turn says whether it was admitted ([`Gate`]).
-pub struct Verdict(tokio::sync::oneshot::Receiver<Result<(), OverBudget>>);
+/// A turn's admission as the rest of the turn sees it: pending until the
+/// turn's [`Gate`] tells. Whoever must not go on before the verdict (a new
+/// session's model loop, before it relays its first token) waits on it.
+#[derive(Clone)]
+pub struct Verdict(tokio::sync::watch::Receiver<Option<Result<(), OverBudget>>>);
 
-/// The turn's side: tells the edge once. Dropped without a word (the turn was
-/// refused for another reason, or there is no budget): the stream goes on
-/// and says what happened.
-pub struct Gate(Option<tokio::sync::oneshot::Sender<Result<(), OverBudget>>>);
+/// The turn's side: tells once. Dropped without a word (the turn was refused
+/// for another reason, or there is no budget): the verdict is "admitted".
+pub struct Gate(Option<tokio::sync::watch::Sender<Option<Result<(), OverBudget>>>>);
 
 /// A gate and its verdict.
 pub fn gate() -> (Gate, Verdict) {
-    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (tx, rx) = tokio::sync::watch::channel(None);
     (Gate(Some(tx)), Verdict(rx))
 }
 
 impl Gate {
-    /// A gate nobody waits on.
-    pub fn open() -> Gate {
-        Gate(None)
-    }
-
     pub fn tell(&mut self, verdict: Result<(), OverBudget>) {
         if let Some(tx) = self.0.take() {
-            let _ = tx.send(verdict);
+            let _ = tx.send(Some(verdict));
         }
     }
 }
 
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.tell(Ok(()));
+    }
+}
+
 impl Verdict {
-    /// `Err`: the turn was refused for this budget; anything else streams.
-    pub async fn wait(self) -> Result<(), OverBudget> {
-        self.0.await.unwrap_or(Ok(()))
+    /// `Err`: the turn was refused for this budget; anything else goes on.
+    pub async fn wait(&self) -> Result<(), OverBudget> {
+        let mut rx = self.0.clone();
+        let verdict = match rx.wait_for(Option::is_some).await {
+            Ok(v) => v.unwrap_or(Ok(())),
+            Err(_) => Ok(()),
+        };
+        verdict
+    }
+
+    /// The refusal, when the verdict is in and it is one.
+    pub fn refused(&self) -> Option<OverBudget> {
+        (*self.0.borrow()).and_then(|v| v.err())
+    }
+
+    /// The refusal, once the verdict is in.
+    pub async fn refused_after_wait(&self) -> Option<OverBudget> {
+        self.wait().await.err()
+    }
+}
+
+/// Refusals that stand until a known time, remembered by the process that
+/// saw them, so that the user's next turn before then is refused without
+/// I/O — a 429 before the stream opens — instead of `error quota_exceeded`
+/// in the stream after an admission. Only the budgets whose refusal cannot
+/// lift early are kept: a day's tokens (counts only grow until midnight) and
+/// a minute's turns (a refused turn counts nothing; the count only grows
+/// until the minute ends). A concurrent slot may free at any moment: never
+/// kept. Bounded: past entries go first, then the map starts over (an
+/// entry lost only costs that user one admission).
+#[derive(Default)]
+pub struct KnownRefusals(std::sync::Mutex<std::collections::HashMap<UserId, (i64, OverBudget)>>);
+
+/// At most this many users' refusals are kept.
+const KNOWN_REFUSALS_MAX: usize = 10_000;
+
+impl KnownRefusals {
+    /// Remembers `over`, refused at `now_ms`, when it stands until a known time.
+    pub fn remember(&self, user: &UserId, over: OverBudget, now_ms: i64) {
+        if !matches!(over.budget, BudgetKind::TokensPerDay | BudgetKind::TurnsPerMinute) {
+            return;
+        }
+        let until = now_ms + over.retry_after_secs as i64 * 1000;
+        let mut known = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if known.len() >= KNOWN_REFUSALS_MAX {
+            known.retain(|_, (u, _)| *u > now_ms);
+            if known.len() >= KNOWN_REFUSALS_MAX {
+                known.clear();
+            }
+        }
+        known.insert(user.clone(), (until, over));
+    }
+
+    /// The refusal that still stands for `user` at `now_ms`, its wait counted from now.
+    pub fn standing(&self, user: &UserId, now_ms: i64) -> Option<OverBudget> {
+        let mut known = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match known.get(user) {
+            Some((until, over)) if *until > now_ms => {
+                Some(OverBudget { retry_after_secs: secs_until(now_ms, *until), ..*over })
+            }
+            Some(_) => {
+                known.remove(user);
+                None
+            }
+            None => None,
+        }
     }
 }
 
@@ -418,6 +483,31 @@ mod tests {
         assert_eq!(slot_expires(&e), 1_764_115_200_000);
         assert!(e.ends_with(&turn.to_string()));
         assert_eq!(slot_expires("garbage"), 0);
+    }
+
+    #[test]
+    fn only_refusals_that_cannot_lift_early_are_known() {
+        let (known, t) = (KnownRefusals::default(), 1_764_115_200_000);
+        let (alice, bob) = (UserId::parse("alice").unwrap(), UserId::parse("bob").unwrap());
+        let limits = BudgetConfig { turns_per_minute: 3, concurrent_turns: 1, ..BudgetConfig::OFF };
+        known.remember(&alice, over_minute(t + 20_000, &limits), t + 20_000);
+        known.remember(&bob, over_concurrent(&limits), t + 20_000);
+        let standing = known.standing(&alice, t + 30_000).expect("the minute's refusal stands");
+        assert_eq!((standing.budget, standing.retry_after_secs), (BudgetKind::TurnsPerMinute, 30));
+        assert_eq!(known.standing(&alice, t + 60_000), None, "the next minute admits again");
+        assert_eq!(known.standing(&bob, t + 20_001), None, "a slot may free at any moment");
+    }
+
+    #[tokio::test]
+    async fn a_verdict_is_admitted_unless_the_gate_refuses() {
+        let (gate, verdict) = gate();
+        drop(gate);
+        assert_eq!(verdict.wait().await, Ok(()));
+        let (mut gate, verdict) = super::gate();
+        assert_eq!(verdict.refused(), None, "pending");
+        let over = over_concurrent(&BudgetConfig::OFF);
+        gate.tell(Err(over));
+        assert_eq!((verdict.wait().await, verdict.refused()), (Err(over), Some(over)));
     }
 
     #[test]

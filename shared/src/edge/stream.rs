@@ -107,6 +107,7 @@ impl StreamApp {
             frames: Some(Arc::new(DynamoFrameLog::new(dynamo.clone(), deps_table))),
             calendar: Some(calendar),
             budget: Some(budget),
+            refusals: Default::default(),
             approval_settings: Some(Arc::new(crate::approval::settings::DynamoApprovalSettings::new(
                 dynamo.clone(),
                 config_table,
@@ -360,6 +361,17 @@ pub(super) async fn stream_turn(
     started: std::time::Instant,
 ) -> Response {
     let ui = format != WireFormat::Native;
+    // A refusal this process saw and that still stands is answered without
+    // I/O: 429 with `Retry-After`, nothing streamed, nothing written. Any
+    // other refusal is decided by the admission, which runs beside the
+    // turn's first round trip, after the first event: the stream then ends
+    // `error quota_exceeded` (with when to retry), then `done`
+    // (docs/budgets.md).
+    if app.deps.budget.is_some() && app.deps.config.budgets.checks_turns() {
+        if let Some(over) = app.deps.refusals.standing(&user, crate::now_ms()) {
+            return super::error::over_budget(&over);
+        }
+    }
     let (mut sink, body) = EventSink::channel_with(format.encoder());
     if let Some(log) = &app.deps.frames {
         // Holds frames until the turn begins; nothing is written before.
@@ -373,21 +385,6 @@ pub(super) async fn stream_turn(
     if sink.send(turn::thinking()).await.is_err() {
         return super::sse_response(body, ui);
     }
-    let deps = app.deps.clone();
-    // With turn budgets, the head waits for the admission (sent beside the
-    // turn's first round trip): a refusal is a 429 before anything streams.
-    let budgets = deps.budget.is_some() && deps.config.budgets.checks_turns();
-    let (gate, verdict) = crate::budget::gate();
-    let gate = if budgets { gate } else { crate::budget::Gate::open() };
-    let turn = tokio::spawn(turn::run_turn(deps, user, valid, turn_id, started, deadline, sink, gate));
-    if budgets {
-        if let Err(over) = verdict.wait().await {
-            drop(body);
-            // The refused turn gives back what it took (its lease) before we
-            // answer: the invocation may be frozen once the answer is out.
-            let _ = turn.await;
-            return super::error::over_budget(&over);
-        }
-    }
+    tokio::spawn(turn::run_turn(app.deps.clone(), user, valid, turn_id, started, deadline, sink));
     super::sse_response(body, ui)
 }

@@ -46,7 +46,7 @@ impl Recorder {
 
 #[async_trait::async_trait]
 impl Tee for Recorder {
-    fn begin(&mut self, session: &SessionId, turn: &TurnId) {
+    fn begin(&mut self, session: &SessionId, turn: &TurnId, after: Option<futures::future::BoxFuture<'static, bool>>) {
         if self.writer.is_some() {
             return;
         }
@@ -56,7 +56,17 @@ impl Tee for Recorder {
         }
         let healthy = Arc::new(AtomicBool::new(true));
         let key = Key { log: self.log.clone(), user: self.user.clone(), session: session.clone(), turn: turn.clone() };
-        let task = tokio::spawn(write(key, rx, healthy.clone(), self.every));
+        let (every, writing) = (self.every, healthy.clone());
+        let task = tokio::spawn(async move {
+            let go = match after {
+                Some(go) => go.await,
+                None => true,
+            };
+            // Refused: the frames are dropped with the channel unread.
+            if go {
+                write(key, rx, writing, every).await;
+            }
+        });
         self.writer = Some(Writer { tx: Some(tx), healthy, task });
     }
 

@@ -46,7 +46,8 @@ impl ModelLoop<'_> {
             request.max_tokens = Some(request.max_tokens.map_or(left, |m| m.min(left)));
         }
         let env = &self.env;
-        let (answer, reported) = stream_model(env.llm, request, sink, env.limits.stop_at, env.interrupts).await;
+        let (answer, reported) =
+            stream_model(env.llm, request, sink, (env.limits.stop_at, env.interrupts), self.approvals).await;
         self.count_usage(messages, &answer.text, reported, offered_tools, round);
         answer
     }
@@ -103,12 +104,13 @@ async fn stream_model(
     llm: &dyn Llm,
     request: ChatRequest,
     sink: &mut EventSink,
-    stop_at: Instant,
-    interrupts: Interrupts<'_>,
+    (stop_at, interrupts): (Instant, Interrupts<'_>),
+    approvals: Option<&dyn super::ApprovalGate>,
 ) -> (Answer, Option<Usage>) {
     let mut text = String::new();
     let mut calls = ToolCallAccumulator::new();
     let mut usage = None;
+    let mut admitted = interrupts.admission.is_none();
     let opened = tokio::select! {
         biased;
         why = interruption(sink, interrupts, stop_at) => Err(why),
@@ -127,6 +129,17 @@ async fn stream_model(
                     ev = stream.next() => match ev {
                         None => break Outcome::Complete,
                         Some(Ok(LlmEvent::TextDelta(t))) => {
+                            // Nothing reaches the client before the budgets admitted the turn.
+                            if !admitted {
+                                let refused = match interrupts.admission {
+                                    Some(verdict) => verdict.refused_after_wait().await,
+                                    None => None,
+                                };
+                                if refused.is_some() {
+                                    break Outcome::quota_exceeded();
+                                }
+                                admitted = true;
+                            }
                             text.push_str(&t);
                             if sink.text(&t).is_err() {
                                 break Outcome::Stopped;
@@ -134,6 +147,11 @@ async fn stream_model(
                         }
                         Some(Ok(LlmEvent::Usage(u))) => usage = Some(u),
                         Some(Ok(ev @ LlmEvent::ToolCallDelta { .. })) => {
+                            if calls.is_empty() {
+                                if let Some(gate) = approvals {
+                                    gate.prefetch();
+                                }
+                            }
                             calls.push_event(&ev);
                         }
                         Some(Ok(LlmEvent::Finish { .. })) => {}

@@ -142,6 +142,10 @@ pub struct Interrupts<'a> {
     /// are capped at what is left, and once spent the loop ends
     /// `quota_exceeded` with what it has (`None`: no budget).
     pub tokens: Option<&'a crate::budget::TokenAllowance>,
+    /// A new session's budget admission, still running beside the first
+    /// model request: no text is relayed before it admits; refused, the
+    /// request ends at once (`None`: decided before the loop).
+    pub admission: Option<&'a crate::budget::Verdict>,
 }
 
 /// What every request names: the model, its answer's cap; and the largest
@@ -194,6 +198,9 @@ pub struct LoopAbort(pub StoreError);
 /// loop and a plan step's executor ask the same gate (one policy).
 #[async_trait::async_trait]
 pub trait ApprovalGate: Send + Sync {
+    /// The model began a tool call: start what [`ApprovalGate::waits`] will
+    /// need, so that it is ready (or on its way) by then.
+    fn prefetch(&self) {}
     /// Per call, in call order: `Some` when it must wait.
     async fn waits(&self, calls: &[ToolCall]) -> Vec<Option<PendingApproval>>;
 }

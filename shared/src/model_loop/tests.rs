@@ -264,7 +264,12 @@ impl Fixture {
                 stop_at,
                 hard_stop: stop_at + self.stop_in / 2,
             },
-            interrupts: Interrupts { stopped: &self.stopped, lease_lost: &self.lease_lost, tokens: None },
+            interrupts: Interrupts {
+                stopped: &self.stopped,
+                lease_lost: &self.lease_lost,
+                tokens: None,
+                admission: None,
+            },
             counting: &self.count,
         }
     }

@@ -64,8 +64,11 @@ impl Numbering {
 /// [`crate::frames::Recorder`]). The sink never waits on it.
 #[async_trait::async_trait]
 pub trait Tee: Send + Sync {
-    /// The turn the frames belong to, once it has started (frames before are held).
-    fn begin(&mut self, session: &SessionId, turn: &TurnId);
+    /// The turn the frames belong to, once it has started (frames before are
+    /// held). With `after`, nothing is stored before it resolves, and
+    /// nothing at all when it resolves `false` (a turn refused beside its
+    /// start: it stores nothing).
+    fn begin(&mut self, session: &SessionId, turn: &TurnId, after: Option<futures::future::BoxFuture<'static, bool>>);
     /// One frame, with its id, exactly as it goes to the client.
     fn frame(&mut self, id: u64, event: &StreamEvent);
     /// Whether the frames are being kept, so a client that went away can
@@ -134,10 +137,16 @@ impl EventSink {
         self.numbering.tee = Some(tee);
     }
 
-    /// Tells the tee which turn its frames belong to.
-    pub fn begin_log(&mut self, session: &SessionId, turn: &TurnId) {
+    /// Tells the tee which turn its frames belong to; with `after`, to
+    /// store them once it resolves `true` (none when `false`).
+    pub fn begin_log(
+        &mut self,
+        session: &SessionId,
+        turn: &TurnId,
+        after: Option<futures::future::BoxFuture<'static, bool>>,
+    ) {
         if let Some(t) = &mut self.numbering.tee {
-            t.begin(session, turn);
+            t.begin(session, turn, after);
         }
     }
 
@@ -311,7 +320,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Tee for Keep {
-        fn begin(&mut self, _: &SessionId, _: &TurnId) {
+        fn begin(&mut self, _: &SessionId, _: &TurnId, _: Option<futures::future::BoxFuture<'static, bool>>) {
             self.1 = true;
         }
         fn frame(&mut self, id: u64, event: &StreamEvent) {
@@ -329,7 +338,7 @@ mod tests {
         let (mut sink, mut body) = EventSink::channel();
         sink.tee(Box::new(Keep(kept.clone(), false)));
         sink.send(StreamEvent::error("a", "before the turn began", false)).await.unwrap();
-        sink.begin_log(&SessionId::new(), &TurnId::new());
+        sink.begin_log(&SessionId::new(), &TurnId::new(), None);
         for i in 0..(CHANNEL_FRAMES * 2) {
             sink.text(&format!("{i},")).unwrap();
         }

@@ -3,9 +3,13 @@
 //! status and the session's stats, releasing the lease in the same
 //! transaction — and the agent state beside it; then the `done` to send.
 //!
-//! Contract: all persistence finishes before `done` (Lambda freezes the
-//! process once the body ends); a failed write is an `error` before `done`,
-//! and the lease guard then gives the lease back.
+//! Contract: what `done` promises — the answer — is durable before `done`,
+//! in one round trip after the last token; when the store leaves the
+//! session's bookkeeping (count, tokens, the lease given back) for after it
+//! ([`SessionLog::store_answer`]), that follows `done` in the same
+//! invocation, and a next turn that comes first does it itself
+//! ([`crate::session::store::Leases::take_over_lease`]). A failed write is
+//! an `error` before `done`, and the lease guard then gives the lease back.
 
 use super::lease::LeaseGuard;
 use super::TurnDeps;
@@ -89,12 +93,22 @@ pub async fn finish(
             save_agent_state(states.as_ref(), user, sid, state, version).await;
         }
     };
-    let (persisted, ()) = tokio::join!(deps.store.finish_turn(user, sid, &end), save_state);
+    let (persisted, ()) = tokio::join!(deps.store.store_answer(user, sid, &end), save_state);
 
     let mut reason = announce(outcome, sink).await;
     let completed = match persisted {
-        Ok(()) => {
-            lease.released_by_write();
+        Ok(left) => {
+            match left {
+                None => lease.released_by_write(),
+                Some(left) => {
+                    let (store, user, sid) = (deps.store.clone(), user.clone(), sid.clone());
+                    lease.released_after_done(Box::pin(async move {
+                        if let Err(e) = store.settle_turn(&user, &sid, &left).await {
+                            tracing::warn!(error = %e, "turn's bookkeeping not written; the next turn does it");
+                        }
+                    }));
+                }
+            }
             // The summarizer works from watermarks: a lost event is covered by
             // the next turn's, so it never fails the turn.
             Some(TurnCompleted {

@@ -29,6 +29,8 @@ struct ExitInner {
     session: Option<SessionId>,
     /// The turn's budget slot, given back after `done` with its tokens.
     slot: Option<crate::budget::Slot>,
+    /// Bookkeeping the next turn can repair, written after `done`.
+    after_done: Vec<futures::future::BoxFuture<'static, ()>>,
 }
 
 impl Exit {
@@ -48,6 +50,17 @@ impl Exit {
 
     pub fn take_slot(&self) -> Option<crate::budget::Slot> {
         self.lock().slot.take()
+    }
+
+    /// A write that follows `done`, in the same invocation (the body stays
+    /// open until it is through: Lambda freezes once it ends).
+    pub fn after_done(&self, write: futures::future::BoxFuture<'static, ()>) {
+        self.lock().after_done.push(write);
+    }
+
+    /// The writes left for after `done`, to run now.
+    pub fn take_after_done(&self) -> Vec<futures::future::BoxFuture<'static, ()>> {
+        std::mem::take(&mut self.lock().after_done)
     }
 
     /// A write that must land before `done` but not before the model call.
@@ -123,6 +136,13 @@ impl LeaseGuard {
     /// The turn's closing write released the lease in its own transaction.
     pub fn released_by_write(mut self) {
         self.held = false;
+    }
+
+    /// The turn's answer is stored; `settle` gives the lease back (with the
+    /// session's bookkeeping) after `done`.
+    pub fn released_after_done(mut self, settle: futures::future::BoxFuture<'static, ()>) {
+        self.held = false;
+        self.exit.after_done(settle);
     }
 
     /// Keeps the lease alive and listens for Stop, off the token path: a small

@@ -8,14 +8,18 @@
 //! back on every exit, and the watch for Stop).
 //!
 //! Contract:
-//! - `agent_state: thinking` is on the wire before any I/O (the edge sends it);
+//! - `agent_state: thinking` is on the wire before any I/O (the edge sends
+//!   it), budgets on or off: the admission runs beside the first round trip,
+//!   and a refusal is `error quota_exceeded` then `done`;
 //! - one DynamoDB round trip before the model call for an existing session
 //!   (lease, log, run check and pack in parallel), none for a new one unless
 //!   its `stream_run_id` must be checked (docs/performance.md);
 //! - the user message is persisted concurrently with the model call;
 //! - every stream ends with `done`, `error` first when something failed — a
-//!   panic anywhere in the turn included — and all persistence finishes before
-//!   `done` (Lambda freezes once the body ends);
+//!   panic anywhere in the turn included; the answer is durable before
+//!   `done`, and what follows it (the session's bookkeeping, the budget
+//!   slot, the turn-end event, the frame log's last batch) runs before the
+//!   body ends (Lambda freezes then);
 //! - a model error, the client going away, Stop, or the invocation's deadline
 //!   keep the partial text in an assistant message marked with what happened,
 //!   and every tool call that started has its real result in the log;
@@ -106,6 +110,9 @@ pub struct TurnDeps {
     /// Per-user budgets ([`crate::budget`], limits in `config.budgets`);
     /// `None`: none.
     pub budget: Option<Arc<dyn crate::budget::BudgetStore>>,
+    /// Refusals of the process that still stand: the edge answers 429 for
+    /// them without I/O ([`crate::budget::KnownRefusals`]).
+    pub refusals: Arc<crate::budget::KnownRefusals>,
     /// The users' "ask first" tools ([`crate::approval::settings`]); `None`:
     /// only the policy's own rules.
     pub approval_settings: Option<Arc<dyn crate::approval::settings::ApprovalSettingsStore>>,
@@ -157,10 +164,9 @@ pub fn thinking() -> StreamEvent {
 
 /// Runs one turn to its `done`. `turn_id` is new (the edge makes it: the chat
 /// route names the answer after it); `deadline` is when the invocation will
-/// be killed; the turn stops `DEADLINE_MARGIN_MS` before it. `gate` tells
-/// the edge whether the user's budgets admitted the turn (the edge holds the
-/// response head until then, so that a refusal is a 429).
-#[allow(clippy::too_many_arguments)]
+/// be killed; the turn stops `DEADLINE_MARGIN_MS` before it. The user's
+/// budgets admit it beside its first round trip, after the first event (a
+/// refusal is `error quota_exceeded`, then `done`).
 pub async fn run_turn(
     deps: TurnDeps,
     user: UserId,
@@ -169,7 +175,6 @@ pub async fn run_turn(
     started: std::time::Instant,
     deadline: Instant,
     mut sink: EventSink,
-    gate: crate::budget::Gate,
 ) {
     let span = tracing::info_span!("turn", user_id = %user, turn_id = %turn_id, session_id = tracing::field::Empty);
     async move {
@@ -178,7 +183,7 @@ pub async fn run_turn(
         // Boxed: the turn's future is large, and debug builds copy a future
         // on the stack each time a wrapper takes it (the task-local scope
         // here): unboxed, a turn overflowed a 2 MiB test thread's stack.
-        let budget = start::Budget::new(gate, deadline);
+        let budget = start::Budget::new(deadline);
         let turn_run =
             telemetry.clone().scope(Box::pin(run(&deps, &user, &turn, &turn_id, deadline, &mut sink, &exit, budget)));
         let ran = std::panic::AssertUnwindSafe(turn_run).catch_unwind().await;
@@ -217,7 +222,10 @@ pub async fn run_turn(
                 slot.release(usage.map_or(0, |u| u.prompt_tokens + u.completion_tokens)).await;
             }
         };
-        tokio::join!(publish, sink.settle_log(), release);
+        // The session's bookkeeping the answer's write left (count, tokens,
+        // the lease given back: docs/performance.md), after `done` too.
+        let bookkeeping = futures::future::join_all(exit.take_after_done());
+        tokio::join!(publish, sink.settle_log(), release, bookkeeping);
         turn_metrics(sink.stats(), started, usage, &turn_id).emit();
     }
     .instrument(span)
@@ -246,7 +254,11 @@ async fn run(
         Err(refused) => return (refused_done(deps, user, turn, turn_id, refused, deadline, sink).await, None),
     };
     let sid = started.view.id.clone();
-    sink.begin_log(&sid, turn_id);
+    let admission = started.admission.clone();
+    // A new session still being admitted keeps its frames until admitted:
+    // refused, it stores nothing, frames included.
+    let admitted = admission.clone().map(|v| async move { v.wait().await.is_ok() }.boxed());
+    sink.begin_log(&sid, turn_id, admitted);
     context::remember_zone(deps, user, started.view.context_type, turn.timezone);
     let prepared = context::prepare(deps, &started, sink).await;
     let watch = started.lease.watch(&deps.config);
@@ -269,7 +281,12 @@ async fn run(
         turn_id,
         scope: &prepared.scope,
         limits: limits(&deps.config, deadline),
-        interrupts: Interrupts { stopped: &watch.stopped, lease_lost: &watch.lease_lost, tokens: Some(&allowance) },
+        interrupts: Interrupts {
+            stopped: &watch.stopped,
+            lease_lost: &watch.lease_lost,
+            tokens: Some(&allowance),
+            admission: admission.as_ref(),
+        },
         counting: &counting,
     };
     let mut model_loop = ModelLoop::new(env, layers.as_ref().map(|l| l as &dyn TurnTools), ToolOrigin::Planner);
@@ -288,6 +305,12 @@ async fn run(
     let ended = model_loop.run(prepared.messages, &prepared.offered, &mut log, sink).await;
     let observed = model_loop.observed;
     drop(watch);
+    if let Some(over) = admission.as_ref().and_then(crate::budget::Verdict::refused) {
+        // A new session refused beside its model call: nothing was relayed
+        // and nothing stored (its one write waited for the admission).
+        let refused = Refused::OverBudget(None, over);
+        return (refused_done(deps, user, turn, turn_id, refused, deadline, sink).await, None);
+    }
     match ended {
         Ok(end) => {
             let scope = watched.as_ref().and_then(Watched::shift);
@@ -421,7 +444,8 @@ async fn refused_done(
         }
         Refused::Gone(sid) => done(DoneReason::Stopped, Some(&sid), turn_id, None),
         Refused::OverBudget(sid, over) => {
-            // The edge answered 429 already; this is for a client that still reads.
+            // The message says which budget and in how many seconds to retry
+            // (docs/budgets.md); `GET /me/usage` says the same.
             let _ = sink.send(StreamEvent::error("quota_exceeded", over.to_string(), true)).await;
             done(DoneReason::Error, sid.as_ref(), turn_id, None)
         }

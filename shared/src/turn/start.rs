@@ -23,7 +23,7 @@ use super::history::RecentLog;
 use super::lease::{Exit, LeaseGuard};
 use super::{TurnDeps, ValidTurn};
 use crate::agent_state::AgentState;
-use crate::budget::{Gate, OverBudget, TokenAllowance};
+use crate::budget::{Gate, OverBudget, TokenAllowance, Verdict};
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{without_superseded, Role, StoredMessage};
 use crate::session::store::{Lease, TurnStart};
@@ -63,6 +63,10 @@ pub struct Started {
     /// The start record's write, running beside the model call (done already
     /// when it had to be awaited).
     pub persist_user: JoinHandle<Result<(), StoreError>>,
+    /// A new session's admission, still running beside the model call: the
+    /// model loop relays nothing before it admits, and a refusal ends the
+    /// turn `quota_exceeded` with nothing stored. `None`: decided already.
+    pub admission: Option<Verdict>,
 }
 
 /// Why a turn did not start.
@@ -77,31 +81,37 @@ pub enum Refused {
     NothingToRegenerate(SessionId),
     /// The answers name no call that may run now; nothing ran.
     Approval(SessionId, crate::approval::ApprovalError),
-    /// A budget of the user's is spent (the edge answered 429); nothing was written.
+    /// A budget of the user's is spent; nothing was stored (an existing
+    /// session's lease, taken in the same round trip, is given back).
     OverBudget(Option<SessionId>, OverBudget),
 }
 
-/// The turn's budget: the gate the edge waits on, the tokens the turn may
-/// spend (set by the admission), and when its slot expires (the
-/// invocation's deadline: a crashed turn cannot run past it).
+/// The turn's budget: the gate its admission tells and the verdict the
+/// turn's parts wait on, the tokens the turn may spend (set by the
+/// admission), and when its slot expires (the invocation's deadline: a
+/// crashed turn cannot run past it).
 pub struct Budget {
     pub gate: Gate,
+    pub verdict: Verdict,
     pub allowance: Arc<TokenAllowance>,
     pub expires_ms: i64,
 }
 
 impl Budget {
-    pub fn new(gate: Gate, deadline: tokio::time::Instant) -> Budget {
+    pub fn new(deadline: tokio::time::Instant) -> Budget {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let expires_ms = crate::now_ms() + left.as_millis() as i64;
-        Budget { gate, allowance: Arc::new(TokenAllowance::default()), expires_ms }
+        let (gate, verdict) = crate::budget::gate();
+        Budget { gate, verdict, allowance: Arc::new(TokenAllowance::default()), expires_ms }
     }
 }
 
 /// Admits the turn ([`crate::budget::admit`], no I/O without budgets): tells
-/// the edge at once, keeps the slot in `exit` and the tokens left in the
-/// allowance. Sent beside the turn's first round trip (or, for a new
-/// session, beside the model call, its write chained after it).
+/// the verdict at once, keeps the slot in `exit` and the tokens left in the
+/// allowance; a refusal that stands until a known time is remembered for
+/// the edge ([`crate::budget::KnownRefusals`]). Sent beside the turn's
+/// first round trip (or, for a new session, beside the model call, its
+/// write chained after it).
 fn admission(
     deps: &TurnDeps,
     user: &UserId,
@@ -110,9 +120,9 @@ fn admission(
     exit: &Exit,
 ) -> impl std::future::Future<Output = Result<(), OverBudget>> + Send + 'static {
     let (store, limits, exit) = (deps.budget.clone(), deps.config.budgets, exit.clone());
-    let (user, turn) = (user.clone(), turn_id.clone());
+    let (user, turn, known) = (user.clone(), turn_id.clone(), deps.refusals.clone());
     async move {
-        let Budget { mut gate, allowance, expires_ms } = budget;
+        let Budget { mut gate, allowance, expires_ms, .. } = budget;
         match crate::budget::admit(store.as_ref(), &limits, &user, &turn, expires_ms).await {
             Ok((slot, left)) => {
                 allowance.set(left);
@@ -124,6 +134,7 @@ fn admission(
             }
             Err(over) => {
                 tracing::info!(budget = over.budget.as_str(), "over budget: turn refused");
+                known.remember(&user, over, crate::now_ms());
                 gate.tell(Err(over));
                 Err(over)
             }
@@ -145,16 +156,17 @@ pub async fn start(
     let lease =
         Lease { turn_id: turn_id.clone(), until_ms: crate::now_ms() + deps.config.session_lease.as_millis() as i64 };
     let ids = Ids { user, turn_id, run_id: &run_id, lease: &lease, expires_ms: budget.expires_ms };
+    let verdict = budget.verdict.clone();
     let admitted = admission(deps, user, turn_id, budget, exit);
     let started = match &turn.session_id {
-        None => open(deps, &ids, turn, None, sink, exit, admitted.boxed()).await?,
+        None => open(deps, &ids, turn, None, sink, exit, (admitted.boxed(), verdict)).await?,
         Some(sid) => {
             // Shared: a chat's first turn tries its named session, then opens it.
             let admitted = admitted.boxed().shared();
             match resume(deps, &ids, sid, turn, sink, exit, admitted.clone().boxed()).await {
                 // A chat's first turn: its client named the session.
                 Err(Refused::Store(_, StoreError::NotFound)) if turn.session_may_be_new && !turn.regenerate => {
-                    open(deps, &ids, turn, Some(sid), sink, exit, admitted.boxed()).await?
+                    open(deps, &ids, turn, Some(sid), sink, exit, (admitted.boxed(), verdict)).await?
                 }
                 resumed => resumed?,
             }
@@ -186,7 +198,7 @@ async fn open(
     named: Option<&SessionId>,
     sink: &mut EventSink,
     exit: &Exit,
-    admitted: Admission,
+    (admitted, verdict): (Admission, Verdict),
 ) -> Result<Started, Refused> {
     let mut view = SessionView::new(turn.context_type.unwrap_or_default(), turn.entity_id.clone(), turn.focus.clone());
     if let Some(sid) = named {
@@ -208,7 +220,7 @@ async fn open(
     // again. Two copies of one request racing within that trip both pass;
     // the second's write then finds the claim (`duplicate_run`) and its turn
     // ends with that error, storing nothing.
-    let (admitted, pack) = match &turn.run_id {
+    let (admitted, pack, admission) = match &turn.run_id {
         Some(run) => {
             let (claim, admitted, pack) = tokio::join!(deps.store.run_claim(ids.user, run), admitted, pack);
             match claim {
@@ -217,14 +229,15 @@ async fn open(
                 Err(e) => return Err(Refused::Store(None, e)),
             }
             admitted.map_err(|over| Refused::OverBudget(None, over))?;
-            (futures::future::ready(Ok(())).boxed(), futures::future::Either::Left(futures::future::ready(pack)))
+            (futures::future::ready(Ok(())).boxed(), futures::future::Either::Left(futures::future::ready(pack)), None)
         }
-        None => (admitted, futures::future::Either::Right(pack)),
+        None => (admitted, futures::future::Either::Right(pack), Some(verdict)),
     };
     let (store, user, leased, opened) = (deps.store.clone(), ids.user.clone(), ids.lease.clone(), view.clone());
-    // Written only once the budgets admitted the turn. Refused, the edge has
-    // answered 429 and dropped the stream: the model call this ran beside
-    // stops at once, and the error below reaches no one.
+    // Written only once the budgets admitted the turn. Refused, the model
+    // call this ran beside has relayed nothing (it waits for the verdict
+    // before its first token: `Started::admission`) and the turn ends
+    // `quota_exceeded`: the error below is not the one the client sees.
     let write = async move {
         admitted.await.map_err(|_| StoreError::Busy)?;
         store.open_session(&user, &opened, &leased, &start).await
@@ -247,6 +260,7 @@ async fn open(
         user_message,
         answers: None,
         persist_user,
+        admission,
     })
 }
 
@@ -281,6 +295,10 @@ async fn resume(
         early_agenda,
         admitted
     );
+    let leased = match leased {
+        Err(StoreError::Busy) => take_over(deps, ids, sid, log.as_ref().ok()).await,
+        leased => leased,
+    };
     // Taken at once, so that every refusal below gives the lease back.
     let lease =
         leased.as_ref().ok().map(|_| LeaseGuard::new((store.clone(), store.clone()), user, sid, ids.turn_id, exit));
@@ -328,7 +346,28 @@ async fn resume(
         user_message,
         answers,
         persist_user,
+        admission: None,
     })
+}
+
+/// The session is busy; when the log shows the holder's answer stored (its
+/// turn is past `done`, its bookkeeping still on its way or lost), its
+/// lease is taken over with that bookkeeping done in the same write; if
+/// that turn's own write landed in between, the lease is free: asked again.
+/// A round trip more, only on this path.
+async fn take_over(
+    deps: &TurnDeps,
+    ids: &Ids<'_>,
+    sid: &SessionId,
+    log: Option<&RecentLog>,
+) -> Result<Session, StoreError> {
+    let Some(ended) = log.and_then(|l| crate::session::store::Bookkeeping::left_by(&l.messages)) else {
+        return Err(StoreError::Busy);
+    };
+    match deps.store.take_over_lease(ids.user, sid, ids.lease, &ended).await {
+        Err(StoreError::Busy) => deps.store.acquire_lease(ids.user, sid, ids.lease).await,
+        taken => taken,
+    }
 }
 
 /// A regenerating turn's user message: the last one of the log.

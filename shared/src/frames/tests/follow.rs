@@ -333,7 +333,7 @@ async fn a_follower_reads_what_the_recorder_writes_id_for_id() {
         let (log, sid, t, sent) = (log.clone(), sid.clone(), t.clone(), sent.clone());
         tokio::spawn(async move {
             let mut r = Recorder::new(log, user("alice"));
-            r.begin(&sid, &t);
+            r.begin(&sid, &t, None);
             for f in sent {
                 r.frame(f.id, &f.event);
                 sleep(Duration::from_millis(7)).await;

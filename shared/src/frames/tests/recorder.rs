@@ -31,7 +31,7 @@ fn sizes(batches: &[FrameBatch]) -> Vec<usize> {
 fn begun(log: Arc<dyn crate::frames::FrameLog>) -> (Recorder, SessionId, TurnId) {
     let (sid, t) = (session(), turn(1));
     let mut r = Recorder::new(log, user("alice"));
-    r.begin(&sid, &t);
+    r.begin(&sid, &t, None);
     (r, sid, t)
 }
 
@@ -42,7 +42,7 @@ async fn frames_before_begin_are_held_then_written_with_the_first_batch() {
     let mut r = Recorder::new(log.clone(), user("alice"));
     send(&mut r, [text(1), text(2)]);
     assert!(!r.keeps(), "nothing is kept before the turn has begun");
-    r.begin(&sid, &t);
+    r.begin(&sid, &t, None);
     send(&mut r, [text(3), done(4, &t)]);
     r.settle().await;
     let stored = log.stored(&user("alice"), &sid);
@@ -269,7 +269,7 @@ async fn a_second_begin_does_not_move_the_frames_to_another_turn() {
     let log = Arc::new(MemoryFrameLog::new());
     let (mut r, sid, t) = begun(log.clone());
     send(&mut r, [text(1)]);
-    r.begin(&session(), &turn(2));
+    r.begin(&session(), &turn(2), None);
     send(&mut r, [done(2, &t)]);
     r.settle().await;
     let stored = log.stored(&user("alice"), &sid);

@@ -20,8 +20,8 @@
 mod plain;
 
 use super::{
-    DeleteProgress, Lease, Leases, MessagesFrom, RunClaim, SessionLog, Sessions, SessionsPage, StopSignals,
-    ToolOutputs, TurnEnd, TurnStart,
+    Bookkeeping, DeleteProgress, Lease, Leases, MessagesFrom, RunClaim, SessionLog, Sessions, SessionsPage,
+    StopSignals, ToolOutputs, TurnEnd, TurnStart,
 };
 use crate::ids::{MessageId, RunId, SessionId, TurnId, UserId};
 use crate::message::StoredMessage;
@@ -346,6 +346,20 @@ impl DynamoStore {
         end: &TurnEnd,
         added: u64,
     ) -> Result<Update, StoreError> {
+        let left = Bookkeeping { turn_id: end.turn_id.clone(), usage: end.usage, added };
+        self.bookkeeping_update(user, session, &left, end.scope.as_ref())
+    }
+
+    /// The session's side of a turn's end: count, tokens, the scope it moved
+    /// to, the lease (and a Stop asked of it) given back; needs the lease.
+    pub(super) fn bookkeeping_update(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        end: &Bookkeeping,
+        scope: Option<&crate::session::Scope>,
+    ) -> Result<Update, StoreError> {
+        let added = end.added;
         let (mut set, mut remove) = (
             "SET message_count = message_count + :added, \
              prompt_tokens = prompt_tokens + :pt, completion_tokens = completion_tokens + :ct"
@@ -353,7 +367,7 @@ impl DynamoStore {
             "REMOVE lease_turn, lease_until, stop_turn".to_string(),
         );
         let mut update = Update::builder();
-        if let Some(scope) = &end.scope {
+        if let Some(scope) = scope {
             set.push_str(", context_type = :sct");
             update = update.expression_attribute_values(":sct", s(scope.context_type.as_str()));
             for (name, value) in
@@ -872,6 +886,24 @@ impl SessionLog for DynamoStore {
         }
     }
 
+    async fn store_answer(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        end: &TurnEnd,
+    ) -> Result<Option<Bookkeeping>, StoreError> {
+        match end.messages.as_slice() {
+            [answer] if self::plain::answer_alone(end, answer) => {
+                self.store_answer_alone(user, session, end, answer).await
+            }
+            _ => self.finish_turn(user, session, end).await.map(|()| None),
+        }
+    }
+
+    async fn settle_turn(&self, user: &UserId, session: &SessionId, left: &Bookkeeping) -> Result<(), StoreError> {
+        self.settle_alone(user, session, left).await
+    }
+
     async fn recent_messages(
         &self,
         user: &UserId,
@@ -966,6 +998,16 @@ impl Leases for DynamoStore {
             Err(e) if is_conditional(&e) => Err(StoreError::LeaseLost),
             Err(e) => Err(backend(e)),
         }
+    }
+
+    async fn take_over_lease(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        lease: &Lease,
+        ended: &Bookkeeping,
+    ) -> Result<Session, StoreError> {
+        self.take_over_alone(user, session, lease, ended).await
     }
 
     async fn release_lease(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> Result<(), StoreError> {

@@ -87,6 +87,26 @@ pub struct TurnEnd {
     pub scope: Option<Scope>,
 }
 
+/// A turn's bookkeeping on its session once its answer is stored: the
+/// messages it adds to the count, its tokens, and the lease it gives back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bookkeeping {
+    pub turn_id: TurnId,
+    pub usage: Usage,
+    pub added: u64,
+}
+
+impl Bookkeeping {
+    /// What the log shows a turn left undone: its closing message (the
+    /// assistant message carrying the turn's usage, `turn::finish`) is the
+    /// log's last. Whether its lease is still held is the store's to check.
+    pub fn left_by(log: &[StoredMessage]) -> Option<Bookkeeping> {
+        let last = log.iter().max_by_key(|m| m.seq)?;
+        let usage = last.usage.filter(|_| last.role == crate::message::Role::Assistant)?;
+        Some(Bookkeeping { turn_id: last.turn_id.clone(), usage, added: 1 })
+    }
+}
+
 impl TurnEnd {
     /// See [`TurnStart::claims_run`].
     pub fn claims_run(&self) -> bool {
@@ -218,6 +238,29 @@ pub trait SessionLog: Send + Sync {
     /// and a session no delete has begun on (`NotFound`).
     async fn finish_turn(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<(), StoreError>;
 
+    /// Stores what the turn's `done` promises: its messages, and what must be
+    /// atomic with them (a claimed run's turn record, a scope it moved to).
+    /// `Ok(Some(b))`: the session's bookkeeping — its count, tokens, the
+    /// lease given back — is left for [`SessionLog::settle_turn`] after
+    /// `done` (a later turn can do it: [`Leases::take_over_lease`]); `Ok(None)`:
+    /// all of [`SessionLog::finish_turn`] is done. The default is the latter.
+    async fn store_answer(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        end: &TurnEnd,
+    ) -> Result<Option<Bookkeeping>, StoreError> {
+        self.finish_turn(user, session, end).await.map(|()| None)
+    }
+
+    /// The bookkeeping [`SessionLog::store_answer`] left: applied once, by
+    /// this or by the turn that took the lease over (then `Ok` too: a
+    /// refused condition means it is done or the session is being deleted).
+    async fn settle_turn(&self, user: &UserId, session: &SessionId, left: &Bookkeeping) -> Result<(), StoreError> {
+        let _ = (user, session, left);
+        Ok(())
+    }
+
     /// The last `limit` messages, oldest first.
     async fn recent_messages(
         &self,
@@ -251,6 +294,23 @@ pub trait Leases: Send + Sync {
     /// Gives the lease back without writing anything else (for turns that end
     /// before their first write). A lease that is no longer ours is left alone.
     async fn release_lease(&self, user: &UserId, session: &SessionId, turn: &TurnId) -> Result<(), StoreError>;
+
+    /// Takes the lease over from the turn `ended` names, whose answer is
+    /// stored (its closing message is the log's last) but whose bookkeeping
+    /// ([`SessionLog::settle_turn`]) has not landed: applies that
+    /// bookkeeping and grants `lease` in one conditional write. `Busy` when
+    /// that turn no longer holds the lease. The default (a store whose
+    /// turn ends are atomic never leaves one): `Busy`.
+    async fn take_over_lease(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        lease: &Lease,
+        ended: &Bookkeeping,
+    ) -> Result<Session, StoreError> {
+        let _ = (user, session, lease, ended);
+        Err(StoreError::Busy)
+    }
 }
 
 /// Stop: asked by the client, polled by the running turn.

@@ -10,17 +10,24 @@
 //! so, and the next turn counts from its log (`turn::start`), so nothing is
 //! lost and no seq is used twice (a next turn under a `stream_run_id`, whose
 //! transaction needs the count right, first moves it up to the log:
-//! `count_caught_up`). A session write refused (a delete began, or
+//! `count_caught_up`). A turn's end whose answer is one message
+//! ([`answer_alone`]) stores the message before `done` and the session's
+//! write after it ([`DynamoStore::settle_alone`]): `done` waits for one
+//! write; a later turn finding that write not landed does it while taking
+//! the lease over ([`DynamoStore::take_over_alone`]), so it applies once.
+//! A session write refused (a delete began, or
 //! the lease is not ours) takes the message out again: refused, the turn's
 //! write leaves nothing, as a transaction's would (but for a crash between
 //! the two, which leaves the message: in the log, counted by the next turn,
 //! or under a deleted session's key, where nothing reads it).
 
-use super::{DynamoStore, MessageWrite};
+use super::{session_from_item, DynamoStore, MessageWrite};
 use crate::ids::{SessionId, UserId};
-use crate::message::StoredMessage;
-use crate::session::store::{TurnEnd, TurnStart};
-use crate::store::attr::{backend, get_s, is_conditional};
+use crate::message::{Role, StoredMessage};
+use crate::session::store::{Bookkeeping, Lease, TurnEnd, TurnStart};
+use crate::session::Session;
+use crate::store::attr::{backend, get_s, is_conditional, n, s};
+use crate::store::keys;
 use crate::store::StoreError;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::Update;
@@ -71,6 +78,78 @@ impl DynamoStore {
                 Some(w) => Err(self.not_counted(user, session, w).await),
                 None => Err(self.lost_or_gone(user, session).await),
             },
+        }
+    }
+
+    /// The answer alone, before `done`; the session's write is left for
+    /// after it (`settle_alone`).
+    pub(super) async fn store_answer_alone(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        end: &TurnEnd,
+        answer: &StoredMessage,
+    ) -> Result<Option<Bookkeeping>, StoreError> {
+        let w = MessageWrite::of(user, answer)?;
+        self.put_message(user, session, &w, "finish_turn").await?;
+        Ok(Some(Bookkeeping { turn_id: end.turn_id.clone(), usage: end.usage, added: 1 }))
+    }
+
+    /// A turn's bookkeeping after its `done`. Refused: a later turn took the
+    /// lease over and did it, or a delete began; either way nothing is left.
+    pub(super) async fn settle_alone(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        left: &Bookkeeping,
+    ) -> Result<(), StoreError> {
+        let update = self.bookkeeping_update(user, session, left, None)?;
+        if !self.update_alone(update, "settle_turn").await.applied()? {
+            tracing::info!(turn = %left.turn_id, "turn's bookkeeping done by the next turn, or the session is going");
+        }
+        Ok(())
+    }
+
+    /// `ended`'s bookkeeping and `lease` granted, in one write conditional on
+    /// `ended` still holding the lease (its own `settle_alone` then finds
+    /// it gone: applied once).
+    pub(super) async fn take_over_alone(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        lease: &Lease,
+        ended: &Bookkeeping,
+    ) -> Result<Session, StoreError> {
+        let now = crate::now_ms();
+        let res = self
+            .client()
+            .update_item()
+            .table_name(self.table())
+            .set_key(Some(Self::session_key(user, session)))
+            .update_expression(
+                "SET lease_turn = :t, lease_until = :u, last_activity_at = :now, gsi2sk = :g, \
+                 message_count = message_count + :added, prompt_tokens = prompt_tokens + :pt, \
+                 completion_tokens = completion_tokens + :ct REMOVE stop_turn",
+            )
+            .condition_expression("#st = :active AND lease_turn = :old")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":t", s(lease.turn_id.as_str()))
+            .expression_attribute_values(":old", s(ended.turn_id.as_str()))
+            .expression_attribute_values(":u", n(lease.until_ms))
+            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":g", s(keys::sessions_gsi_sk(now, session)))
+            .expression_attribute_values(":active", s("active"))
+            .expression_attribute_values(":added", n(ended.added))
+            .expression_attribute_values(":pt", n(ended.usage.prompt_tokens))
+            .expression_attribute_values(":ct", n(ended.usage.completion_tokens))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .send()
+            .instrument(tracing::debug_span!("ddb.update_item", what = "take_over_lease"))
+            .await;
+        match res {
+            Ok(out) => session_from_item(user, &out.attributes.unwrap_or_default()),
+            Err(e) if is_conditional(&e) => Err(crate::store::StoreError::Busy),
+            Err(e) => Err(backend(e)),
         }
     }
 
@@ -157,6 +236,15 @@ impl DynamoStore {
             }
         }
     }
+}
+
+/// Whether a turn's end may store its answer before `done` and the rest
+/// after: one assistant message carrying the usage (what a later turn reads
+/// as the turn's end: [`Bookkeeping::left_by`]), no run claim (its turn
+/// record is atomic with the answer) and no scope moved (the session's
+/// write must carry it).
+pub(super) fn answer_alone(end: &TurnEnd, answer: &StoredMessage) -> bool {
+    !end.claims_run() && end.scope.is_none() && answer.role == Role::Assistant && answer.usage.is_some()
 }
 
 /// How a write sent alone ended.
