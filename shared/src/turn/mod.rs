@@ -247,7 +247,6 @@ async fn run(
     };
     let sid = started.view.id.clone();
     sink.begin_log(&sid, turn_id);
-    context::remember_zone(deps, user, started.view.context_type, turn.timezone);
     let prepared = context::prepare(deps, &started, sink).await;
     let watch = started.lease.watch(&deps.config);
     let mut agent_state = started.agent_state;
