@@ -85,7 +85,8 @@ async fn settings(t: &TestApp, method: &str, user: &str, body: Option<Value>) ->
         .header("authorization", format!("Bearer {}", tests::token(user)))
         .body(lambda_http::Body::from(body.map(|b| b.to_string()).unwrap_or_default()))
         .unwrap();
-    let resp = tests::Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    let resp =
+        tests::Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
     (resp.status, resp.json.unwrap_or_default())
 }
 
@@ -98,7 +99,8 @@ async fn the_users_zone_changes_only_through_the_settings_route() {
     let set = settings(&t, "PUT", "alice", Some(json!({"timezone": "America/New_York"}))).await;
     assert_eq!(set, (200, json!({"timezone": "America/New_York"})));
     t.llm.push(Reply::text(&["Nothing today."]));
-    let turn = t.turn("alice", json!({"message": "what is on?", "context_type": "calendar", "timezone": "Etc/UTC"})).await;
+    let turn =
+        t.turn("alice", json!({"message": "what is on?", "context_type": "calendar", "timezone": "Etc/UTC"})).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
     let prompt = system_prompt(t.llm.requests().last().unwrap());
     assert!(prompt.contains("time zone Etc/UTC (this turn's zone, from the user's device)"), "{prompt}");
