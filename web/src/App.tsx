@@ -8,67 +8,20 @@
  * turn. Every read retries with backoff and says so while it fails
  * (`src/Retry.tsx`).
  */
-import { generateId } from 'ai';
 import { useCallback, useEffect, useMemo, useState } from 'react';
 import type { ChatData } from './chat-types';
 import { Api } from './api/client';
-import type { CalendarPatch, ContextType, EntityPatch, Project, SessionView } from './api/types.gen';
-import { browserZone } from './agenda';
-import { changesSomething } from './agenda';
+import type { CalendarPatch, EntityPatch, Project, SessionView } from './api/types.gen';
+import { browserZone, changesSomething } from './agenda';
 import { AgendaPanel, useAgenda } from './AgendaPanel';
 import { AskFirstPanel } from './AskFirstPanel';
-import { Chat, type ChatScope } from './Chat';
-import type { ChatMessage } from './chat-types';
+import { Chat } from './Chat';
 import type { AppConfig } from './config';
-import { toUIMessages } from './history';
 import { applyPatch, loadOntology, type Ontology } from './ontology';
 import { OntologyPanel } from './OntologyPanel';
 import { RetryNotice, useRetrying } from './Retry';
+import { focusProject, openSession, useHashSession, useOpenChat } from './session';
 import { ZoneControl } from './ZoneControl';
-
-function hashSession(): string | null {
-  const m = /^#\/s\/([A-Za-z0-9._:|@-]{1,64})$/.exec(window.location.hash);
-  return m ? m[1] : null;
-}
-
-function useHashSession(): string | null {
-  const [id, setId] = useState(hashSession);
-  useEffect(() => {
-    const on = () => setId(hashSession());
-    window.addEventListener('hashchange', on);
-    return () => window.removeEventListener('hashchange', on);
-  }, []);
-  return id;
-}
-
-/**
- * Chat ids this tab made and has not sent anything under yet, with the scope
- * their first turn names: they have no stored history to ask for (asking
- * would only log a 404 in the console).
- */
-const fresh = new Map<string, ChatScope>();
-
-/** A new chat: an id like `useChat`'s own, which the server takes as the session's key. */
-function openSession(scope: ChatScope = 'project', id: string = generateId()) {
-  fresh.set(id, scope);
-  window.location.hash = `#/s/${id}`;
-}
-
-/**
- * The scope a stored session's turns keep: a calendar session (or a daily
- * brief) stays one; any other is turned toward its project, as before.
- */
-function sessionScope(session: SessionView | null): ChatScope {
-  const t: ContextType | undefined = session?.context_type;
-  return t === 'calendar' || t === 'daily_brief_update' ? t : 'project';
-}
-
-/** The project a session works in, from its focus (`projectFocus`: `projectId`), if it names one. */
-function focusProject(focus: unknown): string | null {
-  const f = focus as { projectId?: unknown; project_id?: unknown } | null | undefined;
-  const id = f?.projectId ?? f?.project_id;
-  return typeof id === 'string' && id ? id : null;
-}
 
 /** What a session is about, for its label: "Calendar", its project's name, … */
 export function scopeLabel(session: SessionView, projects: Project[], movedTo?: string): string {
@@ -103,8 +56,6 @@ export function App({ config }: { config: AppConfig }) {
     const known = new Set(listed.value.items.map((p) => p.id));
     return [...listed.value.items, ...made.filter((p) => !known.has(p.id))];
   }, [listed.value, made]);
-  // The open session: a chat this tab just made (no history to read), or a stored one.
-  const [opened, setOpened] = useState<{ id: string; fresh?: ChatScope } | null>(null);
   // Sessions a turn moved into a project (a created project, a `context_shift`).
   const [moved, setMoved] = useState<{ [session: string]: string }>({});
   const [ontology, setOntology] = useState<Ontology | null>(null);
@@ -114,28 +65,7 @@ export function App({ config }: { config: AppConfig }) {
   // The user's chosen zone (GET /me/settings); null: none, the browser's is used.
   const [chosenZone, setChosenZone] = useState<string | null>(null);
   const zone = chosenZone ?? browserZone();
-
-  useEffect(() => {
-    if (!sessionId) return openSession();
-    const scope = fresh.get(sessionId);
-    fresh.delete(sessionId);
-    setOpened({ id: sessionId, fresh: scope });
-  }, [sessionId]);
-
-  const stored = opened && !opened.fresh && opened.id === sessionId ? opened.id : null;
-  const [history, reloadHistory] = useRetrying(stored, async () => {
-    const [page, session] = await Promise.all([api.messages(stored!), api.session(stored!)]);
-    return { messages: toUIMessages(page.messages), project: focusProject(session?.focus), scope: sessionScope(session) };
-  });
-
-  const current =
-    opened?.id !== sessionId
-      ? null
-      : opened.fresh
-        ? { id: opened.id, messages: [] as ChatMessage[], project: null as string | null, scope: opened.fresh }
-        : history.value
-          ? { id: opened.id, ...history.value }
-          : null;
+  const [current, history, reloadHistory] = useOpenChat(api, sessionId);
   // A project chat's project: where a turn moved it, its stored focus, else
   // (a new chat, or one without a project) the first project. A calendar
   // chat has none: the panel shows its agenda, not a project's tree.
