@@ -8,13 +8,17 @@
 //! answer; a turn of many tool calls and its replay render without an update
 //! loop; another project's session shows that project; the agenda lists the
 //! week, a calendar turn's event appears in it in place and stays after a
-//! reload, a calendar that cannot be listed leaves the page working) are in the script;
+//! reload, a calendar that cannot be listed leaves the page working; each
+//! chat shows its scope; the zone control sets the user's zone; a server that
+//! stops answering is shown and retried; a project made in the chat shows at
+//! once) are in the script;
 //! this starts everything (two projects, a session in the second), answers as
 //! the model, and checks its exit code. The lock files' test is here too.
 //!
 //! `scripts/test.sh` builds `web/dist` and installs Chromium first. Without
 //! Node.js, the built page or Chromium the test is skipped, except in CI.
-//! `BROWSER_SCREENSHOT=path.png` also saves the page mid-turn.
+//! `BROWSER_SCREENSHOT=path.png` also saves the page mid-turn;
+//! `SCREENSHOT_DIR=$PWD/docs/img` (absolute) saves `calendar-chat.png` and `project-chat.png`.
 
 use serde_json::{json, Value};
 use std::path::Path;
@@ -25,6 +29,8 @@ use tests::web::{self, StaticSite};
 use tests::{token, Reply};
 
 const USER: &str = "web-user";
+/// A user without projects: the page makes one in the chat.
+const NEWCOMER: &str = "web-newcomer";
 
 /// The scripted model, by the last message of each request (the script's
 /// prompts): a document to create, then a paced answer; a long answer to stop;
@@ -44,6 +50,10 @@ fn model(request: &Value) -> Reply {
         Some("tool") if asked.contains("every list") => Reply::text(&["Everything ", "is in order."]),
         Some("tool") if asked.contains("design review") => Reply::text(&["Booked ", "the design review."]),
         Some("tool") if asked.contains("old drafts") => Reply::text(&["Deleted one draft ", "and kept the other."]),
+        Some("tool") if asked.contains("Start a project called ") => {
+            let name = asked.split("Start a project called ").nth(1).unwrap_or_default();
+            Reply::text(&["Started ", &format!("{name}.")])
+        }
         Some("tool") => paced(["I added ", "the Launch ", "checklist ", "to the plan", "."].map(String::from).to_vec()),
         // Many reads at once: a turn of some 150 parts, arriving (and replayed) in bursts.
         _ if text.contains("every list") => {
@@ -51,6 +61,11 @@ fn model(request: &Value) -> Reply {
             let calls: Vec<(&str, Value)> =
                 (0..28).map(|i| ("list_entities", json!({ "kind": kinds[i % kinds.len()] }))).collect();
             Reply::tool_calls(&calls)
+        }
+        // "Start a project called Kitchen remodel", by a user without projects.
+        _ if text.contains("Start a project called ") => {
+            let name = text.split("Start a project called ").nth(1).unwrap_or_default();
+            Reply::tool_calls(&[("create_project", json!({ "name": name, "context": "A project made in the chat." }))])
         }
         _ if text.contains("launch checklist") => Reply::tool_calls(&[(
             "create_document",
@@ -168,7 +183,8 @@ async fn the_chat_page_in_a_real_browser() {
         .arg(site.url())
         .env("CHROMIUM", &chromium)
         .env("OTHER_SESSION", other_session)
-        .env("OTHER_PROJECT", &garden);
+        .env("OTHER_PROJECT", &garden)
+        .env("NEW_USER_TOKEN", token(NEWCOMER));
     if let Some(shot) = std::env::var_os("BROWSER_SCREENSHOT") {
         cmd.arg(shot);
     }
@@ -190,6 +206,17 @@ async fn the_chat_page_in_a_real_browser() {
     };
     assert_eq!(get(task(&drafts[0])).await, 404, "the approved delete ran");
     assert_eq!(get(task(&drafts[1])).await, 200, "the denied one did not");
+    // The page's zone control stored the user's choice (the turns' zones did not).
+    let settings: Value = reqwest::Client::new()
+        .get(format!("{}me/settings", f.url("stream")))
+        .bearer_auth(token(USER))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(settings, json!({ "timezone": "America/New_York" }));
     eprintln!("browser test: node + chromium ran {} ms", started.elapsed().as_millis());
 }
 

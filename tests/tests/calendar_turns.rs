@@ -67,13 +67,60 @@ async fn a_calendar_turn_books_a_meeting_at_the_local_time_asked() {
     assert_eq!(listed.events.len(), 1);
     assert!(listed.events[0].start.starts_with(&format!("{day}T10:00:00-0")), "{:?}", listed.events[0]);
 
-    // The zone was kept: the next turn without one still reads LA, and its
-    // calendar pack lists the meeting.
+    // The turn's zone was that turn's alone: nothing stored, and the next
+    // turn without a zone reads UTC, and says so.
+    let alice = UserId::parse("alice").unwrap();
+    assert_eq!(calendar(&t).stored_zone(&alice).await.unwrap(), None, "a turn's zone is not stored");
     t.llm.push(Reply::text(&["You have the review."]));
     let sid = turn.session_id().to_string();
     t.turn("alice", json!({"message": "what is on tomorrow?", "session_id": sid})).await;
     let prompt = system_prompt(t.llm.requests().last().unwrap());
-    assert!(prompt.contains("time zone America/Los_Angeles") && prompt.contains("Team review"), "{prompt}");
+    assert!(prompt.contains("time zone UTC (UTC: the user has chosen no zone)"), "{prompt}");
+}
+
+async fn settings(t: &TestApp, method: &str, user: &str, body: Option<Value>) -> (u16, Value) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri("/me/settings")
+        .header("authorization", format!("Bearer {}", tests::token(user)))
+        .body(lambda_http::Body::from(body.map(|b| b.to_string()).unwrap_or_default()))
+        .unwrap();
+    let resp =
+        tests::Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    (resp.status, resp.json.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn the_users_zone_changes_only_through_the_settings_route() {
+    let t = TestApp::new().await;
+    let alice = UserId::parse("alice").unwrap();
+    assert_eq!(settings(&t, "GET", "alice", None).await, (200, json!({"timezone": null})));
+    // A New York setting, then a turn from a machine in UTC (the CLI's zone).
+    let set = settings(&t, "PUT", "alice", Some(json!({"timezone": "America/New_York"}))).await;
+    assert_eq!(set, (200, json!({"timezone": "America/New_York"})));
+    t.llm.push(Reply::text(&["Nothing today."]));
+    let turn =
+        t.turn("alice", json!({"message": "what is on?", "context_type": "calendar", "timezone": "Etc/UTC"})).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let prompt = system_prompt(t.llm.requests().last().unwrap());
+    assert!(prompt.contains("time zone Etc/UTC (this turn's zone, from the user's device)"), "{prompt}");
+    assert_eq!(calendar(&t).stored_zone(&alice).await.unwrap().map(|z| z.name()), Some("America/New_York"));
+    assert_eq!(settings(&t, "GET", "alice", None).await.1, json!({"timezone": "America/New_York"}));
+    // A turn without a zone (a daily brief) reads the chosen one and names it.
+    t.llm.push(Reply::text(&["Nothing today."]));
+    t.turn("alice", json!({"message": "brief me", "context_type": "daily_brief_update"})).await;
+    let prompt = system_prompt(t.llm.requests().last().unwrap());
+    assert!(prompt.contains("time zone America/New_York (the user's chosen zone)"), "{prompt}");
+    // A name that is no zone, or a body of another shape: 400, nothing stored.
+    let bad = settings(&t, "PUT", "alice", Some(json!({"timezone": "Mars/Olympus"}))).await;
+    assert_eq!((bad.0, bad.1["error"]["code"].clone()), (400, json!("invalid_timezone")), "{bad:?}");
+    let bad = settings(&t, "PUT", "alice", Some(json!({"zone": "Europe/Berlin"}))).await;
+    assert_eq!((bad.0, bad.1["error"]["code"].clone()), (400, json!("invalid_json")), "{bad:?}");
+    assert_eq!(settings(&t, "GET", "alice", None).await.1, json!({"timezone": "America/New_York"}));
+    assert_eq!(settings(&t, "GET", "bob", None).await.1, json!({"timezone": null}), "alice's zone is hers");
+    // Cleared: none chosen again.
+    assert_eq!(settings(&t, "PUT", "alice", Some(json!({"timezone": null}))).await, (200, json!({"timezone": null})));
+    assert_eq!(calendar(&t).stored_zone(&alice).await.unwrap(), None);
 }
 
 #[tokio::test]

@@ -3,7 +3,10 @@
 // with the scripted model (tests/tests/browser.rs starts them, serves web/dist
 // with its config.json, and runs this).
 //
-//   OTHER_SESSION=<id> OTHER_PROJECT=<id> node e2e/browser.mjs <page URL> [screenshot.png]
+//   OTHER_SESSION=<id> OTHER_PROJECT=<id> NEW_USER_TOKEN=<jwt> node e2e/browser.mjs <page URL> [screenshot.png]
+//
+// NEW_USER_TOKEN is a user without projects (a project is made in the chat).
+// SCREENSHOT_DIR=<dir>, if set, gets calendar-chat.png and project-chat.png.
 //
 // Exits 0 when every scenario passed; prints one line per scenario. The
 // scripted model's answers are fixed by tests/tests/browser.rs: keep the
@@ -26,13 +29,20 @@ const RESUME_REPLY = words('resumed', 40);
 const STORY_REPLY = words('story', 150);
 const OTHER_PROJECT_NAME = 'Garden planner';
 const OTHER_DOC = 'Seed list';
-const { OTHER_SESSION, OTHER_PROJECT } = process.env;
+const { OTHER_SESSION, OTHER_PROJECT, NEW_USER_TOKEN, SCREENSHOT_DIR } = process.env;
+const NEW_PROJECT = 'Kitchen remodel';
+// The page's request timeout in the scenario where the server stops
+// answering (config.json's requestTimeoutMs; the default is 15 s). Only a
+// hang guard for the real requests there: loopback answers in milliseconds.
+const SHORT_TIMEOUT_MS = 4000;
 // The browser's time zone (not the machine's, nor UTC): the agenda's days and
 // the calendar turn's local times are in it.
 const ZONE = 'Europe/Berlin';
 const CALENDAR_REPLY = 'Booked the design review.';
 const APPROVAL_REPLY = 'Deleted one draft and kept the other.';
-if (!OTHER_SESSION || !OTHER_PROJECT) throw new Error('OTHER_SESSION and OTHER_PROJECT must be set');
+if (!OTHER_SESSION || !OTHER_PROJECT || !NEW_USER_TOKEN) {
+  throw new Error('OTHER_SESSION, OTHER_PROJECT and NEW_USER_TOKEN must be set');
+}
 
 const profile = mkdtempSync(join(tmpdir(), 'agentic-chat-chromium-'));
 const t0 = Date.now();
@@ -56,10 +66,13 @@ const pageErrors = [];
 const posted = [];
 // The query of every GET <entitiesUrl>/events the page made, in order.
 const listed = [];
+// Every answer of 400 or more the page got (URL and status).
+const failed = [];
 try {
   const page = browser.pages()[0] ?? (await browser.newPage());
   page.on('pageerror', (e) => pageErrors.push(String(e)));
   page.on('console', (m) => m.type() === 'error' && /React error|Maximum update depth/.test(m.text()) && pageErrors.push(m.text()));
+  page.on('response', (r) => r.status() >= 400 && failed.push(`${r.status()} ${r.url()}`));
   page.on('request', (r) => {
     if (r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/chat')) posted.push(r.postDataJSON());
     if (r.method() === 'GET' && new URL(r.url()).pathname.endsWith('/events')) {
@@ -73,6 +86,27 @@ try {
     await page.locator('[data-testid=input]').waitFor();
     await page.locator('[data-testid=doc]').first().waitFor();
     assert.match(page.url(), /#\/s\/[A-Za-z0-9]+$/, 'a new chat gets its id in the address');
+    // The icon is the page's own SVG: no favicon.ico asked for and missed.
+    const icon = await page.evaluate(async () => {
+      const href = document.querySelector('link[rel=icon]')?.href;
+      const r = href ? await fetch(href) : null;
+      return r && { status: r.status, type: r.headers.get('content-type'), body: (await r.text()).slice(0, 4) };
+    });
+    assert.deepEqual(icon, { status: 200, type: 'image/svg+xml', body: '<svg' });
+    assert.deepEqual(failed.filter((f) => /favicon/.test(f)), [], 'no favicon request failed');
+    // A project chat: the input names the project; its tree is in view, with
+    // "Ask me first" collapsed above it, its tools grouped in words.
+    const name = await page.locator('[data-testid=project-name]').textContent();
+    assert.equal(await page.locator('[data-testid=input]').getAttribute('placeholder'), `Ask about ${name}…`);
+    await page.locator('[data-testid=ask-first][data-state=ready]').waitFor({ state: 'attached' });
+    assert.equal(await page.locator('[data-testid=ask-first]').evaluate((d) => d.open), false, 'collapsed');
+    assert.ok(await page.locator('[data-testid=doc]').first().isVisible(), 'the tree is in view');
+    const groups = await page.$$eval('[data-testid=ask-first-group]', (els) => els.map((e) => e.dataset.group));
+    assert.deepEqual(groups, ['Creating', 'Changing', 'Deleting', 'Calendar']);
+    const creating = await page
+      .locator('[data-testid=ask-first-group][data-group=Creating] label')
+      .evaluateAll((els) => els.map((e) => e.textContent.trim()));
+    assert.ok(creating.includes('a task') && !creating.some((t) => t.includes('_')), `words, not names: ${creating}`);
   });
 
   await scenario('a turn streams its text; its operation and entity patch reach the panel', async () => {
@@ -159,6 +193,7 @@ try {
     await page.locator('aside [data-testid=operation]', { hasText: 'Created document “Launch checklist”' }).waitFor();
     assert.equal(await page.locator('aside [data-testid=operation]').count(), 1, 'the feed lists the operation once');
     assert.deepEqual(pageErrors, [], 'the page threw');
+    if (SCREENSHOT_DIR) await page.screenshot({ path: join(SCREENSHOT_DIR, 'project-chat.png') });
   });
 
   await scenario('a delete waits: Approve runs one, Deny keeps the other; the answers show after a reload', async () => {
@@ -254,6 +289,10 @@ try {
     await page.locator('aside h2', { hasText: OTHER_PROJECT_NAME }).waitFor();
     await page.locator('[data-testid=doc]', { hasText: OTHER_DOC }).waitFor();
     assert.equal(await page.locator('[data-testid=doc]', { hasText: 'Launch checklist' }).count(), 0);
+    // Each session is labelled with its project, this one with its own.
+    const label = page.locator(`[data-testid=session][href="#/s/${OTHER_SESSION}"] [data-testid=session-scope]`);
+    await label.filter({ hasText: OTHER_PROJECT_NAME }).waitFor();
+    assert.equal(await page.locator('[data-testid=input]').getAttribute('placeholder'), `Ask about ${OTHER_PROJECT_NAME}…`);
     await waitReady(page);
     const before = posted.length;
     await send(page, 'Hello again');
@@ -325,6 +364,10 @@ try {
   await scenario("a calendar turn's event appears in the agenda in place, and stays after a reload", async () => {
     await page.locator('[data-testid=new-calendar-chat]').click();
     await page.locator('[data-testid=agenda][data-state=ready]').waitFor();
+    // A calendar chat looks like one: its prompt, the agenda and no project's tree.
+    assert.equal(await page.locator('[data-testid=input]').getAttribute('placeholder'), 'Ask about your calendar…');
+    assert.equal(await page.locator('[data-testid=project-name]').count(), 0, 'no project heading');
+    assert.equal(await page.locator('[data-testid=doc]').count(), 0, 'no project tree');
     await page.evaluate(() => (window.__samePage = true));
     const listings = listed.length;
     await send(page, `Schedule a design review on ${tomorrow} at 10:00`);
@@ -340,6 +383,10 @@ try {
     assert.equal(await event.locator('[data-testid=agenda-time]').textContent(), '10:00');
     assert.equal(await page.evaluate(() => window.__samePage), true, 'no reload');
     await page.locator('aside [data-testid=operation]', { hasText: /Design review/ }).first().waitFor();
+    // Its session is labelled "Calendar" (the list is read again after the turn).
+    const chatId = /#\/s\/(.+)$/.exec(page.url())[1];
+    await page.locator(`[data-testid=session][href="#/s/${chatId}"] [data-testid=session-scope]`, { hasText: 'Calendar' }).waitFor();
+    if (SCREENSHOT_DIR) await page.screenshot({ path: join(SCREENSHOT_DIR, 'calendar-chat.png') });
     // After a reload (the finished turn replayed, its patch with it) it is still there, once.
     await page.reload();
     await page.locator('[data-testid=message-assistant]').first().waitFor();
@@ -362,15 +409,122 @@ try {
         const b = document.querySelector('[data-testid=ask-first-tool][data-tool=create_task]');
         return b && !b.disabled && b.checked === checked;
       }, checked);
-    await box.waitFor();
+    const open = () => page.locator('[data-testid=ask-first] summary').click();
+    await box.waitFor({ state: 'attached' });
     assert.equal(await box.isChecked(), false);
+    await open();
     await box.check();
     await saved(true);
     await page.reload();
     await page.locator('[data-testid=ask-first][data-state=ready]').waitFor();
     assert.equal(await box.isChecked(), true, 'stored: read back after a reload');
+    await page.locator('[data-testid=ask-first-count]', { hasText: '1 ticked' }).waitFor();
+    await open();
     await box.uncheck();
     await saved(false);
+  });
+
+  await scenario('the zone control sets the user\'s zone: the agenda and the turns use it, a turn never changes it', async () => {
+    const select = page.locator('[data-testid=zone-select]');
+    await page.locator('[data-testid=zone][data-state=ready]').waitFor();
+    // The calendar turns above sent Europe/Berlin: none of them stored it.
+    assert.equal(await select.inputValue(), '', 'no zone chosen yet');
+    await select.selectOption('America/New_York');
+    await page.locator('[data-testid=zone][data-state=ready]').waitFor();
+    await page.locator('[data-testid=agenda][data-zone="America/New_York"]').waitFor();
+    assert.equal(listed.at(-1).timezone, 'America/New_York');
+    await page.reload();
+    await page.locator('[data-testid=zone][data-state=ready]').waitFor();
+    assert.equal(await select.inputValue(), 'America/New_York', 'stored: read back after a reload');
+    await page.locator('[data-testid=agenda][data-zone="America/New_York"]').waitFor();
+    await waitReady(page);
+    await send(page, 'Hello zone');
+    await watchAssistant(page, (t) => t === 'Hello.');
+    assert.equal(posted.at(-1).timezone, 'America/New_York', 'the turn names the chosen zone');
+  });
+
+  await scenario('a server that stops answering: the page says so, retries, and goes on once it answers', async () => {
+    // A short timeout for this page load; the sessions list and the chat's
+    // history get no answer (the connection is taken, nothing comes back).
+    const config = await (await page.request.get(new URL('config.json', site).href)).json();
+    const short = (route) => route.fulfill({ json: { ...config, requestTimeoutMs: SHORT_TIMEOUT_MS } });
+    const held = [];
+    const hold = (route) => held.push(route);
+    const isSessions = (url) => url.pathname.endsWith('/sessions');
+    const isHistory = (url) => url.pathname.endsWith('/messages');
+    await page.route('**/config.json', short);
+    await page.route(isSessions, hold);
+    await page.route(isHistory, hold);
+    try {
+      await page.reload();
+      const error = (what) => page.locator('[data-testid=load-error]', { hasText: `Could not load ${what}` });
+      await error('the sessions').filter({ hasText: 'did not answer' }).waitFor();
+      await error('this chat').filter({ hasText: 'Trying again in' }).waitFor();
+      assert.equal(await page.locator('main .muted', { hasText: 'Loading…' }).count(), 0, 'no endless Loading…');
+      // The function answers again: the button brings the sessions back, the
+      // chat's history comes back by itself (the backoff's next try).
+      await error('the sessions').locator('[data-testid=retry]').waitFor();
+      await page.unroute(isSessions, hold);
+      await page.unroute(isHistory, hold);
+      // Retry now (unless the backoff's next try came first: either brings them back).
+      await page.evaluate(() =>
+        [...document.querySelectorAll('[data-testid=load-error]')]
+          .find((e) => e.textContent.includes('the sessions'))
+          ?.querySelector('[data-testid=retry]')
+          ?.click(),
+      );
+      await page.locator('[data-testid=session]').first().waitFor();
+      await page.locator('[data-testid=message-assistant]').first().waitFor();
+      await page.waitForFunction(() => !document.querySelector('[data-testid=load-error]'));
+      await waitReady(page);
+      // A turn whose start gets no answer: the error and a Retry that sends it once.
+      const isChat = (url) => url.pathname.endsWith('/chat');
+      await page.route(isChat, hold);
+      const before = (await conversation(page)).length;
+      await send(page, 'Hello after the outage');
+      await page.locator('[data-testid=turn-error]', { hasText: 'did not answer' }).waitFor();
+      await page.unroute(isChat, hold);
+      await page.locator('[data-testid=retry-turn]').click();
+      await watchAssistant(page, (t) => t === 'Hello.');
+      const after = await conversation(page);
+      assert.deepEqual(after.slice(before), [['user', 'Hello after the outage'], ['assistant', 'Hello.']]);
+    } finally {
+      await page.unroute('**/config.json', short);
+      for (const r of held) await r.abort().catch(() => undefined);
+    }
+    await page.reload();
+    await page.locator('[data-testid=session]').first().waitFor();
+    assert.equal(await page.locator('[data-testid=load-error]').count(), 0);
+  });
+
+  await scenario('a project made in the chat shows in the panel at once', async () => {
+    // Another user, with no project yet.
+    const config = await (await page.request.get(new URL('config.json', site).href)).json();
+    const newcomer = (route) => route.fulfill({ json: { ...config, token: NEW_USER_TOKEN } });
+    await page.route('**/config.json', newcomer);
+    try {
+      await page.goto(new URL('#/', site).href);
+      await page.reload();
+      await page.locator('[data-testid=project-name]', { hasText: 'No project' }).waitFor();
+      await waitReady(page);
+      assert.equal(await page.locator('[data-testid=input]').getAttribute('placeholder'), 'Ask anything, or start a project…');
+      await page.evaluate(() => (window.__samePage = true));
+      await send(page, `Start a project called ${NEW_PROJECT}`);
+      await watchAssistant(page, (t) => t === `Started ${NEW_PROJECT}.`);
+      await page.locator('[data-testid=project-name]', { hasText: NEW_PROJECT }).waitFor();
+      await page.locator('[data-testid=doc]').first().waitFor();
+      assert.equal(await page.evaluate(() => window.__samePage), true, 'no reload');
+      assert.equal(await page.locator('[data-testid=input]').getAttribute('placeholder'), `Ask about ${NEW_PROJECT}…`);
+      const chatId = /#\/s\/(.+)$/.exec(page.url())[1];
+      await page.locator(`[data-testid=session][href="#/s/${chatId}"] [data-testid=session-scope]`, { hasText: NEW_PROJECT }).waitFor();
+      // The next turn works in it.
+      await send(page, 'Hello project');
+      await watchAssistant(page, (t) => t === 'Hello.');
+      assert.equal(posted.at(-1).context_type, 'project');
+      assert.ok(posted.at(-1).projectFocus?.projectId, 'the turn names the new project');
+    } finally {
+      await page.unroute('**/config.json', newcomer);
+    }
   });
 
   assert.deepEqual(pageErrors, [], 'the page threw');

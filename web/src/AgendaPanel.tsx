@@ -1,14 +1,14 @@
 /**
  * The agenda: today and the next six days of the user's calendar in the
- * browser's time zone, grouped by day, each occurrence with its local time
+ * user's time zone (their choice, else the browser's; `src/ZoneControl.tsx`), grouped by day, each occurrence with its local time
  * (or "all day") and title. Loaded when the page opens and listed again when
  * a turn's `calendar_patch` arrives (src/agenda.ts says why a patch is not
  * applied in place). A calendar the backend cannot list (no `/events` route,
  * an error) shows "calendar unavailable" and leaves the rest of the page be.
  */
-import { useCallback, useEffect, useRef, useState } from 'react';
+import { useCallback, useEffect, useRef, useState, type ReactNode } from 'react';
 import type { Api } from './api/client';
-import { browserZone, dayLabel, loadAgenda, timeOf, todayIn, type Agenda } from './agenda';
+import { dayLabel, loadAgenda, timeOf, todayIn, type Agenda } from './agenda';
 
 export type AgendaState =
   | { kind: 'loading' }
@@ -18,15 +18,17 @@ export type AgendaState =
 
 /**
  * The agenda's state and `refresh`, which lists the range again. Refreshes
- * never overlap: one asked for while a listing is in flight runs once that
- * one ends (however many were asked for: a replayed turn brings its patches
+ * never overlap: one asked for (a patch, a new zone) while a listing is in
+ * flight runs once that one ends (however many were asked for: a replayed turn brings its patches
  * at once), so the last listing always starts after the last patch.
  */
-export function useAgenda(api: Api): [AgendaState, () => void] {
+export function useAgenda(api: Api, zone: string): [AgendaState, () => void] {
   const [state, setState] = useState<AgendaState>({ kind: 'loading' });
   const running = useRef(false);
   const again = useRef(false);
   const live = useRef(true);
+  // The newest `refresh` (its zone): the one a listing in flight runs after it.
+  const latest = useRef<() => void>(() => undefined);
 
   const refresh = useCallback(() => {
     if (running.current) {
@@ -34,7 +36,7 @@ export function useAgenda(api: Api): [AgendaState, () => void] {
       return;
     }
     running.current = true;
-    loadAgenda(api)
+    loadAgenda(api, zone)
       .then(
         (agenda) => live.current && setState({ kind: 'ready', agenda, stale: false }),
         (e: unknown) =>
@@ -45,10 +47,11 @@ export function useAgenda(api: Api): [AgendaState, () => void] {
         running.current = false;
         if (again.current && live.current) {
           again.current = false;
-          refresh();
+          latest.current();
         }
       });
-  }, [api]);
+  }, [api, zone]);
+  latest.current = refresh;
 
   useEffect(() => {
     live.current = true;
@@ -61,12 +64,14 @@ export function useAgenda(api: Api): [AgendaState, () => void] {
   return [state, refresh];
 }
 
-export function AgendaPanel({ state }: { state: AgendaState }) {
-  const zone = state.kind === 'ready' ? state.agenda.timezone : browserZone();
+/** The agenda; `children` (the zone control) under its heading. */
+export function AgendaPanel({ state, children }: { state: AgendaState; children?: ReactNode }) {
+  const zone = state.kind === 'ready' ? state.agenda.timezone : 'UTC';
   const today = todayIn(zone);
   return (
-    <section className="agenda" data-testid="agenda" data-state={state.kind}>
+    <section className="agenda" data-testid="agenda" data-state={state.kind} data-zone={state.kind === 'ready' ? zone : undefined}>
       <h2 title={zone}>Agenda</h2>
+      {children}
       {state.kind === 'loading' && <p className="muted-small">Loading…</p>}
       {state.kind === 'unavailable' && (
         <p className="muted-small" data-testid="agenda-unavailable" title={state.reason}>

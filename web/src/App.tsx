@@ -1,137 +1,81 @@
 /**
- * The chat page: sessions on the left, the conversation in the middle, the
- * agenda (the calendar's next seven days), the tools that ask first, the
- * project's document tree and the turn's operations on the right. The open
- * session is in the address (`#/s/<id>`), so a reload comes back to it and
- * resumes a running turn.
+ * The chat page: sessions on the left (each labelled with its scope: the
+ * calendar, or its project's name), the conversation in the middle, the
+ * agenda (the calendar's next seven days, with the user's time zone), the
+ * project's document tree (not in a calendar chat), the tools that ask
+ * first and the turn's operations on the right. The open session is in the
+ * address (`#/s/<id>`), so a reload comes back to it and resumes a running
+ * turn. Every read retries with backoff and says so while it fails
+ * (`src/Retry.tsx`).
  */
-import { generateId } from 'ai';
 import { useCallback, useEffect, useMemo, useState } from 'react';
+import type { ChatData } from './chat-types';
 import { Api } from './api/client';
-import type { CalendarPatch, ContextType, EntityPatch, Project, SessionView } from './api/types.gen';
-import { changesSomething } from './agenda';
+import type { CalendarPatch, EntityPatch, Project, SessionView } from './api/types.gen';
+import { browserZone, changesSomething } from './agenda';
 import { AgendaPanel, useAgenda } from './AgendaPanel';
 import { AskFirstPanel } from './AskFirstPanel';
-import { Chat, type ChatScope } from './Chat';
-import type { ChatMessage } from './chat-types';
+import { Chat } from './Chat';
 import type { AppConfig } from './config';
-import { toUIMessages } from './history';
 import { applyPatch, loadOntology, type Ontology } from './ontology';
 import { OntologyPanel } from './OntologyPanel';
+import { RetryNotice, useRetrying } from './Retry';
+import { focusProject, openSession, useHashSession, useOpenChat } from './session';
+import { ZoneControl } from './ZoneControl';
 
-function hashSession(): string | null {
-  const m = /^#\/s\/([A-Za-z0-9._:|@-]{1,64})$/.exec(window.location.hash);
-  return m ? m[1] : null;
+/** What a session is about, for its label: "Calendar", its project's name, … */
+export function scopeLabel(session: SessionView, projects: Project[], movedTo?: string): string {
+  switch (session.context_type) {
+    case 'calendar':
+      return 'Calendar';
+    case 'daily_brief_update':
+      return 'Daily brief';
+    default: {
+      const id = movedTo ?? focusProject(session.focus);
+      const named = (session.focus as { projectName?: unknown } | undefined)?.projectName;
+      if (!id) return 'No project';
+      return projects.find((p) => p.id === id)?.name ?? (typeof named === 'string' && named ? named : 'Project');
+    }
+  }
 }
 
-function useHashSession(): string | null {
-  const [id, setId] = useState(hashSession);
-  useEffect(() => {
-    const on = () => setId(hashSession());
-    window.addEventListener('hashchange', on);
-    return () => window.removeEventListener('hashchange', on);
-  }, []);
-  return id;
-}
-
-/**
- * Chat ids this tab made and has not sent anything under yet, with the scope
- * their first turn names: they have no stored history to ask for (asking
- * would only log a 404 in the console).
- */
-const fresh = new Map<string, ChatScope>();
-
-/** A new chat: an id like `useChat`'s own, which the server takes as the session's key. */
-function openSession(scope: ChatScope = 'project', id: string = generateId()) {
-  fresh.set(id, scope);
-  window.location.hash = `#/s/${id}`;
-}
-
-/**
- * The scope a stored session's turns keep: a calendar session (or a daily
- * brief) stays one; any other is turned toward its project, as before.
- */
-function sessionScope(session: SessionView | null): ChatScope {
-  const t: ContextType | undefined = session?.context_type;
-  return t === 'calendar' || t === 'daily_brief_update' ? t : 'project';
-}
-
-/** The project a session works in, from its focus (`projectFocus`: `projectId`), if it names one. */
-function focusProject(focus: unknown): string | null {
-  const f = focus as { projectId?: unknown; project_id?: unknown } | null | undefined;
-  const id = f?.projectId ?? f?.project_id;
-  return typeof id === 'string' && id ? id : null;
+/** The projects a turn's entity patch created (`created` changes of kind `project`). */
+function createdProjects(p: EntityPatch): Project[] {
+  return p.changes.flatMap((c) => (c.op === 'created' && c.kind === 'project' && 'name' in c.entity ? [c.entity as Project] : []));
 }
 
 export function App({ config }: { config: AppConfig }) {
   const api = useMemo(() => new Api(config), [config]);
   const sessionId = useHashSession();
-  const [sessions, setSessions] = useState<SessionView[]>([]);
-  // The open session: its history, and the project it works in (its stored
-  // focus; null for a new chat or one without a project).
-  const [history, setHistory] = useState<{
-    id: string;
-    messages: ChatMessage[];
-    project: string | null;
-    scope: ChatScope;
-  } | null>(null);
-  const [projects, setProjects] = useState<Project[] | null>(null);
+  const [sessions, reloadSessions] = useRetrying('sessions', () => api.sessions());
+  const [listed, reloadProjects] = useRetrying('projects', () => api.projects());
+  // Projects a turn made (its entity patch) before the list is read again.
+  const [made, setMade] = useState<Project[]>([]);
+  const projects = useMemo(() => {
+    if (!listed.value) return null;
+    const known = new Set(listed.value.items.map((p) => p.id));
+    return [...listed.value.items, ...made.filter((p) => !known.has(p.id))];
+  }, [listed.value, made]);
+  // Sessions a turn moved into a project (a created project, a `context_shift`).
+  const [moved, setMoved] = useState<{ [session: string]: string }>({});
   const [ontology, setOntology] = useState<Ontology | null>(null);
   // The panel's operations list, which the open chat fills (OntologyPanel).
   const [feed, setFeed] = useState<HTMLOListElement | null>(null);
   const [error, setError] = useState<string | null>(null);
-
-  const refreshSessions = useCallback(() => {
-    api.sessions().then((l) => setSessions(l.sessions), (e) => setError(String(e)));
-  }, [api]);
-
-  useEffect(refreshSessions, [refreshSessions]);
-
-  useEffect(() => {
-    api.projects().then(
-      (p) => setProjects(p.items),
-      (e) => {
-        setError(String(e));
-        setProjects([]);
-      },
-    );
-  }, [api]);
-
-  useEffect(() => {
-    if (!sessionId) return openSession();
-    setHistory(null);
-    const scope = fresh.get(sessionId);
-    if (scope) {
-      fresh.delete(sessionId);
-      setHistory({ id: sessionId, messages: [], project: null, scope });
-      return;
-    }
-    let live = true;
-    Promise.all([api.messages(sessionId), api.session(sessionId)]).then(
-      ([page, session]) =>
-        live &&
-        setHistory({
-          id: sessionId,
-          messages: toUIMessages(page.messages),
-          project: focusProject(session?.focus),
-          scope: sessionScope(session),
-        }),
-      (e) => live && setError(String(e)),
-    );
-    return () => {
-      live = false;
-    };
-  }, [api, sessionId]);
-
-  // The session's project, else (a new chat, or one without a project) the
-  // first project: what the panel shows and what the next turn names.
-  const current = history && history.id === sessionId ? history : null;
-  const projectId = current ? (current.project ?? projects?.[0]?.id) : undefined;
+  // The user's chosen zone (GET /me/settings); null: none, the browser's is used.
+  const [chosenZone, setChosenZone] = useState<string | null>(null);
+  const zone = chosenZone ?? browserZone();
+  const [current, history, reloadHistory] = useOpenChat(api, sessionId);
+  // A project chat's project: where a turn moved it, its stored focus, else
+  // (a new chat, or one without a project) the first project. A calendar
+  // chat has none: the panel shows its agenda, not a project's tree.
+  const projectId =
+    current && current.scope === 'project' ? (moved[current.id] ?? current.project ?? projects?.[0]?.id) : undefined;
   const projectName = projects?.find((p) => p.id === projectId)?.name;
 
   const loaded = projects !== null;
   useEffect(() => {
-    if (!projectId || !loaded) return;
+    if (!projectId || !loaded) return setOntology(null);
     let live = true;
     setOntology((o) => (o?.projectId === projectId ? o : null));
     loadOntology(api, projectId, projectName ?? projectId).then(
@@ -143,11 +87,49 @@ export function App({ config }: { config: AppConfig }) {
     };
   }, [api, projectId, projectName, loaded]);
 
-  const onPatch = useCallback((p: EntityPatch) => setOntology((o) => (o ? applyPatch(o, p) : o)), []);
+  const chatId = current?.id;
+  const onPatch = useCallback(
+    (p: EntityPatch) => {
+      // A project the turn created: known at once (its name for the panel and
+      // the sessions' labels), and the chat's project if it had none.
+      const created = createdProjects(p);
+      if (created.length) {
+        setMade((m) => [...m, ...created]);
+        if (chatId && !projectId) setMoved((m) => ({ ...m, [chatId]: created[0].id }));
+      }
+      setOntology((o) => (o ? applyPatch(o, p) : o));
+    },
+    [chatId, projectId],
+  );
+  // The conversation moved into a project (`create_onto_project`): the chat follows.
+  const onContextShift = useCallback(
+    (s: ChatData['context-shift']) => {
+      const id = focusProject(s.current.focus);
+      if (!chatId || !id) return;
+      setMade((m) => [...m, { id, name: s.entity_name } as Project]);
+      setMoved((m) => ({ ...m, [chatId]: id }));
+    },
+    [chatId],
+  );
+  const onTurnEnd = useCallback(() => {
+    reloadSessions();
+    reloadProjects();
+  }, [reloadSessions, reloadProjects]);
 
-  // The calendar's next days; a turn's calendar patch lists them again.
-  const [agenda, refreshAgenda] = useAgenda(api);
+  // The calendar's next days in the user's zone; a turn's calendar patch lists them again.
+  const [agenda, refreshAgenda] = useAgenda(api, zone);
   const onCalendarPatch = useCallback((p: CalendarPatch) => changesSomething(p) && refreshAgenda(), [refreshAgenda]);
+
+  const calendar = current?.scope === 'calendar';
+  const placeholder = !current
+    ? ''
+    : current.scope === 'calendar'
+      ? 'Ask about your calendar…'
+      : current.scope === 'daily_brief_update'
+        ? 'Ask about your day…'
+        : projectName
+          ? `Ask about ${projectName}…`
+          : 'Ask anything, or start a project…';
 
   return (
     <div className="layout">
@@ -158,10 +140,16 @@ export function App({ config }: { config: AppConfig }) {
         <button data-testid="new-calendar-chat" onClick={() => openSession('calendar')}>
           New calendar chat
         </button>
+        {sessions.error && (
+          <RetryNotice what="the sessions" error={sessions.error} retryInMs={sessions.retryInMs} onRetry={reloadSessions} />
+        )}
         <ul>
-          {sessions.map((s) => (
+          {(sessions.value?.sessions ?? []).map((s) => (
             <li key={s.id} className={s.id === sessionId ? 'current' : ''}>
-              <a href={`#/s/${s.id}`} data-testid="session">
+              <a href={`#/s/${s.id}`} data-testid="session" data-scope={s.context_type}>
+                <span className="scope" data-testid="session-scope">
+                  {scopeLabel(s, projects ?? [], moved[s.id])}
+                </span>
                 {s.title || 'Untitled'}
                 <small>{new Date(s.last_activity_at).toLocaleString()}</small>
               </a>
@@ -171,6 +159,12 @@ export function App({ config }: { config: AppConfig }) {
       </nav>
       <main>
         {error && <p className="error">{error}</p>}
+        {listed.error && (
+          <RetryNotice what="your projects" error={listed.error} retryInMs={listed.retryInMs} onRetry={reloadProjects} />
+        )}
+        {history.error && (
+          <RetryNotice what="this chat" error={history.error} retryInMs={history.retryInMs} onRetry={reloadHistory} />
+        )}
         {current && projects ? (
           <Chat
             key={current.id}
@@ -180,17 +174,22 @@ export function App({ config }: { config: AppConfig }) {
             initial={current.messages}
             projectId={projectId}
             scope={current.scope}
+            zone={zone}
+            placeholder={placeholder}
             onPatch={onPatch}
             onCalendarPatch={onCalendarPatch}
+            onContextShift={onContextShift}
             feed={feed}
-            onTurnEnd={refreshSessions}
+            onTurnEnd={onTurnEnd}
           />
         ) : (
-          <p className="muted">Loading…</p>
+          !history.error && !listed.error && <p className="muted">Loading…</p>
         )}
       </main>
-      <OntologyPanel ontology={ontology} feedRef={setFeed}>
-        <AgendaPanel state={agenda} />
+      <OntologyPanel ontology={ontology} showProject={!calendar} feedRef={setFeed}>
+        <AgendaPanel state={agenda}>
+          <ZoneControl api={api} browser={browserZone()} onChange={setChosenZone} />
+        </AgendaPanel>
         <AskFirstPanel api={api} />
       </OntologyPanel>
     </div>

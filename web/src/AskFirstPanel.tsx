@@ -4,6 +4,9 @@
  * (`GET`/`PUT /me/approvals`, docs/chat-protocol.md#approvals). Deletes
  * always ask, whatever is ticked. A change is saved at once; the next turn
  * reads it. A backend without the route shows "settings unavailable".
+ * Collapsed by default (its heading says how many are ticked), the tools
+ * grouped in words (Creating, Changing, Deleting, Calendar), so the project's
+ * tree below stays in view.
  */
 import { useEffect, useState } from 'react';
 import type { Api } from './api/client';
@@ -14,9 +17,43 @@ type State =
   | { kind: 'unavailable'; reason: string }
   | { kind: 'ready'; settings: ApprovalSettingsView; saving: boolean; error: string | null };
 
-/** `create_task` as "create task". */
+/** Each askable tool's group and words; a tool not listed here shows under "Other" by its name. */
+const TOOLS: { [tool: string]: [group: string, words: string] } = {
+  create_project: ['Creating', 'a project'],
+  create_onto_project: ['Creating', 'a project with its plan'],
+  create_document: ['Creating', 'a document'],
+  create_task: ['Creating', 'a task'],
+  create_goal: ['Creating', 'a goal'],
+  create_plan: ['Creating', 'a plan'],
+  create_milestone: ['Creating', 'a milestone'],
+  create_risk: ['Creating', 'a risk'],
+  create_requirement: ['Creating', 'a requirement'],
+  update_project: ['Changing', 'a project'],
+  update_entity: ['Changing', 'anything in a project'],
+  move_document: ['Changing', 'moving a document'],
+  link_entities: ['Changing', 'linking two things'],
+  unlink_entities: ['Changing', 'unlinking two things'],
+  delete_entity: ['Deleting', 'anything in a project (always asks)'],
+  create_calendar_event: ['Calendar', 'a new event'],
+  update_calendar_event: ['Calendar', 'changing an event'],
+  delete_calendar_event: ['Calendar', 'deleting an event (always asks)'],
+};
+
+const ORDER = ['Creating', 'Changing', 'Deleting', 'Calendar', 'Other'];
+
+/** `askable` grouped in words: [group, its tools] for each group with any, in {@link ORDER}. */
+export function grouped(tools: string[]): [string, string[]][] {
+  const groups = new Map<string, string[]>();
+  for (const t of tools) {
+    const g = TOOLS[t]?.[0] ?? 'Other';
+    groups.set(g, [...(groups.get(g) ?? []), t]);
+  }
+  return ORDER.flatMap((g) => (groups.has(g) ? [[g, groups.get(g)!] as [string, string[]]] : []));
+}
+
+/** `create_task` as "a task" (under "Creating"). */
 function label(tool: string): string {
-  return tool.replace(/_/g, ' ');
+  return TOOLS[tool]?.[1] ?? tool.replace(/_/g, ' ');
 }
 
 export function AskFirstPanel({ api }: { api: Api }) {
@@ -46,9 +83,15 @@ export function AskFirstPanel({ api }: { api: Api }) {
     );
   };
 
+  const ticked = state.kind === 'ready' ? state.settings.ask_first.length : 0;
   return (
-    <section className="ask-first" data-testid="ask-first" data-state={state.kind}>
-      <h2 title="Calls of a ticked tool wait for your Approve / Deny">Ask me first</h2>
+    <details className="ask-first" data-testid="ask-first" data-state={state.kind}>
+      <summary title="Calls of a ticked tool wait for your Approve / Deny">
+        <h2>Ask me first</h2>
+        <span className="muted-small" data-testid="ask-first-count">
+          {state.kind === 'ready' ? (ticked ? ` ${ticked} ticked` : ' none ticked') : ''}
+        </span>
+      </summary>
       {state.kind === 'loading' && <p className="muted-small">Loading…</p>}
       {state.kind === 'unavailable' && (
         <p className="muted-small" title={state.reason}>
@@ -57,26 +100,31 @@ export function AskFirstPanel({ api }: { api: Api }) {
       )}
       {state.kind === 'ready' && (
         <>
-          <ul>
-            {state.settings.askable.map((tool) => (
-              <li key={tool}>
-                <label>
-                  <input
-                    type="checkbox"
-                    data-testid="ask-first-tool"
-                    data-tool={tool}
-                    checked={state.settings.ask_first.includes(tool)}
-                    disabled={state.saving}
-                    onChange={(e) => toggle(tool, e.target.checked)}
-                  />{' '}
-                  {label(tool)}
-                </label>
-              </li>
-            ))}
-          </ul>
+          {grouped(state.settings.askable).map(([group, tools]) => (
+            <div key={group} className="ask-group" data-testid="ask-first-group" data-group={group}>
+              <h3>{group}</h3>
+              <ul>
+                {tools.map((tool) => (
+                  <li key={tool}>
+                    <label title={tool}>
+                      <input
+                        type="checkbox"
+                        data-testid="ask-first-tool"
+                        data-tool={tool}
+                        checked={state.settings.ask_first.includes(tool)}
+                        disabled={state.saving}
+                        onChange={(e) => toggle(tool, e.target.checked)}
+                      />{' '}
+                      {label(tool)}
+                    </label>
+                  </li>
+                ))}
+              </ul>
+            </div>
+          ))}
           {state.error && <p className="muted-small error">{state.error}</p>}
         </>
       )}
-    </section>
+    </details>
   );
 }

@@ -3,17 +3,19 @@
  * `DefaultChatTransport` against `POST <stream URL>/chat`, resuming a running
  * turn on mount (`GET <stream URL>/chat/{id}/stream`). Our events arrive as
  * `data-*` parts: operations stay in the message, entity patches go to the
- * ontology panel, calendar patches to the agenda, the agent state
- * (transient) to the status line.
+ * ontology panel, calendar patches to the agenda, a context shift (the turn
+ * made a project and moved into it) to the page, the agent state
+ * (transient) to the status line. A turn's start (or its resume) that gets
+ * no answer in time, or a network error, shows the error with a Retry
+ * button: never by itself, as resending a message could post it twice.
  */
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, type PrepareSendMessagesRequest } from 'ai';
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react';
 import { createPortal } from 'react-dom';
-import type { Api } from './api/client';
-import { browserZone } from './agenda';
+import { fetchAnswered, type Api } from './api/client';
 import type { CalendarPatch, ContextType, EntityPatch } from './api/types.gen';
-import type { ChatMessage } from './chat-types';
+import type { ChatData, ChatMessage } from './chat-types';
 import { join, type AppConfig } from './config';
 import { Message } from './Message';
 import { OperationsFeed } from './OntologyPanel';
@@ -35,7 +37,13 @@ interface Props {
   projectId?: string;
   /** The scope each turn names (`project` when it has a project). */
   scope: ChatScope;
+  /** The IANA zone each turn names: the user's chosen one, else the browser's. */
+  zone: string;
+  /** The input's prompt, in the chat's scope's words. */
+  placeholder: string;
   onPatch: (p: EntityPatch) => void;
+  /** The turn moved the conversation (into the project it created). */
+  onContextShift: (s: ChatData['context-shift']) => void;
   /** A turn's calendar patch (`data-calendar-patch`): the agenda lists its days again. */
   onCalendarPatch: (p: CalendarPatch) => void;
   /** The panel's operations list: the feed is drawn into it. */
@@ -54,7 +62,13 @@ export const lastMessageOnly: PrepareSendMessagesRequest<ChatMessage> = ({ id, m
   body: { ...body, id, messages: messages.slice(-1), trigger, messageId },
 });
 
-export function Chat({ api, config, sessionId, initial, projectId, scope, onPatch, onCalendarPatch, feed, onTurnEnd }: Props) {
+/** The text of a user message (what a retry sends again). */
+function textOf(m: ChatMessage): string {
+  return m.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+}
+
+export function Chat(props: Props) {
+  const { api, config, sessionId, initial, projectId, scope, zone, placeholder, onPatch, onCalendarPatch, feed, onTurnEnd } = props;
   const [agentState, setAgentState] = useState<string | null>(null);
   const [input, setInput] = useState('');
   // useChat keeps the transport it was first given, so the scope is read
@@ -63,6 +77,10 @@ export function Chat({ api, config, sessionId, initial, projectId, scope, onPatc
   project.current = projectId;
   const turnScope = useRef(scope);
   turnScope.current = scope;
+  const turnZone = useRef(zone);
+  turnZone.current = zone;
+  const shifted = useRef(props.onContextShift);
+  shifted.current = props.onContextShift;
   const transport = useMemo(
     () =>
       new DefaultChatTransport<ChatMessage>({
@@ -70,20 +88,23 @@ export function Chat({ api, config, sessionId, initial, projectId, scope, onPatc
         headers: api.authHeaders,
         // Besides useChat's own body ({id, messages, trigger, messageId}): the
         // turn's scope, as in a native turn request (TurnRequest): a project
-        // turn names its project in `projectFocus`; and the browser's time
-        // zone (IANA), in which the calendar tools read and write local times.
+        // turn names its project in `projectFocus`; and the user's zone
+        // (IANA), in which the calendar tools read and write local times.
         body: () => {
-          const timezone = browserZone();
+          const timezone = turnZone.current;
           if (turnScope.current !== 'project') return { context_type: turnScope.current, timezone };
           return project.current
             ? { context_type: 'project', projectFocus: { projectId: project.current }, timezone }
             : { timezone };
         },
         prepareSendMessagesRequest: lastMessageOnly,
+        // A start (or resume) unanswered in time is an error the user sees
+        // and can retry, not an endless wait; a streaming body is not timed.
+        fetch: (input, init) => fetchAnswered(input, init, api.timeoutMs),
       }),
     [api, config.streamUrl],
   );
-  const { messages, sendMessage, status, stop, error, addToolApprovalResponse } = useChat<ChatMessage>({
+  const { messages, setMessages, sendMessage, resumeStream, status, stop, error, addToolApprovalResponse } = useChat<ChatMessage>({
     id: sessionId,
     messages: initial,
     transport,
@@ -95,6 +116,7 @@ export function Chat({ api, config, sessionId, initial, projectId, scope, onPatc
       if (part.type === 'data-entity-patch') onPatch(part.data.patch);
       if (part.type === 'data-calendar-patch') onCalendarPatch(part.data.patch);
       if (part.type === 'data-agent-state') setAgentState(part.data.state);
+      if (part.type === 'data-context-shift') shifted.current(part.data);
     },
     onFinish: () => {
       setAgentState(null);
@@ -139,6 +161,19 @@ export function Chat({ api, config, sessionId, initial, projectId, scope, onPatc
   }, [api, error]);
 
   const busy = status === 'submitted' || status === 'streaming';
+  // Retry after a failed start: the unanswered message is sent again (taken
+  // out first, so it shows once); after a failed resume or a broken stream,
+  // the turn (which the server goes on with) is read again.
+  const retry = () => {
+    const last = messages[messages.length - 1];
+    if (last?.role === 'user') {
+      setMessages(messages.slice(0, -1));
+      follow.current = true;
+      void sendMessage({ text: textOf(last) });
+    } else {
+      void resumeStream();
+    }
+  };
   // The agent state says what precedes the answer; once its text streams, that is what happens.
   const last = messages[messages.length - 1];
   const writing = status === 'streaming' && last?.role === 'assistant' && last.parts.some((p) => p.type === 'text');
@@ -172,7 +207,14 @@ export function Chat({ api, config, sessionId, initial, projectId, scope, onPatc
       </div>
       <p className="status" data-testid="status" data-status={status}>
         {busy ? activity.replace(/_/g, ' ') + '…' : ''}
-        {error && <span className="error">{error.message}</span>}
+        {error && (
+          <span className="error" data-testid="turn-error">
+            {error.message}{' '}
+            <button type="button" data-testid="retry-turn" onClick={retry}>
+              Retry
+            </button>
+          </span>
+        )}
         {error && blockedUntil && (
           <span className="error" data-testid="blocked-until">
             {' '}
@@ -193,7 +235,7 @@ export function Chat({ api, config, sessionId, initial, projectId, scope, onPatc
           data-testid="input"
           value={input}
           onChange={(e) => setInput(e.target.value)}
-          placeholder="Ask about your project…"
+          placeholder={placeholder}
           autoFocus
         />
         {busy ? (

@@ -30,19 +30,22 @@ function Tree({ nodes, titles }: { nodes: DocNode[]; titles: Ontology['titles'] 
 
 export function OntologyPanel({
   ontology,
+  showProject,
   feedRef,
   children,
 }: {
   ontology: Ontology | null;
+  /** False in a calendar chat: it has no project, so no tree is shown. */
+  showProject: boolean;
   feedRef: Ref<HTMLOListElement>;
-  /** Shown above the project (the agenda). */
+  /** Shown above the project (the agenda, "Ask me first"). */
   children?: ReactNode;
 }) {
   return (
     <aside className="ontology">
       {children}
-      <h2 data-testid="project-name">{ontology ? ontology.projectName : 'No project'}</h2>
-      {ontology && (
+      {showProject && <h2 data-testid="project-name">{ontology ? ontology.projectName : 'No project'}</h2>}
+      {showProject && ontology && (
         <div data-testid="tree" data-version={ontology.version}>
           <Tree nodes={ontology.tree} titles={ontology.titles} />
         </div>

@@ -1,6 +1,6 @@
 /**
  * The agenda panel's state: the user's calendar from today through the next
- * six days in the browser's time zone, as the entities API lists it
+ * six days in the user's time zone, as the entities API lists it
  * (`GET <entitiesUrl>/events?from&to&timezone`: recurrences expanded into
  * their occurrences, overrides applied, every time local to that zone), kept
  * current by the turn's `calendar_patch` events (`data-calendar-patch`).
@@ -56,7 +56,7 @@ export interface EventList {
 /** How many days the agenda shows: today and the next six. */
 export const AGENDA_DAYS = 7;
 
-/** The browser's IANA time zone (what each turn sends as `timezone` too). */
+/** The browser's IANA time zone (the page's zone when the user chose none). */
 export function browserZone(): string {
   return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
 }

@@ -10,7 +10,16 @@ export interface AppConfig {
   entitiesUrl: string;
   /** A bearer JWT (locally: `agentic-chat token`). */
   token: string;
+  /**
+   * How long a request may go without an answer (its headers, for a turn's
+   * stream) before the page says the server is not answering and retries;
+   * default {@link DEFAULT_TIMEOUT_MS}.
+   */
+  requestTimeoutMs?: number;
 }
+
+/** A request unanswered this long is given up on (shown, then retried). */
+export const DEFAULT_TIMEOUT_MS = 15_000;
 
 export async function loadConfig(): Promise<AppConfig> {
   const res = await fetch('config.json', { cache: 'no-store' });

@@ -2,28 +2,34 @@
 //! the occurrences of the next days, as a short text block for the system
 //! prompt (the `calendar` scope gets 7 days, `daily_brief_update` today).
 //! Relative dates ("tomorrow at 10") are the model's to resolve against it.
+//! The block names its zone and whose it is: the turn's own (its client's),
+//! the user's chosen one, or UTC when neither is known.
 //! Events the calendar could not read are named on a last line.
 
 use super::model::{EventInstance, SkippedEvent, Zone};
-use super::service::{CalendarService, ListQuery};
+use super::service::{CalendarService, ListQuery, ZoneSource};
 use crate::ids::UserId;
 use chrono::{DateTime, Duration, Utc};
 
 /// At most this many occurrences are written into the prompt.
 pub const MAX_AGENDA_LINES: usize = 40;
 
-/// The block for `days` days from today (1 = today only), or `None` when
-/// the calendar cannot be read (the turn goes on without it).
+/// The block for `days` days from today (1 = today only) in the turn's zone
+/// (`named`, else the user's chosen one, else UTC), or `None` when the
+/// calendar cannot be read (the turn goes on without it).
 pub async fn agenda(
     cal: &CalendarService,
     user: &UserId,
-    zone: Option<Zone>,
+    named: Option<Zone>,
     days: i64,
     now: DateTime<Utc>,
 ) -> Option<String> {
-    let zone = match zone {
-        Some(z) => z,
-        None => cal.zone(user, None).await.ok()?,
+    let (zone, source) = match cal.turn_zone(user, named).await {
+        Ok(z) => z,
+        Err(e) => {
+            tracing::warn!(error = %e, "agenda not loaded: no zone");
+            return None;
+        }
     };
     let today = zone.local(now).date_naive();
     let last = today + Duration::days(days - 1);
@@ -40,7 +46,7 @@ pub async fn agenda(
             return None;
         }
     };
-    Some(render(zone, now, days, &list.events) + &skipped_line(&list.skipped))
+    Some(render(zone, source, now, days, &list.events) + &skipped_line(&list.skipped))
 }
 
 /// At most this many skipped events are named in the block.
@@ -68,13 +74,14 @@ pub fn skipped_line(skipped: &[SkippedEvent]) -> String {
 /// it. Small models get weekday arithmetic wrong ("next Tuesday") and copy
 /// best from what stands next to the words they look for: "tomorrow" and
 /// its date and events are one line, each event's time without its date.
-pub fn render(zone: Zone, now: DateTime<Utc>, days: i64, events: &[EventInstance]) -> String {
+pub fn render(zone: Zone, source: ZoneSource, now: DateTime<Utc>, days: i64, events: &[EventInstance]) -> String {
     let local = zone.local(now);
     let mut out = format!(
-        "Calendar: now is {} ({}), time zone {}. Write times as local times in this zone (YYYY-MM-DDTHH:MM).",
+        "Calendar: now is {} ({}), time zone {} ({}). Write times as local times in this zone (YYYY-MM-DDTHH:MM).",
         local.format("%A %Y-%m-%d %H:%M"),
         local.format("UTC%:z"),
-        zone.name()
+        zone.name(),
+        whose(source)
     );
     let today = local.date_naive();
     let shown = &events[..events.len().min(MAX_AGENDA_LINES)];
@@ -109,6 +116,15 @@ pub fn render(zone: Zone, now: DateTime<Utc>, days: i64, events: &[EventInstance
         out.push_str(&format!("\n… and {} more (list_calendar_events).", events.len() - MAX_AGENDA_LINES));
     }
     out
+}
+
+/// Whose zone the block is in, for the model (and whoever reads the prompt).
+fn whose(source: ZoneSource) -> &'static str {
+    match source {
+        ZoneSource::Turn => "this turn's zone, from the user's device",
+        ZoneSource::Stored => "the user's chosen zone",
+        ZoneSource::Default => "UTC: the user has chosen no zone",
+    }
 }
 
 /// The local day an occurrence starts on (`2026-12-01T10:00:00+01:00` or an all-day `2026-12-01`).
@@ -158,14 +174,22 @@ mod tests {
             task_id: None,
             version: 1,
         };
-        let block = render(zone, now, 7, &[ev]);
-        assert!(block.contains("now is Thursday 2026-11-26 15:20 (UTC+01:00), time zone Europe/Berlin"), "{block}");
+        let block = render(zone, ZoneSource::Turn, now, 7, &[ev]);
+        assert!(
+            block.contains(
+                "now is Thursday 2026-11-26 15:20 (UTC+01:00), time zone Europe/Berlin (this turn's zone, from the user's device)."
+            ),
+            "{block}"
+        );
         assert!(block.contains("\n- Friday 2026-11-27 (tomorrow): “Dentist” 09:00–10:00 (event_id e1)\n"), "{block}");
         assert!(block.contains("\n- Thursday 2026-11-26 (today): no events\n"), "{block}");
         assert!(block.contains("\n- Tuesday 2026-12-01 (next Tuesday): no events\n"), "{block}");
         assert!(block.ends_with("\n- Wednesday 2026-12-02 (next Wednesday): no events"), "{block}");
         // The daily brief: today's events only, and the week's dates still named.
-        let brief = render(zone, now, 1, &[]);
+        let brief = render(zone, ZoneSource::Stored, now, 1, &[]);
+        assert!(brief.contains("time zone Europe/Berlin (the user's chosen zone)."), "{brief}");
+        let utc = render(Zone::UTC, ZoneSource::Default, now, 1, &[]);
+        assert!(utc.contains("time zone UTC (UTC: the user has chosen no zone)."), "{utc}");
         assert!(brief.contains("Today's events, then the dates of the coming days:"), "{brief}");
         assert!(
             brief.contains("\n- Thursday 2026-11-26 (today): no events\n- Friday 2026-11-27 (tomorrow)\n- Saturday 2026-11-28 (next Saturday)\n"),

@@ -21,7 +21,7 @@ pub mod time;
 
 pub use error::CalendarError;
 pub use model::*;
-pub use service::{CalendarService, FreeQuery, ListQuery, Written};
+pub use service::{CalendarService, FreeQuery, ListQuery, Written, ZoneSource};
 
 #[cfg(test)]
 mod recur_tests;

@@ -329,3 +329,31 @@ pub enum CalendarChange {
 pub struct CalendarPatch {
     pub changes: Vec<CalendarChange>,
 }
+
+/// The user's settings (`GET`/`PUT /me/settings` on the stream function):
+/// `timezone`, the IANA zone the user chose, which turns without a zone of
+/// their own use (the calendar tools, the agenda block, the daily brief).
+/// Only this route sets it; a turn's `timezone` is that turn's alone.
+/// `null` (or absent): none chosen, such turns use UTC. Wire format:
+/// `docs/calendar.md#the-users-zone`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UserSettings {
+    /// An IANA zone name (`America/New_York`); `null`: none chosen.
+    #[serde(default)]
+    #[schema(example = "America/New_York")]
+    pub timezone: Option<String>,
+}
+
+impl UserSettings {
+    /// The settings of a stored zone.
+    pub fn of(zone: Option<Zone>) -> Self {
+        UserSettings { timezone: zone.map(|z| z.name().to_string()) }
+    }
+
+    /// The zone named, checked (`invalid_timezone` for a name that is not an
+    /// IANA zone); `None` for none.
+    pub fn zone(&self) -> Result<Option<Zone>, super::CalendarError> {
+        self.timezone.as_deref().map(Zone::parse).transpose()
+    }
+}

@@ -80,6 +80,17 @@ pub struct Written {
     pub summary: String,
 }
 
+/// Where a turn's zone came from (the agenda block names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZoneSource {
+    /// The turn named it (its client's zone), for this turn only.
+    Turn,
+    /// The user's chosen zone (`PUT /me/settings`).
+    Stored,
+    /// Neither: UTC.
+    Default,
+}
+
 fn conflict(expected: u64) -> impl Fn(WriteError) -> CalendarError {
     move |e| match e {
         WriteError::Conflict { current: Some(c) } => CalendarError::Conflict { expected, current_version: c },
@@ -105,14 +116,32 @@ impl CalendarService {
         if let Some(z) = requested {
             return Zone::parse(z);
         }
-        Ok(self.store.settings(user).await?.zone.unwrap_or(Zone::UTC))
+        Ok(self.stored_zone(user).await?.unwrap_or(Zone::UTC))
     }
 
-    /// Stores `zone` as the user's preference (a write only when it changed).
-    pub async fn remember_zone(&self, user: &UserId, zone: Zone) -> Result<(), CalendarError> {
+    /// A turn's zone and where it came from: the zone the turn named (its
+    /// client's), else the user's chosen one, else UTC.
+    pub async fn turn_zone(&self, user: &UserId, named: Option<Zone>) -> Result<(Zone, ZoneSource), CalendarError> {
+        if let Some(z) = named {
+            return Ok((z, ZoneSource::Turn));
+        }
+        Ok(match self.stored_zone(user).await? {
+            Some(z) => (z, ZoneSource::Stored),
+            None => (Zone::UTC, ZoneSource::Default),
+        })
+    }
+
+    /// The zone the user chose (`PUT /me/settings`), if any.
+    pub async fn stored_zone(&self, user: &UserId) -> Result<Option<Zone>, CalendarError> {
+        Ok(self.store.settings(user).await?.zone)
+    }
+
+    /// Stores the user's chosen zone (`None`: none; turns without a zone read
+    /// UTC). Only the user sets it: a turn's zone is that turn's alone.
+    pub async fn set_zone(&self, user: &UserId, zone: Option<Zone>) -> Result<(), CalendarError> {
         let mut s = self.store.settings(user).await?;
-        if s.zone != Some(zone) {
-            s.zone = Some(zone);
+        if s.zone != zone {
+            s.zone = zone;
             self.store.save_settings(user, &s).await?;
         }
         Ok(())

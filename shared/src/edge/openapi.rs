@@ -16,6 +16,7 @@
 use super::{ErrorBody, ErrorDetail};
 use crate::approval::settings::{ApprovalSettings, ApprovalSettingsView};
 use crate::budget::{BudgetKind, BudgetUsage};
+use crate::calendar::UserSettings;
 use crate::message::{FunctionCall, MessageError, Role, ToolCall, Usage};
 use crate::session::api::{
     DeleteAnswer, MessageStatus, MessageView, MessagesPage, RenameSession, SessionList, StopAnswer, StopRequest,
@@ -62,6 +63,7 @@ use utoipa::OpenApi;
     BudgetKind,
     ApprovalSettings,
     ApprovalSettingsView,
+    UserSettings,
 )))]
 struct WireTypes;
 

@@ -153,7 +153,7 @@ impl HasTimeout for StreamApp {
 
 /// The stream function's routes with their OpenAPI operations: a turn, the
 /// sessions API, the AI SDK's chat, the user's budgets (`GET /me/usage`),
-/// their "ask first" tools (`GET`/`PUT /me/approvals`).
+/// their "ask first" tools (`GET`/`PUT /me/approvals`) and settings (`GET`/`PUT /me/settings`).
 pub fn routes() -> OpenApiRouter<StreamApp> {
     OpenApiRouter::new()
         .routes(routes!(post_turn))
@@ -274,8 +274,8 @@ pub(super) fn turn_extras() -> serde_json::Map<String, serde_json::Value> {
             "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]{0,128}$",
             "description": "Groups the voice notes a message was dictated from; empty: none."},
         "timezone": {"enum": zones,
-            "description": "The user's IANA time zone: the calendar's local times are read in it, and it is \
-                kept as the user's zone. Empty: the user's stored zone."},
+            "description": "The client's IANA time zone: this turn's calendar reads local times in it; never \
+                stored. Empty: the user's chosen zone (PUT /me/settings), else UTC."},
     });
     match json {
         serde_json::Value::Object(m) => m,

@@ -69,7 +69,8 @@ pub fn pack_scope(deps: &TurnDeps, view: &SessionView, new_session: bool) -> Opt
 
 /// The calendar block a turn's prompt gets: the next 7 days in the
 /// `calendar` scope, today in `daily_brief_update`; `None` elsewhere or
-/// without a calendar. Read in the zone the request names, else the user's.
+/// without a calendar. Read in the zone the request names, else the user's
+/// chosen one, else UTC; the block says which.
 pub async fn load_agenda(deps: &TurnDeps, user: &UserId, ct: ContextType, zone: Option<Zone>) -> Option<String> {
     let cal = deps.calendar.as_ref()?;
     let days = match ct {
@@ -78,24 +79,6 @@ pub async fn load_agenda(deps: &TurnDeps, user: &UserId, ct: ContextType, zone: 
         _ => return None,
     };
     crate::calendar::agenda::agenda(cal, user, zone, days, chrono::Utc::now()).await
-}
-
-/// Keeps the zone a request named as the user's preference, off the turn's
-/// path (a failure only means the next turn without a zone reads UTC). Only
-/// in the calendar's scopes: elsewhere no tool reads it, and a turn there
-/// costs no DynamoDB request for it (the web page sends its zone every turn).
-pub fn remember_zone(deps: &TurnDeps, user: &UserId, ct: ContextType, zone: Option<Zone>) {
-    if !matches!(ct, ContextType::Calendar | ContextType::DailyBriefUpdate) {
-        return;
-    }
-    if let (Some(cal), Some(zone)) = (deps.calendar.clone(), zone) {
-        let user = user.clone();
-        tokio::spawn(async move {
-            if let Err(e) = cal.remember_zone(&user, zone).await {
-                tracing::warn!(error = %e, "time zone not remembered");
-            }
-        });
-    }
 }
 
 pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -> Prepared {

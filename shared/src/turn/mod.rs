@@ -259,7 +259,6 @@ async fn run(
     // refused, it stores nothing, frames included.
     let admitted = admission.clone().map(|v| async move { v.wait().await.is_ok() }.boxed());
     sink.begin_log(&sid, turn_id, admitted);
-    context::remember_zone(deps, user, started.view.context_type, turn.timezone);
     let prepared = context::prepare(deps, &started, sink).await;
     let watch = started.lease.watch(&deps.config);
     let mut agent_state = started.agent_state;

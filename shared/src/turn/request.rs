@@ -29,8 +29,10 @@ pub struct TurnRequest {
     /// user message and returned in its history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice_note_group_id: Option<String>,
-    /// The user's IANA time zone (`Europe/Berlin`): the calendar reads and
-    /// writes local times in it, and it is kept as the user's preference.
+    /// The client's IANA time zone (`Europe/Berlin`): this turn's calendar
+    /// reads and writes local times in it. It is this turn's alone, never
+    /// stored; without it the turn uses the user's chosen zone
+    /// (`PUT /me/settings`), else UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
 }

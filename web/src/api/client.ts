@@ -2,10 +2,13 @@
  * The JSON APIs the page reads besides the chat stream: the sessions API on
  * the stream function's URL (docs/sessions.md) and the entities API
  * (docs/entities.md). Every call sends the bearer token; a non-2xx answer
- * throws with the server's `{"error":{"code","message"}}`.
+ * throws with the server's `{"error":{"code","message"}}`; no answer within
+ * the config's `requestTimeoutMs`, or a network error, throws
+ * {@link NoAnswer} (the page shows it and retries, never an endless
+ * "Loading…").
  */
 import type { EventList } from '../agenda';
-import { join, type AppConfig } from '../config';
+import { DEFAULT_TIMEOUT_MS, join, type AppConfig } from '../config';
 import type {
   ApprovalSettings,
   ApprovalSettingsView,
@@ -19,6 +22,7 @@ import type {
   SessionView,
   StopAnswer,
   StopRequest,
+  UserSettings,
 } from './types.gen';
 
 /** One page of an entities listing (`Page<T>` in Rust, generic so not generated). */
@@ -37,6 +41,30 @@ export class ApiError extends Error {
   }
 }
 
+/** The server did not answer in time, or could not be reached. */
+export class NoAnswer extends Error {}
+
+/**
+ * `fetch`, given up on when no answer (its status and headers) arrives within
+ * `timeoutMs` or the network fails: {@link NoAnswer}. A body that is already
+ * streaming is not timed (a turn's stream may rightly run for minutes).
+ * `init.signal` (the chat's Stop) still aborts it as before.
+ */
+export async function fetchAnswered(input: RequestInfo | URL, init: RequestInit = {}, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<Response> {
+  const timer = new AbortController();
+  const handle = setTimeout(() => timer.abort(), timeoutMs);
+  const signal = init.signal ? AbortSignal.any([init.signal, timer.signal]) : timer.signal;
+  try {
+    return await fetch(input, { ...init, signal });
+  } catch (e) {
+    if (init.signal?.aborted) throw e;
+    if (timer.signal.aborted) throw new NoAnswer(`the server did not answer within ${Math.round(timeoutMs / 1000)} s`);
+    throw new NoAnswer(`the server could not be reached (${e instanceof Error ? e.message : String(e)})`);
+  } finally {
+    clearTimeout(handle);
+  }
+}
+
 export class Api {
   constructor(private readonly config: AppConfig) {}
 
@@ -44,10 +72,15 @@ export class Api {
     return { Authorization: `Bearer ${this.config.token}` };
   }
 
+  /** How long a request may wait for its answer (config `requestTimeoutMs`). */
+  get timeoutMs(): number {
+    return this.config.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+  }
+
   private async call<T>(base: string, path: string, init: RequestInit = {}): Promise<T> {
     const headers: Record<string, string> = { ...this.authHeaders };
     if (init.body) headers['Content-Type'] = 'application/json';
-    const res = await fetch(join(base, path), { ...init, headers });
+    const res = await fetchAnswered(join(base, path), { ...init, headers }, this.timeoutMs);
     if (!res.ok) {
       const body = (await res.json().catch(() => null)) as ErrorBody | null;
       throw new ApiError(res.status, body?.error.code ?? 'http_error', body?.error.message ?? res.statusText);
@@ -103,6 +136,16 @@ export class Api {
     // the view); the body's schema names them one by one.
     const body = { ask_first: askFirst } as ApprovalSettings;
     return this.call(this.config.streamUrl, 'me/approvals', { method: 'PUT', body: JSON.stringify(body) });
+  }
+
+  /** The user's settings: the time zone they chose (`null`: none). */
+  settings(): Promise<UserSettings> {
+    return this.call(this.config.streamUrl, 'me/settings');
+  }
+
+  /** Sets the user's chosen time zone (`null`: none); the settings as stored. */
+  setSettings(settings: UserSettings): Promise<UserSettings> {
+    return this.call(this.config.streamUrl, 'me/settings', { method: 'PUT', body: JSON.stringify(settings) });
   }
 
   projects(): Promise<Page<Project>> {

@@ -747,6 +747,7 @@ export interface WireTypes {
   TurnId?: TurnId;
   TurnRequest?: TurnRequest;
   Usage?: Usage;
+  UserSettings?: UserSettings;
   Zone?: Zone;
 }
 /**
@@ -2198,8 +2199,10 @@ export interface TurnRequest {
     [k: string]: unknown;
   };
   /**
-   * The user's IANA time zone (`Europe/Berlin`): the calendar reads and
-   * writes local times in it, and it is kept as the user's preference.
+   * The client's IANA time zone (`Europe/Berlin`): this turn's calendar
+   * reads and writes local times in it. It is this turn's alone, never
+   * stored; without it the turn uses the user's chosen zone
+   * (`PUT /me/settings`), else UTC.
    */
   timezone?: string | null;
   /**
@@ -2207,4 +2210,21 @@ export interface TurnRequest {
    * user message and returned in its history.
    */
   voice_note_group_id?: string | null;
+}
+/**
+ * The user's settings (`GET`/`PUT /me/settings` on the stream function):
+ * `timezone`, the IANA zone the user chose, which turns without a zone of
+ * their own use (the calendar tools, the agenda block, the daily brief).
+ * Only this route sets it; a turn's `timezone` is that turn's alone.
+ * `null` (or absent): none chosen, such turns use UTC. Wire format:
+ * `docs/calendar.md#the-users-zone`.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "UserSettings".
+ */
+export interface UserSettings {
+  /**
+   * An IANA zone name (`America/New_York`); `null`: none chosen.
+   */
+  timezone?: string | null;
 }

@@ -42,7 +42,7 @@ pub enum WriteError {
 /// A user's calendar settings.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
-    /// The zone the user last chatted in.
+    /// The zone the user chose (`PUT /me/settings`); a turn's own zone never lands here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<Zone>,
     /// The CalDAV collection's sync token (RFC 6578) after the last sync.
