@@ -107,6 +107,9 @@ struct Span {
     /// "this_week: Mon 30 Nov – Sun 6 Dec 2026", for a named range.
     said: Option<String>,
     one_day: bool,
+    /// How an operation line names the days: the range's name (`this_week`,
+    /// as the web page's history rebuilds it from the arguments), else `from – to`.
+    label: String,
 }
 
 /// The zone the call reads times in (the request's, else the user's).
@@ -122,11 +125,12 @@ async fn span(c: &Call<'_>, range: Option<Days>, from: Option<String>, to: Optio
             let (first, last) = r.resolve(today);
             let name = serde_json::to_value(r).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
             let said = Some(format!("{name}: {}", days::describe((first, last))));
-            Ok(Span { from: first.to_string(), to: last.to_string(), said, one_day: first == last })
+            Ok(Span { from: first.to_string(), to: last.to_string(), said, one_day: first == last, label: name })
         }
         (Some(_), _, _) => Err(Refusal::Args("give `range` or `from` and `to`, not both".into())),
         (None, true, true) => {
-            Ok(Span { from: from.unwrap_or_default(), to: to.unwrap_or_default(), said: None, one_day: false })
+            let (from, to) = (from.unwrap_or_default(), to.unwrap_or_default());
+            Ok(Span { label: format!("{from} – {to}"), from, to, said: None, one_day: false })
         }
         (None, _, _) => Err(Refusal::Args(
             "give `range` (today, tomorrow, this_week, next_week, friday, …) or both `from` and `to`".into(),
@@ -180,8 +184,7 @@ impl Tool for ListCalendarEvents {
             Some(p) => Some(ProjectId::parse(p).map_err(|e| Refusal::Args(format!("project_id: {e}")))?),
             None => None,
         };
-        let label = span.said.clone().unwrap_or_else(|| format!("{} – {}", span.from, span.to));
-        let op = op(OperationAction::List, format!("calendar {label}"), None);
+        let op = op(OperationAction::List, format!("calendar {}", span.label), None);
         // The whole calendar is read and the project's part kept here, so
         // the answer can say what the filter hid (issue 40: a model filled
         // in the user's one project and answered "no events this week").
@@ -475,8 +478,7 @@ impl Tool for FindFreeTime {
         let svc = service(c)?;
         let span = span(c, a.range, a.from, a.to).await?;
         let minutes = a.duration_minutes.unwrap_or(30);
-        let label = span.said.clone().unwrap_or_else(|| format!("{} – {}", span.from, span.to));
-        let op = op(OperationAction::Search, format!("free {minutes} min, {label}"), None);
+        let op = op(OperationAction::Search, format!("free {minutes} min, {}", span.label), None);
         let q = FreeQuery {
             from: span.from.clone(),
             to: span.to.clone(),
