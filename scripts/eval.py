@@ -21,6 +21,7 @@ import datetime
 import http.server
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -333,6 +334,236 @@ def move_three_to_four(u: User, run: Run):
     return ok, f"tomorrow: {events}"
 
 
+# ---- the calendar as a 1.5 B model meets it (issue 40): series from a sentence, one occurrence
+# cancelled or moved, "am I free" with a conflict, this week / next week, the whole calendar or a
+# project's part. Phrased unlike the tool descriptions; judged by the stored events; a write
+# scenario also fails when the answer claims a change the state does not show (claims_unshown).
+
+DAY = datetime.timedelta(days=1)
+
+# Words that claim a change, and the words that take a claim back when just before it.
+CLAIMS = re.compile(r"\b(cancel+ed|deleted|removed|dropped|skipped|moved|rescheduled|shifted|added|booked|"
+                    r"scheduled|created|set up|put (?:it|that|this|them|\w+ \w+) (?:in|on)|blocked)\b", re.I)
+TAKEN_BACK = re.compile(r"(\bnot\b|n't\b|\bunable\b|\bfailed\b|\bcannot\b|\bno\b|\bnothing\b)[^.!?]{0,30}$", re.I)
+
+
+def claims_change(text: str) -> Optional[str]:
+    """The first phrase of `text` that says something was changed (not negated just before), or None."""
+    for m in CLAIMS.finditer(text):
+        if not TAKEN_BACK.search(text[:m.start()]):
+            return m.group(0)
+    return None
+
+
+def claims_unshown(text: str, changed: bool) -> Optional[str]:
+    """Why a run fails the claims judge: the answer claims a change and the state shows none."""
+    claim = claims_change(text)
+    return f"the answer claims {claim!r} but the calendar did not change" if claim and not changed else None
+
+
+def span_events(u: User, first: "datetime.date", last: "datetime.date") -> List[Dict[str, Any]]:
+    return u.api("GET", f"/events?from={first}&to={last}&timezone={ZONE}")["events"]
+
+
+def snapshot(u: User, first: "datetime.date", last: "datetime.date") -> List[tuple]:
+    return sorted((e["event_id"], e.get("instance") or "", e["title"], e["start"], e["end"])
+                  for e in span_events(u, first, last))
+
+
+def local_dt(s: str) -> "datetime.datetime":
+    return datetime.datetime.fromisoformat(s).astimezone(ZoneInfo(ZONE))
+
+
+def series(u: User, title_: str, start: str, rrule: str, minutes: int = 15) -> str:
+    body = {"title": title_, "start": start, "duration_minutes": minutes, "timezone": ZONE,
+            "recurrence": {"rrule": rrule}}
+    return u.api("POST", "/events", body)["data"]["id"]
+
+
+def judged_write(u: User, turn: "Turn", before: List[tuple], first, last, ok: bool, why: str):
+    """A write scenario's verdict: its own check, and the claims judge over the same days."""
+    unshown = claims_unshown(turn.text, snapshot(u, first, last) != before)
+    return ok and not unshown, f"{unshown + '; ' if unshown else ''}{why}; answer {turn.text[:100]!r}"
+
+
+def on_or_after(today: "datetime.date", weekday: int) -> "datetime.date":
+    return today + datetime.timedelta(days=(weekday - today.weekday()) % 7)
+
+
+def cal_weekday_series(u: User, run: Run):
+    today = local_today()
+    before = snapshot(u, today, today + 13 * DAY)
+    turn = u.turn(run, in_calendar("I've got a standup at half past nine every weekday. Can you get that "
+                                   "into my calendar?"))
+    got = [e for e in span_events(u, today, today + 13 * DAY) if "standup" in norm(e["title"])]
+    times = {(local_dt(e["start"]).weekday(), local_dt(e["start"]).strftime("%H:%M")) for e in got}
+    weekend = [e["start"] for e in got if local_dt(e["start"]).weekday() >= 5]
+    ok = len(got) >= 9 and not weekend and {t for _, t in times} == {"09:30"} and all(e["recurring"] for e in got)
+    return judged_write(u, turn, before, today, today + 13 * DAY, ok,
+                        f"{len(got)} standups in 14 days at {sorted({t for _, t in times})}, on weekends {weekend}")
+
+
+def cal_fortnightly_series(u: User, run: Run):
+    today = local_today()
+    last = today + 41 * DAY
+    before = snapshot(u, today, last)
+    turn = u.turn(run, in_calendar("Budget check-in with Priya, Mondays at 4pm but only every other week. "
+                                   "Please set it up."))
+    got = sorted(local_dt(e["start"]) for e in span_events(u, today, last) if "budget" in norm(e["title"]))
+    gaps = {(b.date() - a.date()).days for a, b in zip(got, got[1:])}
+    ok = len(got) >= 2 and all(t.weekday() == 0 and t.strftime("%H:%M") == "16:00" for t in got) and gaps == {14}
+    return judged_write(u, turn, before, today, last, ok, f"check-ins {[t.isoformat() for t in got]}")
+
+
+def cal_series_with_an_end(u: User, run: Run):
+    today = local_today()
+    last = today + 59 * DAY
+    before = snapshot(u, today, last)
+    turn = u.turn(run, in_calendar("Sign me up for yoga on Wednesday evenings at 7 — three sessions in total, "
+                                   "starting with the next one."))
+    got = sorted(local_dt(e["start"]) for e in span_events(u, today, last) if "yoga" in norm(e["title"]))
+    ok = len(got) == 3 and all(t.weekday() == 2 and t.strftime("%H:%M") == "19:00" for t in got)
+    return judged_write(u, turn, before, today, last, ok, f"yoga {[t.isoformat() for t in got]}")
+
+
+def cal_cancel_one_occurrence(u: User, run: Run):
+    today = local_today()
+    tomorrow = today + DAY
+    series(u, "Standup", f"{today - 7 * DAY}T09:30", "FREQ=DAILY")
+    before = snapshot(u, today, today + 3 * DAY)
+    turn = u.turn(run, in_calendar("I can't make tomorrow's standup. Take just that one off — the other days "
+                                   "stay as they are."))
+    day = lambda d: [e for e in span_events(u, d, d) if "standup" in norm(e["title"])]  # noqa: E731
+    gone, kept = day(tomorrow), day(tomorrow + DAY) + day(tomorrow + 2 * DAY)
+    ok = not gone and len(kept) == 2
+    return judged_write(u, turn, before, today, today + 3 * DAY, ok,
+                        f"tomorrow {len(gone)} standup(s), the two days after {len(kept)}")
+
+
+def cal_move_one_occurrence(u: User, run: Run):
+    today = local_today()
+    tomorrow = today + DAY
+    series(u, "Standup", f"{today - 7 * DAY}T09:30", "FREQ=DAILY")
+    before = snapshot(u, today, today + 3 * DAY)
+    turn = u.turn(run, in_calendar("Tomorrow the standup has to happen at 11 instead. Only tomorrow; "
+                                   "after that it's back to normal."))
+    at = lambda d: [local_dt(e["start"]).strftime("%H:%M") for e in span_events(u, d, d)  # noqa: E731
+                    if "standup" in norm(e["title"])]
+    ok = at(tomorrow) == ["11:00"] and at(tomorrow + DAY) == ["09:30"]
+    return judged_write(u, turn, before, today, today + 3 * DAY, ok,
+                        f"tomorrow {at(tomorrow)}, the day after {at(tomorrow + DAY)}")
+
+
+def cal_free_with_a_conflict(u: User, run: Run):
+    today = local_today()
+    friday = on_or_after(today, 4)
+    event(u, "Budget review", f"{friday}T14:00")
+    before = snapshot(u, today, friday)
+    turn = u.turn(run, in_calendar("Could I squeeze a two-hour workshop into Friday afternoon, or is "
+                                   "something already there?"))
+    text = norm(turn.text)
+    names = "budget" in text
+    # A question, not a booking: nothing may change, nor be said to.
+    unchanged = snapshot(u, today, friday) == before
+    unshown = claims_unshown(turn.text, not unchanged)
+    ok = names and unchanged and not unshown
+    return ok, f"names the budget review: {names}; calendar unchanged: {unchanged}; answer {turn.text[:100]!r}"
+
+
+def week_setup(u: User) -> tuple:
+    """Quarterly planning on this week's Sunday (Monday–Sunday weeks: never before today), an offsite on
+    next week's Wednesday."""
+    today = local_today()
+    sunday = today + datetime.timedelta(days=6 - today.weekday())
+    event(u, "Quarterly planning", f"{sunday}T11:00")
+    event(u, "Team offsite", f"{sunday + 3 * DAY}T10:00")
+    return "quarterly planning", "team offsite"
+
+
+def cal_this_week(u: User, run: Run):
+    this, nxt = week_setup(u)
+    turn = u.turn(run, in_calendar("Anything on my plate this week?"))
+    text = norm(turn.text)
+    return this in text and nxt not in text, f"answer {turn.text[:140]!r}"
+
+
+def cal_next_week(u: User, run: Run):
+    this, nxt = week_setup(u)
+    turn = u.turn(run, in_calendar("And what does the week after this one look like?"))
+    text = norm(turn.text)
+    return nxt in text and this not in text, f"answer {turn.text[:140]!r}"
+
+
+def project_and_private(u: User) -> "datetime.date":
+    """A project Launch with a rehearsal linked to it, and a dentist appointment of no project, both tomorrow."""
+    tomorrow = local_today() + DAY
+    pid = u.project("Launch")["id"]
+    u.api("POST", "/events", {"title": "Launch rehearsal", "start": f"{tomorrow}T10:00", "duration_minutes": 60,
+                              "timezone": ZONE, "project_id": pid})
+    event(u, "Dentist appointment", f"{tomorrow}T15:00")
+    return tomorrow
+
+
+def cal_whole_calendar(u: User, run: Run):
+    project_and_private(u)
+    turn = u.turn(run, in_calendar("Give me a rundown of everything I have coming up over the next few days."))
+    text = norm(turn.text)
+    ok = "rehearsal" in text and "dentist" in text
+    return ok, f"answer {turn.text[:140]!r}"
+
+
+def cal_one_project(u: User, run: Run):
+    project_and_private(u)
+    turn = u.turn(run, in_calendar("Only the Launch project: which of its meetings are coming up in the next "
+                                   "few days?"))
+    text = norm(turn.text)
+    ok = "rehearsal" in text and "dentist" not in text
+    return ok, f"answer {turn.text[:140]!r}"
+
+
+def cal_book_around_a_conflict(u: User, run: Run):
+    today = local_today()
+    tuesday = today + datetime.timedelta(days=(1 - today.weekday()) % 7 or 7)
+    event(u, "Client call", f"{tuesday}T09:00", 90)
+    before = snapshot(u, tuesday, tuesday)
+    turn = u.turn(run, in_calendar("Next Tuesday morning, find an hour I'm not busy and block it for "
+                                   "interview prep."))
+    prep = [(local_dt(e["start"]), local_dt(e["end"])) for e in span_events(u, tuesday, tuesday)
+            if "interview" in norm(e["title"])]
+    call_end = datetime.datetime.fromisoformat(f"{tuesday}T10:30").replace(tzinfo=ZoneInfo(ZONE))
+    ok = len(prep) == 1 and (prep[0][1] - prep[0][0]) == datetime.timedelta(hours=1) \
+        and prep[0][0] >= call_end and prep[0][1].hour <= 12 and prep[0][1].date() == tuesday
+    return judged_write(u, turn, before, tuesday, tuesday, ok, f"prep {[(a.isoformat(), b.isoformat()) for a, b in prep]}")
+
+
+ISSUE_40 = (cal_weekday_series, cal_fortnightly_series, cal_series_with_an_end, cal_cancel_one_occurrence,
+            cal_move_one_occurrence, cal_free_with_a_conflict, cal_this_week, cal_next_week, cal_whole_calendar,
+            cal_one_project, cal_book_around_a_conflict)
+
+
+def self_test() -> int:
+    """The deterministic judges on fixed answers, without a stack (`--self-test`)."""
+    cases = [
+        ("I've cancelled tomorrow's standup only.", False, True),
+        ("I've cancelled tomorrow's standup only.", True, False),
+        ("Done: the standup is moved to 11:00 tomorrow.", False, True),
+        ("I have added a daily standup at 09:30.", False, True),
+        ("I could not cancel it: the event was not found.", False, False),
+        ("Yes, you are free Friday afternoon.", False, False),
+        ("You have a Budget review at 14:00 on Friday, so only 15:00–17:00 is free.", False, False),
+        ("Nothing was booked.", False, False),
+    ]
+    bad = [(t, c, want) for t, c, want in cases if bool(claims_unshown(t, c)) != want]
+    for t, c, want in bad:
+        print(f"claims judge: {t!r} (changed {c}): expected {'a failure' if want else 'a pass'}", file=sys.stderr)
+    today = datetime.date(2026, 12, 6)
+    if on_or_after(today, 4) != datetime.date(2026, 12, 11) or on_or_after(today, 6) != today:
+        print("on_or_after is off", file=sys.stderr)
+        bad.append(("on_or_after", False, False))
+    print(f"self-test: {len(cases) + 1 - len(bad)}/{len(cases) + 1} passed")
+    return 1 if bad else 0
+
+
 # ---- the web and utility tools (issue 28) ----
 
 # The local page server's port: the stack allows web_visit to reach it only
@@ -507,7 +738,7 @@ ISSUE_31 = (two_turn_change, project_create_vague, project_create_clear, plan_tw
 SCENARIOS = {f.__name__: f for f in (create_project_with_task, add_document_under_parent, link_task_to_goal,
                                      read_deep_document, plain_question, stop_mid_turn,
                                      calendar_tomorrow, schedule_review, move_three_to_four,
-                                     read_local_page, linked_entities_of_goal, *ISSUE_31)}
+                                     read_local_page, linked_entities_of_goal, *ISSUE_31, *ISSUE_40)}
 
 
 def run_one(stack: Stack, name: str, i: int, tag: str) -> Run:
@@ -549,9 +780,12 @@ def table(runs: List[Run]) -> str:
 
 
 def main() -> int:
+    if "--self-test" in sys.argv[1:]:
+        return self_test()
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True, help="the cargo lambda watch base URL")
     ap.add_argument("--cli", required=True)
+    ap.add_argument("--self-test", action="store_true", help="check the deterministic judges, no stack")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--json", default="")
     ap.add_argument("scenarios", nargs="*", help=f"default: all of {list(SCENARIOS)}")

@@ -201,3 +201,163 @@ async fn the_daily_brief_gets_todays_agenda_and_only_the_reading_tools() {
     let tools: Vec<_> = first["tools"].as_array().unwrap().iter().map(|d| d["function"]["name"].clone()).collect();
     assert!(tools.contains(&json!("list_calendar_events")) && !tools.contains(&json!("create_calendar_event")));
 }
+
+// ---- issue 40: the calendar tools as a 1.5 B model used them ----
+
+const BERLIN: &str = "Europe/Berlin";
+
+fn berlin_today() -> chrono::NaiveDate {
+    Utc::now().with_timezone(&chrono_tz::Europe::Berlin).date_naive()
+}
+
+fn in_calendar(message: &str) -> Value {
+    json!({"message": message, "context_type": "calendar", "timezone": BERLIN})
+}
+
+/// The content of the last tool message the model was sent.
+fn last_tool_result(t: &TestApp) -> String {
+    let req = t.llm.requests().last().cloned().unwrap();
+    let messages = req["messages"].as_array().unwrap().clone();
+    let tool = messages.iter().rev().find(|m| m["role"] == "tool").expect("a tool message");
+    tool["content"].as_str().unwrap().to_string()
+}
+
+fn list_days(from: chrono::NaiveDate, to: chrono::NaiveDate) -> ListQuery {
+    ListQuery { from: from.to_string(), to: to.to_string(), timezone: Some(BERLIN.into()), project_id: None }
+}
+
+fn new_event(title: &str, start: String, rrule: Option<&str>) -> shared::calendar::NewEvent {
+    shared::calendar::NewEvent {
+        title: title.into(),
+        start,
+        end: None,
+        duration_minutes: Some(60),
+        timezone: Some(BERLIN.into()),
+        location: None,
+        description: None,
+        recurrence: rrule.map(|r| shared::calendar::RecurrenceInput {
+            rrule: r.into(),
+            exdates: vec![],
+            rdates: vec![],
+        }),
+        project_id: None,
+        task_id: None,
+    }
+}
+
+/// "I have a standup every weekday at 9:30, put it in" — whatever today is
+/// (the issue's was a Sunday), the model writes today's date and `repeat`;
+/// what is stored is a Monday-to-Friday series at 09:30 in the user's zone.
+#[tokio::test]
+async fn a_standup_every_weekday_is_stored_as_a_monday_to_friday_series() {
+    let t = TestApp::new().await;
+    let today = berlin_today();
+    t.llm.push(Reply::tool_calls(&[(
+        "create_calendar_event",
+        json!({"title": "Standup", "start": format!("{today}T09:30"), "duration_minutes": 15,
+            "repeat": {"every": "weekday"}}),
+    )]));
+    t.llm.push(Reply::text(&["Added your standup."]));
+    let turn = t.turn("alice", in_calendar("I have a standup every weekday at 9:30, put it in")).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let result = last_tool_result(&t);
+    assert!(result.contains("FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR"), "{result}");
+
+    let alice = UserId::parse("alice").unwrap();
+    let listed = calendar(&t).list(&alice, &list_days(today, today + Duration::days(13))).await.unwrap();
+    let starts: Vec<_> =
+        listed.events.iter().map(|e| chrono::DateTime::parse_from_rfc3339(&e.start).unwrap()).collect();
+    assert_eq!(starts.len(), 10, "ten weekdays in two weeks: {starts:?}");
+    use chrono::Datelike;
+    assert!(starts.iter().all(|s| s.weekday().num_days_from_monday() < 5), "{starts:?}");
+    assert!(starts.iter().all(|s| s.format("%H:%M").to_string() == "09:30"), "{starts:?}");
+}
+
+/// "Cancel tomorrow's standup only": the model's first try, an update
+/// setting the occurrence's start to the start it has, is a tool error
+/// naming delete_calendar_event; its delete of that date's occurrence
+/// (approved) cancels it alone.
+#[tokio::test]
+async fn cancelling_one_occurrence_by_a_no_op_update_is_refused_and_the_delete_cancels_it_alone() {
+    let t = TestApp::new().await;
+    let alice = UserId::parse("alice").unwrap();
+    let today = berlin_today();
+    let tomorrow = today + Duration::days(1);
+    let standup = new_event("Standup", format!("{today}T09:30"), Some("FREQ=DAILY"));
+    let ev = calendar(&t).create(&alice, &standup).await.unwrap().event.unwrap();
+    let id = ev.id.to_string();
+    t.llm.push(Reply::tool_calls(&[(
+        "update_calendar_event",
+        json!({"event_id": id, "instance": format!("{tomorrow}T09:30"), "start": format!("{tomorrow}T09:30")}),
+    )]));
+    t.llm.push(Reply::tool_calls(&[(
+        "delete_calendar_event",
+        json!({"event_id": id, "instance": tomorrow.to_string()}),
+    )]));
+    let asked = t.turn("alice", in_calendar("Cancel tomorrow's standup only")).await;
+    let refused = last_tool_result(&t);
+    assert!(refused.contains("no_change") && refused.contains("delete_calendar_event"), "{refused}");
+    assert_eq!(calendar(&t).get(&alice, &ev.id).await.unwrap(), ev, "the no-op wrote nothing");
+
+    let approval = asked
+        .events
+        .iter()
+        .find_map(|e| match e {
+            StreamEvent::ApprovalRequired { approval_id, .. } => Some(approval_id.clone()),
+            _ => None,
+        })
+        .expect("the delete waits for approval");
+    t.llm.push(Reply::text(&["Cancelled tomorrow's standup."]));
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("/sessions/{}/approvals/{approval}", asked.session_id()))
+        .header("authorization", format!("Bearer {}", tests::token("alice")))
+        .body(lambda_http::Body::from(json!({"approved": true}).to_string()))
+        .unwrap();
+    let turn =
+        tests::Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    assert_eq!(turn.kinds().last(), Some(&"done"));
+    let days = calendar(&t).list(&alice, &list_days(today, tomorrow + Duration::days(1))).await.unwrap();
+    let on: Vec<_> = days.events.iter().map(|e| e.start[..10].to_string()).collect();
+    assert_eq!(on, vec![today.to_string(), (tomorrow + Duration::days(1)).to_string()], "only tomorrow's went");
+}
+
+/// "Am I free Friday afternoon?" with a 14:00 meeting: find_free_time's
+/// answer puts the meeting in front of the model. "What's on my calendar
+/// this week?": the server's week, the whole calendar.
+#[tokio::test]
+async fn free_time_names_the_conflict_and_this_week_is_the_servers_whole_week() {
+    let t = TestApp::new().await;
+    let alice = UserId::parse("alice").unwrap();
+    let today = berlin_today();
+    let (friday, _) = shared::calendar::days::Days::Friday.resolve(today);
+    let (monday, sunday) = shared::calendar::days::Days::ThisWeek.resolve(today);
+    let cal = calendar(&t);
+    cal.create(&alice, &new_event("Budget review", format!("{friday}T14:00"), None)).await.unwrap();
+    let entities = EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let new: shared::entities::NewProject = serde_json::from_value(json!({"name": "Launch"})).unwrap();
+    let pid = entities.create_project(&alice, new).await.unwrap().data.project.id;
+    let linked = shared::calendar::NewEvent {
+        project_id: Some(pid),
+        ..new_event("Launch prep", format!("{monday}T08:00"), None)
+    };
+    cal.create(&alice, &linked).await.unwrap();
+    cal.create(&alice, &new_event("Brunch", format!("{sunday}T22:00"), None)).await.unwrap();
+
+    t.llm.push(Reply::tool_calls(&[("find_free_time", json!({"range": "friday", "day_start": "12:00"}))]));
+    t.llm.push(Reply::text(&["No: you have the budget review at 14:00."]));
+    let turn = t.turn("alice", in_calendar("Am I free Friday afternoon?")).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let free: Value = serde_json::from_str(&last_tool_result(&t)).unwrap();
+    assert_eq!(free["busy"][0]["title"], "Budget review", "{free}");
+    assert!(free["busy"][0]["start"].as_str().unwrap().starts_with(&format!("{friday}T14:00")), "{free}");
+
+    t.llm.push(Reply::tool_calls(&[("list_calendar_events", json!({"range": "this_week"}))]));
+    t.llm.push(Reply::text(&["Launch prep and brunch."]));
+    let turn = t.turn("alice", in_calendar("What's on my calendar this week?")).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let week: Value = serde_json::from_str(&last_tool_result(&t)).unwrap();
+    let titles: Vec<_> = week["events"].as_array().unwrap().iter().map(|e| e["title"].clone()).collect();
+    assert!(titles.contains(&json!("Launch prep")) && titles.contains(&json!("Brunch")), "{week}");
+    assert!(week["days"].as_str().unwrap().starts_with("this_week: Mon"), "{week}");
+}

@@ -90,6 +90,8 @@ export function storedOperations(call: ToolCallView): OperationData[] {
   const preview = call.result_preview;
   const failed = preview != null && /^\{"error":/.test(preview);
   if (failed && REFUSED.has(/^\{"error":\{"code":"([^"]*)"/.exec(preview)?.[1] ?? '')) return [];
+  // The calendar reads' days: a named range (`this_week`) or `from – to`, as the server words it.
+  const days = () => str('range') ?? `${str('from') ?? ''} – ${str('to') ?? ''}`;
   const named = (fallback: string | undefined) => (preview && !failed ? nameIn(preview) : undefined) ?? fallback ?? '';
 
   let op: [OperationAction, string, string, string?] | undefined;
@@ -148,10 +150,10 @@ export function storedOperations(call: ToolCallView): OperationData[] {
         op = ['delete', 'calendar_event', named(str('event_id')), str('event_id')];
         break;
       case 'list_calendar_events':
-        op = ['list', 'calendar_event', `calendar ${str('from') ?? ''} – ${str('to') ?? ''}`];
+        op = ['list', 'calendar_event', `calendar ${days()}`];
         break;
       case 'find_free_time':
-        op = ['search', 'calendar_event', `free ${String(a.duration_minutes ?? '')} min, ${str('from') ?? ''} – ${str('to') ?? ''}`];
+        op = ['search', 'calendar_event', `free ${String(a.duration_minutes ?? 30)} min, ${days()}`];
         break;
       case 'web_visit':
         op = ['read', 'web_page', displayUrl(str('url') ?? '')];

@@ -191,15 +191,40 @@ fn apply_text(title: &mut String, location: &mut Option<String>, description: &m
     }
 }
 
-/// The instance `rid` of the series, checked to exist.
+/// The instance `rid` of the series, checked to exist. For a timed series a
+/// date names the one instance that day (a model says "tomorrow's standup"
+/// and knows the date, not the listed start).
 pub fn instance(ev: &CalendarEvent, rid: &str) -> Result<EventTime, CalendarError> {
     let t = EventTime::parse_in(rid, ev.timezone)?;
     if ev.recurrence.is_none() {
         return Err(CalendarError::bad("not_recurring", "this event does not repeat: change it without `instance`"));
     }
+    let t = match (t, ev.start) {
+        (EventTime::Date(d), EventTime::At(_)) => instance_on(ev, d, rid)?,
+        _ => t,
+    };
     match ev.has_instance(t)? {
         true => Ok(t),
         false => Err(CalendarError::NoSuchInstance(rid.to_string())),
+    }
+}
+
+/// The one instance of a timed series originally on `day` (in its zone).
+fn instance_on(ev: &CalendarEvent, day: chrono::NaiveDate, rid: &str) -> Result<EventTime, CalendarError> {
+    let (from, to) = recur::day_range(day, ev.timezone);
+    let mut on_day = ev.clone();
+    // Cancelled and moved ones are still the day's instances to name.
+    on_day.overrides.clear();
+    let (found, _) = recur::occurrences(&on_day, from, to, ev.timezone, 3)?;
+    let starts: Vec<EventTime> =
+        found.into_iter().filter_map(|o| o.recurrence_id).filter(|r| r.instant(ev.timezone) >= from).collect();
+    match starts.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(CalendarError::NoSuchInstance(rid.to_string())),
+        _ => Err(CalendarError::bad(
+            "ambiguous_instance",
+            format!("the series happens more than once on {day}: give `instance` as listed (its start time)"),
+        )),
     }
 }
 

@@ -50,19 +50,61 @@ pub fn free_slots(
 ) -> Vec<FreeSlot> {
     busy.sort();
     let mut out = vec![];
+    for (open, close) in windows(from, to, hours, zone) {
+        if out.len() >= MAX_SLOTS {
+            break;
+        }
+        gaps(open, close, length, &busy, zone, &mut out);
+    }
+    out.truncate(MAX_SLOTS);
+    out
+}
+
+/// The working hours of each day of `[from, to)` in `zone`, as instants.
+pub fn windows(
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    hours: Hours,
+    zone: Zone,
+) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+    let mut out = vec![];
     let mut day = zone.local(from).date_naive();
     let last = zone.local(to).date_naive();
-    while day <= last && out.len() < MAX_SLOTS {
+    while day <= last {
         let weekend = matches!(day.weekday(), Weekday::Sat | Weekday::Sun);
         if hours.weekends || !weekend {
             let open = zone.instant(day.and_time(hours.start)).unwrap_or_else(|_| zone.day_start(day)).max(from);
             let close = zone.instant(day.and_time(hours.end)).unwrap_or_else(|_| zone.day_start(day)).min(to);
-            gaps(open, close, length, &busy, zone, &mut out);
+            if open < close {
+                out.push((open, close));
+            }
         }
         day += Duration::days(1);
     }
-    out.truncate(MAX_SLOTS);
     out
+}
+
+/// The most busy items one answer names.
+pub const MAX_BUSY: usize = 40;
+
+/// A timed occurrence inside the asked working hours: what made the time
+/// busy, so "am I free then?" has the conflict in front of the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Busy {
+    pub title: String,
+    /// Local time with its offset.
+    pub start: String,
+    pub end: String,
+    pub event_id: crate::ids::EventId,
+}
+
+/// `find_free_time`'s answer: the free slots and what is busy around them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct FreeAndBusy {
+    #[serde(flatten)]
+    pub free: FreeSlots,
+    /// In start order, at most [`MAX_BUSY`].
+    pub busy: Vec<Busy>,
 }
 
 fn gaps(

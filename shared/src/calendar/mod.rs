@@ -7,6 +7,7 @@
 
 pub mod agenda;
 pub mod caldav;
+pub mod days;
 pub mod edit;
 pub mod error;
 pub mod free;
@@ -14,6 +15,7 @@ pub mod gap;
 pub mod model;
 pub mod recur;
 pub mod remote;
+pub mod repeat;
 pub mod service;
 pub mod store;
 mod sync;

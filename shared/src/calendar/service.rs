@@ -13,7 +13,7 @@
 //!   `skipped`. Free time counts every occurrence (no listing cap).
 
 use super::error::CalendarError;
-use super::free::{self, FreeSlots, Hours};
+use super::free::{self, FreeAndBusy, FreeSlots, Hours};
 use super::model::*;
 use super::recur::{self, MAX_INSTANCES, MAX_RANGE_DAYS};
 use super::remote::{Remote, RemoteCalendar};
@@ -279,6 +279,31 @@ impl CalendarService {
         c: &EventChanges,
         expected: Option<u64>,
     ) -> Result<Written, CalendarError> {
+        self.update_as(user, id, target, c, expected, NoChange::Write).await
+    }
+
+    /// [`update`](Self::update), refusing a change that changes nothing
+    /// (`no_change`): the chat's tool, whose model once "cancelled" an
+    /// occurrence by setting its start to the start it had, then said so.
+    pub async fn update_changing(
+        &self,
+        user: &UserId,
+        id: &EventId,
+        target: &Target,
+        c: &EventChanges,
+    ) -> Result<Written, CalendarError> {
+        self.update_as(user, id, target, c, None, NoChange::Refuse).await
+    }
+
+    async fn update_as(
+        &self,
+        user: &UserId,
+        id: &EventId,
+        target: &Target,
+        c: &EventChanges,
+        expected: Option<u64>,
+        no_change: NoChange,
+    ) -> Result<Written, CalendarError> {
         let old = self.current(user, id, expected).await?;
         let now = crate::now_ms();
         let bump = |mut e: CalendarEvent| {
@@ -294,6 +319,16 @@ impl CalendarService {
             }
             _ => (edit::change_series(&old, c)?, None),
         };
+        if no_change == NoChange::Refuse && (*c == EventChanges::default() || unchanged(&old, &changed, &extra, rid)) {
+            return Err(CalendarError::bad(
+                "no_change",
+                format!(
+                    "this changes nothing: {:?} already is so (nothing was written). Give the field that changes \
+                     (start, title, …); to cancel an occurrence call delete_calendar_event with its event_id and instance",
+                    old.title
+                ),
+            ));
+        }
         let changed = self.commit(user, Some(&old), bump(changed)).await?;
         let tail = match extra {
             Some(t) => Some(self.commit(user, None, t).await?),
@@ -348,6 +383,12 @@ impl CalendarService {
     /// An event that repeats too often to expand whole over the range is
     /// `range_not_covered`, never a partial answer.
     pub async fn free_time(&self, user: &UserId, q: &FreeQuery) -> Result<FreeSlots, CalendarError> {
+        self.free_and_busy(user, q).await.map(|f| f.free)
+    }
+
+    /// [`free_time`](Self::free_time), and the timed occurrences inside the
+    /// asked working hours (what is busy), in start order.
+    pub async fn free_and_busy(&self, user: &UserId, q: &FreeQuery) -> Result<FreeAndBusy, CalendarError> {
         let zone = self.zone(user, q.timezone.as_deref()).await?;
         let (from, to) = range(&q.from, &q.to, zone)?;
         let hour = |s: &Option<String>, d: u32| match s {
@@ -370,10 +411,47 @@ impl CalendarService {
             ));
         }
         skipped.extend(found.skipped);
-        let busy = found.occurrences.iter().filter(|(_, o)| !o.start.is_date());
-        let busy = busy.map(|(_, o)| (o.start.instant(zone), o.end.instant(zone))).collect();
-        let slots = free::free_slots(from, to, Duration::minutes(q.duration_minutes.into()), hours, zone, busy);
-        Ok(FreeSlots { slots, skipped })
+        let mut timed: Vec<_> = found.occurrences.iter().filter(|(_, o)| !o.start.is_date()).collect();
+        timed.sort_by_key(|(_, o)| (o.start.instant(zone), o.title.clone()));
+        let spans: Vec<_> = timed.iter().map(|(_, o)| (o.start.instant(zone), o.end.instant(zone))).collect();
+        let windows = free::windows(from, to, hours, zone);
+        let busy = timed
+            .iter()
+            .zip(&spans)
+            .filter(|(_, (s, e))| windows.iter().any(|(open, close)| s < close && e > open))
+            .take(free::MAX_BUSY)
+            .map(|((ev, o), _)| free::Busy {
+                title: o.title.clone(),
+                start: o.start.display_in(zone),
+                end: o.end.display_in(zone),
+                event_id: ev.id.clone(),
+            })
+            .collect();
+        let slots = free::free_slots(from, to, Duration::minutes(q.duration_minutes.into()), hours, zone, spans);
+        Ok(FreeAndBusy { free: FreeSlots { slots, skipped }, busy })
+    }
+}
+
+/// What an update that changes nothing does: written as asked (the
+/// entities API's `PATCH`), or refused (the chat's tool).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoChange {
+    Write,
+    Refuse,
+}
+
+/// Whether a change left everything as it was: the series, or with an
+/// instance the occurrence it names (an override equal to the instance
+/// differs in storage only).
+fn unchanged(old: &CalendarEvent, new: &CalendarEvent, tail: &Option<CalendarEvent>, rid: Option<EventTime>) -> bool {
+    let bare = |e: &CalendarEvent| CalendarEvent { overrides: vec![], ..e.clone() };
+    if tail.is_some() || bare(old) != bare(new) {
+        return false;
+    }
+    let length = recur::span(old.start, old.end);
+    match rid {
+        Some(r) => old.occurrence(r, length) == new.occurrence(r, length),
+        None => old.overrides == new.overrides,
     }
 }
 

@@ -7,18 +7,28 @@
 //! `operation` with a sentence ("Moved Design review to Tue 1 Dec 16:00")
 //! and a `calendar_patch`.
 //!
+//! Made for the smallest model shipped (issue 40): a series is `repeat`
+//! fields, not RFC 5545 (the raw `rrule` stays accepted); days are a named
+//! `range` the server resolves ([`Days`]); an occurrence is named by its
+//! date; an update that changes nothing is refused with what to call
+//! instead; a listing is the whole calendar unless a project is asked for,
+//! and says what a project filter hid; free time names what is busy.
+//!
 //! [`CalendarService`]: crate::calendar::CalendarService
 
 use super::call::{to_json, Call};
 use super::outcome::{Done, Op, Refusal};
 use super::{Tool, ToolName};
+use crate::calendar::days::{self, Days};
+use crate::calendar::repeat::{self, Repeat};
 use crate::calendar::{
-    CalendarError, CalendarService, EditScope, EventChanges, FreeQuery, ListQuery, NewEvent, RecurrenceInput, Target,
-    Written,
+    edit, CalendarError, CalendarService, EditScope, EventChanges, EventTime, FreeQuery, ListQuery, NewEvent,
+    RecurrenceInput, Target, Written, Zone,
 };
-use crate::ids::{EventId, ProjectId};
+use crate::ids::{EntityId, EventId, ProjectId};
 use crate::sse::{OperationAction, OperationStatus, StreamEvent};
 use serde::Deserialize;
+use serde_json::Value;
 use utoipa::ToSchema;
 
 #[allow(non_upper_case_globals)]
@@ -90,14 +100,67 @@ fn op(action: OperationAction, name: impl Into<String>, id: Option<String>) -> O
     Op { action, entity_type: ENTITY, name: name.into(), id }
 }
 
+/// The days a read covers: a named `range`, or `from` and `to`.
+struct Span {
+    from: String,
+    to: String,
+    /// "this_week: Mon 30 Nov – Sun 6 Dec 2026", for a named range.
+    said: Option<String>,
+    one_day: bool,
+    /// How an operation line names the days: the range's name (`this_week`,
+    /// as the web page's history rebuilds it from the arguments), else `from – to`.
+    label: String,
+}
+
+/// The zone the call reads times in (the request's, else the user's).
+async fn zone_of(svc: &CalendarService, c: &Call<'_>) -> Result<Zone, Refusal> {
+    svc.zone(c.user, zone_name(c).as_deref()).await.map_err(|e| Refusal::Calendar(e, None))
+}
+
+async fn span(c: &Call<'_>, range: Option<Days>, from: Option<String>, to: Option<String>) -> Result<Span, Refusal> {
+    let both = |f: &Option<String>| f.as_deref().is_some_and(|s| !s.trim().is_empty());
+    match (range, both(&from), both(&to)) {
+        (Some(r), false, false) => {
+            let today = zone_of(service(c)?, c).await?.local(chrono::Utc::now()).date_naive();
+            let (first, last) = r.resolve(today);
+            let name = serde_json::to_value(r).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            let said = Some(format!("{name}: {}", days::describe((first, last))));
+            Ok(Span { from: first.to_string(), to: last.to_string(), said, one_day: first == last, label: name })
+        }
+        (Some(_), _, _) => Err(Refusal::Args("give `range` or `from` and `to`, not both".into())),
+        (None, true, true) => {
+            let (from, to) = (from.unwrap_or_default(), to.unwrap_or_default());
+            Ok(Span { label: format!("{from} – {to}"), from, to, said: None, one_day: false })
+        }
+        (None, _, _) => Err(Refusal::Args(
+            "give `range` (today, tomorrow, this_week, next_week, friday, …) or both `from` and `to`".into(),
+        )),
+    }
+}
+
+/// `result` with the named range it covered, so the answer can say it.
+fn with_days(mut result: Value, span: &Span) -> Value {
+    if let (Some(o), Some(said)) = (result.as_object_mut(), &span.said) {
+        o.insert("days".into(), Value::String(said.clone()));
+    }
+    result
+}
+
+/// `list_calendar_events`: which days, and optionally one project's events.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
+    /// Days by name, resolved in the user's zone (weeks run Monday–Sunday);
+    /// or give `from` and `to`.
+    #[serde(default)]
+    pub range: Option<Days>,
     /// First day (`2026-12-01`) or time (`2026-12-01T09:00`), the user's zone.
-    pub from: String,
+    #[serde(default)]
+    pub from: Option<String>,
     /// Last day, included (`2026-12-01` for one day), or an end time.
-    pub to: String,
-    /// Only the events linked to this project id (omit for every event).
+    #[serde(default)]
+    pub to: Option<String>,
+    /// Only when the user asks about one project: its id (from list_projects).
     #[serde(default)]
     pub project_id: Option<String>,
 }
@@ -108,39 +171,159 @@ pub struct ListCalendarEvents;
 impl Tool for ListCalendarEvents {
     type Args = ListArgs;
     const NAME: &'static str = "list_calendar_events";
-    const DESCRIPTION: &'static str = "List the user's calendar events between two days (recurring events as \
-        their occurrences), in the user's time zone. Each has an event_id, and for a recurring one an `instance` \
-        naming that occurrence.";
+    const DESCRIPTION: &'static str = "List everything on the user's calendar over some days: give `range` \
+        (`today`, `this_week`, `next_week`, `friday`, …) or `from` and `to`. Recurring events come as their \
+        occurrences, each with an event_id and an `instance`. Lists the whole calendar: add `project_id` only \
+        when the user asks about one project.";
     const NEEDS_PROJECT: bool = false;
 
     async fn run(&self, c: &Call<'_>, a: ListArgs) -> Result<Done, Refusal> {
         let svc = service(c)?;
-        let project_id = match a.project_id.as_deref().filter(|p| !p.is_empty()) {
+        let span = span(c, a.range, a.from, a.to).await?;
+        let project = match a.project_id.as_deref().filter(|p| !p.is_empty()) {
             Some(p) => Some(ProjectId::parse(p).map_err(|e| Refusal::Args(format!("project_id: {e}")))?),
             None => None,
         };
-        let q = ListQuery { from: a.from.clone(), to: a.to.clone(), timezone: zone_name(c), project_id };
-        let op = op(OperationAction::List, format!("calendar {} – {}", a.from, a.to), None);
-        read(svc.list(c.user, &q).await.map(|l| to_json(&l)), op)
+        let op = op(OperationAction::List, format!("calendar {}", span.label), None);
+        // The whole calendar is read and the project's part kept here, so
+        // the answer can say what the filter hid (issue 40: a model filled
+        // in the user's one project and answered "no events this week").
+        let q = ListQuery { from: span.from.clone(), to: span.to.clone(), timezone: zone_name(c), project_id: project };
+        if let Some(p) = &q.project_id {
+            // As the service's own filter: a project not the user's is an
+            // error, not "no events" (small models fill in placeholders).
+            if c.svc.get_project(c.user, p).await.is_err() {
+                let e = CalendarError::bad(
+                    "link_not_found",
+                    format!("project {p} not found: omit project_id to list every event"),
+                );
+                return Err(Refusal::Calendar(e, Some(op)));
+            }
+        }
+        let whole = ListQuery { project_id: None, ..q.clone() };
+        let mut list = match svc.list(c.user, &whole).await {
+            Ok(l) => l,
+            Err(e) => return Err(Refusal::Calendar(e, Some(op))),
+        };
+        let mut hidden = 0;
+        if let Some(p) = &q.project_id {
+            let before = list.events.len();
+            list.events.retain(|e| e.project_id.as_ref() == Some(p));
+            hidden = before - list.events.len();
+        }
+        let mut result = with_days(to_json(&list), &span);
+        if let (Some(o), true) = (result.as_object_mut(), hidden > 0) {
+            let note =
+                format!("{hidden} other events in these days are not in this project: omit project_id to list them");
+            o.insert("not_in_project".into(), Value::String(note));
+        }
+        Ok(Done::read(Ok(result), op))
     }
+}
+
+/// `create_calendar_event`: the event, and how it repeats.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateArgs {
+    pub title: String,
+    /// Local time in the user's zone (`2026-12-01T10:00`), or a date for an all-day event.
+    pub start: String,
+    /// Same forms as `start`; or give `duration_minutes` (default one hour).
+    #[serde(default)]
+    pub end: Option<String>,
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 525600)]
+    pub duration_minutes: Option<u32>,
+    /// For an event that repeats ("every weekday", "every other Tuesday").
+    #[serde(default)]
+    pub repeat: Option<Repeat>,
+    /// Or an RFC 5545 rule (`FREQ=WEEKLY;BYDAY=TU`) instead of `repeat`.
+    #[serde(default)]
+    pub rrule: Option<String>,
+    #[serde(default)]
+    pub location: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Only when the user named a project (id from list_projects).
+    #[serde(default)]
+    pub project_id: Option<ProjectId>,
+    #[serde(default)]
+    pub task_id: Option<EntityId>,
+}
+
+/// The rule of `repeat` or `rrule` for a series starting at `start`.
+fn rule_of(
+    repeat: Option<&Repeat>,
+    rrule: Option<&str>,
+    start: &str,
+    zone: Zone,
+) -> Result<Option<RecurrenceInput>, CalendarError> {
+    let rrule = match (repeat, rrule.filter(|r| !r.trim().is_empty())) {
+        (Some(_), Some(_)) => return Err(CalendarError::bad("invalid_repeat", "give `repeat` or `rrule`, not both")),
+        (Some(r), None) => r.rrule(EventTime::parse_in(start, zone)?, zone)?,
+        (None, Some(r)) => r.to_string(),
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(RecurrenceInput { rrule, exdates: vec![], rdates: vec![] }))
+}
+
+/// `new` starting on its series' first instance ([`repeat::first_instance`]),
+/// and that start in words when it moved.
+fn on_first_instance(mut new: NewEvent, zone: Zone) -> Result<(NewEvent, Option<String>), CalendarError> {
+    if new.recurrence.is_none() {
+        return Ok((new, None));
+    }
+    let ev = edit::build(&new, zone, 0)?;
+    let first = repeat::first_instance(ev.clone())?;
+    if first.start == ev.start {
+        return Ok((new, None));
+    }
+    (new.start, new.end, new.duration_minutes) = (first.start.to_string(), Some(first.end.to_string()), None);
+    let moved = format!(
+        "{} is not one of its days: the series starts {}",
+        ev.start.display_in(zone),
+        crate::calendar::service::human(first.start, zone)
+    );
+    Ok((new, Some(moved)))
 }
 
 pub struct CreateCalendarEvent;
 
 #[async_trait::async_trait]
 impl Tool for CreateCalendarEvent {
-    type Args = NewEvent;
+    type Args = CreateArgs;
     const NAME: &'static str = "create_calendar_event";
     const DESCRIPTION: &'static str = "Put an event on the user's calendar. `start` is a local time in the \
         user's zone (`2026-12-01T10:00`) or a date for an all-day event; give `duration_minutes` or `end` \
-        (default one hour). Repeat it with `recurrence.rrule` (RFC 5545, e.g. `FREQ=WEEKLY;BYDAY=TU`). Leave \
-        `project_id` and `task_id` out unless the user named a project (ids from `list_projects`).";
+        (default one hour). For a repeating event add `repeat`, e.g. every weekday: `{\"every\": \"weekday\"}`; \
+        every Tuesday and Thursday: `{\"every\": \"week\", \"on_days\": [\"tuesday\", \"thursday\"]}`. Leave \
+        `project_id` and `task_id` out unless the user named a project.";
     const NEEDS_PROJECT: bool = false;
 
-    async fn run(&self, c: &Call<'_>, mut a: NewEvent) -> Result<Done, Refusal> {
-        a.timezone = a.timezone.filter(|z| !z.is_empty()).or_else(|| zone_name(c));
+    async fn run(&self, c: &Call<'_>, a: CreateArgs) -> Result<Done, Refusal> {
+        let svc = service(c)?;
+        let zone = zone_of(svc, c).await?;
         let op = op(OperationAction::Create, a.title.clone(), None);
-        written(service(c)?.create(c.user, &a).await, op, OperationAction::Create)
+        let fail = |e| Refusal::Calendar(e, Some(op.clone()));
+        let recurrence = rule_of(a.repeat.as_ref(), a.rrule.as_deref(), &a.start, zone).map_err(fail)?;
+        let new = NewEvent {
+            title: a.title,
+            start: a.start,
+            end: a.end,
+            duration_minutes: a.duration_minutes,
+            timezone: Some(zone.name().to_string()),
+            location: a.location,
+            description: a.description,
+            recurrence,
+            project_id: a.project_id,
+            task_id: a.task_id,
+        };
+        let (new, moved) = on_first_instance(new, zone).map_err(fail)?;
+        let mut done = written(svc.create(c.user, &new).await, op, OperationAction::Create)?;
+        if let (Ok(Value::Object(o)), Some(m)) = (&mut done.result, moved) {
+            o.insert("note".into(), Value::String(m));
+        }
+        Ok(done)
     }
 }
 
@@ -149,10 +332,10 @@ impl Tool for CreateCalendarEvent {
 #[serde(deny_unknown_fields)]
 pub struct UpdateArgs {
     pub event_id: String,
-    /// The occurrence of a recurring event, as listed (`instance`).
+    /// One occurrence of a recurring event: its date (`2026-12-08`) or its `instance` as listed.
     #[serde(default)]
     pub instance: Option<String>,
-    /// With `instance`: `instance` (default), `following`, or `series`.
+    /// With `instance`: `instance` (default: only it), `following` (it and later), or `series` (all).
     #[serde(default)]
     pub scope: Option<EditScope>,
     #[serde(default)]
@@ -168,8 +351,12 @@ pub struct UpdateArgs {
     pub location: Option<String>,
     #[serde(default)]
     pub description: Option<String>,
+    /// How the whole series repeats from now on (as in create_calendar_event).
     #[serde(default)]
-    pub recurrence: Option<RecurrenceInput>,
+    pub repeat: Option<Repeat>,
+    /// Or an RFC 5545 rule instead of `repeat`.
+    #[serde(default)]
+    pub rrule: Option<String>,
 }
 
 pub struct UpdateCalendarEvent;
@@ -178,14 +365,27 @@ pub struct UpdateCalendarEvent;
 impl Tool for UpdateCalendarEvent {
     type Args = UpdateArgs;
     const NAME: &'static str = "update_calendar_event";
-    const DESCRIPTION: &'static str = "Change or move a calendar event. For a recurring event, name the \
-        occurrence with `instance` (from list_calendar_events) to change only it, or add `scope`: \
-        `following` (it and later ones) or `series` (all).";
+    const DESCRIPTION: &'static str = "Move or change a calendar event. For one occurrence of a recurring \
+        event give `instance` (its date, e.g. `2026-12-08`); `scope: following` changes it and later ones, \
+        `scope: series` all. To cancel an event or an occurrence use delete_calendar_event, not this.";
     const NEEDS_PROJECT: bool = false;
 
     async fn run(&self, c: &Call<'_>, a: UpdateArgs) -> Result<Done, Refusal> {
         let svc = service(c)?;
         let id = event_id(&a.event_id)?;
+        // Named by the write's result; a refused call by its id (another
+        // user's id reveals no name), without a second read of the event.
+        let op = op(OperationAction::Update, id.to_string(), Some(id.to_string()));
+        let fail = |e| Refusal::Calendar(e, Some(op.clone()));
+        let recurrence = match (&a.repeat, &a.rrule) {
+            (None, None) => None,
+            // `repeat` is read against the series' own start and zone.
+            _ => {
+                let ev = svc.get(c.user, &id).await.map_err(fail)?;
+                let start = a.start.clone().unwrap_or_else(|| ev.start.to_string());
+                rule_of(a.repeat.as_ref(), a.rrule.as_deref(), &start, ev.timezone).map_err(fail)?
+            }
+        };
         let target = Target { instance: a.instance, scope: a.scope };
         let changes = EventChanges {
             title: a.title,
@@ -195,13 +395,9 @@ impl Tool for UpdateCalendarEvent {
             timezone: None,
             location: a.location,
             description: a.description,
-            recurrence: a.recurrence,
+            recurrence,
         };
-        // Named by the write's result; a refused call by its id (another
-        // user's id reveals no name), without a second read of the event.
-        let name = id.to_string();
-        let op = op(OperationAction::Update, name, Some(id.to_string()));
-        written(svc.update(c.user, &id, &target, &changes, None).await, op, OperationAction::Update)
+        written(svc.update_changing(c.user, &id, &target, &changes).await, op, OperationAction::Update)
     }
 }
 
@@ -209,10 +405,10 @@ impl Tool for UpdateCalendarEvent {
 #[serde(deny_unknown_fields)]
 pub struct DeleteArgs {
     pub event_id: String,
-    /// The occurrence of a recurring event, as listed (`instance`).
+    /// One occurrence of a recurring event: its date (`2026-12-08`) or its `instance` as listed.
     #[serde(default)]
     pub instance: Option<String>,
-    /// With `instance`: `instance` (default), `following` (ends the series there), or `series`.
+    /// With `instance`: `instance` (default: only it), `following` (it and later: ends the series), or `series`.
     #[serde(default)]
     pub scope: Option<EditScope>,
 }
@@ -223,8 +419,9 @@ pub struct DeleteCalendarEvent;
 impl Tool for DeleteCalendarEvent {
     type Args = DeleteArgs;
     const NAME: &'static str = "delete_calendar_event";
-    const DESCRIPTION: &'static str = "Delete a calendar event: the whole event, or with `instance` one \
-        occurrence of a recurring event (`scope: following` ends the series there).";
+    const DESCRIPTION: &'static str = "Delete or cancel a calendar event. To cancel only one occurrence of a \
+        recurring event (\"just tomorrow's\"), give `instance`: its date (`2026-12-08`); without `instance` \
+        the whole event goes.";
     const NEEDS_PROJECT: bool = false;
 
     async fn run(&self, c: &Call<'_>, a: DeleteArgs) -> Result<Done, Refusal> {
@@ -242,18 +439,26 @@ impl Tool for DeleteCalendarEvent {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FreeArgs {
+    /// Days by name, resolved in the user's zone; or give `from` and `to`.
+    #[serde(default)]
+    pub range: Option<Days>,
     /// First day (`2026-12-01`).
-    pub from: String,
+    #[serde(default)]
+    pub from: Option<String>,
     /// Last day, included.
-    pub to: String,
+    #[serde(default)]
+    pub to: Option<String>,
+    /// The shortest slot wanted (default 30).
+    #[serde(default)]
     #[schema(minimum = 5, maximum = 1440)]
-    pub duration_minutes: u32,
-    /// Working day start, `HH:MM` (default 09:00).
+    pub duration_minutes: Option<u32>,
+    /// Start of the hours looked at, `HH:MM` (default 09:00; `12:00` for an afternoon).
     #[serde(default)]
     pub day_start: Option<String>,
-    /// Working day end, `HH:MM` (default 17:00).
+    /// End of the hours looked at, `HH:MM` (default 17:00).
     #[serde(default)]
     pub day_end: Option<String>,
+    /// Weekends too (a single named day is looked at whatever day it is).
     #[serde(default)]
     pub include_weekends: bool,
 }
@@ -264,22 +469,25 @@ pub struct FindFreeTime;
 impl Tool for FindFreeTime {
     type Args = FreeArgs;
     const NAME: &'static str = "find_free_time";
-    const DESCRIPTION: &'static str = "Find free slots of at least `duration_minutes` in the user's working \
-        hours between two days, around their calendar events.";
+    const DESCRIPTION: &'static str = "Is the user free? Gives the free slots in the asked hours (default \
+        09:00–17:00) over some days (`range`, e.g. `friday`, or `from` and `to`), and `busy`: the events \
+        already in those hours. Any event in `busy` means that time is not free.";
     const NEEDS_PROJECT: bool = false;
 
     async fn run(&self, c: &Call<'_>, a: FreeArgs) -> Result<Done, Refusal> {
         let svc = service(c)?;
-        let op = op(OperationAction::Search, format!("free {} min, {} – {}", a.duration_minutes, a.from, a.to), None);
+        let span = span(c, a.range, a.from, a.to).await?;
+        let minutes = a.duration_minutes.unwrap_or(30);
+        let op = op(OperationAction::Search, format!("free {minutes} min, {}", span.label), None);
         let q = FreeQuery {
-            from: a.from,
-            to: a.to,
-            duration_minutes: a.duration_minutes,
+            from: span.from.clone(),
+            to: span.to.clone(),
+            duration_minutes: minutes,
             timezone: zone_name(c),
             day_start: a.day_start,
             day_end: a.day_end,
-            include_weekends: a.include_weekends,
+            include_weekends: a.include_weekends || (span.said.is_some() && span.one_day),
         };
-        read(svc.free_time(c.user, &q).await.map(|s| to_json(&s)), op)
+        read(svc.free_and_busy(c.user, &q).await.map(|s| with_days(to_json(&s), &span)), op)
     }
 }

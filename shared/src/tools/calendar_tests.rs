@@ -129,7 +129,7 @@ async fn the_tools_answer_with_the_rest_and_name_what_they_skipped() {
     let make = |title: &str, start: &str| json!({"title": title, "start": start, "duration_minutes": 60});
     assert!(run(&reg, "alice", "create_calendar_event", make("Dentist", "2026-12-01T10:00")).await.ok);
     let mut weekly = make("Odd rule", "2026-12-01T12:00");
-    weekly["recurrence"] = json!({"rrule": "FREQ=WEEKLY"});
+    weekly["rrule"] = json!("FREQ=WEEKLY");
     let odd = content(&run(&reg, "alice", "create_calendar_event", weekly).await)["event"].clone();
     let u = UserId::parse("alice").unwrap();
     let mut bad: crate::calendar::CalendarEvent = serde_json::from_value(odd).unwrap();
@@ -151,4 +151,170 @@ async fn the_tools_answer_with_the_rest_and_name_what_they_skipped() {
     let free = content(&free);
     assert_eq!(free["slots"][0]["end"], "2026-12-01T10:00:00Z", "{free}");
     assert_eq!(free["skipped"], listed["skipped"]);
+}
+
+// ---- issue 40: tools a 1.5 B model can use ----
+
+const BERLIN: &str = "Europe/Berlin";
+
+async fn run_in(reg: &ToolRegistry, user: &str, name: &str, args: Value) -> ToolOutcome {
+    let zone = Some(crate::calendar::Zone::parse(BERLIN).unwrap());
+    let ctx = ToolContext { user: UserId::parse(user).unwrap(), scope: ToolScope::Global, zone };
+    let call = ToolCall {
+        id: "call_1".into(),
+        kind: "function".into(),
+        function: FunctionCall { name: name.into(), arguments: args.to_string() },
+    };
+    reg.execute(&ctx, &call).await
+}
+
+fn starts(listed: &Value) -> Vec<String> {
+    listed["events"].as_array().unwrap().iter().map(|e| e["start"].as_str().unwrap().to_string()).collect()
+}
+
+/// "I have a standup every weekday at 9:30, put it in", said on Sunday
+/// 6 Dec: the model wrote today's date; the series starts Monday.
+#[tokio::test]
+async fn a_weekday_series_asked_on_a_sunday_starts_on_monday_and_skips_the_weekend() {
+    let reg = registry();
+    let args = json!({"title": "Standup", "start": "2026-12-06T09:30", "duration_minutes": 15,
+        "repeat": {"every": "weekday"}});
+    let made = run_in(&reg, "alice", "create_calendar_event", args).await;
+    assert!(made.ok, "{}", made.content);
+    let made = content(&made);
+    assert_eq!(made["event"]["recurrence"]["rrule"], "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR");
+    assert_eq!(made["event"]["start"], "2026-12-07T08:30:00Z", "Monday 09:30 Berlin");
+    assert!(made["note"].as_str().unwrap().contains("Mon 7 Dec 09:30"), "{made}");
+    assert!(made["done"].as_str().unwrap().contains("Mon 7 Dec"), "{made}");
+    let listed = run_in(&reg, "alice", "list_calendar_events", json!({"from": "2026-12-05", "to": "2026-12-13"})).await;
+    let days: Vec<String> = starts(&content(&listed)).iter().map(|s| s[..16].to_string()).collect();
+    let want: Vec<String> = (7..=11).map(|d| format!("2026-12-{d:02}T09:30")).collect();
+    assert_eq!(days, want);
+
+    // Every other Tuesday and Thursday, four times; the raw rule still works.
+    let args = json!({"title": "Gym", "start": "2026-12-08T18:00",
+        "repeat": {"every": "week", "interval": 2, "on_days": ["thursday", "tuesday"], "count": 4}});
+    let gym = content(&run_in(&reg, "alice", "create_calendar_event", args).await);
+    assert_eq!(gym["event"]["recurrence"]["rrule"], "FREQ=WEEKLY;INTERVAL=2;BYDAY=TU,TH;COUNT=4", "{gym}");
+    let raw = json!({"title": "Review", "start": "2026-12-08T11:00", "rrule": "FREQ=WEEKLY;BYDAY=TU"});
+    assert!(run_in(&reg, "alice", "create_calendar_event", raw).await.ok);
+    let both = json!({"title": "X", "start": "2026-12-08T11:00", "rrule": "FREQ=DAILY", "repeat": {"every": "day"}});
+    let both = run_in(&reg, "alice", "create_calendar_event", both).await;
+    assert_eq!(both.error_code.as_deref(), Some("invalid_repeat"), "{}", both.content);
+}
+
+/// "Cancel tomorrow's standup only": the model's update that set the
+/// occurrence's start to the start it had is refused, and the refusal names
+/// the call that cancels; the occurrence is named by its date.
+#[tokio::test]
+async fn an_update_that_changes_nothing_is_refused_and_one_occurrence_is_cancelled_by_its_date() {
+    let reg = registry();
+    let args = json!({"title": "Standup", "start": "2026-12-07T09:30", "repeat": {"every": "weekday"}});
+    let ev = content(&run_in(&reg, "alice", "create_calendar_event", args).await)["event"].clone();
+    let id = ev["id"].as_str().unwrap();
+    for args in [
+        json!({"event_id": id, "instance": "2026-12-08T09:30", "start": "2026-12-08T09:30"}),
+        json!({"event_id": id, "instance": "2026-12-08", "scope": "instance"}),
+        json!({"event_id": id, "title": "Standup"}),
+    ] {
+        let o = run_in(&reg, "alice", "update_calendar_event", args.clone()).await;
+        assert_eq!(o.error_code.as_deref(), Some("no_change"), "{args}: {}", o.content);
+        assert!(o.content.contains("delete_calendar_event"), "{}", o.content);
+    }
+    let listed = |from: &str| json!({"from": from, "to": from});
+    let tuesday = content(&run_in(&reg, "alice", "list_calendar_events", listed("2026-12-08")).await);
+    assert_eq!(tuesday["events"][0]["version"], 1, "nothing written");
+
+    let gone = run_in(&reg, "alice", "delete_calendar_event", json!({"event_id": id, "instance": "2026-12-08"})).await;
+    assert!(gone.ok, "{}", gone.content);
+    assert_eq!(content(&gone)["done"], "Cancelled Standup on Tue 8 Dec 09:30");
+    let tuesday = content(&run_in(&reg, "alice", "list_calendar_events", listed("2026-12-08")).await);
+    assert_eq!(tuesday["events"], json!([]));
+    let wednesday = content(&run_in(&reg, "alice", "list_calendar_events", listed("2026-12-09")).await);
+    assert_eq!(starts(&wednesday), vec!["2026-12-09T09:30:00+01:00"]);
+    // Moving one occurrence by its date changes only it.
+    let moved = json!({"event_id": id, "instance": "2026-12-10", "start": "2026-12-10T10:00"});
+    let moved = run_in(&reg, "alice", "update_calendar_event", moved).await;
+    assert!(moved.ok, "{}", moved.content);
+    let week = content(
+        &run_in(&reg, "alice", "list_calendar_events", json!({"from": "2026-12-07", "to": "2026-12-11"})).await,
+    );
+    let times: Vec<String> = starts(&week).iter().map(|s| s[8..16].to_string()).collect();
+    assert_eq!(times, ["07T09:30", "09T09:30", "10T10:00", "11T09:30"]);
+    let weekend = json!({"event_id": id, "instance": "2026-12-12", "title": "x"});
+    let weekend = run_in(&reg, "alice", "update_calendar_event", weekend).await;
+    assert_eq!(weekend.error_code.as_deref(), Some("instance_not_found"));
+}
+
+/// "What's on my calendar this week?": the server resolves the week
+/// (Monday to Sunday, the user's zone) and lists the whole calendar; a
+/// project filter says what it left out.
+#[tokio::test]
+async fn named_ranges_resolve_in_the_users_zone_and_a_project_filter_says_what_it_hid() {
+    use crate::calendar::days::Days;
+    let entities = EntityService::new(MemoryEntityStore::new());
+    let reg = ToolRegistry::new(entities.clone())
+        .with_calendar(CalendarService::new(MemoryEventStore::new(), entities.clone()));
+    let alice = UserId::parse("alice").unwrap();
+    let new: crate::entities::NewProject = serde_json::from_value(json!({"name": "Launch"})).unwrap();
+    let pid = entities.create_project(&alice, new).await.unwrap().data.project.id.to_string();
+    let zone = crate::calendar::Zone::parse(BERLIN).unwrap();
+    let today = zone.local(chrono::Utc::now()).date_naive();
+    let (monday, sunday) = Days::ThisWeek.resolve(today);
+    let at = |d: chrono::NaiveDate, title: &str| json!({"title": title, "start": format!("{d}T12:00")});
+    let mut linked = at(monday, "Launch prep");
+    linked["project_id"] = json!(pid);
+    for args in [linked, at(sunday, "Brunch"), at(sunday + chrono::Duration::days(1), "Next Monday")] {
+        assert!(run_in(&reg, "alice", "create_calendar_event", args).await.ok);
+    }
+    let titles = |v: &Value| -> Vec<String> {
+        v["events"].as_array().unwrap().iter().map(|e| e["title"].as_str().unwrap().to_string()).collect()
+    };
+    let week = content(&run_in(&reg, "alice", "list_calendar_events", json!({"range": "this_week"})).await);
+    assert_eq!(titles(&week), ["Launch prep", "Brunch"], "{week}");
+    assert!(week["days"].as_str().unwrap().starts_with("this_week: Mon "), "{week}");
+    let next = content(&run_in(&reg, "alice", "list_calendar_events", json!({"range": "next_week"})).await);
+    assert_eq!(titles(&next), ["Next Monday"]);
+
+    let project = json!({"range": "this_week", "project_id": pid});
+    let project = content(&run_in(&reg, "alice", "list_calendar_events", project).await);
+    assert_eq!(titles(&project), ["Launch prep"]);
+    assert!(project["not_in_project"].as_str().unwrap().starts_with("1 other events"), "{project}");
+    let theirs = json!({"range": "this_week", "project_id": crate::ids::ProjectId::new().to_string()});
+    let theirs = run_in(&reg, "alice", "list_calendar_events", theirs).await;
+    assert_eq!(theirs.error_code.as_deref(), Some("link_not_found"));
+
+    for bad in [json!({"range": "this_week", "from": "2026-12-01"}), json!({"from": "2026-12-01"}), json!({})] {
+        let o = run_in(&reg, "alice", "list_calendar_events", bad.clone()).await;
+        assert_eq!(o.error_code.as_deref(), Some("invalid_arguments"), "{bad}");
+        assert!(o.content.contains("range"), "{}", o.content);
+    }
+    let o = run_in(&reg, "alice", "list_calendar_events", json!({"range": "someday"})).await;
+    assert_eq!(o.error_code.as_deref(), Some("invalid_arguments"));
+}
+
+/// "Am I free Friday afternoon?" with a 14:00 meeting: the answer has the
+/// meeting in `busy`, beside the free slots around it.
+#[tokio::test]
+async fn free_time_names_the_events_that_make_the_asked_hours_busy() {
+    use crate::calendar::days::Days;
+    let reg = registry();
+    let zone = crate::calendar::Zone::parse(BERLIN).unwrap();
+    let (friday, _) = Days::Friday.resolve(zone.local(chrono::Utc::now()).date_naive());
+    let meeting = json!({"title": "Budget meeting", "start": format!("{friday}T14:00"), "duration_minutes": 60});
+    let morning = json!({"title": "Dentist", "start": format!("{friday}T09:00"), "duration_minutes": 60});
+    for args in [meeting, morning] {
+        assert!(run_in(&reg, "alice", "create_calendar_event", args).await.ok);
+    }
+    let asked = json!({"range": "friday", "day_start": "12:00", "day_end": "17:00"});
+    let free = run_in(&reg, "alice", "find_free_time", asked).await;
+    assert!(free.ok, "{}", free.content);
+    let free = content(&free);
+    assert_eq!(free["busy"].as_array().unwrap().len(), 1, "the dentist is outside the hours asked: {free}");
+    assert_eq!(free["busy"][0]["title"], "Budget meeting");
+    assert!(free["busy"][0]["start"].as_str().unwrap().starts_with(&format!("{friday}T14:00")), "{free}");
+    let slots: Vec<_> =
+        free["slots"].as_array().unwrap().iter().map(|s| s["start"].as_str().unwrap()[11..16].to_string()).collect();
+    assert_eq!(slots, ["12:00", "15:00"]);
+    assert!(free["days"].as_str().unwrap().starts_with("friday: Fri "), "{free}");
 }
