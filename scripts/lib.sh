@@ -753,8 +753,9 @@ PY
 
 # start_llama_server PORT: serve $LOCAL_MODEL (ensure_local_model first)
 # with our OpenAI-compatible server (scripts/local_llm_node/server.mjs:
-# streamed tool calls constrained by a grammar, prompt cache, the global
-# scope's rules and tools computed at start: warm/global.json); waits for
+# streamed tool calls constrained by a grammar, prompt cache, each scope's
+# rules and tools computed at start, global first: warm/{global,project,
+# calendar}.json, their states kept in .local/llm-state/); waits for
 # /v1/models. LOCAL_LLM_DUMP_DIR, when set, makes it write each request's
 # messages and raw answer there.
 start_llama_server() {
@@ -774,7 +775,9 @@ start_llama_server() {
     --model-alias "$LOCAL_MODEL_ALIAS" --host 127.0.0.1 --port "$port" --n-ctx "$LOCAL_MODEL_CTX" \
     --threads "$LOCAL_LLM_THREADS" --threads-busy "$LOCAL_LLM_THREADS_BUSY" --call-threshold "$LOCAL_LLM_CALL_THRESHOLD" \
     --call-threshold-after-tool "$LOCAL_LLM_CALL_THRESHOLD_AFTER_TOOL" --hold-tokens "$LOCAL_LLM_HOLD_TOKENS" \
-    ${LOCAL_LLM_DUMP_DIR:+--dump-dir "$LOCAL_LLM_DUMP_DIR"} --warm "$LOCAL_LLM_DIR/warm/global.json"
+    ${LOCAL_LLM_DUMP_DIR:+--dump-dir "$LOCAL_LLM_DUMP_DIR"} --state-dir "$REPO_ROOT/.local/llm-state" \
+    --warm "$LOCAL_LLM_DIR/warm/global.json" --warm "$LOCAL_LLM_DIR/warm/project.json" \
+    --warm "$LOCAL_LLM_DIR/warm/calendar.json"
   wait_for_http "http://127.0.0.1:$port/v1/models" 180 "$SERVICE_PID" || {
     print_log_tail "$logf"
     die "local model server did not come up on port $port"

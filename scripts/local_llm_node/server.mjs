@@ -26,11 +26,19 @@
 //   state of recent prompts; a request takes the slot sharing the longest
 //   useful prefix with its prompt (lib/wire.mjs chooseSlot) and computes only the rest (the stable system rules and tool
 //   definitions come first, so a new project's first turn reuses them).
-//   `--warm FILE` (repeatable): a request's stable head (`messages`, the
-//   first system message, and `tools`; scripts/local_llm_node/warm/) is
-//   computed into a slot as soon as the model is loaded, before any request
-//   is served, so the first turn of a fresh stack computes only its own part
-//   (the stack starts the server while the Rust functions still compile).
+//   `--warm FILE` (repeatable): a scope's stable head (`messages`, the
+//   first system message, and `tools`; scripts/local_llm_node/warm/: global,
+//   project, calendar) is computed into a slot of its own, so the first turn
+//   of a scope computes only its own part (the stack starts the server while
+//   the Rust functions still compile). The first file is computed as soon as
+//   the model is loaded, before any request is served; the others only while
+//   no request waits: between chunks of 256 tokens a waiting request goes
+//   first, and the head is finished (from where it stopped) once the server
+//   is idle again.
+// - `--state-dir DIR`: each warmed head's sequence state is saved there
+//   (lib/state.mjs: named by the model and the head's tokens, checked by its
+//   sha256) and loaded at the next start instead of computed; a missing,
+//   corrupt or mismatched file is ignored and the head computed again.
 // - One request computes at a time (2 cores); others wait their turn. A
 //   client that goes away stops its generation at the next token.
 // - Threads: all cores while the rest of the machine is idle, one fewer
@@ -41,11 +49,12 @@
 
 import { createServer } from "node:http";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { Template } from "@huggingface/jinja";
 import { getLlama, LlamaGrammarEvaluationState, LlamaLogLevel } from "node-llama-cpp";
+import { isVerified, prune, saveVerified, stateKey } from "./lib/state.mjs";
 import { callShare, policyFor, startsCallText, TextGate } from "./lib/decide.mjs";
 import { answerGrammar, parseAnswer, toolNames } from "./lib/grammar.mjs";
 import { othersCores, sampleCpu, threadsFor } from "./lib/threads.mjs";
@@ -53,6 +62,7 @@ import {
   BadRequest,
   chooseSlot,
   Chunks,
+  commonPrefix,
   completion,
   errorBody,
   finishReason,
@@ -62,6 +72,10 @@ import {
 // Text the model may write that ends the answer (the template's turn end is
 // an end-of-generation token, checked apart): the start of another turn.
 const STOP_TEXT = ["<|im_start|>", "<|endoftext|>", "<tool_response>"];
+
+// Tokens a yielding warm-up computes between looks for a waiting request:
+// the most a request waits for it (a few seconds on 2 cores).
+const WARM_CHUNK = 256;
 
 function log(msg) {
   process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
@@ -81,6 +95,7 @@ const { values: args } = parseArgs({
     slots: { type: "string", default: "4" },
     "dump-dir": { type: "string", default: "" },
     warm: { type: "string", multiple: true, default: [] },
+    "state-dir": { type: "string", default: "" },
     // With tools offered (tool_choice "auto"), the answer is a call when the
     // first token's probability share that starts one reaches this
     // (lib/decide.mjs): a small model often describes the call it means to
@@ -169,6 +184,9 @@ class Model {
     };
     this.starts = new Map();
     this.queue = Promise.resolve();
+    // Chat requests queued or running, and who waits for there to be none.
+    this.requests = 0;
+    this.idleWaiters = [];
     log(
       `loaded ${args.model} as ${args["model-alias"]} (n_ctx ${this.nCtx}, ${this.slots.length} cache slots, ` +
         `${this.llama.cpuMathCores} cores, threads ${this.threads.max} or ${this.threads.busy} when others are busy, ` +
@@ -176,13 +194,11 @@ class Model {
     );
   }
 
-  /** Computes the head of a request (see the module's contract: `--warm`)
-   * into the slot that shares most of it, as a request's prompt would be;
-   * a request that starts with the same text then reuses it. Rendered
-   * without a generation prompt: the head ends with the system turn's
-   * `<|im_end|>`, where the request's next message starts. */
-  async warm(path) {
-    const t0 = Date.now();
+  /** The tokens of a head file (see the module's contract: `--warm`), as
+   * a request's prompt starts: rendered without a generation prompt, the
+   * head ends with the system turn's `<|im_end|>`, where the request's next
+   * message starts. */
+  headTokens(path) {
     const head = JSON.parse(readFileSync(path, "utf8"));
     const text = this.template.render({
       messages: head.messages,
@@ -193,13 +209,91 @@ class Model {
     });
     const tokens = this.model.tokenize(text, true);
     if (tokens.length >= this.nCtx) throw new Error(`${path}: ${tokens.length} tokens do not fit the window`);
+    return tokens;
+  }
+
+  /** Where the state of `tokens` is kept (none without `--state-dir`). */
+  statePath(tokens) {
+    if (!args["state-dir"]) return null;
+    return join(args["state-dir"], stateKey(`${basename(args.model)} ${this.llama.llamaCppRelease?.release ?? ""}`, tokens));
+  }
+
+  /** Computes a head into the slot that shares most of it (or loads its
+   * saved state into an empty one). With `yieldable`, stops between chunks
+   * while a request waits, keeping what it computed: returns false, and a
+   * later call goes on from there. */
+  async warm(path, { yieldable }) {
+    const t0 = Date.now();
+    const tokens = this.headTokens(path);
     const { slot, n } = this.slotFor(tokens);
+    // A request of this scope may have computed it already: keep its turn.
+    if (n === tokens.length) return true;
     if (n < slot.seq.nextTokenIndex) {
       await slot.seq.eraseContextTokenRanges([{ start: n, end: slot.seq.nextTokenIndex }]);
     }
-    const rest = tokens.slice(slot.seq.nextTokenIndex);
-    if (rest.length) await slot.seq.controlledEvaluate(rest);
-    log(`warmed ${tokens.length} tok (${n} cached) from ${path} in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    const file = this.statePath(tokens);
+    if (slot.seq.nextTokenIndex === 0 && (await this.loadState(slot, tokens, file))) {
+      log(`loaded ${tokens.length} tok from ${path} (state ${basename(file)}, slot ${this.slots.indexOf(slot)}) in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+      return true;
+    }
+    const from = slot.seq.nextTokenIndex;
+    while (slot.seq.nextTokenIndex < tokens.length) {
+      if (yieldable && this.requests > 0) {
+        log(`warm-up from ${path} yields to a request at ${slot.seq.nextTokenIndex}/${tokens.length} tok`);
+        return false;
+      }
+      const at = slot.seq.nextTokenIndex;
+      await slot.seq.controlledEvaluate(tokens.slice(at, yieldable ? at + WARM_CHUNK : tokens.length));
+    }
+    log(`warmed ${tokens.length} tok (${from} cached) from ${path} into slot ${this.slots.indexOf(slot)} in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    if (file) await this.save(slot, file);
+    return true;
+  }
+
+  /** Saves a warmed head's state; a failure only costs the next start time. */
+  async save(slot, file) {
+    const t0 = Date.now();
+    try {
+      mkdirSync(args["state-dir"], { recursive: true });
+      await saveVerified(file, (tmp) => slot.seq.saveStateToFile(tmp));
+      log(`saved its state as ${file} in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    } catch (e) {
+      log(`state ${file} not saved: ${e.message || e}`);
+    }
+  }
+
+  /** Loads a head's saved state into an empty slot: only a file whose
+   * checksum holds (lib/state.mjs) and whose tokens are the head's. */
+  async loadState(slot, tokens, file) {
+    if (!file || !isVerified(file)) return false;
+    try {
+      await slot.seq.loadStateFromFile(file, { acceptRisk: true });
+    } catch (e) {
+      // llama.cpp clears the sequence when a read fails.
+      log(`state ${file} not loaded (${e.message || e}): computing the head`);
+      return false;
+    }
+    const got = slot.seq.contextTokens;
+    if (got.length === tokens.length && commonPrefix(got, tokens) === tokens.length) return true;
+    log(`state ${file} holds other tokens: computing the head`);
+    await slot.seq.eraseContextTokenRanges([{ start: 0, end: slot.seq.nextTokenIndex }]);
+    return false;
+  }
+
+  /** Resolves once no chat request is queued or running. */
+  idle() {
+    return this.requests === 0 ? Promise.resolve() : new Promise((r) => this.idleWaiters.push(r));
+  }
+
+  /** Runs a chat request's `fn` in turn (see `exclusive`), counted: warm-ups
+   * yield to it. */
+  async request(fn) {
+    this.requests++;
+    try {
+      return await this.exclusive(fn);
+    } finally {
+      if (--this.requests === 0) for (const r of this.idleWaiters.splice(0)) r();
+    }
   }
 
   /** Runs `fn` when every earlier request is done: one computes at a time. */
@@ -461,7 +555,7 @@ async function chat(model, req, res) {
   res.on("close", () => {
     gone = !res.writableFinished;
   });
-  await model.exclusive(async () => {
+  await model.request(async () => {
     if (gone) return;
     let tokens;
     try {
@@ -513,6 +607,40 @@ async function chat(model, req, res) {
   });
 }
 
+/** Warms the heads (see the module's contract): the first before any
+ * request, the others while no request waits. A file that can't be read or
+ * rendered is logged and skipped: it only saves time. Then removes the saved
+ * states of heads no longer warmed. */
+function warmUp(model, paths) {
+  const [first, ...rest] = paths;
+  // Queued first, so a request waits for it (a global prompt starts with the
+  // same head) rather than computing the head beside it.
+  const firstDone = first
+    ? model.exclusive(() => model.warm(first, { yieldable: false })).catch((e) => log(`warm-up from ${first} skipped: ${e.message || e}`))
+    : Promise.resolve();
+  (async () => {
+    await firstDone;
+    for (const path of rest) {
+      for (let done = false; !done; ) {
+        await model.idle();
+        done = await model
+          .exclusive(() => model.warm(path, { yieldable: true }))
+          .catch((e) => (log(`warm-up from ${path} skipped: ${e.message || e}`), true));
+      }
+    }
+    if (args["state-dir"]) {
+      const keep = paths.flatMap((p) => {
+        try {
+          return [model.statePath(model.headTokens(p))];
+        } catch {
+          return [];
+        }
+      });
+      for (const gone of prune(args["state-dir"], keep)) log(`removed ${gone}: no warm head has it`);
+    }
+  })();
+}
+
 async function main() {
   const model = new Model();
   await model.load();
@@ -530,12 +658,7 @@ async function main() {
       sendJson(res, 404, errorBody("not_found", `no route ${req.method} ${req.url}`));
     }
   });
-  // Queued first, so a request waits for the warm-up (its prompt starts
-  // with the same head) rather than computing the head beside it. A file
-  // that can't be read or rendered is logged and skipped: it only saves time.
-  for (const path of args.warm) {
-    model.exclusive(() => model.warm(path)).catch((e) => log(`warm-up from ${path} skipped: ${e.message || e}`));
-  }
+  warmUp(model, args.warm);
   server.keepAliveTimeout = 5000;
   server.listen(Number(args.port), args.host, () => log(`serving http://${args.host}:${args.port}/v1 (model ${args["model-alias"]})`));
 }

@@ -518,32 +518,70 @@ async fn count_left_behind(run: Option<&str>) {
     assert_eq!(s.view.message_count, 4, "the count caught up with the log");
 }
 
-/// The head of a new global turn's request, its first system message (the
-/// rules) and its tools, is what the local model server computes while the
-/// stack's functions still compile (`server.mjs --warm`, from
-/// `scripts/local_llm_node/warm/global.json`), so the first turn of a fresh
-/// stack computes only its own part. Kept as the product sends it, with the
-/// local stack's settings (no web search provider): a change to the rules or
-/// the tools fails here until `UPDATE_WARM_HEAD=1` rewrites the file (a
-/// stale file costs the first turn time, never correctness).
+/// The head of a new turn's request, its first system message (the rules)
+/// and its tools, per scope whose rules and tools differ: what the local
+/// model server computes ahead of the first turn (`server.mjs --warm`, from
+/// `scripts/local_llm_node/warm/{global,project,calendar}.json`), so a
+/// scope's first turn computes only its own part. Kept as the product sends
+/// it, with the local stack's settings (no web search provider): a change to
+/// the rules or the tools fails here until `UPDATE_WARM_HEAD=1` rewrites the
+/// files (a stale file costs the first turn time, never correctness). The
+/// head must be the same for every project (the pack goes in the second
+/// system message), or one warm file could not serve them all.
 #[tokio::test]
-async fn the_model_servers_warm_head_is_what_a_new_global_turn_sends() {
+async fn the_model_servers_warm_heads_are_what_a_new_turn_of_each_scope_sends() {
+    use shared::entities::{store::DynamoEntityStore, EntityService, NewProject};
     let t = TestApp::with_config(|c| c.web.search = None).await;
-    t.llm.push(Reply::text(&["ok"]));
-    let turn = t.turn("alice", json!({"message": "Create a project called Launch"})).await;
-    assert_eq!(turn.status, 200);
-    let req = &t.llm.requests()[0];
-    assert_eq!(req["messages"][0]["role"], "system");
-    let head = json!({"messages": [req["messages"][0]], "tools": req["tools"]});
-    let text = serde_json::to_string_pretty(&head).unwrap() + "\n";
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/local_llm_node/warm/global.json");
-    if std::env::var_os("UPDATE_WARM_HEAD").is_some() {
-        std::fs::write(path, &text).unwrap();
+    let entities = EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let mut projects = Vec::new();
+    for (name, context) in [("Launch", Some("Ship v1 in May")), ("Garden", None)] {
+        let p = NewProject {
+            name: name.into(),
+            description: None,
+            state: Default::default(),
+            context: context.map(Into::into),
+        };
+        projects.push(entities.create_project(&user("alice"), p).await.unwrap().data.project.id.to_string());
     }
-    let kept = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(
-        kept == text,
-        "{path} is not the head a new global turn sends; rewrite it with \
-         UPDATE_WARM_HEAD=1 scripts/test.sh -E 'test(warm_head)'"
-    );
+    let in_project = |p: &str| json!({"message": "Add a task to write the spec", "context_type": "project", "projectFocus": {"projectId": p}});
+    let turns = [
+        ("global", json!({"message": "Create a project called Launch"})),
+        ("project", in_project(&projects[0])),
+        (
+            "calendar",
+            json!({"message": "What is on tomorrow?", "context_type": "calendar", "timezone": "Europe/Paris"}),
+        ),
+    ];
+    let mut heads = Vec::new();
+    for (scope, body) in turns {
+        let head = new_turns_head(&t, body).await;
+        let path = format!("{}/../scripts/local_llm_node/warm/{scope}.json", env!("CARGO_MANIFEST_DIR"));
+        let text = serde_json::to_string_pretty(&head).unwrap() + "\n";
+        if std::env::var_os("UPDATE_WARM_HEAD").is_some() {
+            std::fs::write(&path, &text).unwrap();
+        }
+        let kept = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            kept == text,
+            "{path} is not the head a new {scope} turn sends; rewrite it with \
+             UPDATE_WARM_HEAD=1 scripts/test.sh --test stream_turn -E 'test(warm_head)'"
+        );
+        heads.push(head);
+    }
+    assert_ne!(heads[0], heads[1]);
+    assert_ne!(heads[0], heads[2]);
+    assert_ne!(heads[1], heads[2], "each scope's head is its own");
+    let other = new_turns_head(&t, in_project(&projects[1])).await;
+    assert_eq!(other, heads[1], "another project, without a context document, sends the same head");
+}
+
+/// A new session's first turn: the first system message and the tools of
+/// its first model request.
+async fn new_turns_head(t: &TestApp, body: serde_json::Value) -> serde_json::Value {
+    t.llm.push(Reply::text(&["ok"]));
+    let turn = t.turn("alice", body).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let req = t.llm.requests().last().cloned().unwrap();
+    assert_eq!(req["messages"][0]["role"], "system");
+    json!({"messages": [req["messages"][0]], "tools": req["tools"]})
 }
