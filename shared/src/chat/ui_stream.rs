@@ -138,6 +138,12 @@ impl UiEncoder {
                 self.errored = true;
                 parts.push(json!({"type": "error", "errorText": message}));
             }
+            // The text before a check is its own part: an answer asked
+            // again is followed by another text, not glued to it.
+            StreamEvent::AnswerCheck { .. } => {
+                self.end_text(&mut parts);
+                parts.push(data_part(event));
+            }
             StreamEvent::Done { reason, session_id, turn_id, usage, replayed } => {
                 let metadata = json!({
                     "reason": reason, "session_id": session_id, "turn_id": turn_id,
@@ -208,6 +214,7 @@ impl UiEncoder {
             DoneReason::Complete => "stop",
             DoneReason::Error => "error",
             DoneReason::Stopped => "other",
+            DoneReason::CutOff => "length",
         };
         parts.push(json!({"type": "finish", "finishReason": finish_reason, "messageMetadata": metadata}));
         self.finished = true;
