@@ -365,6 +365,35 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_asked_again_is_its_own_text_part_and_a_cut_answer_finishes_length() {
+        let text = |t: &str| StreamEvent::TextDelta { content: t.into() };
+        let check = StreamEvent::AnswerCheck { verdict: crate::sse::CheckVerdict::AskedAgain, mismatches: vec![] };
+        let cut = StreamEvent::CutOff { reason: crate::message::CutReason::Length };
+        let (p, _) = parts(&[text("I deleted it."), check, text("Nothing was deleted."), cut, done(DoneReason::CutOff)]);
+        assert_eq!(
+            types(&p),
+            [
+                "start",
+                "start-step",
+                "text-start",
+                "text-delta",
+                "text-end",
+                "data-answer-check",
+                "text-start",
+                "text-delta",
+                "data-cut-off",
+                "text-end",
+                "finish-step",
+                "finish"
+            ]
+        );
+        assert_eq!(p[5]["data"]["verdict"], "asked_again");
+        assert_ne!(p[2]["id"], p[6]["id"], "two text parts");
+        assert_eq!(p[8]["data"]["reason"], "length");
+        assert_eq!(p[11]["finishReason"], "length");
+    }
+
+    #[test]
     fn a_waiting_call_is_asked_then_answered_in_the_continued_message() {
         let asked = StreamEvent::ApprovalRequired {
             approval_id: "apv1.1.x".into(),
