@@ -188,8 +188,12 @@ impl Renderer {
             }
             // The questions are also the answer's text.
             StreamEvent::ClarifyingQuestions { .. } => (None, Waiting::Same),
-            StreamEvent::AnswerCheck { verdict, mismatches } => (Some(answer_check(*verdict, mismatches)), Waiting::Same),
-            StreamEvent::CutOff { reason } => (Some(format!("· cut off: the answer {}", reason.describe())), Waiting::Same),
+            StreamEvent::AnswerCheck { verdict, mismatches } => {
+                (Some(answer_check(*verdict, mismatches)), Waiting::Same)
+            }
+            StreamEvent::CutOff { reason } => {
+                (Some(format!("· cut off: the answer {}", reason.describe())), Waiting::Same)
+            }
             StreamEvent::Telemetry(_) | StreamEvent::DebugContext(_) => (None, Waiting::Same),
             StreamEvent::Done { reason, replayed, .. } => {
                 let line = match (reason, replayed) {

@@ -12,8 +12,8 @@ use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{EntityId, ProjectId, SessionId, UserId};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall};
-use shared::session::store::{MessagesFrom, SessionLog};
 use shared::model_loop::claims::MismatchKind;
+use shared::session::store::{MessagesFrom, SessionLog};
 use shared::sse::{CheckVerdict, DoneReason, OperationAction, StreamEvent};
 use shared::tools::{ToolContext, ToolRegistry, ToolScope};
 use std::time::Duration;
@@ -507,7 +507,8 @@ async fn words_that_call_a_waiting_delete_done_stand_corrected() {
     ]));
     let first = t.turn("alice", in_project(&p, "Delete the old checklist", None)).await;
     asked(&first);
-    let checks: Vec<&StreamEvent> = first.events.iter().filter(|e| matches!(e, StreamEvent::AnswerCheck { .. })).collect();
+    let checks: Vec<&StreamEvent> =
+        first.events.iter().filter(|e| matches!(e, StreamEvent::AnswerCheck { .. })).collect();
     let [StreamEvent::AnswerCheck { verdict, mismatches }] = checks.as_slice() else { panic!("{:?}", first.kinds()) };
     assert_eq!(*verdict, CheckVerdict::Corrected, "the turn waits: corrected at once, not asked again");
     assert_eq!((mismatches[0].kind, mismatches[0].action), (MismatchKind::ClaimedNotDone, OperationAction::Delete));

@@ -390,7 +390,10 @@ async fn an_answer_that_claims_a_change_no_tool_made_is_asked_again_then_correct
     assert!(matches!(turn.done(), StreamEvent::Done { reason: DoneReason::Complete, .. }), "{:?}", turn.kinds());
     assert_eq!(
         checks(&turn),
-        [("asked_again".into(), vec!["claimed_not_done".into()]), ("corrected".into(), vec!["claimed_not_done".into()])]
+        [
+            ("asked_again".into(), vec!["claimed_not_done".into()]),
+            ("corrected".into(), vec!["claimed_not_done".into()])
+        ]
     );
     let requests = t.llm.requests();
     assert_eq!(requests.len(), 2, "asked once more, never twice");

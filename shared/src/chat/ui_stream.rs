@@ -369,7 +369,8 @@ mod tests {
         let text = |t: &str| StreamEvent::TextDelta { content: t.into() };
         let check = StreamEvent::AnswerCheck { verdict: crate::sse::CheckVerdict::AskedAgain, mismatches: vec![] };
         let cut = StreamEvent::CutOff { reason: crate::message::CutReason::Length };
-        let (p, _) = parts(&[text("I deleted it."), check, text("Nothing was deleted."), cut, done(DoneReason::CutOff)]);
+        let (p, _) =
+            parts(&[text("I deleted it."), check, text("Nothing was deleted."), cut, done(DoneReason::CutOff)]);
         assert_eq!(
             types(&p),
             [

@@ -337,7 +337,9 @@ impl<'a> ModelLoop<'a> {
             let calls = assistant.tool_calls.clone();
             let can_run = self.tools.is_some() && round < max_rounds;
             let outcome = match answer.outcome {
-                Outcome::Complete if calls.is_empty() => return Ok(self.answered(assistant, &messages, round, sink).await),
+                Outcome::Complete if calls.is_empty() => {
+                    return Ok(self.answered(assistant, &messages, round, sink).await)
+                }
                 Outcome::Complete if can_run => None,
                 outcome => Some(outcome),
             };

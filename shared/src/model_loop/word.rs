@@ -74,7 +74,9 @@ impl ModelLoop<'_> {
             return;
         }
         tracing::info!(mismatches = mismatches.len(), "the answer stands corrected");
-        let _ = sink.send(StreamEvent::AnswerCheck { verdict: CheckVerdict::Corrected, mismatches: mismatches.clone() }).await;
+        let _ = sink
+            .send(StreamEvent::AnswerCheck { verdict: CheckVerdict::Corrected, mismatches: mismatches.clone() })
+            .await;
         answer.claim_mismatches = mismatches;
     }
 

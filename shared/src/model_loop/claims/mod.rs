@@ -18,9 +18,9 @@
 //!   answer reports as failed is no mismatch. When unsure, it is silent:
 //!   a false alarm on a true answer costs more than a missed one.
 
-mod vocab;
 #[cfg(test)]
 mod tests;
+mod vocab;
 
 use crate::sse::{OperationAction, OperationStatus, StreamEvent};
 use serde::{Deserialize, Serialize};
@@ -123,7 +123,8 @@ fn judge(said: &[Said], named: &[&str], steps: &[Step], quote: &str) -> Vec<Clai
     for s in said {
         let of_kind: Vec<&Step> = steps.iter().filter(|st| st.action == s.action).collect();
         let committed = |name: &str| of_kind.iter().any(|st| st.committed && st.name.to_lowercase() == name);
-        let stepped: Vec<&&str> = named.iter().filter(|n| of_kind.iter().any(|st| st.name.to_lowercase() == **n)).collect();
+        let stepped: Vec<&&str> =
+            named.iter().filter(|n| of_kind.iter().any(|st| st.name.to_lowercase() == **n)).collect();
         let title = |n: &str| of_kind.iter().find(|st| st.name.to_lowercase() == n).map(|st| st.name.clone());
         if s.denied {
             // A denial of a named step that committed; unnamed, of the one
@@ -273,7 +274,10 @@ impl Titles {
     }
 
     fn named(&self, clause: &str) -> Vec<&str> {
-        (0..self.0.len()).filter(|i| clause.contains(&format!("\u{E000}{i}\u{E001}"))).map(|i| self.0[i].as_str()).collect()
+        (0..self.0.len())
+            .filter(|i| clause.contains(&format!("\u{E000}{i}\u{E001}")))
+            .map(|i| self.0[i].as_str())
+            .collect()
     }
 
     fn unmark(&self, clause: &str) -> String {

@@ -46,7 +46,10 @@ fn a_committed_change_the_answer_denies_is_caught() {
 fn partial_success_is_judged_per_title() {
     let steps = [step(Create, "Gym", true), step(Create, "Lunch with Sam", false)];
     // Both claimed: the failed one is caught, the committed one stands.
-    assert_eq!(found("I've created Gym and Lunch with Sam.", &steps), [(Claimed, Create, Some("Lunch with Sam".into()))]);
+    assert_eq!(
+        found("I've created Gym and Lunch with Sam.", &steps),
+        [(Claimed, Create, Some("Lunch with Sam".into()))]
+    );
     assert_eq!(
         found("Created: Gym, Lunch with Sam.", &steps),
         [(Claimed, Create, Some("Lunch with Sam".into()))],

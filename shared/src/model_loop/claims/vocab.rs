@@ -264,8 +264,19 @@ pub(super) const NOTHING_CHANGED: &[&str] = &[
 /// the clause splits there, and a part without a verb takes its
 /// neighbour's.
 pub(super) const JOINERS: &[&str] = &[
-    " and ", " but ", " however ", " although ", " though ", " und ", " aber ", " jedoch ", " y ", " pero ", " et ",
-    " mais ", ", ",
+    " and ",
+    " but ",
+    " however ",
+    " although ",
+    " though ",
+    " und ",
+    " aber ",
+    " jedoch ",
+    " y ",
+    " pero ",
+    " et ",
+    " mais ",
+    ", ",
 ];
 
 /// Whether `word` is `form` (`form*`: starts with it).
