@@ -319,7 +319,10 @@ async fn a_retry_of_a_running_turn_names_its_session() {
 #[tokio::test]
 async fn a_one_megabyte_answer_is_stored_whole_and_read_back() {
     let t = TestApp::new().await;
-    let pieces: Vec<String> = (0..1_000).map(|i| format!("{i:04}é{}\n", "word ".repeat(200))).collect();
+    // Every word its own: the same word 200 000 times is a loop the turn cuts
+    // (`model_loop::repetition`), not an answer.
+    let line = |i: usize| (0..200).map(|j| format!("{:06} ", i * 200 + j)).collect::<String>();
+    let pieces: Vec<String> = (0..1_000).map(|i| format!("{i:04}é{}\n", line(i))).collect();
     let answer: String = pieces.concat();
     assert!(answer.len() > 1_000_000);
     t.llm.push(Reply::text(&pieces.iter().map(String::as_str).collect::<Vec<_>>()));
@@ -373,10 +376,11 @@ fn checks(turn: &Turn) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// The system note the model was asked again with, if it was.
+/// The note the model was asked again with, if it was.
 fn note_of(request: &Value) -> Option<String> {
     let last = request["messages"].as_array()?.last()?;
-    (last["role"] == "system").then(|| last["content"].as_str().unwrap().to_string())
+    let text = last["content"].as_str()?;
+    (last["role"] == "user" && text.starts_with("[A check by the app")).then(|| text.to_string())
 }
 
 #[tokio::test]

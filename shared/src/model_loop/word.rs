@@ -38,7 +38,9 @@ impl ModelLoop<'_> {
         let _ = sink.send(StreamEvent::AnswerCheck { verdict, mismatches: mismatches.clone() }).await;
         let mut again = messages.to_vec();
         again.push(first.to_chat());
-        again.push(ChatMessage::system(note_for_model(&mismatches, &steps)));
+        // As the user's turn: strict chat templates take no system message
+        // after the first, and the last message must be the user's or a tool's.
+        again.push(ChatMessage::user(note_for_model(&mismatches, &steps)));
         first.include_in_context = false;
         first.claim_mismatches = mismatches;
         let answer = self.ask(&again, vec![], round + 1, sink).await;

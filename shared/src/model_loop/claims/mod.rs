@@ -292,7 +292,9 @@ impl Titles {
 /// What the model is told when its answer did not match the log: the
 /// mismatches, what did commit, and to answer again with only that.
 pub fn note_for_model(mismatches: &[ClaimMismatch], steps: &[Step]) -> String {
-    let mut note = String::from("Your answer above does not match what the tools did in this turn:\n");
+    let mut note = String::from(
+        "[A check by the app, not the user's words] Your answer above does not match what the tools did in this turn:\n",
+    );
     for m in mismatches {
         note.push_str(&format!("- \"{}\": {}\n", m.quote, m.note));
     }
