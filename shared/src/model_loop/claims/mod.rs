@@ -87,10 +87,15 @@ struct Said {
     denied: bool,
 }
 
+/// How much of an answer is read: its first and its last half of this many
+/// characters. What an answer says it did is said at its start or its end;
+/// a long answer's middle (a listing, a document) is not read word by word.
+pub const READ_CHARS: usize = 8_000;
+
 /// The mismatches between `answer` and `steps`, each once, in the answer's order.
 pub fn check(answer: &str, steps: &[Step]) -> Vec<ClaimMismatch> {
     let titles = Titles::of(steps);
-    let text = titles.mark(&answer.to_lowercase().replace(['’', '‘'], "'"));
+    let text = titles.mark(&ends(answer).to_lowercase().replace(['’', '‘'], "'"));
     let mut found = Vec::new();
     if steps.iter().any(|s| s.committed) && vocab::NOTHING_CHANGED.iter().any(|p| text.contains(p)) {
         for s in steps.iter().filter(|s| s.committed) {
@@ -115,6 +120,18 @@ pub fn check(answer: &str, steps: &[Step]) -> Vec<ClaimMismatch> {
         new
     });
     found
+}
+
+/// The answer, or its first and last [`READ_CHARS`] / 2 characters, split
+/// as sentences.
+fn ends(answer: &str) -> std::borrow::Cow<'_, str> {
+    let n = answer.chars().count();
+    if n <= READ_CHARS {
+        return answer.into();
+    }
+    let head: String = answer.chars().take(READ_CHARS / 2).collect();
+    let tail: String = answer.chars().skip(n - READ_CHARS / 2).collect();
+    format!("{head}\n{tail}").into()
 }
 
 /// What one clause's word means against the steps.
@@ -223,16 +240,19 @@ fn said(clause: &str) -> Option<Vec<Said>> {
     let mut found = Vec::new();
     for (i, w) in words.iter().enumerate() {
         for lang in LANGS {
-            let before = &words[i.saturating_sub(NEGATION_WINDOW)..i];
-            let negated = before.iter().any(|b| lang.negations.iter().any(|n| vocab::matches(b, n)));
+            let negated = || {
+                let before = &words[i.saturating_sub(NEGATION_WINDOW)..i];
+                before.iter().any(|b| lang.negations.iter().any(|n| vocab::matches(b, n)))
+            };
             if let Some((_, action)) = lang.done.iter().find(|(f, _)| vocab::matches(w, f)) {
+                let negated = negated();
                 let adjective = i > 0 && lang.determiners.contains(&words[i - 1]);
                 let helped = lang.auxiliaries.is_empty() || words[..i].iter().any(|b| lang.auxiliaries.contains(b));
                 if !adjective && (helped || negated) {
                     found.push(Said { action: *action, denied: negated });
                 }
             } else if let Some((_, action)) = lang.plain.iter().find(|(f, _)| vocab::matches(w, f)) {
-                if negated {
+                if negated() {
                     found.push(Said { action: *action, denied: true });
                 }
             }

@@ -163,3 +163,14 @@ fn the_note_for_the_model_says_what_committed() {
     assert!(note.contains("Failed this turn: deletion of calendar_event \"Gym\""), "{note}");
     assert!(note.contains("i've cancelled the standup"), "{note}");
 }
+
+#[test]
+fn a_long_answer_is_read_at_its_ends() {
+    let middle = "Standup at 9:00 every day.\n".repeat(2_000);
+    let claim = format!("I deleted the Gym.\n{middle}");
+    assert_eq!(found(&claim, &[]), [(Claimed, Delete, None)], "its start");
+    let claim = format!("{middle}I deleted the Gym.");
+    assert_eq!(found(&claim, &[]), [(Claimed, Delete, None)], "its end");
+    let buried = format!("{middle}I deleted the Gym.\n{middle}");
+    assert!(found(&buried, &[]).is_empty(), "its middle is not read");
+}
