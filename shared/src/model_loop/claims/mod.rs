@@ -16,7 +16,9 @@
 //! - questions, offers, conditions, plans ("I will create … once you
 //!   approve") and quotes of the user report nothing; a failed step the
 //!   answer reports as failed is no mismatch. When unsure, it is silent:
-//!   a false alarm on a true answer costs more than a missed one.
+//!   a false alarm on a true answer costs more than a missed one;
+//! - a long answer is read at its ends ([`READ_CHARS`]), so the check stays
+//!   cheap whatever the answer's size.
 
 #[cfg(test)]
 mod tests;
