@@ -9,7 +9,7 @@
 //! has seen). The caller writes the text; `--raw` bypasses all of this.
 
 use shared::entities::{Change, EntityPatch, Record, RecordKind};
-use shared::sse::{AgentActivity, DoneReason, OperationAction, OperationStatus, StreamEvent};
+use shared::sse::{AgentActivity, CheckVerdict, DoneReason, OperationAction, OperationStatus, StreamEvent};
 use std::collections::HashMap;
 
 /// Longest argument summary on a `tool_call` line, in characters.
@@ -188,6 +188,12 @@ impl Renderer {
             }
             // The questions are also the answer's text.
             StreamEvent::ClarifyingQuestions { .. } => (None, Waiting::Same),
+            StreamEvent::AnswerCheck { verdict, mismatches } => {
+                (Some(answer_check(*verdict, mismatches)), Waiting::Same)
+            }
+            StreamEvent::CutOff { reason } => {
+                (Some(format!("· cut off: the answer {}", reason.describe())), Waiting::Same)
+            }
             StreamEvent::Telemetry(_) | StreamEvent::DebugContext(_) => (None, Waiting::Same),
             StreamEvent::Done { reason, replayed, .. } => {
                 let line = match (reason, replayed) {
@@ -353,6 +359,20 @@ pub fn shorten(s: &str, max: usize) -> String {
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The lines of an `answer_check`: what the answer said that the turn's
+/// steps contradict, and what happens to it.
+fn answer_check(verdict: CheckVerdict, mismatches: &[shared::model_loop::claims::ClaimMismatch]) -> String {
+    let head = match verdict {
+        CheckVerdict::AskedAgain => "! the answer above claimed what no tool did; asking again",
+        CheckVerdict::Corrected => "! correction",
+    };
+    let mut out = head.to_string();
+    for m in mismatches {
+        out.push_str(&format!("\n  {}", m.note));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -64,6 +64,7 @@ pub async fn history(base: &str, token: Option<&str>, session: &str, query: &str
         let marker = match (&m.error, m.status) {
             (Some(e), _) => format!("  [error {}: {}]", e.code, e.message),
             (None, shared::session::api::MessageStatus::Stopped) => "  [stopped]".to_string(),
+            (None, shared::session::api::MessageStatus::CutOff) => "  [cut off]".to_string(),
             _ => String::new(),
         };
         println!("#{:<4} {:<9} {}{}", m.seq, role, m.content.as_deref().unwrap_or(""), marker);

@@ -47,6 +47,25 @@ pub struct MessageError {
     pub message: String,
 }
 
+/// Why an answer was cut off before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CutReason {
+    /// The model hit its token limit (`finish_reason: "length"`).
+    Length,
+    /// The model repeated itself and the turn stopped it.
+    Repetition,
+}
+
+impl CutReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            CutReason::Length => "was cut off at the model's length limit",
+            CutReason::Repetition => "was cut off because it kept repeating itself",
+        }
+    }
+}
+
 /// Token usage as reported by the model (or estimated when it reports none).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Usage {
@@ -84,6 +103,14 @@ pub struct StoredMessage {
     /// Set when the user stopped the turn; `content` holds the partial text.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stopped: bool,
+    /// Set when the answer was cut off before its end; `content` holds what came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_off: Option<CutReason>,
+    /// The answer's word that this turn's steps contradict
+    /// ([`crate::model_loop::claims`]). On an answer withdrawn for it
+    /// (`include_in_context: false`), why; on a final answer, its corrections.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claim_mismatches: Vec<crate::model_loop::claims::ClaimMismatch>,
     /// UI-only entries are kept in the log but never sent to the model.
     #[serde(default = "yes")]
     pub include_in_context: bool,
@@ -184,6 +211,8 @@ impl StoredMessage {
             tool_call_id: None,
             error: None,
             stopped: false,
+            cut_off: None,
+            claim_mismatches: vec![],
             include_in_context: true,
             usage: None,
             created_at: crate::now_ms(),
@@ -217,9 +246,10 @@ impl StoredMessage {
         if self.role != Role::Assistant {
             return None;
         }
-        let what = match (&self.error, self.stopped) {
-            (Some(e), _) => format!("could not be completed ({}: {})", e.code, e.message),
-            (None, true) => "was stopped by the user before it was complete".to_string(),
+        let what = match (&self.error, self.stopped, self.cut_off) {
+            (Some(e), _, _) => format!("could not be completed ({}: {})", e.code, e.message),
+            (None, true, _) => "was stopped by the user before it was complete".to_string(),
+            (None, false, Some(cut)) => cut.describe().to_string(),
             _ => return None,
         };
         Some(ChatMessage::system(if blank {

@@ -12,8 +12,9 @@ use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{EntityId, ProjectId, SessionId, UserId};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall};
+use shared::model_loop::claims::MismatchKind;
 use shared::session::store::{MessagesFrom, SessionLog};
-use shared::sse::{DoneReason, StreamEvent};
+use shared::sse::{CheckVerdict, DoneReason, OperationAction, StreamEvent};
 use shared::tools::{ToolContext, ToolRegistry, ToolScope};
 use std::time::Duration;
 use tests::fault_proxy::{Action, Fault, FaultProxy, Op, When};
@@ -489,5 +490,32 @@ async fn row_deadline_while_the_answers_continuation_runs_the_call_ran_once_and_
     t.llm.push(Reply::text(&["Done."]));
     let next = t.turn("alice", in_project(&p, "next", Some(&sid))).await;
     assert_eq!(next.error_code(), None, "{:?}", next.kinds());
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}
+
+#[tokio::test]
+async fn words_that_call_a_waiting_delete_done_stand_corrected() {
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    // The call waits for the user's yes, but its words say it is done.
+    let args = json!({"kind": "task", "id": task.to_string()}).to_string();
+    t.llm.push(Reply::Stream(vec![
+        Step::Text("I've deleted the Old checklist.".into()),
+        Step::ToolCall { index: Some(0), id: Some("c1".into()), name: Some("delete_entity".into()), arguments: args },
+        Step::Finish("tool_calls".into()),
+        Step::Done,
+    ]));
+    let first = t.turn("alice", in_project(&p, "Delete the old checklist", None)).await;
+    asked(&first);
+    let checks: Vec<&StreamEvent> =
+        first.events.iter().filter(|e| matches!(e, StreamEvent::AnswerCheck { .. })).collect();
+    let [StreamEvent::AnswerCheck { verdict, mismatches }] = checks.as_slice() else { panic!("{:?}", first.kinds()) };
+    assert_eq!(*verdict, CheckVerdict::Corrected, "the turn waits: corrected at once, not asked again");
+    assert_eq!((mismatches[0].kind, mismatches[0].action), (MismatchKind::ClaimedNotDone, OperationAction::Delete));
+    assert_eq!(t.llm.request_count(), 1);
+    assert!(task_exists(&t, &p, &task).await);
+    let stored = log(&t, &first.session_id()).await;
+    let asking = stored.iter().find(|m| !m.approvals.is_empty()).expect("the waiting message");
+    assert_eq!(asking.claim_mismatches.len(), 1, "the log keeps the correction");
     assert_eq!(t.llm.take_rejections(), vec![]);
 }

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject, PageRequest};
 use shared::ids::{ProjectId, RunId, SessionId, UserId};
-use shared::message::{Role, ToolCall};
+use shared::message::{CutReason, Role, ToolCall};
 use shared::session::store::{SessionLog, Sessions};
 use shared::session::TurnStatus;
 use shared::sse::{DoneReason, StreamEvent};
@@ -319,7 +319,10 @@ async fn a_retry_of_a_running_turn_names_its_session() {
 #[tokio::test]
 async fn a_one_megabyte_answer_is_stored_whole_and_read_back() {
     let t = TestApp::new().await;
-    let pieces: Vec<String> = (0..1_000).map(|i| format!("{i:04}é{}\n", "word ".repeat(200))).collect();
+    // Every word its own: the same word 200 000 times is a loop the turn cuts
+    // (`model_loop::repetition`), not an answer.
+    let line = |i: usize| (0..200).map(|j| format!("{:06} ", i * 200 + j)).collect::<String>();
+    let pieces: Vec<String> = (0..1_000).map(|i| format!("{i:04}é{}\n", line(i))).collect();
     let answer: String = pieces.concat();
     assert!(answer.len() > 1_000_000);
     t.llm.push(Reply::text(&pieces.iter().map(String::as_str).collect::<Vec<_>>()));
@@ -357,4 +360,152 @@ async fn a_tool_call_with_a_megabyte_of_arguments_is_stored_with_its_result() {
     assert!(result.to_string().contains("Big"), "the log says the document was made: {result}");
     assert_eq!(t.llm.request_count(), 2);
     assert_tool_protocol(&t.llm.requests()[1]);
+}
+
+/// The `answer_check` events of a turn: (verdict, kinds of mismatch).
+fn checks(turn: &Turn) -> Vec<(String, Vec<String>)> {
+    turn.events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::AnswerCheck { verdict, mismatches } => Some((
+                json!(verdict).as_str().unwrap().to_string(),
+                mismatches.iter().map(|m| json!(m.kind).as_str().unwrap().to_string()).collect(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The note the model was asked again with, if it was.
+fn note_of(request: &Value) -> Option<String> {
+    let last = request["messages"].as_array()?.last()?;
+    let text = last["content"].as_str()?;
+    (last["role"] == "user" && text.starts_with("[A check by the app")).then(|| text.to_string())
+}
+
+#[tokio::test]
+async fn an_answer_that_claims_a_change_no_tool_made_is_asked_again_then_corrected() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice").await;
+    // Issue 40: no write at all, then "I've cancelled …" — twice.
+    t.llm.push(Reply::text(&["I've cancelled tomorrow's ", "standup only."]));
+    t.llm.push(Reply::text(&["Done: the standup was deleted."]));
+    let turn = t.turn("alice", in_project(&p, "cancel tomorrow's standup", "r-1")).await;
+    assert!(matches!(turn.done(), StreamEvent::Done { reason: DoneReason::Complete, .. }), "{:?}", turn.kinds());
+    assert_eq!(
+        checks(&turn),
+        [
+            ("asked_again".into(), vec!["claimed_not_done".into()]),
+            ("corrected".into(), vec!["claimed_not_done".into()])
+        ]
+    );
+    let requests = t.llm.requests();
+    assert_eq!(requests.len(), 2, "asked once more, never twice");
+    let note = note_of(&requests[1]).expect("the second request ends with the note");
+    assert!(note.contains("Committed this turn: nothing"), "{note}");
+    assert!(requests[1]["tools"].as_array().is_none_or(|t| t.is_empty()), "no tools the second time");
+    // The log shows both answers: the first withdrawn, the second corrected.
+    let sid = turn.session_id();
+    let shown = history(&t, &sid).await;
+    let answers: Vec<&Value> = shown.iter().filter(|m| m["role"] == "assistant").collect();
+    assert_eq!(answers.len(), 2, "{shown:?}");
+    assert_eq!(answers[0]["in_context"], json!(false));
+    assert_eq!(answers[0]["claim_mismatches"][0]["action"], json!("delete"));
+    assert!(answers[1].get("in_context").is_none(), "{:?}", answers[1]);
+    assert_eq!(answers[1]["claim_mismatches"][0]["kind"], json!("claimed_not_done"));
+    // The withdrawn answer never reaches the model again.
+    t.llm.push(Reply::text(&["ok"]));
+    let mut next = in_project(&p, "thanks", "r-2");
+    next["session_id"] = json!(sid);
+    t.turn("alice", next).await;
+    let sent = serde_json::to_string(&t.llm.requests().last().unwrap()["messages"]).unwrap();
+    assert!(!sent.contains("I've cancelled tomorrow"), "{sent}");
+    assert!(sent.contains("the standup was deleted"), "the answer that stood is in context: {sent}");
+}
+
+#[tokio::test]
+async fn a_write_the_answer_denies_is_asked_again_and_a_true_answer_stands() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice").await;
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the blog post"}))]));
+    t.llm.push(Reply::text(&["Sorry, I couldn't create Write the blog post."]));
+    t.llm.push(Reply::text(&["I created the task Write the blog post."]));
+    let turn = t.turn("alice", in_project(&p, "add a task", "r-1")).await;
+    assert_eq!(tasks(&t, &p).await, 1);
+    assert_eq!(checks(&turn), [("asked_again".into(), vec!["done_but_denied".into()])], "{:?}", turn.kinds());
+    let note = note_of(&t.llm.requests()[2]).expect("asked again with the note");
+    assert!(note.contains("Committed this turn: creation of task \"Write the blog post\""), "{note}");
+    let shown = history(&t, &turn.session_id()).await;
+    let last = shown.last().unwrap();
+    assert_eq!(last["content"], json!("I created the task Write the blog post."));
+    assert!(last.get("claim_mismatches").is_none(), "the true answer stands as it is: {last}");
+    assert_eq!(last["status"], json!("complete"));
+}
+
+#[tokio::test]
+async fn partial_success_claimed_in_full_is_caught_and_a_true_answer_needs_nothing() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice").await;
+    // One write committed; the answer claims a second that never ran.
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Write the blog post"}))]));
+    t.llm.push(Reply::text(&["I created Write the blog post and deleted the old checklist."]));
+    t.llm.push(Reply::text(&["I created Write the blog post; the old checklist is unchanged."]));
+    let turn = t.turn("alice", in_project(&p, "add a task and drop the old checklist", "r-1")).await;
+    let c = checks(&turn);
+    assert_eq!(c, [("asked_again".into(), vec!["claimed_not_done".into()])], "{:?}", turn.kinds());
+    let shown = history(&t, &turn.session_id()).await;
+    let withdrawn = shown.iter().find(|m| m["in_context"] == json!(false)).expect("the first answer is kept");
+    assert_eq!(withdrawn["claim_mismatches"].as_array().unwrap().len(), 1, "the creation stands: {withdrawn}");
+    assert_eq!(withdrawn["claim_mismatches"][0]["action"], json!("delete"));
+
+    // A truthful answer the first time: asked once, nothing checked aloud.
+    t.llm.push(Reply::tool_calls(&[("create_task", json!({"title": "Second"}))]));
+    t.llm.push(Reply::text(&["I created the task Second. Should I delete the old checklist too?"]));
+    let mut next = in_project(&p, "one more", "r-2");
+    next["session_id"] = json!(turn.session_id());
+    let before = t.llm.request_count();
+    let ok = t.turn("alice", next).await;
+    assert!(checks(&ok).is_empty(), "{:?}", ok.kinds());
+    assert_eq!(t.llm.request_count() - before, 2, "not asked again");
+}
+
+#[tokio::test]
+async fn an_answer_cut_at_the_length_limit_is_stored_and_shown_as_cut_off() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::Stream(vec![
+        Step::Text("Here are your events: 1. Standup, 2. Des".into()),
+        Step::Finish("length".into()),
+        Step::Done,
+    ]));
+    let turn = t.turn("alice", json!({"message": "list my week", "stream_run_id": "r-1"})).await;
+    assert!(matches!(turn.done(), StreamEvent::Done { reason: DoneReason::CutOff, .. }), "{:?}", turn.kinds());
+    assert!(turn.events.iter().any(|e| matches!(e, StreamEvent::CutOff { reason: CutReason::Length })));
+    let sid = SessionId::parse(turn.session_id()).unwrap();
+    assert_eq!(ended(&t, &sid, "r-1").await, TurnStatus::CutOff);
+    let shown = history(&t, &turn.session_id()).await;
+    let last = shown.last().unwrap();
+    assert_eq!((last["status"].clone(), last["cut_off"].clone()), (json!("cut_off"), json!("length")), "{last}");
+    // The next request tells the model its answer was cut.
+    t.llm.push(Reply::text(&["ok"]));
+    t.turn("alice", json!({"message": "continue", "session_id": sid.to_string(), "stream_run_id": "r-2"})).await;
+    let sent = serde_json::to_string(&t.llm.requests().last().unwrap()["messages"]).unwrap();
+    assert!(sent.contains("cut off at the model's length limit"), "{sent}");
+    // A repeated run id replays the same ending.
+    let again = t.turn("alice", json!({"message": "list my week", "stream_run_id": "r-1"})).await;
+    assert!(matches!(again.done(), StreamEvent::Done { reason: DoneReason::CutOff, replayed: true, .. }));
+}
+
+#[tokio::test]
+async fn a_model_repeating_itself_is_stopped_early_and_cut_off() {
+    let t = TestApp::new().await;
+    // Issue 40: the same item, numbered 1 … 63, until the token limit.
+    let items: Vec<Step> = (1..=63).map(|i| Step::Text(format!("{i}. Standup – daily at 9:00\n"))).collect();
+    t.llm.push(Reply::Stream(items));
+    let turn = t.turn("alice", json!({"message": "list my standups", "stream_run_id": "r-1"})).await;
+    assert!(matches!(turn.done(), StreamEvent::Done { reason: DoneReason::CutOff, .. }), "{:?}", turn.kinds());
+    assert!(turn.events.iter().any(|e| matches!(e, StreamEvent::CutOff { reason: CutReason::Repetition })));
+    let text = turn.text();
+    assert!(text.contains("12. Standup") && !text.contains("13. Standup"), "cut at the 12th copy: {text}");
+    let shown = history(&t, &turn.session_id()).await;
+    assert_eq!(shown.last().unwrap()["cut_off"], json!("repetition"));
 }

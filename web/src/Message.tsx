@@ -45,6 +45,23 @@ export function Message({ message, onApproval }: { message: ChatMessage; onAppro
             </p>
           );
         }
+        if (part.type === 'data-answer-check') {
+          // The answer's word against the turn's steps (docs/events.md, `answer_check`).
+          return (
+            <div key={i} className={`answer-check ${part.data.verdict}`} data-testid="answer-check">
+              <p>
+                {part.data.verdict === 'asked_again'
+                  ? '⚠ The answer above claimed what no tool did; asked again:'
+                  : '⚠ Correction:'}
+              </p>
+              {part.data.mismatches.map((m, j) => (
+                <p key={j} className="note">
+                  {m.note}
+                </p>
+              ))}
+            </div>
+          );
+        }
         if (part.type === 'data-operation' && shown.has(part.data)) {
           return (
             <p key={i} className={`operation ${part.data.status}`}>
@@ -55,7 +72,9 @@ export function Message({ message, onApproval }: { message: ChatMessage; onAppro
         return null;
       })}
       {ended && ended !== 'complete' && (
-        <p className="ended">({ended === 'stopped' ? 'stopped' : 'ended with an error'})</p>
+        <p className="ended">
+          ({ended === 'stopped' ? 'stopped' : ended === 'cut_off' ? 'cut off' : 'ended with an error'})
+        </p>
       )}
     </article>
   );

@@ -24,6 +24,11 @@ export function toUIMessages(views: MessageView[]): ChatMessage[] {
       out.push(turn);
     }
     if (v.content) turn.parts.push({ type: 'text', text: v.content, state: 'done' });
+    if (v.claim_mismatches?.length) {
+      // As the stream sent it (`answer_check`): a withdrawn answer was asked again.
+      const verdict = v.in_context === false ? 'asked_again' : 'corrected';
+      turn.parts.push({ type: 'data-answer-check', data: { verdict, mismatches: v.claim_mismatches } });
+    }
     for (const call of v.tool_calls ?? []) {
       const base = { type: 'dynamic-tool', toolName: call.name, toolCallId: call.id, input: parseArgs(call.arguments) } as const;
       if (call.approval) {

@@ -138,6 +138,12 @@ impl UiEncoder {
                 self.errored = true;
                 parts.push(json!({"type": "error", "errorText": message}));
             }
+            // The text before a check is its own part: an answer asked
+            // again is followed by another text, not glued to it.
+            StreamEvent::AnswerCheck { .. } => {
+                self.end_text(&mut parts);
+                parts.push(data_part(event));
+            }
             StreamEvent::Done { reason, session_id, turn_id, usage, replayed } => {
                 let metadata = json!({
                     "reason": reason, "session_id": session_id, "turn_id": turn_id,
@@ -208,6 +214,7 @@ impl UiEncoder {
             DoneReason::Complete => "stop",
             DoneReason::Error => "error",
             DoneReason::Stopped => "other",
+            DoneReason::CutOff => "length",
         };
         parts.push(json!({"type": "finish", "finishReason": finish_reason, "messageMetadata": metadata}));
         self.finished = true;
@@ -355,6 +362,36 @@ mod tests {
 
     fn types(parts: &[Value]) -> Vec<&str> {
         parts.iter().map(|p| p["type"].as_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn an_answer_asked_again_is_its_own_text_part_and_a_cut_answer_finishes_length() {
+        let text = |t: &str| StreamEvent::TextDelta { content: t.into() };
+        let check = StreamEvent::AnswerCheck { verdict: crate::sse::CheckVerdict::AskedAgain, mismatches: vec![] };
+        let cut = StreamEvent::CutOff { reason: crate::message::CutReason::Length };
+        let (p, _) =
+            parts(&[text("I deleted it."), check, text("Nothing was deleted."), cut, done(DoneReason::CutOff)]);
+        assert_eq!(
+            types(&p),
+            [
+                "start",
+                "start-step",
+                "text-start",
+                "text-delta",
+                "text-end",
+                "data-answer-check",
+                "text-start",
+                "text-delta",
+                "data-cut-off",
+                "text-end",
+                "finish-step",
+                "finish"
+            ]
+        );
+        assert_eq!(p[5]["data"]["verdict"], "asked_again");
+        assert_ne!(p[2]["id"], p[6]["id"], "two text parts");
+        assert_eq!(p[8]["data"]["reason"], "length");
+        assert_eq!(p[11]["finishReason"], "length");
     }
 
     #[test]

@@ -17,14 +17,16 @@ use super::{ErrorBody, ErrorDetail};
 use crate::approval::settings::{ApprovalSettings, ApprovalSettingsView};
 use crate::budget::{BudgetKind, BudgetUsage};
 use crate::calendar::UserSettings;
-use crate::message::{FunctionCall, MessageError, Role, ToolCall, Usage};
+use crate::message::{CutReason, FunctionCall, MessageError, Role, ToolCall, Usage};
+use crate::model_loop::claims::{ClaimMismatch, MismatchKind};
 use crate::session::api::{
     DeleteAnswer, MessageStatus, MessageView, MessagesPage, RenameSession, SessionList, StopAnswer, StopRequest,
     ToolCallView,
 };
 use crate::session::{ContextType, SessionStatus, SessionView};
 use crate::sse::{
-    AgentActivity, CacheStatus, ContextUsage, DoneReason, Focus, OperationAction, OperationStatus, StreamEvent,
+    AgentActivity, CacheStatus, CheckVerdict, ContextUsage, DoneReason, Focus, OperationAction, OperationStatus,
+    StreamEvent,
 };
 use crate::turn::TurnRequest;
 use utoipa::OpenApi;
@@ -34,6 +36,10 @@ use utoipa::OpenApi;
     StreamEvent,
     AgentActivity,
     DoneReason,
+    CheckVerdict,
+    ClaimMismatch,
+    MismatchKind,
+    CutReason,
     OperationAction,
     OperationStatus,
     ContextUsage,

@@ -3,11 +3,13 @@
 //!
 //! Contract: the request ends at once on Stop, the lease lost, the client
 //! gone or the stop time, keeping the text produced so far; dropping the
-//! stream cancels the HTTP request to the model.
+//! stream cancels the HTTP request to the model. An answer the model ended
+//! at its token limit (`finish_reason: "length"`), or that the turn cut
+//! because it repeats itself ([`super::repetition`]), ends `CutOff`.
 
 use super::{Interrupts, LoopEnv, ModelLoop, Outcome};
 use crate::llm::{ChatRequest, Llm, LlmError, LlmEvent, ToolCallAccumulator};
-use crate::message::{ChatMessage, ToolCall, Usage};
+use crate::message::{ChatMessage, CutReason, ToolCall, Usage};
 use crate::sse::EventSink;
 use futures::StreamExt;
 use tokio::time::Instant;
@@ -119,6 +121,8 @@ async fn stream_model(
     let outcome = match opened {
         Err(why) => why,
         Ok(mut stream) => {
+            let mut watch = super::repetition::Repetition::default();
+            let mut length = false;
             let outcome = loop {
                 tokio::select! {
                     biased;
@@ -127,6 +131,7 @@ async fn stream_model(
                     _ = tokio::time::sleep_until(stop_at) => break Outcome::deadline(),
                     r = sink.idle() => if r.is_err() { break Outcome::Stopped },
                     ev = stream.next() => match ev {
+                        None if length => break Outcome::CutOff(CutReason::Length),
                         None => break Outcome::Complete,
                         Some(Ok(LlmEvent::TextDelta(t))) => {
                             // Nothing reaches the client before the budgets admitted the turn.
@@ -144,6 +149,9 @@ async fn stream_model(
                             if sink.text(&t).is_err() {
                                 break Outcome::Stopped;
                             }
+                            if watch.push(&t) {
+                                break Outcome::CutOff(CutReason::Repetition);
+                            }
                         }
                         Some(Ok(LlmEvent::Usage(u))) => usage = Some(u),
                         Some(Ok(ev @ LlmEvent::ToolCallDelta { .. })) => {
@@ -154,7 +162,7 @@ async fn stream_model(
                             }
                             calls.push_event(&ev);
                         }
-                        Some(Ok(LlmEvent::Finish { .. })) => {}
+                        Some(Ok(LlmEvent::Finish { reason })) => length = reason == "length",
                         Some(Err(e)) => break Outcome::model(&e),
                     }
                 }

@@ -35,13 +35,16 @@
 
 pub mod ask;
 pub mod call_signals;
+pub mod claims;
 pub mod layer;
 pub mod outputs;
+pub mod repetition;
 pub mod round;
 pub mod telemetry;
 #[cfg(test)]
 mod tests;
 mod waiting;
+mod word;
 
 pub use ask::AskError;
 pub use layer::{Layers, StreamCx, StreamedRun, ToolRun, TurnScope, TurnTools};
@@ -67,6 +70,9 @@ pub enum Outcome {
     Complete,
     /// The user pressed Stop, or the client went away.
     Stopped,
+    /// The answer was cut off: the model's token limit, or a loop the
+    /// turn stopped ([`repetition`]).
+    CutOff(crate::message::CutReason),
     Failed {
         code: &'static str,
         message: String,
@@ -114,6 +120,7 @@ impl Outcome {
         match self {
             Outcome::Complete => "no more tool rounds in this turn",
             Outcome::Stopped => "the turn was stopped",
+            Outcome::CutOff(_) => "the answer was cut off",
             Outcome::Failed { code: "deadline_exceeded", .. } => "the turn ran out of time",
             Outcome::Failed { .. } => "the turn ended with an error",
         }
@@ -281,6 +288,9 @@ pub struct ModelLoop<'a> {
     pub calibrates: bool,
     /// Tool results are folded into it as they come.
     pub agent_state: Option<&'a mut AgentState>,
+    /// The answer is checked against the turn's write steps ([`claims`]):
+    /// only the turn's own loop (a plan step's executor reports to it).
+    pub keeps_word: bool,
     /// A tool result was folded into the agent state.
     pub observed: bool,
     /// Seq of the next message of this loop.
@@ -300,6 +310,7 @@ impl<'a> ModelLoop<'a> {
             surfaced: Vec::new(),
             calibrates: false,
             agent_state: None,
+            keeps_word: false,
             observed: false,
             next_seq: 1,
             usage: Usage::default(),
@@ -333,7 +344,9 @@ impl<'a> ModelLoop<'a> {
             let calls = assistant.tool_calls.clone();
             let can_run = self.tools.is_some() && round < max_rounds;
             let outcome = match answer.outcome {
-                Outcome::Complete if calls.is_empty() => return Ok(self.end(vec![assistant], Outcome::Complete)),
+                Outcome::Complete if calls.is_empty() => {
+                    return Ok(self.answered(assistant, &messages, round, sink).await)
+                }
                 Outcome::Complete if can_run => None,
                 outcome => Some(outcome),
             };

@@ -68,6 +68,7 @@ impl ModelLoop<'_> {
                 .await;
         }
         assistant.approvals = waits.into_iter().flatten().collect();
+        self.check_waiting(&mut assistant, sink).await;
         self.end([vec![assistant], results].concat(), interrupted.unwrap_or(Outcome::Complete))
     }
 }

@@ -36,8 +36,20 @@ pub struct MessageView {
     /// A tool result whose call is on another page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
-    /// `complete`, `error` (the content is partial; see `error`) or `stopped` (partial, by the user).
+    /// `complete`, `error` (the content is partial; see `error`), `stopped`
+    /// (partial, by the user) or `cut_off` (partial: see `cut_off`).
     pub status: MessageStatus,
+    /// Why the answer was cut off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_off: Option<crate::message::CutReason>,
+    /// Where the answer's word and the turn's steps disagree
+    /// (docs/events.md, `answer_check`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claim_mismatches: Vec<crate::model_loop::claims::ClaimMismatch>,
+    /// False on an answer withdrawn for claiming what no tool did: shown,
+    /// never sent to the model again.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub in_context: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<MessageError>,
     /// A user message dictated from voice notes: the id the client sent.
@@ -55,6 +67,15 @@ pub enum MessageStatus {
     Complete,
     Error,
     Stopped,
+    CutOff,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -126,9 +147,10 @@ pub fn views(page: Vec<StoredMessage>) -> Vec<MessageView> {
         .filter(|m| m.include_in_context || m.content.is_some() || !m.tool_calls.is_empty())
         .map(|m| {
             let approvals = m.approvals;
-            let status = match (&m.error, m.stopped) {
-                (Some(_), _) => MessageStatus::Error,
-                (None, true) => MessageStatus::Stopped,
+            let status = match (&m.error, m.stopped, m.cut_off) {
+                (Some(_), _, _) => MessageStatus::Error,
+                (None, true, _) => MessageStatus::Stopped,
+                (None, false, Some(_)) => MessageStatus::CutOff,
                 _ => MessageStatus::Complete,
             };
             let is_tool = m.role == Role::Tool;
@@ -151,6 +173,9 @@ pub fn views(page: Vec<StoredMessage>) -> Vec<MessageView> {
                     .collect(),
                 tool_call_id: m.tool_call_id,
                 status,
+                cut_off: m.cut_off,
+                claim_mismatches: m.claim_mismatches,
+                in_context: m.include_in_context || m.role != Role::Assistant,
                 error: m.error,
                 voice_note_group_id: m.voice_note_group_id,
                 turn_id: m.turn_id,

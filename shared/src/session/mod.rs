@@ -157,6 +157,8 @@ pub enum TurnStatus {
     Completed,
     Error,
     Stopped,
+    /// The answer was cut off (`message::CutReason`).
+    CutOff,
 }
 
 /// Longest title taken from a first message, in characters.

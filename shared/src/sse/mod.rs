@@ -50,6 +50,8 @@ pub enum DoneReason {
     Error,
     /// The user pressed Stop (or the client went away).
     Stopped,
+    /// The answer was cut off: `cut_off` came just before.
+    CutOff,
 }
 
 /// Defined with the ontology (a plan's pending change names one too, and
@@ -278,10 +280,36 @@ pub enum StreamEvent {
         /// The human name of what the conversation moved to.
         entity_name: String,
     },
+    /// The answer's word checked against this turn's write steps
+    /// ([`crate::model_loop::claims`]): it claimed a change no tool
+    /// committed, or denied one that committed. `asked_again`: the text
+    /// before this event is withdrawn (kept in the log, never sent to the
+    /// model again) and the model answers once more; `corrected`: the
+    /// answer stands, and these mismatches correct it.
+    AnswerCheck {
+        verdict: CheckVerdict,
+        mismatches: Vec<crate::model_loop::claims::ClaimMismatch>,
+    },
+    /// The answer was cut off before its end: by the model's token limit
+    /// (`length`) or because it repeated itself (`repetition`). `done`
+    /// follows with reason `cut_off`; the stored answer is marked so.
+    CutOff {
+        reason: crate::message::CutReason,
+    },
     /// Dev only (`DEV_EVENTS=1`): a measurement of this turn.
     Telemetry(Telemetry),
     /// Dev only (`DEV_EVENTS=1`): what the context builder kept and dropped.
     DebugContext(DebugContext),
+}
+
+/// What the turn did about an answer that did not match its steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckVerdict {
+    /// The model is asked once more (its next text is the answer).
+    AskedAgain,
+    /// The answer stands with these corrections.
+    Corrected,
 }
 
 /// Why the scope moved.
@@ -375,6 +403,8 @@ impl StreamEvent {
             StreamEvent::ApprovalAnswered { .. } => "approval_answered",
             StreamEvent::ClarifyingQuestions { .. } => "clarifying_questions",
             StreamEvent::ContextShift { .. } => "context_shift",
+            StreamEvent::AnswerCheck { .. } => "answer_check",
+            StreamEvent::CutOff { .. } => "cut_off",
             StreamEvent::Telemetry(_) => "telemetry",
             StreamEvent::DebugContext(_) => "debug_context",
         }

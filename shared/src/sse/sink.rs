@@ -86,6 +86,10 @@ pub struct SinkStats {
     pub tool_calls: u32,
     /// The code of the `error` event, if one was sent.
     pub error_code: Option<String>,
+    /// The write steps the stream showed (`operation` ends), in order: what
+    /// the turn's answer is checked against
+    /// ([`crate::model_loop::claims`]).
+    pub steps: Vec<crate::model_loop::claims::Step>,
 }
 
 impl EventSink {
@@ -114,12 +118,15 @@ impl EventSink {
         if let StreamEvent::TextDelta { content } = event {
             return self.text(&content);
         }
-        self.flush().await?;
+        // Counted before the flush: a step happened whether or not the
+        // client is still there to see it.
         match &event {
             StreamEvent::ToolCall { .. } => self.stats.tool_calls += 1,
             StreamEvent::Error { code, .. } => self.stats.error_code = Some(code.clone()),
+            StreamEvent::Operation { .. } => self.stats.steps.extend(crate::model_loop::claims::Step::of(&event)),
             _ => {}
         }
+        self.flush().await?;
         let frame = self.numbering.frame(&event);
         if self.tx.send(frame).await.is_err() {
             return self.lost();

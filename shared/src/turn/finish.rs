@@ -136,6 +136,10 @@ async fn announce(outcome: Outcome, sink: &mut EventSink) -> DoneReason {
     match outcome {
         Outcome::Complete => DoneReason::Complete,
         Outcome::Stopped => DoneReason::Stopped,
+        Outcome::CutOff(reason) => {
+            let _ = sink.send(StreamEvent::CutOff { reason }).await;
+            DoneReason::CutOff
+        }
         Outcome::Failed { code, message, retryable } => {
             let _ = sink.send(StreamEvent::error(code, message, retryable)).await;
             DoneReason::Error
@@ -146,16 +150,19 @@ async fn announce(outcome: Outcome, sink: &mut EventSink) -> DoneReason {
 /// The last assistant message says how the turn ended and carries its usage;
 /// the turn record's status follows.
 fn mark_last_answer(unsaved: &mut [StoredMessage], outcome: &Outcome, usage: Usage) -> TurnStatus {
-    let (status, error, stopped) = match outcome {
-        Outcome::Complete => (TurnStatus::Completed, None, false),
-        Outcome::Stopped => (TurnStatus::Stopped, None, true),
+    let (status, error, stopped, cut_off) = match outcome {
+        Outcome::Complete => (TurnStatus::Completed, None, false, None),
+        Outcome::Stopped => (TurnStatus::Stopped, None, true, None),
+        Outcome::CutOff(reason) => (TurnStatus::CutOff, None, false, Some(*reason)),
         Outcome::Failed { code, message, .. } => {
-            (TurnStatus::Error, Some(MessageError { code: code.to_string(), message: message.clone() }), false)
+            let error = MessageError { code: code.to_string(), message: message.clone() };
+            (TurnStatus::Error, Some(error), false, None)
         }
     };
     if let Some(last) = unsaved.iter_mut().rev().find(|m| m.role == Role::Assistant) {
         last.error = error;
         last.stopped = stopped;
+        last.cut_off = cut_off;
         last.usage = Some(usage);
     }
     status

@@ -158,6 +158,7 @@ async fn replay(sink: &mut EventSink, sid: &SessionId, record: &TurnRecord, mess
     let names: std::collections::HashMap<&str, &str> =
         messages.iter().flat_map(|m| m.tool_calls.iter().map(|c| (c.id.as_str(), c.function.name.as_str()))).collect();
     let mut error = None;
+    let mut cut = None;
     let mut usage = None;
     for m in messages {
         match m.role {
@@ -169,7 +170,16 @@ async fn replay(sink: &mut EventSink, sid: &SessionId, record: &TurnRecord, mess
                     let _ =
                         sink.send(StreamEvent::ToolCall { tool_call: call.clone(), origin: Default::default() }).await;
                 }
+                if !m.claim_mismatches.is_empty() {
+                    let verdict = match m.include_in_context {
+                        true => crate::sse::CheckVerdict::Corrected,
+                        false => crate::sse::CheckVerdict::AskedAgain,
+                    };
+                    let mismatches = m.claim_mismatches.clone();
+                    let _ = sink.send(StreamEvent::AnswerCheck { verdict, mismatches }).await;
+                }
                 error = m.error.clone().or(error);
+                cut = m.cut_off.or(cut);
                 usage = m.usage.or(usage);
             }
             Role::Tool => {
@@ -188,6 +198,11 @@ async fn replay(sink: &mut EventSink, sid: &SessionId, record: &TurnRecord, mess
     let reason = match record.status {
         TurnStatus::Completed | TurnStatus::Running => DoneReason::Complete,
         TurnStatus::Stopped => DoneReason::Stopped,
+        TurnStatus::CutOff => {
+            let reason = cut.unwrap_or(crate::message::CutReason::Length);
+            let _ = sink.send(StreamEvent::CutOff { reason }).await;
+            DoneReason::CutOff
+        }
         TurnStatus::Error => {
             let (code, message) =
                 error.map_or(("turn_failed".to_string(), "the turn failed".to_string()), |e| (e.code, e.message));

@@ -257,6 +257,18 @@ export type RecordKind = 'project' | 'document' | 'task' | 'goal' | 'plan' | 'mi
  */
 export type EntityKind = 'document' | 'task' | 'goal' | 'plan' | 'milestone' | 'risk' | 'requirement';
 /**
+ * What the turn did about an answer that did not match its steps.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "CheckVerdict".
+ */
+export type CheckVerdict = 'asked_again' | 'corrected';
+/**
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "MismatchKind".
+ */
+export type MismatchKind = 'claimed_not_done' | 'done_but_denied';
+/**
  * The scope of a chat (CURRENT_FLOW_AND_GAPS §5.1). `general` is accepted and
  * normalised to `global`; anything else unknown is refused with a 400.
  *
@@ -275,12 +287,19 @@ export type ContextType =
   | 'ontology'
   | 'brain_dump';
 /**
+ * Why an answer was cut off before its end.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "CutReason".
+ */
+export type CutReason = 'length' | 'repetition';
+/**
  * How a turn ended, carried by `done`.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "DoneReason".
  */
-export type DoneReason = 'complete' | 'error' | 'stopped';
+export type DoneReason = 'complete' | 'error' | 'stopped' | 'cut_off';
 /**
  * Which part of a series a change or delete applies to.
  *
@@ -313,7 +332,7 @@ export type MatchedIn = 'name' | 'description' | 'content';
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "MessageStatus".
  */
-export type MessageStatus = 'complete' | 'error' | 'stopped';
+export type MessageStatus = 'complete' | 'error' | 'stopped' | 'cut_off';
 /**
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "Role".
@@ -538,6 +557,15 @@ export type StreamEvent =
       reason: ShiftReason;
       type: 'context_shift';
     }
+  | {
+      mismatches: ClaimMismatch[];
+      type: 'answer_check';
+      verdict: CheckVerdict;
+    }
+  | {
+      reason: CutReason;
+      type: 'cut_off';
+    }
   | ((
       | {
           context_type: ContextType;
@@ -634,9 +662,12 @@ export interface WireTypes {
   CalendarEvent?: CalendarEvent;
   CalendarPatch?: CalendarPatch;
   Change?: Change;
+  CheckVerdict?: CheckVerdict;
+  ClaimMismatch?: ClaimMismatch;
   ContextType?: ContextType;
   ContextUsage?: ContextUsage;
   CreatedProject?: CreatedProject;
+  CutReason?: CutReason;
   DebugContext?: DebugContext;
   DebugTokens?: DebugTokens;
   DeleteAnswer?: DeleteAnswer;
@@ -686,6 +717,7 @@ export interface WireTypes {
   MilestoneFields?: MilestoneFields;
   MilestonePatch?: MilestonePatch;
   MilestoneState?: MilestoneState;
+  MismatchKind?: MismatchKind;
   MoveDocument?: MoveDocument;
   Name?: Name;
   NewDocument?: NewDocument;
@@ -1120,6 +1152,31 @@ export interface Edge {
 export interface EdgeEnd {
   id: EntityId;
   kind: EntityKind;
+}
+/**
+ * An answer's word that the turn's steps contradict.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "ClaimMismatch".
+ */
+export interface ClaimMismatch {
+  /**
+   * The kind of change: `create`, `update` or `delete`.
+   */
+  action: 'list' | 'search' | 'read' | 'create' | 'update' | 'delete';
+  /**
+   * The step's title, when the answer named one.
+   */
+  entity_name?: string | null;
+  kind: MismatchKind;
+  /**
+   * The mismatch in a sentence, for the user.
+   */
+  note: string;
+  /**
+   * The words of the answer that claim or deny it.
+   */
+  quote: string;
 }
 /**
  * The budget the context builder worked with and what it kept.
@@ -1648,16 +1705,28 @@ export interface MessageError {
  * via the `definition` "MessageView".
  */
 export interface MessageView {
+  /**
+   * Where the answer's word and the turn's steps disagree
+   * (docs/events.md, `answer_check`).
+   */
+  claim_mismatches?: ClaimMismatch[];
   content?: string | null;
   created_at: number;
+  cut_off?: null | ('length' | 'repetition');
   error?: null | MessageError;
   id: string;
+  /**
+   * False on an answer withdrawn for claiming what no tool did: shown,
+   * never sent to the model again.
+   */
+  in_context?: boolean;
   role: Role;
   seq: number;
   /**
-   * `complete`, `error` (the content is partial; see `error`) or `stopped` (partial, by the user).
+   * `complete`, `error` (the content is partial; see `error`), `stopped`
+   * (partial, by the user) or `cut_off` (partial: see `cut_off`).
    */
-  status: 'complete' | 'error' | 'stopped';
+  status: 'complete' | 'error' | 'stopped' | 'cut_off';
   /**
    * A tool result whose call is on another page.
    */

@@ -1,0 +1,95 @@
+//! The answer keeps its word ([`super::claims`]): the turn's final answer is
+//! checked against the write steps its stream showed. An answer that claims
+//! a change no tool committed, or denies one that did, is not left standing:
+//! - the model is asked once more (never twice, without tools) with a fixed
+//!   note of what committed; the first answer stays in the log, marked with
+//!   its mismatches and out of the model's context, and `answer_check`
+//!   (`asked_again`) tells the client the text before it is withdrawn;
+//! - an answer that still does not match stands with `answer_check`
+//!   (`corrected`), and the stored answer carries the mismatches;
+//! - an answer that comes with calls waiting for the user's yes cannot be
+//!   asked again (the turn waits): it is corrected at once.
+
+use super::claims::{check, note_for_model, ClaimMismatch};
+use super::{LoopEnd, ModelLoop, Outcome};
+use crate::message::{ChatMessage, Role, StoredMessage};
+use crate::sse::{CheckVerdict, EventSink, StreamEvent};
+
+impl ModelLoop<'_> {
+    /// The model answered in words: the loop's end, once the answer keeps its word.
+    pub(super) async fn answered(
+        &mut self,
+        mut first: StoredMessage,
+        messages: &[ChatMessage],
+        round: usize,
+        sink: &mut EventSink,
+    ) -> LoopEnd {
+        let steps = sink.stats().steps.clone();
+        let said = first.content.as_deref().unwrap_or_default();
+        let mismatches = if self.keeps_word { check(said, &steps) } else { vec![] };
+        if mismatches.is_empty() {
+            return self.end(vec![first], Outcome::Complete);
+        }
+        if self.budget_spent() {
+            return self.corrected(first, mismatches, sink).await;
+        }
+        tracing::info!(mismatches = mismatches.len(), "the answer claims what the steps do not show; asking again");
+        let verdict = CheckVerdict::AskedAgain;
+        let _ = sink.send(StreamEvent::AnswerCheck { verdict, mismatches: mismatches.clone() }).await;
+        let mut again = messages.to_vec();
+        again.push(first.to_chat());
+        // As the user's turn: strict chat templates take no system message
+        // after the first, and the last message must be the user's or a tool's.
+        again.push(ChatMessage::user(note_for_model(&mismatches, &steps)));
+        first.include_in_context = false;
+        first.claim_mismatches = mismatches;
+        let answer = self.ask(&again, vec![], round + 1, sink).await;
+        let second = self.message(Role::Assistant, answer.text);
+        if answer.outcome != Outcome::Complete {
+            return self.end(vec![first, second], answer.outcome);
+        }
+        let left = check(second.content.as_deref().unwrap_or_default(), &steps);
+        let mut end = self.corrected(second, left, sink).await;
+        end.unsaved.insert(0, first);
+        end
+    }
+
+    /// The answer stands; its mismatches, if any, go to the client and the log.
+    async fn corrected(
+        &mut self,
+        mut answer: StoredMessage,
+        mismatches: Vec<ClaimMismatch>,
+        sink: &mut EventSink,
+    ) -> LoopEnd {
+        self.correct(&mut answer, mismatches, sink).await;
+        self.end(vec![answer], Outcome::Complete)
+    }
+
+    /// Marks `answer` with its mismatches and tells the client (no-op without any).
+    pub(super) async fn correct(
+        &mut self,
+        answer: &mut StoredMessage,
+        mismatches: Vec<ClaimMismatch>,
+        sink: &mut EventSink,
+    ) {
+        if mismatches.is_empty() {
+            return;
+        }
+        tracing::info!(mismatches = mismatches.len(), "the answer stands corrected");
+        let _ = sink
+            .send(StreamEvent::AnswerCheck { verdict: CheckVerdict::Corrected, mismatches: mismatches.clone() })
+            .await;
+        answer.claim_mismatches = mismatches;
+    }
+
+    /// The words that came with calls waiting for the user's yes: nothing
+    /// they wait for is done yet, so "I deleted it" stands corrected.
+    pub(super) async fn check_waiting(&mut self, answer: &mut StoredMessage, sink: &mut EventSink) {
+        if !self.keeps_word {
+            return;
+        }
+        let steps = sink.stats().steps.clone();
+        let mismatches = check(answer.content.as_deref().unwrap_or_default(), &steps);
+        self.correct(answer, mismatches, sink).await;
+    }
+}
