@@ -45,6 +45,12 @@ pub struct Kind<'a> {
     pub projects: usize,
 }
 
+impl<'a> Kind<'a> {
+    pub fn new(label: &'a str, tools: bool, new_sessions: bool, projects: usize) -> Kind<'a> {
+        Kind { label, tools, new_sessions, projects }
+    }
+}
+
 /// The user's projects, before the turns.
 async fn seed_projects(dynamo: &aws_sdk_dynamodb::Client, table: &str, n: usize) -> Result<(), String> {
     use shared::entities::{store::DynamoEntityStore, EntityService, NewProject};

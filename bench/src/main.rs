@@ -437,25 +437,24 @@ const FLUSH_SWEEP: [u64; 5] = [25, 50, 100, 250, 500];
 /// stream's first frame at each interval.
 async fn cost_sweep(args: &Args) -> Result<String, String> {
     let (warmup, n) = (args.warmup, args.turns);
-    let kind = |label, tools, new_sessions, projects| cost::Kind { label, tools, new_sessions, projects };
     let mut rows = Vec::new();
     for ms in FLUSH_SWEEP {
         let flush = Duration::from_millis(ms);
         let label = format!("talk-only, existing session, FRAME_FLUSH_MS={ms}");
-        rows.push(cost::measure(&kind(&label, false, false, 0), args.model(), flush, (warmup, n)).await?);
+        rows.push(cost::measure(&cost::Kind::new(&label, false, false, 0), args.model(), flush, (warmup, n)).await?);
     }
     let d = FRAME_FLUSH_DEFAULT;
     // A session at turn ~20: its history read is as long as it gets (the
     // context builder's `CONTEXT_MAX_MESSAGES`).
-    let late = kind("talk-only, existing session, turns 19–22", false, false, 0);
+    let late = cost::Kind::new("talk-only, existing session, turns 19–22", false, false, 0);
     rows.push(cost::measure(&late, args.model(), d, (18, 4)).await?);
-    rows.push(cost::measure(&kind("talk-only, new session per turn", false, true, 0), args.model(), d, (warmup, n)).await?);
+    rows.push(cost::measure(&cost::Kind::new("talk-only, new session per turn", false, true, 0), args.model(), d, (warmup, n)).await?);
     // A realistic tool result: `list_projects` over 8 projects (~2 KB).
-    let tool = kind("tool turn (1 call, 8 projects listed), existing session", true, false, 8);
+    let tool = cost::Kind::new("tool turn (1 call, 8 projects listed), existing session", true, false, 8);
     rows.push(cost::measure(&tool, args.model(), d, (warmup, n)).await?);
-    let tool_new = kind("tool turn (1 call, 8 projects listed), new session", true, true, 8);
+    let tool_new = cost::Kind::new("tool turn (1 call, 8 projects listed), new session", true, true, 8);
     rows.push(cost::measure(&tool_new, args.model(), d, (warmup, n)).await?);
-    let tool_empty = kind("tool turn (1 call, no projects), existing session", true, false, 0);
+    let tool_empty = cost::Kind::new("tool turn (1 call, no projects), existing session", true, false, 0);
     rows.push(cost::measure(&tool_empty, args.model(), d, (warmup, n)).await?);
     let mut resumes = Vec::new();
     for ms in FLUSH_SWEEP {

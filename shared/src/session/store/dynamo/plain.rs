@@ -86,8 +86,9 @@ impl DynamoStore {
     /// conditional `PutItem`, sent together, then the session's count moved
     /// up to the last of them. Set, not added, so that a write sent again
     /// after a lost answer counts once; `<=`, so that a count left behind by
-    /// a cut-off write is repaired. Refused, the round's messages are taken
-    /// out again; cut off between the two, the count stays behind the log and
+    /// a cut-off write is repaired. Refused, the messages this call stored
+    /// are taken out again (a round sent again after its turn ended finds
+    /// its messages stored and leaves them); cut off between the two, the count stays behind the log and
     /// the next turn counts from the log (as after a start cut off). A round
     /// cut off part-way may leave a call without its result or a result
     /// without its call: the context builder sends neither alone
@@ -101,11 +102,14 @@ impl DynamoStore {
     ) -> Result<(), StoreError> {
         let Some(last) = messages.iter().map(|m| m.seq).max() else { return Ok(()) };
         let writes = messages.iter().map(|m| MessageWrite::of(user, m)).collect::<Result<Vec<_>, _>>()?;
-        let puts = join_all(writes.iter().map(|w| self.put_message(user, session, w, "append_messages"))).await;
+        let puts = join_all(writes.iter().map(|w| self.put_message_new(user, session, w, "append_messages"))).await;
+        // Only what this call stored is taken out again: a message found
+        // stored is an earlier write's (a retried round), and stays.
         let (mut stored, mut failed) = (Vec::new(), None);
         for (w, put) in writes.iter().zip(puts) {
             match put {
-                Ok(()) => stored.push(w),
+                Ok(true) => stored.push(w),
+                Ok(false) => {}
                 Err(e) => failed = failed.or(Some(e)),
             }
         }
@@ -242,6 +246,18 @@ impl DynamoStore {
         w: &MessageWrite,
         what: &'static str,
     ) -> Result<(), StoreError> {
+        self.put_message_new(user, session, w, what).await.map(|_| ())
+    }
+
+    /// [`Self::put_message`]; `Ok(true)`: this call stored it, `Ok(false)`:
+    /// it was stored already, by an earlier write (not ours to take out).
+    async fn put_message_new(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        w: &MessageWrite,
+        what: &'static str,
+    ) -> Result<bool, StoreError> {
         if let Err(e) = self.put_items(&w.bodies).await {
             self.forget(&w.bodies).await;
             return Err(e);
@@ -256,10 +272,10 @@ impl DynamoStore {
             .instrument(tracing::debug_span!("ddb.put_item", what))
             .await;
         match res {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(true),
             Err(e) if is_conditional(&e) => {
                 if self.stored_as(w).await {
-                    return Ok(());
+                    return Ok(false);
                 }
                 self.forget(&w.bodies).await;
                 Err(self.lost_or_gone(user, session).await)
