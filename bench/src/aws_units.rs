@@ -136,9 +136,16 @@ pub enum Plan {
     Delete(String),
     /// Each item: its key and, for a put, the item.
     Transact(Vec<(String, Option<Item>)>),
-    Get { consistent: bool },
-    Query { consistent: bool, index: bool },
-    BatchGet { consistent: bool },
+    Get {
+        consistent: bool,
+    },
+    Query {
+        consistent: bool,
+        index: bool,
+    },
+    BatchGet {
+        consistent: bool,
+    },
     BatchWrite(Vec<(String, Option<Item>)>),
 }
 
@@ -203,7 +210,11 @@ impl Plan {
     }
 
     /// (RRU, WRU) by AWS's rules, given the request's output.
-    pub fn units(&self, sizes: &mut Sizes, output: &aws_smithy_runtime_api::client::interceptors::context::Output) -> (f64, f64) {
+    pub fn units(
+        &self,
+        sizes: &mut Sizes,
+        output: &aws_smithy_runtime_api::client::interceptors::context::Output,
+    ) -> (f64, f64) {
         use aws_sdk_dynamodb::operation::*;
         let sum = |(t, i): (f64, f64)| t + i;
         match self {
@@ -242,8 +253,7 @@ impl Plan {
             Plan::Query { consistent, index } => {
                 let items = output.downcast_ref::<query::QueryOutput>().map(|o| o.items()).unwrap_or_default();
                 // A keys-only index's entries are what is read there.
-                let bytes: usize =
-                    items.iter().map(|i| if *index { item_size(i) } else { sizes.billed(i) }).sum();
+                let bytes: usize = items.iter().map(|i| if *index { item_size(i) } else { sizes.billed(i) }).sum();
                 (read_units(bytes, *consistent), 0.0)
             }
             Plan::BatchGet { consistent } => {
@@ -288,7 +298,8 @@ mod tests {
     #[test]
     fn the_index_key_costs_only_when_it_appears_moves_or_goes() {
         let mut sizes = Sizes::default();
-        let at = |g: &str| -> Item { [("pk".into(), s("P")), ("sk".into(), s("SESSION")), ("gsi2sk".into(), s(g))].into() };
+        let at =
+            |g: &str| -> Item { [("pk".into(), s("P")), ("sk".into(), s("SESSION")), ("gsi2sk".into(), s(g))].into() };
         assert_eq!(sizes.written("P|SESSION", Some(&at("1"))), (1.0, 1.0), "put + index put");
         assert_eq!(sizes.written("P|SESSION", Some(&at("1"))), (1.0, 0.0), "unchanged key: no index write");
         assert_eq!(sizes.written("P|SESSION", Some(&at("2"))), (1.0, 2.0), "moved: index delete + put");

@@ -12,10 +12,10 @@
 //! read and written); `local_*` are what DynamoDB Local reported, kept beside
 //! them (Local bills an empty `Query` 0 and a transaction's items its own way).
 
+use crate::aws_units::{Plan, Sizes};
 use aws_sdk_dynamodb::config::interceptors::{
     AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
 };
-use crate::aws_units::{Plan, Sizes};
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::operation;
 use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};

@@ -57,8 +57,14 @@ async fn seed_projects(dynamo: &aws_sdk_dynamodb::Client, table: &str, n: usize)
     let svc = EntityService::new(DynamoEntityStore::new(dynamo.clone(), table.to_string()));
     let user = shared::ids::UserId::parse("bench-cost").map_err(|e| e.to_string())?;
     for i in 0..n {
-        let description = format!("Project {i}: the quarterly launch plan, its milestones, owners and the open risks to review.");
-        let p = NewProject { name: format!("Launch {i}"), description: Some(description), state: Default::default(), context: None };
+        let description =
+            format!("Project {i}: the quarterly launch plan, its milestones, owners and the open risks to review.");
+        let p = NewProject {
+            name: format!("Launch {i}"),
+            description: Some(description),
+            state: Default::default(),
+            context: None,
+        };
         svc.create_project(&user, p).await.map_err(|e| e.to_string())?;
     }
     Ok(())

@@ -448,7 +448,15 @@ async fn cost_sweep(args: &Args) -> Result<String, String> {
     // context builder's `CONTEXT_MAX_MESSAGES`).
     let late = cost::Kind::new("talk-only, existing session, turns 19–22", false, false, 0);
     rows.push(cost::measure(&late, args.model(), d, (18, 4)).await?);
-    rows.push(cost::measure(&cost::Kind::new("talk-only, new session per turn", false, true, 0), args.model(), d, (warmup, n)).await?);
+    rows.push(
+        cost::measure(
+            &cost::Kind::new("talk-only, new session per turn", false, true, 0),
+            args.model(),
+            d,
+            (warmup, n),
+        )
+        .await?,
+    );
     // A realistic tool result: `list_projects` over 8 projects (~2 KB).
     let tool = cost::Kind::new("tool turn (1 call, 8 projects listed), existing session", true, false, 8);
     rows.push(cost::measure(&tool, args.model(), d, (warmup, n)).await?);

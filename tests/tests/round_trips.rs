@@ -384,7 +384,9 @@ async fn a_long_sessions_history_read_stops_at_its_summary() {
     let sid = first.session_id();
     for i in 2..=12 {
         r.t.llm.push(Reply::text(&["an answer"]));
-        let turn = r.t.turn("alice", json!({"message": format!("message {i}"), "session_id": sid, "context_type": "global"})).await;
+        let turn =
+            r.t.turn("alice", json!({"message": format!("message {i}"), "session_id": sid, "context_type": "global"}))
+                .await;
         assert_eq!(turn.error_code(), None);
     }
     let turn = |m: &str| json!({"message": m, "session_id": sid, "context_type": "global"});

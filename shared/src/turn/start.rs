@@ -283,8 +283,7 @@ async fn resume(
     // The scope as the request names it; the session's stored focus may
     // still narrow it (checked once the lease answers).
     let named = turn.context_type.map(|ct| SessionView::new(ct, turn.entity_id.clone(), turn.focus.clone()));
-    let early =
-        named.and_then(|v| context::pack_scope(deps, &v)).map(|s| context::load_pack(deps, user, s, exit));
+    let early = named.and_then(|v| context::pack_scope(deps, &v)).map(|s| context::load_pack(deps, user, s, exit));
     let early_agenda =
         OptionFuture::from(turn.context_type.map(|c| context::load_agenda(deps, user, c, turn.timezone)));
     let (leased, log, seen, pack, agenda, admitted) = tokio::join!(
