@@ -191,7 +191,7 @@ async fn a_tool_round_is_written_without_a_transaction_with_or_without_a_run_id(
     // Stored whole: the user message, the call, its result and the answer, twice.
     let sessions = r.t.store().list_sessions(&UserId::parse("alice").unwrap(), 10, None).await.unwrap().sessions;
     assert_eq!(sessions[0].message_count, 2 + 4 + 4);
-    let sid = shared::ids::SessionId::parse(&first.session_id()).unwrap();
+    let sid = shared::ids::SessionId::parse(first.session_id()).unwrap();
     let log = r.t.store().recent_messages(&UserId::parse("alice").unwrap(), &sid, 100).await.unwrap();
     assert_eq!(log.iter().map(|m| m.seq).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
 }

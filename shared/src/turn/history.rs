@@ -6,6 +6,9 @@
 //! [`TurnHistory`], over DynamoDB on the table handle (one `Query`: the
 //! summary and the agent state sort right after the messages, see
 //! [`crate::store::keys::LOG_END`]) and in memory ([`MemoryHistory`]).
+//! With the summarizer on, the read is bounded by what the context builder
+//! can send ([`TurnHistory::recent_log_bounded`]): a second request follows
+//! only when the newest page does not reach down to the summary.
 
 use crate::agent_state::AgentState;
 use crate::ids::{SessionId, UserId};
