@@ -7,10 +7,12 @@
 //! the model, the closing transaction, the budget's release after `done`).
 //!
 //! On-demand prices (us-east-1): read request units $0.125 per million,
-//! write request units $0.625 per million. A capacity unit as reported is a
-//! request unit on an on-demand table (a transactional write counts two per
-//! KB, a strongly consistent read one per 4 KB).
+//! write request units $0.625 per million. A record's `read`/`write` are
+//! AWS's units by its published rules ([`crate::aws_units`], from the items
+//! read and written); `local_*` are what DynamoDB Local reported, kept beside
+//! them (Local bills an empty `Query` 0 and a transaction's items its own way).
 
+use crate::aws_units::{Plan, Sizes};
 use aws_sdk_dynamodb::config::interceptors::{
     AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
 };
@@ -34,12 +36,16 @@ pub struct Consumed {
     /// request ran in one).
     pub op: String,
     pub frames: bool,
+    /// AWS's units ([`crate::aws_units`]).
     pub read: f64,
     pub write: f64,
+    /// DynamoDB Local's `ConsumedCapacity`.
+    pub local_read: f64,
+    pub local_write: f64,
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Meter(Arc<Mutex<Vec<Consumed>>>);
+pub struct Meter(Arc<Mutex<Vec<Consumed>>>, Arc<Mutex<Sizes>>);
 
 impl Meter {
     /// Everything recorded so far, which is then forgotten.
@@ -60,6 +66,7 @@ impl Meter {
 struct Label {
     op: String,
     frames: bool,
+    plan: Option<Plan>,
 }
 
 impl Storable for Label {
@@ -140,7 +147,8 @@ impl Intercept for Meter {
             batch_write_item::BatchWriteItemInput => "BatchWriteItem");
         if let Some(op) = op {
             let op = format!("{op} {}", what(context.input_mut()));
-            cfg.interceptor_state().store_put(Label { op: op.trim().to_string(), frames });
+            let plan = Plan::of(context.input_mut());
+            cfg.interceptor_state().store_put(Label { op: op.trim().to_string(), frames, plan });
         }
         Ok(())
     }
@@ -154,9 +162,13 @@ impl Intercept for Meter {
         let Some(label) = cfg.load::<Label>().cloned() else { return Ok(()) };
         let Ok(output) = context.output_or_error() else { return Ok(()) };
         if let Some((units, read)) = consumed(output) {
-            let (read, write) = if read { (units, 0.0) } else { (0.0, units) };
-            let c = Consumed { at: Instant::now(), op: label.op.clone(), frames: label.frames, read, write };
-            self.0.lock().unwrap().push(c);
+            let (local_read, local_write) = if read { (units, 0.0) } else { (0.0, units) };
+            let (read, write) = match &label.plan {
+                Some(plan) => plan.units(&mut self.1.lock().unwrap(), output),
+                None => (local_read, local_write),
+            };
+            let (at, op, frames) = (Instant::now(), label.op.clone(), label.frames);
+            self.0.lock().unwrap().push(Consumed { at, op, frames, read, write, local_read, local_write });
         }
         Ok(())
     }
@@ -203,8 +215,12 @@ fn what(input: &mut aws_smithy_runtime_api::client::interceptors::context::Input
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Phase {
     pub requests: f64,
+    /// AWS's units.
     pub read: f64,
     pub write: f64,
+    /// DynamoDB Local's.
+    pub local_read: f64,
+    pub local_write: f64,
 }
 
 impl Phase {
@@ -212,6 +228,27 @@ impl Phase {
         self.requests += 1.0;
         self.read += c.read;
         self.write += c.write;
+        self.local_read += c.local_read;
+        self.local_write += c.local_write;
+    }
+
+    fn plus(mut self, p: &Phase) -> Phase {
+        self.requests += p.requests;
+        self.read += p.read;
+        self.write += p.write;
+        self.local_read += p.local_read;
+        self.local_write += p.local_write;
+        self
+    }
+
+    fn over(self, n: f64) -> Phase {
+        Phase {
+            requests: self.requests / n,
+            read: self.read / n,
+            write: self.write / n,
+            local_read: self.local_read / n,
+            local_write: self.local_write / n,
+        }
     }
 
     /// $ per 1,000 turns of this phase, at on-demand prices.
@@ -230,13 +267,7 @@ pub struct Phases {
 
 impl Phases {
     pub fn total(&self) -> Phase {
-        let mut t = Phase::default();
-        for p in [self.before_model, self.frame_log, self.rest] {
-            t.requests += p.requests;
-            t.read += p.read;
-            t.write += p.write;
-        }
-        t
+        [self.before_model, self.frame_log, self.rest].iter().fold(Phase::default(), Phase::plus)
     }
 }
 
@@ -259,11 +290,7 @@ pub fn by_phase(records: &[Consumed], from: Instant, to: Instant, model: Option<
 /// The mean of phases over turns.
 pub fn mean(turns: &[Phases]) -> Phases {
     let n = turns.len().max(1) as f64;
-    let avg = |f: &dyn Fn(&Phases) -> Phase| {
-        let (r, rd, w) =
-            turns.iter().map(f).fold((0.0, 0.0, 0.0), |a, p| (a.0 + p.requests, a.1 + p.read, a.2 + p.write));
-        Phase { requests: r / n, read: rd / n, write: w / n }
-    };
+    let avg = |f: &dyn Fn(&Phases) -> Phase| turns.iter().map(f).fold(Phase::default(), |a, p| a.plus(&p)).over(n);
     Phases { before_model: avg(&|p| p.before_model), frame_log: avg(&|p| p.frame_log), rest: avg(&|p| p.rest) }
 }
 

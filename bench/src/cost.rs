@@ -34,19 +34,56 @@ fn tool_reply(answer: Reply) -> Reply {
     })
 }
 
+/// A kind of turn.
+pub struct Kind<'a> {
+    pub label: &'a str,
+    /// One `list_projects` call, then the answer.
+    pub tools: bool,
+    pub new_sessions: bool,
+    /// Projects the user has (what `list_projects` returns: each ~250 bytes
+    /// of JSON in the tool result).
+    pub projects: usize,
+}
+
+impl<'a> Kind<'a> {
+    pub fn new(label: &'a str, tools: bool, new_sessions: bool, projects: usize) -> Kind<'a> {
+        Kind { label, tools, new_sessions, projects }
+    }
+}
+
+/// The user's projects, before the turns.
+async fn seed_projects(dynamo: &aws_sdk_dynamodb::Client, table: &str, n: usize) -> Result<(), String> {
+    use shared::entities::{store::DynamoEntityStore, EntityService, NewProject};
+    let svc = EntityService::new(DynamoEntityStore::new(dynamo.clone(), table.to_string()));
+    let user = shared::ids::UserId::parse("bench-cost").map_err(|e| e.to_string())?;
+    for i in 0..n {
+        let description =
+            format!("Project {i}: the quarterly launch plan, its milestones, owners and the open risks to review.");
+        let p = NewProject {
+            name: format!("Launch {i}"),
+            description: Some(description),
+            state: Default::default(),
+            context: None,
+        };
+        svc.create_project(&user, p).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// `n` turns (after `warmup`) of one kind through a fresh handler.
 pub async fn measure(
-    label: &str,
+    kind: &Kind<'_>,
     answer: Reply,
-    tools: bool,
-    new_sessions: bool,
     flush: Duration,
     (warmup, n): (usize, usize),
 ) -> Result<Measured, String> {
+    let Kind { label, tools, new_sessions, projects } = *kind;
     eprintln!("cost: {label}");
     let meter = Meter::default();
     let dynamo = meter.client().await;
     let table = tests::fresh_table(&dynamo).await;
+    seed_projects(&dynamo, &table, projects).await?;
+    meter.take();
     let llm = ScriptedLlm::start().await;
     llm.set_default(if tools { tool_reply(answer) } else { answer });
     let mut config = crate::bench_config(&table, &llm.base_url());
@@ -124,8 +161,9 @@ async fn run_turn(
 pub fn render(rows: &[Measured], resumes: &[(Duration, Vec<Duration>)]) -> String {
     let mut out = String::from(
         "\n### What a turn costs, by kind (`--mode cost`; mean per turn: requests / RRU / WRU)\n\n\
-         | turn | before the model | frame log | rest (start record, finish, budget release) | total | DynamoDB $ / 1,000 | Lambda $ / 1,000 (256 MB arm64) | infrastructure $ / 1,000 |\n\
-         |---|---|---|---|---|--:|--:|--:|\n",
+         Units by AWS's rules (`aws_units`); DynamoDB Local's own count of the total beside them.\n\n\
+         | turn | before the model | frame log | rest (start record, finish, budget release) | total | DynamoDB Local's RRU / WRU | DynamoDB $ / 1,000 | Lambda $ / 1,000 (256 MB arm64) | infrastructure $ / 1,000 |\n\
+         |---|---|---|---|---|---|--:|--:|--:|\n",
     );
     for m in rows {
         let p = m.phases;
@@ -135,13 +173,15 @@ pub fn render(rows: &[Measured], resumes: &[(Duration, Vec<Duration>)]) -> Strin
             * (m.duration.as_secs_f64() * crate::STREAM_MEMORY_GB * crate::LAMBDA_GB_SECOND + crate::LAMBDA_REQUEST);
         let _ = writeln!(
             out,
-            "| {} (mean {:.0} ms) | {} | {} | {} | {} | {ddb:.5} | {lambda:.5} | {:.5} |",
+            "| {} (mean {:.0} ms) | {} | {} | {} | {} | {:.1} / {:.1} | {ddb:.5} | {lambda:.5} | {:.5} |",
             m.label,
             m.duration.as_secs_f64() * 1000.0,
             cell(p.before_model),
             cell(p.frame_log),
             cell(p.rest),
             cell(p.total()),
+            p.total().local_read,
+            p.total().local_write,
             ddb + lambda
         );
     }

@@ -35,6 +35,7 @@
 //! when a run failed, never because a target was missed: the report says so.
 
 mod adapter;
+mod aws_units;
 mod capacity;
 mod cost;
 mod driver;
@@ -440,12 +441,29 @@ async fn cost_sweep(args: &Args) -> Result<String, String> {
     for ms in FLUSH_SWEEP {
         let flush = Duration::from_millis(ms);
         let label = format!("talk-only, existing session, FRAME_FLUSH_MS={ms}");
-        rows.push(cost::measure(&label, args.model(), false, false, flush, (warmup, n)).await?);
+        rows.push(cost::measure(&cost::Kind::new(&label, false, false, 0), args.model(), flush, (warmup, n)).await?);
     }
     let d = FRAME_FLUSH_DEFAULT;
-    rows.push(cost::measure("talk-only, new session per turn", args.model(), false, true, d, (warmup, n)).await?);
-    rows.push(cost::measure("tool turn (1 call), existing session", args.model(), true, false, d, (warmup, n)).await?);
-    rows.push(cost::measure("tool turn (1 call), new session", args.model(), true, true, d, (warmup, n)).await?);
+    // A session at turn ~20: its history read is as long as it gets (the
+    // context builder's `CONTEXT_MAX_MESSAGES`).
+    let late = cost::Kind::new("talk-only, existing session, turns 19–22", false, false, 0);
+    rows.push(cost::measure(&late, args.model(), d, (18, 4)).await?);
+    rows.push(
+        cost::measure(
+            &cost::Kind::new("talk-only, new session per turn", false, true, 0),
+            args.model(),
+            d,
+            (warmup, n),
+        )
+        .await?,
+    );
+    // A realistic tool result: `list_projects` over 8 projects (~2 KB).
+    let tool = cost::Kind::new("tool turn (1 call, 8 projects listed), existing session", true, false, 8);
+    rows.push(cost::measure(&tool, args.model(), d, (warmup, n)).await?);
+    let tool_new = cost::Kind::new("tool turn (1 call, 8 projects listed), new session", true, true, 8);
+    rows.push(cost::measure(&tool_new, args.model(), d, (warmup, n)).await?);
+    let tool_empty = cost::Kind::new("tool turn (1 call, no projects), existing session", true, false, 0);
+    rows.push(cost::measure(&tool_empty, args.model(), d, (warmup, n)).await?);
     let mut resumes = Vec::new();
     for ms in FLUSH_SWEEP {
         let flush = Duration::from_millis(ms);

@@ -94,6 +94,11 @@ pub struct LlmConfig {
     pub max_tokens: Option<u32>,
 }
 
+/// The default first page of a turn's history read with the summarizer on:
+/// it summarizes past 20 uncovered messages (`SUMMARY_TRIGGER_MESSAGES`), and
+/// a tool turn adds up to 4 at once.
+pub const HISTORY_FIRST_PAGE: usize = 24;
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// `TABLE_NAME` (default `agentic-chat`).
@@ -105,6 +110,13 @@ pub struct Config {
     /// `CONTEXT_MAX_MESSAGES` ([`crate::context::ContextConfig::load_limit`]),
     /// no more than the budget can send.
     pub history_limit: Option<usize>,
+    /// `HISTORY_FIRST_PAGE`: with the summarizer on (`SUMMARY_QUEUE_URL`
+    /// set; default [`HISTORY_FIRST_PAGE`] then, else unset) a turn reads
+    /// this many newest messages first, and older ones only as far as the
+    /// summary does not cover them ([`crate::turn::history`]): the context
+    /// builder sends nothing the summary covers, and the summarizer keeps the
+    /// uncovered tail under ~24 messages. Unset: the history limit at once.
+    pub history_first_page: Option<usize>,
     /// `MAX_MESSAGE_BYTES` (default 32768, at most [`MAX_MESSAGE_BYTES_LIMIT`]):
     /// the longest user message accepted.
     pub max_message_bytes: usize,
@@ -334,6 +346,11 @@ impl Config {
         if history_limit.is_some_and(|n| n == 0 || n > 1000) {
             return Err(ConfigError { var: "HISTORY_LIMIT", reason: "must be 1..=1000".into() });
         }
+        let history_first_page = match (env_or("HISTORY_FIRST_PAGE"), env_or("SUMMARY_QUEUE_URL")) {
+            (Some(_), _) => Some(env_parse("HISTORY_FIRST_PAGE", HISTORY_FIRST_PAGE)?.clamp(1, 1000)),
+            (None, Some(_)) => Some(HISTORY_FIRST_PAGE),
+            (None, None) => None,
+        };
         let auth = AuthConfig {
             jwt_secret: env_or("AUTH_JWT_SECRET"),
             jwks_url: env_or("AUTH_JWKS_URL"),
@@ -371,6 +388,7 @@ impl Config {
             },
             auth,
             history_limit,
+            history_first_page,
             max_message_bytes,
             session_lease: ms("SESSION_LEASE_MS", 30_000)?,
             tool_max_rounds: env_parse("TOOL_MAX_ROUNDS", 5usize)?,

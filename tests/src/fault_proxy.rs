@@ -86,9 +86,11 @@ pub enum TurnWrite {
     StartMessage,
     /// `UpdateItem`: that start's session write (count, scope, title).
     Start,
-    /// `TransactWriteItems`: a tool round's messages + the session's count.
+    /// `UpdateItem`: a tool round's session write (its count), after the
+    /// round's messages' plain `PutItem`s (`dynamo::plain`).
     ToolRound,
-    /// `PutItem`: the turn's last message (an assistant's: tool rounds go in transactions).
+    /// `PutItem`: an assistant's message: the turn's last (and a tool
+    /// round's call, which goes before).
     FinishMessage,
     /// `UpdateItem`: the end's session write (count, tokens, lease release).
     Finish,
@@ -97,9 +99,8 @@ pub enum TurnWrite {
 impl TurnWrite {
     pub fn op(self) -> Op {
         match self {
-            TurnWrite::Lease | TurnWrite::Start | TurnWrite::Finish => Op::UpdateItem,
+            TurnWrite::Lease | TurnWrite::Start | TurnWrite::ToolRound | TurnWrite::Finish => Op::UpdateItem,
             TurnWrite::StartMessage | TurnWrite::FinishMessage => Op::PutItem,
-            TurnWrite::ToolRound => Op::TransactWriteItems,
         }
     }
 
@@ -109,8 +110,7 @@ impl TurnWrite {
             TurnWrite::Lease => "SET lease_turn = :t, lease_until = :u",
             TurnWrite::StartMessage => "\"role\":{\"S\":\"user\"}",
             TurnWrite::Start => "message_count <= :count",
-            // The closing quote: the finish's expression goes on after `:added`.
-            TurnWrite::ToolRound => "SET message_count = message_count + :added\"",
+            TurnWrite::ToolRound => "\"SET message_count = :last\"",
             TurnWrite::FinishMessage => "\"role\":{\"S\":\"assistant\"}",
             TurnWrite::Finish => "REMOVE lease_turn, lease_until, stop_turn",
         }
@@ -179,7 +179,13 @@ impl Fault {
 
     /// On one of a turn's writes.
     pub fn on_write(write: TurnWrite) -> Fault {
-        Fault::on(write.op()).containing(write.marker())
+        let fault = Fault::on(write.op()).containing(write.marker());
+        match write {
+            // A tool round's call is an assistant's message too, stored
+            // before: only the turn's answer carries its usage.
+            TurnWrite::FinishMessage => fault.containing("usage"),
+            _ => fault,
+        }
     }
 
     /// Only requests whose body contains `piece` (and any piece given before).
@@ -218,6 +224,8 @@ pub struct Seen {
     pub at: tokio::time::Instant,
     /// When its answer went out (`None`: not yet, or dropped).
     pub answered: Option<tokio::time::Instant>,
+    /// DynamoDB's answer, as forwarded (`None`: not forwarded, or not yet).
+    pub reply: Option<String>,
 }
 
 impl Seen {
@@ -272,7 +280,7 @@ impl State {
             }
         }
         let at = tokio::time::Instant::now();
-        self.seen.push(Seen { op, body: body.to_string(), fault: action, at, answered: None });
+        self.seen.push(Seen { op, body: body.to_string(), fault: action, at, answered: None, reply: None });
         (self.seen.len() - 1, action)
     }
 }
@@ -433,47 +441,53 @@ async fn handle(
     if let Some(mut held) = held {
         let _ = held.changed().await;
     }
-    let answer = answer(action, &http, &upstream, &parts, body).await;
+    let (answer, reply) = answer(action, &http, &upstream, &parts, body).await;
     if answer.is_ok() {
-        state.lock().unwrap().seen[seen].answered = Some(tokio::time::Instant::now());
+        let mut st = state.lock().unwrap();
+        st.seen[seen].answered = Some(tokio::time::Instant::now());
+        st.seen[seen].reply = reply.map(|b| String::from_utf8_lossy(&b).into_owned());
     }
     answer
 }
 
-/// What the client gets for a request under `action`.
+/// What the client gets for a request under `action`, and DynamoDB's
+/// answer when it was forwarded.
 async fn answer(
     action: Option<Action>,
     http: &reqwest::Client,
     upstream: &str,
     parts: &http::request::Parts,
     body: Bytes,
-) -> Result<Answer, Dropped> {
+) -> (Result<Answer, Dropped>, Option<Bytes>) {
     match action {
         Some(Action::Throttle(Throttle::ThrottlingException)) => {
-            return Ok(dynamo_error(400, "ThrottlingException", "Rate of requests exceeds the allowed throughput."))
+            let e = dynamo_error(400, "ThrottlingException", "Rate of requests exceeds the allowed throughput.");
+            return (Ok(e), None);
         }
         Some(Action::Throttle(Throttle::ProvisionedThroughputExceeded)) => {
-            return Ok(dynamo_error(
+            let e = dynamo_error(
                 400,
                 "ProvisionedThroughputExceededException",
                 "The level of configured provisioned throughput for the table was exceeded. \
                  Consider increasing your provisioning level with the UpdateTable API.",
-            ))
+            );
+            return (Ok(e), None);
         }
-        Some(Action::ServerError) => return Ok(server_error()),
+        Some(Action::ServerError) => return (Ok(server_error()), None),
         Some(Action::Delay(d)) => tokio::time::sleep(d).await,
         Some(Action::LostResponse(_)) | Some(Action::Hold) | None => {}
     }
-    let answer = forward(http, upstream, parts, body).await;
+    let (answer, bytes) = forward(http, upstream, parts, body).await;
     match action {
-        Some(Action::LostResponse(Lost::Answer500)) => Ok(server_error()),
-        Some(Action::LostResponse(Lost::DropConnection)) => Err(Dropped),
-        _ => Ok(answer),
+        Some(Action::LostResponse(Lost::Answer500)) => (Ok(server_error()), Some(bytes)),
+        Some(Action::LostResponse(Lost::DropConnection)) => (Err(Dropped), Some(bytes)),
+        _ => (Ok(answer), Some(bytes)),
     }
 }
 
-/// Sends the request on to DynamoDB Local and returns its answer as it came.
-async fn forward(http: &reqwest::Client, upstream: &str, parts: &http::request::Parts, body: Bytes) -> Answer {
+/// Sends the request on to DynamoDB Local and returns its answer as it came,
+/// and its body.
+async fn forward(http: &reqwest::Client, upstream: &str, parts: &http::request::Parts, body: Bytes) -> (Answer, Bytes) {
     let url = format!("{upstream}{}", parts.uri.path_and_query().map_or("/", |p| p.as_str()));
     let mut req = http.request(parts.method.clone(), url).body(body);
     for (name, value) in &parts.headers {
@@ -483,7 +497,10 @@ async fn forward(http: &reqwest::Client, upstream: &str, parts: &http::request::
     }
     let resp = match req.send().await {
         Ok(r) => r,
-        Err(e) => return dynamo_error(500, "InternalServerError", &format!("proxy: upstream unreachable: {e}")),
+        Err(e) => {
+            let e = dynamo_error(500, "InternalServerError", &format!("proxy: upstream unreachable: {e}"));
+            return (e, Bytes::new());
+        }
     };
     let mut answer = hyper::Response::builder().status(resp.status());
     for (name, value) in resp.headers() {
@@ -492,5 +509,5 @@ async fn forward(http: &reqwest::Client, upstream: &str, parts: &http::request::
         }
     }
     let bytes = resp.bytes().await.unwrap_or_default();
-    answer.body(Full::new(bytes)).expect("upstream response parts are valid")
+    (answer.body(Full::new(bytes.clone())).expect("upstream response parts are valid"), bytes)
 }

@@ -58,13 +58,14 @@ pub struct LoadedPack {
 }
 
 /// The scope whose pack the turn's prompt gets; `None`: no pack to read (no
-/// ontology; or a new session in global scope, whose first turn reads
-/// nothing before the model: the global pack is only the list of projects,
-/// which `list_projects` gives the model when it needs them).
-pub fn pack_scope(deps: &TurnDeps, view: &SessionView, new_session: bool) -> Option<ToolScope> {
+/// ontology, or global scope). The global pack is only the list of projects,
+/// which `list_projects` gives the model when it needs them: no turn reads it
+/// before the model (it was one request more beside an existing session's
+/// first round trip, 0.5 read units even when empty: docs/cost.md).
+pub fn pack_scope(deps: &TurnDeps, view: &SessionView) -> Option<ToolScope> {
     deps.entities.as_ref()?;
     let scope = ToolScope::from_focus(view.context_type, view.entity_id.as_deref(), view.focus.as_ref());
-    (!new_session || scope != ToolScope::Global).then_some(scope)
+    (scope != ToolScope::Global).then_some(scope)
 }
 
 /// The calendar block a turn's prompt gets: the next 7 days in the

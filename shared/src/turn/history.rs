@@ -6,12 +6,15 @@
 //! [`TurnHistory`], over DynamoDB on the table handle (one `Query`: the
 //! summary and the agent state sort right after the messages, see
 //! [`crate::store::keys::LOG_END`]) and in memory ([`MemoryHistory`]).
+//! With the summarizer on, the read is bounded by what the context builder
+//! can send ([`TurnHistory::recent_log_bounded`]): a second request follows
+//! only when the newest page does not reach down to the summary.
 
 use crate::agent_state::AgentState;
 use crate::ids::{SessionId, UserId};
 use crate::message::StoredMessage;
 use crate::session::store::{MemoryStore, SessionLog};
-use crate::store::attr::get_s;
+use crate::store::attr::{get_n, get_s, Item};
 use crate::store::dynamo::DynamoStore;
 use crate::store::keys::{self, AGENT_STATE_SK, MSG_PREFIX, SUMMARY_SK};
 use crate::store::StoreError;
@@ -36,29 +39,78 @@ pub trait TurnHistory: Send + Sync {
     /// The last `limit` messages (oldest first) with the session's current
     /// summary and agent state, in one request.
     async fn recent_log(&self, user: &UserId, session: &SessionId, limit: usize) -> Result<RecentLog, StoreError>;
+
+    /// The same, reading only as far back as the context builder can send:
+    /// the newest `first` messages, then — in a second request, only when
+    /// those do not reach down to the summary — the older ones the summary
+    /// does not cover, up to `limit` in all. Messages the summary covers may
+    /// be left unread (the builder never sends them). The default reads
+    /// `limit` at once.
+    async fn recent_log_bounded(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        limit: usize,
+        first: usize,
+    ) -> Result<RecentLog, StoreError> {
+        let _ = first;
+        self.recent_log(user, session, limit).await
+    }
 }
 
 #[async_trait::async_trait]
 impl TurnHistory for DynamoStore {
     async fn recent_log(&self, user: &UserId, session: &SessionId, limit: usize) -> Result<RecentLog, StoreError> {
+        self.recent_log_bounded(user, session, limit, limit).await
+    }
+
+    async fn recent_log_bounded(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        limit: usize,
+        first: usize,
+    ) -> Result<RecentLog, StoreError> {
         let limit = limit.clamp(1, 1000);
+        let first = first.clamp(1, limit);
         let range = (MSG_PREFIX.to_string(), keys::LOG_END.to_string());
         // The summary and the agent state come first, when they exist.
-        let items = self.query_range(user, session, range, false, limit + 2, "recent_log").await?;
+        let items = self.query_range(user, session, range, false, first + 2, "recent_log").await?;
         let mut log = RecentLog { messages: Vec::new(), summary: Ok(None), agent_state: Ok(None) };
         let mut messages = Vec::new();
         for item in &items {
             match get_s(item, "sk") {
                 Some(SUMMARY_SK) => log.summary = crate::summary::store::from_item(item).map(Some),
                 Some(AGENT_STATE_SK) => log.agent_state = crate::agent_state::store::from_item(item).map(Some),
-                _ if messages.len() < limit => messages.push(item),
+                // Read (and billed) anyway: kept, up to the limit.
+                _ if messages.len() < limit => messages.push(item.clone()),
                 _ => {}
             }
         }
-        log.messages = futures::future::try_join_all(messages.into_iter().map(|i| self.message_from_item(i))).await?;
+        let full = items.len() == first + 2;
+        if let Some(older) = uncovered_below(&messages, &log, full, limit) {
+            let left = limit - messages.len();
+            messages.extend(self.query_range(user, session, older, false, left, "recent_log_older").await?);
+        }
+        log.messages = futures::future::try_join_all(messages.iter().map(|i| self.message_from_item(i))).await?;
         log.messages.reverse();
         Ok(log)
     }
+}
+
+/// The range of older messages still to read after a `full` first page
+/// (newest first): those between the summary's last and the page's oldest;
+/// `None` when the page was not full, holds the limit or reaches the summary.
+fn uncovered_below(page: &[Item], log: &RecentLog, full: bool, limit: usize) -> Option<(String, String)> {
+    if !full || page.len() >= limit {
+        return None;
+    }
+    let oldest = page.last().and_then(|i| get_n(i, "seq")).filter(|s| *s > 1)? as u64;
+    let covered = match &log.summary {
+        Ok(Some(s)) => s.through_seq,
+        _ => 0,
+    };
+    (oldest > covered + 1).then(|| (keys::message_sk(covered + 1), keys::message_sk(oldest - 1)))
 }
 
 /// The in-memory twin: the messages of a [`MemoryStore`], and the summary and

@@ -211,7 +211,7 @@ async fn open(
     record_session(&view.id);
     let (user_message, start) = turn_start(turn, ids, &session, &view, None, 0);
     let pack =
-        OptionFuture::from(context::pack_scope(deps, &view, true).map(|s| context::load_pack(deps, ids.user, s, exit)));
+        OptionFuture::from(context::pack_scope(deps, &view).map(|s| context::load_pack(deps, ids.user, s, exit)));
     let pack = async { tokio::join!(pack, context::load_agenda(deps, ids.user, view.context_type, turn.timezone)) };
     let mut lease = LeaseGuard::new((deps.store.clone(), deps.store.clone()), ids.user, &view.id, ids.turn_id, exit);
     // A `stream_run_id` may be the retry of a first turn that opened a
@@ -283,13 +283,12 @@ async fn resume(
     // The scope as the request names it; the session's stored focus may
     // still narrow it (checked once the lease answers).
     let named = turn.context_type.map(|ct| SessionView::new(ct, turn.entity_id.clone(), turn.focus.clone()));
-    let early =
-        named.and_then(|v| context::pack_scope(deps, &v, false)).map(|s| context::load_pack(deps, user, s, exit));
+    let early = named.and_then(|v| context::pack_scope(deps, &v)).map(|s| context::load_pack(deps, user, s, exit));
     let early_agenda =
         OptionFuture::from(turn.context_type.map(|c| context::load_agenda(deps, user, c, turn.timezone)));
     let (leased, log, seen, pack, agenda, admitted) = tokio::join!(
         store.acquire_lease(user, sid, ids.lease),
-        deps.history.recent_log(user, sid, limit),
+        deps.history.recent_log_bounded(user, sid, limit, deps.config.history_first_page.unwrap_or(limit)),
         seen,
         OptionFuture::from(early),
         early_agenda,
@@ -390,7 +389,7 @@ async fn settle_reads(
     early: (Option<LoadedPack>, Option<Option<String>>),
     exit: &Exit,
 ) -> (Option<LoadedPack>, Option<String>) {
-    let pack = match (early.0, context::pack_scope(deps, view, false)) {
+    let pack = match (early.0, context::pack_scope(deps, view)) {
         (Some(p), Some(wanted)) if p.scope == wanted => Some(p),
         (_, Some(wanted)) => Some(context::load_pack(deps, user, wanted, exit).await),
         (_, None) => None,

@@ -833,31 +833,10 @@ impl SessionLog for DynamoStore {
         turn: &TurnId,
         messages: &[StoredMessage],
     ) -> Result<(), StoreError> {
-        // DynamoDB Local caps a transaction at 10 items: 9 messages + the session.
-        for chunk in messages.chunks(9) {
-            let writes = MessageWrites::of(user, chunk)?;
-            let mut items = writes.puts(self.table())?;
-            let update = Update::builder()
-                .table_name(self.table())
-                .set_key(Some(Self::session_key(user, session)))
-                .update_expression("SET message_count = message_count + :added")
-                .condition_expression("lease_turn = :t AND #st <> :deleting")
-                .expression_attribute_names("#st", "status")
-                .expression_attribute_values(":deleting", s(DELETING))
-                .expression_attribute_values(":t", s(turn.as_str()))
-                .expression_attribute_values(":added", n(chunk.len()))
-                .build()
-                .map_err(|e| StoreError::Backend(e.to_string()))?;
-            items.push(TransactWriteItem::builder().update(update).build());
-            match self.commit_messages(&writes, items, 0, "append_messages").await? {
-                Commit::Done => {}
-                c if c.any_failed() => return Err(self.lost_or_gone(user, session).await),
-                Commit::Cancelled(codes) => {
-                    return Err(StoreError::Backend(format!("append_messages cancelled: {codes:?}")))
-                }
-            }
-        }
-        Ok(())
+        // A tool round writes no turn record and no claim: its messages and
+        // the session's count go as plain writes (`plain`), run claimed or
+        // not, at half a transaction's write units (docs/cost.md).
+        self.append_plain(user, session, turn, messages).await
     }
 
     async fn finish_turn(&self, user: &UserId, session: &SessionId, end: &TurnEnd) -> Result<(), StoreError> {

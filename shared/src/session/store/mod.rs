@@ -222,9 +222,10 @@ pub trait SessionLog: Send + Sync {
     async fn start_turn(&self, user: &UserId, session: &SessionId, start: &TurnStart) -> Result<(), StoreError>;
 
     /// Appends messages of a running turn (a tool round: the assistant's calls
-    /// and their results), with the session's count, in transactions of at most
-    /// 9 messages. Requires the lease (`LeaseLost`) and a session no delete has
-    /// begun on (`NotFound`).
+    /// and their results), with the session's count (over DynamoDB as plain
+    /// writes, messages first: `dynamo::plain`). Requires the lease
+    /// (`LeaseLost`) and a session no delete has begun on (`NotFound`);
+    /// refused, it leaves nothing.
     async fn append_messages(
         &self,
         user: &UserId,

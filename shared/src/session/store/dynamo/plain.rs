@@ -22,15 +22,16 @@
 //! or under a deleted session's key, where nothing reads it).
 
 use super::{session_from_item, DynamoStore, MessageWrite};
-use crate::ids::{SessionId, UserId};
+use crate::ids::{SessionId, TurnId, UserId};
 use crate::message::{Role, StoredMessage};
 use crate::session::store::{Bookkeeping, Lease, TurnEnd, TurnStart};
 use crate::session::Session;
-use crate::store::attr::{backend, get_s, is_conditional, n, s};
+use crate::store::attr::{backend, get_s, is_conditional, n, s, DELETING};
 use crate::store::keys;
 use crate::store::StoreError;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::Update;
+use futures::future::join_all;
 use std::collections::HashMap;
 use tracing::Instrument;
 
@@ -78,6 +79,78 @@ impl DynamoStore {
                 Some(w) => Err(self.not_counted(user, session, w).await),
                 None => Err(self.lost_or_gone(user, session).await),
             },
+        }
+    }
+
+    /// A tool round's messages (a running turn's, under its lease): each a
+    /// conditional `PutItem`, sent together, then the session's count moved
+    /// up to the last of them. Set, not added, so that a write sent again
+    /// after a lost answer counts once; `<=`, so that a count left behind by
+    /// a cut-off write is repaired. Refused, the messages this call stored
+    /// are taken out again (a round sent again after its turn ended finds
+    /// its messages stored and leaves them); cut off between the two, the count stays behind the log and
+    /// the next turn counts from the log (as after a start cut off). A round
+    /// cut off part-way may leave a call without its result or a result
+    /// without its call: the context builder sends neither alone
+    /// (`context`'s contract).
+    pub(super) async fn append_plain(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        turn: &TurnId,
+        messages: &[StoredMessage],
+    ) -> Result<(), StoreError> {
+        let Some(last) = messages.iter().map(|m| m.seq).max() else { return Ok(()) };
+        let writes = messages.iter().map(|m| MessageWrite::of(user, m)).collect::<Result<Vec<_>, _>>()?;
+        let puts = join_all(writes.iter().map(|w| self.put_message_new(user, session, w, "append_messages"))).await;
+        // Only what this call stored is taken out again: a message found
+        // stored is an earlier write's (a retried round), and stays.
+        let (mut stored, mut failed) = (Vec::new(), None);
+        for (w, put) in writes.iter().zip(puts) {
+            match put {
+                Ok(true) => stored.push(w),
+                Ok(false) => {}
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        if let Some(e) = failed {
+            self.take_out(&stored).await;
+            return Err(e);
+        }
+        let update = Update::builder()
+            .table_name(self.table())
+            .set_key(Some(Self::session_key(user, session)))
+            .update_expression("SET message_count = :last")
+            .condition_expression("lease_turn = :t AND message_count <= :last AND #st <> :deleting")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":deleting", s(DELETING))
+            .expression_attribute_values(":t", s(turn.as_str()))
+            .expression_attribute_values(":last", n(last))
+            .build()
+            .map_err(|e| StoreError::Backend(e.to_string()))?;
+        match self.update_alone(update, "append_messages").await {
+            Sent::Applied => Ok(()),
+            Sent::Refused => {
+                let why = self.lost_or_gone(user, session).await;
+                self.take_out(&stored).await;
+                Err(why)
+            }
+            Sent::Failed(f) => {
+                if f.refused_whole {
+                    self.take_out(&stored).await;
+                }
+                Err(f.error)
+            }
+        }
+    }
+
+    /// Messages stored by a write that was then refused: their items and
+    /// bodies removed, so that the refused write leaves nothing.
+    async fn take_out(&self, writes: &[&MessageWrite]) {
+        let items: Vec<_> = writes.iter().map(|w| w.item.clone()).collect();
+        self.forget(&items).await;
+        for w in writes {
+            self.forget(&w.bodies).await;
         }
     }
 
@@ -173,6 +246,18 @@ impl DynamoStore {
         w: &MessageWrite,
         what: &'static str,
     ) -> Result<(), StoreError> {
+        self.put_message_new(user, session, w, what).await.map(|_| ())
+    }
+
+    /// [`Self::put_message`]; `Ok(true)`: this call stored it, `Ok(false)`:
+    /// it was stored already, by an earlier write (not ours to take out).
+    async fn put_message_new(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        w: &MessageWrite,
+        what: &'static str,
+    ) -> Result<bool, StoreError> {
         if let Err(e) = self.put_items(&w.bodies).await {
             self.forget(&w.bodies).await;
             return Err(e);
@@ -187,10 +272,10 @@ impl DynamoStore {
             .instrument(tracing::debug_span!("ddb.put_item", what))
             .await;
         match res {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(true),
             Err(e) if is_conditional(&e) => {
                 if self.stored_as(w).await {
-                    return Ok(());
+                    return Ok(false);
                 }
                 self.forget(&w.bodies).await;
                 Err(self.lost_or_gone(user, session).await)
