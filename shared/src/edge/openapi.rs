@@ -16,7 +16,7 @@
 use super::{ErrorBody, ErrorDetail};
 use crate::approval::settings::{ApprovalSettings, ApprovalSettingsView};
 use crate::budget::{BudgetKind, BudgetUsage};
-use crate::message::{FunctionCall, MessageError, Role, ToolCall, Usage};
+use crate::message::{FunctionCall, MessageError, Role, StoredOperation, ToolCall, Usage};
 use crate::session::api::{
     DeleteAnswer, MessageStatus, MessageView, MessagesPage, RenameSession, SessionList, StopAnswer, StopRequest,
     ToolCallView,
@@ -52,6 +52,7 @@ use utoipa::OpenApi;
     MessageView,
     MessageStatus,
     ToolCallView,
+    StoredOperation,
     RenameSession,
     StopRequest,
     StopAnswer,
