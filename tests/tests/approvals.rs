@@ -507,7 +507,9 @@ async fn the_history_after_a_reload_reads_like_the_live_turn() {
     let live: Vec<Value> = yes
         .events
         .iter()
-        .filter(|e| matches!(e, StreamEvent::Operation { status, .. } if *status != shared::sse::OperationStatus::Start))
+        .filter(
+            |e| matches!(e, StreamEvent::Operation { status, .. } if *status != shared::sse::OperationStatus::Start),
+        )
         .map(|e| {
             let mut v = serde_json::to_value(e).unwrap();
             v.as_object_mut().unwrap().remove("type");
@@ -518,8 +520,12 @@ async fn the_history_after_a_reload_reads_like_the_live_turn() {
     let history = request(&t, "GET", "alice", &format!("/sessions/{sid}/messages"), None, None).await;
     assert_eq!(history.status, 200);
     let page = history.json.expect("a messages page");
-    let calls: Vec<&Value> =
-        page["messages"].as_array().unwrap().iter().flat_map(|m| m["tool_calls"].as_array().into_iter().flatten()).collect();
+    let calls: Vec<&Value> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+        .collect();
     let ops = |name: &str| {
         let call = calls.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("{name} in {page}"));
         call["operations"].as_array().cloned().unwrap_or_default()

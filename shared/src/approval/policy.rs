@@ -13,10 +13,10 @@
 
 use super::settings::ApprovalSettings;
 use crate::calendar::{CalendarEvent, CalendarService, Zone};
-use crate::tools::wording;
 use crate::entities::{EntityKind, EntityService};
 use crate::ids::{EntityId, EventId, ProjectId, UserId};
 use crate::message::ToolCall;
+use crate::tools::wording;
 use crate::tools::ToolName;
 use serde_json::{Map, Value};
 
@@ -305,10 +305,12 @@ mod tests {
         let user = UserId::parse("u").unwrap();
         let settings = ApprovalSettings { ask_first: vec!["create_task".into()] };
         let at = Lookup { zone: Zone::parse("Europe/Berlin").unwrap(), ..lookup(&user, &settings) };
-        let given = call("create_task", serde_json::json!({"title": "Order compost", "due_at": "2026-12-10", "priority": 1}));
+        let given =
+            call("create_task", serde_json::json!({"title": "Order compost", "due_at": "2026-12-10", "priority": 1}));
         let card = summary(&given, &at).await;
         assert_eq!(card, "Create task: due → Thu 10 Dec 2026, priority → highest, title → \"Order compost\"");
-        let stored = call("create_task", serde_json::json!({"title": "Order compost", "due_at": 1_633_072_800_000_i64}));
+        let stored =
+            call("create_task", serde_json::json!({"title": "Order compost", "due_at": 1_633_072_800_000_i64}));
         let card = summary(&stored, &at).await;
         assert_eq!(card, "Create task: due → Fri 1 Oct 2021, 09:20, title → \"Order compost\"");
         let up = call("update_entity", serde_json::json!({"kind": "task", "id": "t1", "changes": {"due_at": null}}));

@@ -4,9 +4,9 @@
 //! failure reads the same way: `{"error": {"code", "message"}}`, with store
 //! details kept for the logs.
 
+use super::wording;
 use crate::calendar::CalendarError;
 use crate::entities::{EntityError, EntityPatch};
-use super::wording;
 use crate::sse::{OperationAction, OperationStatus, StreamEvent};
 use serde_json::{json, Value};
 

@@ -197,7 +197,8 @@ fn budget_meaning(b: BudgetKind) -> &'static str {
 
 fn budgets() -> String {
     let mut s = String::from("## Budgets\n");
-    for b in [BudgetKind::TokensPerDay, BudgetKind::TurnsPerMinute, BudgetKind::ConcurrentTurns, BudgetKind::WebCallsPerDay]
+    for b in
+        [BudgetKind::TokensPerDay, BudgetKind::TurnsPerMinute, BudgetKind::ConcurrentTurns, BudgetKind::WebCallsPerDay]
     {
         let _ = writeln!(s, "- {}: {}", b.as_str(), budget_meaning(b));
     }
