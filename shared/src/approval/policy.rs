@@ -104,7 +104,6 @@ impl Lookup<'_> {
     }
 
     /// The event a calendar call names, when it can be read.
-
     async fn event(&self, call: &ToolCall) -> Option<CalendarEvent> {
         let id = EventId::parse(args(call).get("event_id")?.as_str()?).ok()?;
         self.calendar?.get(self.user, &id).await.ok()
