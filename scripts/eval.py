@@ -722,6 +722,16 @@ def answer_from_document(u: User, run: Run):
     return ok, f"read Pricing: {bool(read)}; answer mentions 42: {'42' in turn.text}"
 
 
+def what_can_you_do(u: User, run: Run):
+    # Issue 44 §4: asked about itself, the model reads the generated overview
+    # instead of guessing (judged by the tool-call log), and says something
+    # the overview says (the calendar, or approvals).
+    turn = u.turn(run, {"message": "What can you do? And how do I get you to ask me before deleting things?"})
+    called = "get_buildos_overview" in run.tool_calls
+    said = any(w in turn.text.lower() for w in ("calendar", "approv", "ask first", "ask you first"))
+    return called and said, f"called get_buildos_overview: {called}; calls {run.tool_calls}; answer {turn.text[:80]!r}"
+
+
 def recover_from_tool_error(u: User, run: Run):
     pid = u.project("Epsilon")["id"]
     task = u.create(pid, "task", {"title": "Write the launch post"})
@@ -738,7 +748,7 @@ ISSUE_31 = (two_turn_change, project_create_vague, project_create_clear, plan_tw
 SCENARIOS = {f.__name__: f for f in (create_project_with_task, add_document_under_parent, link_task_to_goal,
                                      read_deep_document, plain_question, stop_mid_turn,
                                      calendar_tomorrow, schedule_review, move_three_to_four,
-                                     read_local_page, linked_entities_of_goal, *ISSUE_31, *ISSUE_40)}
+                                     read_local_page, linked_entities_of_goal, *ISSUE_31, *ISSUE_40, what_can_you_do)}
 
 
 def run_one(stack: Stack, name: str, i: int, tag: str) -> Run:

@@ -131,6 +131,62 @@ pub struct StoredMessage {
     /// approved call's own, or the denial ("denied by the user: …").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<PendingApproval>,
+    /// On a tool result: the steps its call took, in the words the live turn
+    /// showed them, so the history reads the same after a reload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operations: Vec<StoredOperation>,
+}
+
+/// A step of a tool call as the user saw it: its settled `operation` event
+/// (docs/events.md#operation), kept with the call's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct StoredOperation {
+    pub action: crate::sse::OperationAction,
+    pub entity_type: String,
+    /// The entity's name (a title, never its id when it could be read).
+    pub entity_name: String,
+    /// `success` or `error`; `start` for a step that never ended.
+    pub status: crate::sse::OperationStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity_id: Option<String>,
+    /// The step in a sentence ("Listed 3 events, 1–7 Dec").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
+impl StoredOperation {
+    /// The steps of `events` as the live feed settles them: each ended step
+    /// once, and a start only when nothing ended it.
+    pub fn settled(events: &[crate::sse::StreamEvent]) -> Vec<StoredOperation> {
+        use crate::sse::{OperationStatus, StreamEvent};
+        let ops: Vec<StoredOperation> = events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::Operation { action, entity_type, entity_name, status, entity_id, summary } => {
+                    Some(StoredOperation {
+                        action: *action,
+                        entity_type: entity_type.clone(),
+                        entity_name: entity_name.clone(),
+                        status: *status,
+                        entity_id: entity_id.clone(),
+                        summary: summary.clone(),
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        let same = |a: &StoredOperation, b: &StoredOperation| {
+            (a.action, &a.entity_type, &a.entity_name) == (b.action, &b.entity_type, &b.entity_name)
+        };
+        ops.iter()
+            .enumerate()
+            .filter(|(i, op)| {
+                op.status != OperationStatus::Start
+                    || !ops[i + 1..].iter().any(|o| o.status != OperationStatus::Start && same(o, op))
+            })
+            .map(|(_, op)| op.clone())
+            .collect()
+    }
 }
 
 /// A call that waits for the user's yes ([`crate::approval`]): what the
@@ -219,6 +275,7 @@ impl StoredMessage {
             voice_note_group_id: None,
             supersedes_from: None,
             approvals: vec![],
+            operations: vec![],
         }
     }
 

@@ -519,3 +519,51 @@ async fn words_that_call_a_waiting_delete_done_stand_corrected() {
     assert_eq!(asking.claim_mismatches.len(), 1, "the log keeps the correction");
     assert_eq!(t.llm.take_rejections(), vec![]);
 }
+
+/// History read back after a reload says what the live turn said (issue
+/// 40): each stored call keeps its steps, the deleted task named by its
+/// title (not its id), a listing by what it found.
+#[tokio::test]
+async fn the_history_after_a_reload_reads_like_the_live_turn() {
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Old checklist").await;
+    let (sid, approval, _) = ask_to_delete(&t, &p, &task).await;
+    t.llm.push(Reply::tool_calls(&[("list_entities", json!({"kind": "task"}))]));
+    t.llm.push(Reply::text(&["Deleted it; no tasks left."]));
+    let yes = answer(&t, "alice", &sid, &approval, true, None).await;
+    assert!(matches!(yes.done(), StreamEvent::Done { reason: DoneReason::Complete, .. }), "{:?}", yes.kinds());
+    let live: Vec<Value> = yes
+        .events
+        .iter()
+        .filter(
+            |e| matches!(e, StreamEvent::Operation { status, .. } if *status != shared::sse::OperationStatus::Start),
+        )
+        .map(|e| {
+            let mut v = serde_json::to_value(e).unwrap();
+            v.as_object_mut().unwrap().remove("type");
+            v
+        })
+        .collect();
+
+    let history = request(&t, "GET", "alice", &format!("/sessions/{sid}/messages"), None, None).await;
+    assert_eq!(history.status, 200);
+    let page = history.json.expect("a messages page");
+    let calls: Vec<&Value> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+        .collect();
+    let ops = |name: &str| {
+        let call = calls.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("{name} in {page}"));
+        call["operations"].as_array().cloned().unwrap_or_default()
+    };
+    let deleted = ops("delete_entity");
+    assert_eq!(deleted.len(), 1, "{deleted:?}");
+    assert_eq!(deleted[0]["entity_name"], "Old checklist", "the title, not {task}");
+    assert_eq!((&deleted[0]["action"], &deleted[0]["status"]), (&json!("delete"), &json!("success")));
+    let listed = ops("list_entities");
+    assert_eq!(listed[0]["summary"], "Listed no tasks", "{listed:?}");
+    let stored: Vec<Value> = [deleted, listed].concat();
+    assert_eq!(stored, live, "the same words as the live turn");
+}

@@ -235,8 +235,15 @@ async fn an_explicit_global_context_type_leaves_the_stored_project() {
     let global = t.turn("alice", json!({"message": "all my work", "session_id": sid, "context_type": "global"})).await;
     assert_eq!(global.error_code(), None, "{:?}", global.events);
     let tools = offered(&t.llm.requests()[1]);
-    let workspace =
-        ["list_projects", "search_workspace", "get_project", "create_project", "update_project", "get_field_info"];
+    let workspace = [
+        "list_projects",
+        "search_workspace",
+        "get_project",
+        "create_project",
+        "update_project",
+        "get_field_info",
+        "get_buildos_overview",
+    ];
     assert_eq!(tools, [&workspace[..], &["web_visit", "read_tool_output"]].concat());
     assert!(global.kinds().contains(&"focus_changed"));
 

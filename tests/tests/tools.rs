@@ -139,7 +139,15 @@ fn scopes_offer_small_sets_and_allow_what_their_project_permits() {
 
     assert_eq!(
         names(&global.offered()),
-        ["list_projects", "search_workspace", "get_project", "create_project", "update_project", "get_field_info"]
+        [
+            "list_projects",
+            "search_workspace",
+            "get_project",
+            "create_project",
+            "update_project",
+            "get_field_info",
+            "get_buildos_overview"
+        ]
     );
     let in_project = names(&project.offered());
     for t in ["create_task", "create_document", "link_entities", "read_document", "update_entity"] {

@@ -44,7 +44,7 @@ export function toUIMessages(views: MessageView[]): ChatMessage[] {
               : { ...base, state: 'output-available', output: preview, approval: { id, approved: true } },
         );
         if (preview != null && !preview.includes('denied by the user') && !preview.includes('not run:')) {
-          for (const data of storedOperations(call)) turn.parts.push({ type: 'data-operation', data });
+          for (const data of operationsOf(call)) turn.parts.push({ type: 'data-operation', data });
         }
         continue;
       }
@@ -53,7 +53,7 @@ export function toUIMessages(views: MessageView[]): ChatMessage[] {
           ? { ...base, state: 'input-available' }
           : { ...base, state: 'output-available', output: call.result_preview },
       );
-      for (const data of storedOperations(call)) turn.parts.push({ type: 'data-operation', data });
+      for (const data of operationsOf(call)) turn.parts.push({ type: 'data-operation', data });
     }
     turn.metadata = { reason: v.status };
   }
@@ -74,9 +74,18 @@ const KINDS = ['document', 'task', 'goal', 'plan', 'milestone', 'risk', 'require
 const REFUSED = new Set(['invalid_arguments', 'unknown_tool', 'out_of_scope', 'invalid_id']);
 
 /**
+ * The operations a stored call sent when it ran, in the live turn's words:
+ * the server keeps them with the call's result (`operations`). Calls stored
+ * before it did are rebuilt from their arguments (`storedOperations`).
+ */
+export function operationsOf(call: ToolCallView): OperationData[] {
+  return call.operations?.length ? call.operations : storedOperations(call);
+}
+
+/**
  * The operations a stored tool call sent when it ran (`data-operation`), as
- * far as the log keeps what they said: operations are not stored, but the
- * call (its name and arguments) and its result's preview are, and the server
+ * far as an older log keeps what they said: before operations were stored,
+ * the call (its name and arguments) and its result's preview were, and the server
  * derives each operation from those (`shared::tools`). The action and kind
  * always follow from the call; the name comes from the arguments for creates,
  * lists and searches (as the server names them), else from the result's

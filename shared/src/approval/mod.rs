@@ -223,6 +223,8 @@ pub struct Gate<'a> {
     /// For the entity names in the question.
     pub entities: Option<&'a EntityService>,
     pub project: Option<ProjectId>,
+    /// The zone the question shows dates in (the request's; UTC without one).
+    pub zone: Option<crate::calendar::Zone>,
 }
 
 #[async_trait::async_trait]
@@ -245,6 +247,7 @@ impl ApprovalGate for Gate<'_> {
             calendar: self.calendar,
             entities: self.entities,
             project: self.project.as_ref(),
+            zone: self.zone.unwrap_or(crate::calendar::Zone::UTC),
         };
         let mut out = Vec::with_capacity(calls.len());
         for call in calls {

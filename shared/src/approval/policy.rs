@@ -12,10 +12,11 @@
 //! (unknown tool, bad arguments) never waits: it runs and fails as usual.
 
 use super::settings::ApprovalSettings;
-use crate::calendar::{CalendarEvent, CalendarService};
+use crate::calendar::{CalendarEvent, CalendarService, Zone};
 use crate::entities::{EntityKind, EntityService};
 use crate::ids::{EntityId, EventId, ProjectId, UserId};
 use crate::message::ToolCall;
+use crate::tools::wording;
 use crate::tools::ToolName;
 use serde_json::{Map, Value};
 
@@ -65,9 +66,43 @@ pub struct Lookup<'a> {
     pub calendar: Option<&'a CalendarService>,
     pub entities: Option<&'a EntityService>,
     pub project: Option<&'a ProjectId>,
+    /// The zone dates are shown in.
+    pub zone: Zone,
 }
 
 impl Lookup<'_> {
+    /// The name of the entity `kind` `id` of the scope's project, when it can be read.
+    async fn name(&self, kind: &str, id: &str) -> Option<String> {
+        let kind = EntityKind::parse(kind)?;
+        let id = EntityId::parse(id).ok()?;
+        let e = self.entities?.get(self.user, self.project?, kind, &id).await.ok()?;
+        Some(e.fields.name().to_string())
+    }
+
+    /// The arguments with each entity id replaced by its name, where it can
+    /// be read: `X_id` beside `X_kind` (links; the kind then goes), and a
+    /// `parent_id` or `document_id` (documents). Other ids stay.
+    async fn named_ids(&self, mut a: Map<String, Value>) -> Map<String, Value> {
+        let ids: Vec<(String, String, String)> = a
+            .iter()
+            .filter_map(|(k, v)| {
+                let stem = k.strip_suffix("_id")?;
+                let kind = match stem {
+                    "parent" | "document" => "document".to_string(),
+                    _ => a.get(&format!("{stem}_kind"))?.as_str()?.to_string(),
+                };
+                Some((k.clone(), kind, v.as_str()?.to_string()))
+            })
+            .collect();
+        for (key, kind, id) in ids {
+            if let Some(name) = self.name(&kind, &id).await {
+                a.remove(&format!("{}_kind", key.trim_end_matches("_id")));
+                a.insert(key, Value::String(name));
+            }
+        }
+        a
+    }
+
     /// The event a calendar call names, when it can be read.
     async fn event(&self, call: &ToolCall) -> Option<CalendarEvent> {
         let id = EventId::parse(args(call).get("event_id")?.as_str()?).ok()?;
@@ -109,20 +144,20 @@ pub async fn why(call: &ToolCall, round: &[ToolCall], at: &Lookup<'_>) -> Option
     None
 }
 
-/// What the question shows: the operation in human words, entity names read
-/// where the scope has a project, calendar events by title and, when
-/// someone else organizes it, whose (an entity or event that cannot be read
-/// is named by its id).
+/// What the question shows: the operation in human words ([`wording`]:
+/// dates in the user's zone, priorities named, entities by name), entity
+/// names read where the scope has a project, calendar events by title and,
+/// when someone else organizes it, whose (an entity or event that cannot be
+/// read is named by its id).
 pub async fn summary(call: &ToolCall, at: &Lookup<'_>) -> String {
     let a = args(call);
     let s = |k: &str| a.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
-    let name = || async {
-        let kind = EntityKind::parse(&s("kind"))?;
-        let id = EntityId::parse(s("id")).ok()?;
-        let e = at.entities?.get(at.user, at.project?, kind, &id).await.ok()?;
-        Some(format!("the {} \"{}\"", kind.as_str(), e.fields.name()))
+    let entity = || async {
+        match at.name(&s("kind"), &s("id")).await {
+            Some(name) => format!("the {} \"{name}\"", s("kind")),
+            None => format!("the {} {}", s("kind"), s("id")),
+        }
     };
-    let entity = || async { name().await.unwrap_or_else(|| format!("the {} {}", s("kind"), s("id"))) };
     let event = || async {
         match at.event(call).await {
             Some(e) => format!("the calendar event \"{}\"{}", e.title, organized_by(&e)),
@@ -138,7 +173,11 @@ pub async fn summary(call: &ToolCall, at: &Lookup<'_>) -> String {
     if tool == ToolName::DeleteEntity.as_str() {
         format!("Delete {}", entity().await)
     } else if tool == ToolName::UpdateEntity.as_str() {
-        format!("Update {}: {}", entity().await, changes(a.get("changes")))
+        let changes = match a.get("changes") {
+            Some(Value::Object(m)) => wording::changes(m, at.zone),
+            _ => "no changes named".into(),
+        };
+        format!("Update {}: {changes}", entity().await)
     } else if tool == ToolName::DeleteCalendarEvent.as_str() {
         format!("Delete {}{scope}", event().await)
     } else if tool == ToolName::UpdateCalendarEvent.as_str() {
@@ -146,13 +185,13 @@ pub async fn summary(call: &ToolCall, at: &Lookup<'_>) -> String {
         for k in ["event_id", "instance", "scope"] {
             rest.remove(k);
         }
-        format!("Change {}{scope}: {}", event().await, changes(Some(&Value::Object(rest))))
+        format!("Change {}{scope}: {}", event().await, wording::changes(&rest, at.zone))
     } else {
         let mut words = tool.replace('_', " ");
         if let Some(first) = words.get_mut(..1) {
             first.make_ascii_uppercase();
         }
-        format!("{words}: {}", changes(Some(&Value::Object(a))))
+        format!("{words}: {}", wording::changes(&at.named_ids(a.clone()).await, at.zone))
     }
 }
 
@@ -164,27 +203,6 @@ fn organized_by(e: &CalendarEvent) -> String {
             format!(" (organized by {who})")
         }
         _ => String::new(),
-    }
-}
-
-/// `title → "Launch", state → "done"`: each changed field and its new value.
-fn changes(changes: Option<&Value>) -> String {
-    let Some(Value::Object(m)) = changes else { return "no changes named".into() };
-    let shown: Vec<String> = m
-        .iter()
-        .map(|(k, v)| {
-            let v = match v {
-                Value::Null => "(cleared)".to_string(),
-                Value::String(s) => format!("\"{}\"", s.chars().take(80).collect::<String>()),
-                other => other.to_string().chars().take(80).collect(),
-            };
-            format!("{k} → {v}")
-        })
-        .collect();
-    if shown.is_empty() {
-        "no changes named".into()
-    } else {
-        shown.join(", ")
     }
 }
 
@@ -202,7 +220,7 @@ mod tests {
     }
 
     fn lookup<'a>(user: &'a UserId, settings: &'a ApprovalSettings) -> Lookup<'a> {
-        Lookup { user, settings, calendar: None, entities: None, project: None }
+        Lookup { user, settings, calendar: None, entities: None, project: None, zone: Zone::UTC }
     }
 
     #[tokio::test]
@@ -276,5 +294,57 @@ mod tests {
         assert_eq!(summary(&up, &at).await, "Update the task t1: state → \"done\"");
         let cal = call("delete_calendar_event", serde_json::json!({"event_id": "e1", "scope": "series"}));
         assert_eq!(summary(&cal, &at).await, "Delete the calendar event e1 (the whole series)");
+    }
+
+    /// The card of issue 40 ("due_at → 1633072800000, priority → 1"): a date
+    /// the model gave reads as a date in the user's zone, the priority by
+    /// name; a call stored before the tools took dates as text still reads.
+    #[tokio::test]
+    async fn the_card_shows_dates_in_the_users_zone_and_priorities_by_name() {
+        let user = UserId::parse("u").unwrap();
+        let settings = ApprovalSettings { ask_first: vec!["create_task".into()] };
+        let at = Lookup { zone: Zone::parse("Europe/Berlin").unwrap(), ..lookup(&user, &settings) };
+        let given =
+            call("create_task", serde_json::json!({"title": "Order compost", "due_at": "2026-12-10", "priority": 1}));
+        let card = summary(&given, &at).await;
+        assert_eq!(card, "Create task: due → Thu 10 Dec 2026, priority → highest, title → \"Order compost\"");
+        let stored =
+            call("create_task", serde_json::json!({"title": "Order compost", "due_at": 1_633_072_800_000_i64}));
+        let card = summary(&stored, &at).await;
+        assert_eq!(card, "Create task: due → Fri 1 Oct 2021, 09:20, title → \"Order compost\"");
+        let up = call("update_entity", serde_json::json!({"kind": "task", "id": "t1", "changes": {"due_at": null}}));
+        assert_eq!(summary(&up, &at).await, "Update the task t1: due → (cleared)");
+    }
+
+    /// Ids the user never sees are named: a link's two ends, a document's parent.
+    #[tokio::test]
+    async fn the_card_names_entities_not_ids() {
+        use crate::entities::store::MemoryEntityStore;
+        use crate::entities::{CreateEntity, EntityFields, NewProject, TaskFields};
+        let (user, settings) = (UserId::parse("u").unwrap(), ApprovalSettings::default());
+        let svc = EntityService::new(MemoryEntityStore::new());
+        let new = NewProject { name: "Garden".into(), description: None, state: Default::default(), context: None };
+        let project = svc.create_project(&user, new).await.unwrap().data.project.id;
+        let task = |title: &str| {
+            let fields = TaskFields {
+                title: title.into(),
+                description: None,
+                state: Default::default(),
+                priority: None,
+                due_at: None,
+            };
+            CreateEntity::new(EntityFields::Task(fields))
+        };
+        let seeds = svc.create(&user, &project, task("Buy seeds")).await.unwrap().data.id.to_string();
+        let bed = svc.create(&user, &project, task("Dig the bed")).await.unwrap().data.id.to_string();
+        let at = Lookup { entities: Some(&svc), project: Some(&project), ..lookup(&user, &settings) };
+        let link = call(
+            "link_entities",
+            serde_json::json!({"from_kind": "task", "from_id": seeds, "relation": "blocks", "to_kind": "task", "to_id": bed}),
+        );
+        let card = summary(&link, &at).await;
+        assert_eq!(card, "Link entities: from → \"Buy seeds\", relation → \"blocks\", to → \"Dig the bed\"");
+        let del = call("delete_entity", serde_json::json!({"kind": "task", "id": seeds}));
+        assert_eq!(summary(&del, &at).await, "Delete the task \"Buy seeds\"");
     }
 }

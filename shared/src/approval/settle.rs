@@ -134,6 +134,7 @@ pub async fn run(settled: &[Settled], cx: RunCx<'_>, first_seq: u64, sink: &mut 
                 }
             }
         };
+        let operations = crate::message::StoredOperation::settled(&run.events);
         if answered {
             for ev in run.events {
                 let _ = sink.send(ev).await;
@@ -149,6 +150,7 @@ pub async fn run(settled: &[Settled], cx: RunCx<'_>, first_seq: u64, sink: &mut 
                 .await;
         }
         let mut m = StoredMessage::new(cx.sid.clone(), first_seq + i as u64, cx.turn_id.clone(), Role::Tool, None);
+        m.operations = operations;
         m.content = Some(run.content);
         m.tool_call_id = Some(call.id.clone());
         out.push(m);

@@ -17,7 +17,7 @@ use super::{ErrorBody, ErrorDetail};
 use crate::approval::settings::{ApprovalSettings, ApprovalSettingsView};
 use crate::budget::{BudgetKind, BudgetUsage};
 use crate::calendar::UserSettings;
-use crate::message::{CutReason, FunctionCall, MessageError, Role, ToolCall, Usage};
+use crate::message::{CutReason, FunctionCall, MessageError, Role, StoredOperation, ToolCall, Usage};
 use crate::model_loop::claims::{ClaimMismatch, MismatchKind};
 use crate::session::api::{
     DeleteAnswer, MessageStatus, MessageView, MessagesPage, RenameSession, SessionList, StopAnswer, StopRequest,
@@ -59,6 +59,7 @@ use utoipa::OpenApi;
     MessageView,
     MessageStatus,
     ToolCallView,
+    StoredOperation,
     RenameSession,
     StopRequest,
     StopAnswer,

@@ -53,7 +53,7 @@ pub use outputs::ToolOutputs;
 use crate::agent_state::AgentState;
 use crate::ids::{SessionId, TurnId, UserId};
 use crate::llm::{Llm, LlmError};
-use crate::message::{ChatMessage, PendingApproval, Role, StoredMessage, ToolCall, Usage};
+use crate::message::{ChatMessage, PendingApproval, Role, StoredMessage, StoredOperation, ToolCall, Usage};
 use crate::sse::{AgentActivity, EventSink, StreamEvent, ToolOrigin};
 use crate::store::StoreError;
 use round::CallEnd;
@@ -428,12 +428,13 @@ impl<'a> ModelLoop<'a> {
             .iter()
             .zip(ends)
             .map(|(call, end)| {
-                let content = match end {
-                    CallEnd::Ran(run) => run.content,
-                    end => end.missing_result(why).expect("not a ran call"),
+                let (content, operations) = match end {
+                    CallEnd::Ran(run) => (run.content, StoredOperation::settled(&run.events)),
+                    end => (end.missing_result(why).expect("not a ran call"), vec![]),
                 };
                 let mut m = self.message(Role::Tool, content);
                 m.tool_call_id = Some(call.id.clone());
+                m.operations = operations;
                 m
             })
             .collect()

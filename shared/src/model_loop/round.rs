@@ -192,7 +192,8 @@ impl ModelLoop<'_> {
             observe(state, call, &run);
             self.observed = true;
         }
-        for ev in std::mem::take(&mut run.events) {
+        // Kept on the run: its settled operations are stored with its result.
+        for ev in run.events.iter().cloned() {
             let _ = sink.send(ev).await;
         }
         let _ = sink

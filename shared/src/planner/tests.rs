@@ -290,6 +290,7 @@ impl Turn {
             calendar: None,
             entities: None,
             project: None,
+            zone: None,
         }
     }
 

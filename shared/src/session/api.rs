@@ -4,7 +4,7 @@
 
 use super::SessionView;
 use crate::ids::TurnId;
-use crate::message::{MessageError, Role, StoredMessage};
+use crate::message::{MessageError, Role, StoredMessage, StoredOperation};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -88,6 +88,11 @@ pub struct ToolCallView {
     /// The call waited (or waits, without a result) for the user's yes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<crate::message::PendingApproval>,
+    /// The steps the call took, in the live turn's words (with its result;
+    /// absent for calls stored before they were kept, and for calls that
+    /// take no step).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operations: Vec<StoredOperation>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -134,10 +139,13 @@ pub struct DeleteAnswer {
 
 /// Folds each tool result into its call when both are on the page.
 pub fn views(page: Vec<StoredMessage>) -> Vec<MessageView> {
-    let mut results: HashMap<String, String> = page
+    let mut results: HashMap<String, (String, Vec<StoredOperation>)> = page
         .iter()
         .filter(|m| m.role == Role::Tool)
-        .filter_map(|m| Some((m.tool_call_id.clone()?, preview(m.content.as_deref().unwrap_or("")))))
+        .filter_map(|m| {
+            let result = (preview(m.content.as_deref().unwrap_or("")), m.operations.clone());
+            Some((m.tool_call_id.clone()?, result))
+        })
         .collect();
     let calls_here: std::collections::HashSet<String> =
         page.iter().flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone())).collect();
@@ -163,12 +171,16 @@ pub fn views(page: Vec<StoredMessage>) -> Vec<MessageView> {
                 tool_calls: m
                     .tool_calls
                     .into_iter()
-                    .map(|c| ToolCallView {
-                        approval: approvals.iter().find(|a| a.tool_call_id == c.id).cloned(),
-                        result_preview: results.remove(&c.id),
-                        id: c.id,
-                        name: c.function.name,
-                        arguments: c.function.arguments,
+                    .map(|c| {
+                        let (result_preview, operations) = results.remove(&c.id).unzip();
+                        ToolCallView {
+                            approval: approvals.iter().find(|a| a.tool_call_id == c.id).cloned(),
+                            result_preview,
+                            operations: operations.unwrap_or_default(),
+                            id: c.id,
+                            name: c.function.name,
+                            arguments: c.function.arguments,
+                        }
                     })
                     .collect(),
                 tool_call_id: m.tool_call_id,

@@ -31,6 +31,11 @@ impl Call<'_> {
         self.scope.project().ok_or(Refusal::Args("this tool needs a project".into()))
     }
 
+    /// The zone dates are read and shown in: the request's, else UTC.
+    pub fn zone_or_utc(&self) -> crate::calendar::Zone {
+        self.zone.unwrap_or(crate::calendar::Zone::UTC)
+    }
+
     /// The display name of an entity, through the cheapest read that has it
     /// (metadata for documents: no content); its id when it cannot be read.
     pub async fn name_of(&self, project: &ProjectId, kind: EntityKind, id: &EntityId) -> String {

@@ -110,6 +110,7 @@ pub struct UpdateEntityArgs {
     pub id: String,
     /// Fields to change (as the kind has them: title or name, description,
     /// state, ...; documents also take content); null clears an optional field.
+    /// A due or target date is text (2026-12-10), never a number.
     #[schema(value_type = Object)]
     pub changes: Map<String, Value>,
     /// The entity version you last saw; a stale one is refused.
@@ -130,13 +131,24 @@ impl Tool for UpdateEntity {
 
     async fn run(&self, c: &Call<'_>, a: UpdateEntityArgs) -> Result<Done, Refusal> {
         let (kind, id, project) = (a.kind, entity_id("id", &a.id)?, c.project()?);
-        let update = Update { patch: a.changes, expected_version: a.expected_version };
+        let mut changes = a.changes;
+        super::dates::read(&mut changes, date_fields(kind), c.zone_or_utc(), crate::now_ms())?;
+        let update = Update { patch: changes, expected_version: a.expected_version };
         let r = c.svc.update(c.user, project, kind, &id, update).await;
         let name = match &r {
             Ok(w) => w.data.fields.name().to_string(),
             Err(_) => c.name_of(project, kind, &id).await,
         };
         Ok(write(r, Op { action: OperationAction::Update, entity_type: kind.as_str(), name, id: Some(id.to_string()) }))
+    }
+}
+
+/// The fields of `kind` the model gives as dates in text (`dates.rs`).
+fn date_fields(kind: EntityKind) -> &'static [&'static str] {
+    match kind {
+        EntityKind::Task | EntityKind::Milestone => &["due_at"],
+        EntityKind::Goal => &["target_at"],
+        _ => &[],
     }
 }
 
@@ -156,8 +168,10 @@ pub struct CreateTask;
 impl Tool for CreateTask {
     type Args = TaskFields;
     const NAME: &'static str = "create_task";
-    const DESCRIPTION: &'static str = "Create a task in this project.";
+    const DESCRIPTION: &'static str = "Create a task in this project. Set only what the user said: no \
+        invented due date or priority.";
     const NEEDS_PROJECT: bool = true;
+    const DATES: &'static [&'static str] = &["due_at"];
 
     fn parse(raw: &Map<String, Value>) -> Result<TaskFields, Refusal> {
         fields(raw)
@@ -175,6 +189,7 @@ impl Tool for CreateGoal {
     const NAME: &'static str = "create_goal";
     const DESCRIPTION: &'static str = "Create a goal in this project.";
     const NEEDS_PROJECT: bool = true;
+    const DATES: &'static [&'static str] = &["target_at"];
 
     fn parse(raw: &Map<String, Value>) -> Result<GoalFields, Refusal> {
         fields(raw)
@@ -209,6 +224,7 @@ impl Tool for CreateMilestone {
     const NAME: &'static str = "create_milestone";
     const DESCRIPTION: &'static str = "Create a milestone in this project.";
     const NEEDS_PROJECT: bool = true;
+    const DATES: &'static [&'static str] = &["due_at"];
 
     fn parse(raw: &Map<String, Value>) -> Result<MilestoneFields, Refusal> {
         fields(raw)

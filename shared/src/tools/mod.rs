@@ -6,7 +6,7 @@
 //! The contract:
 //! - Every tool is one `impl` of [`Tool`] in its family's file (projects,
 //!   search, entities, documents, edges, project creation, calendar, web,
-//!   utility) and one line of
+//!   utility, overview) and one line of
 //!   [`ToolName::ALL`]. Its arguments are one type deriving
 //!   `utoipa::ToSchema` from the entity field types; the JSON Schema the
 //!   model sees is generated from it ([`schema::of`]) and sent as an OpenAI
@@ -33,11 +33,13 @@
 
 mod calendar;
 mod call;
+mod dates;
 mod documents;
 mod edges;
 mod entities;
 mod layer;
 mod outcome;
+pub mod overview;
 pub mod plan;
 mod project_create;
 mod projects;
@@ -46,6 +48,7 @@ pub mod scope;
 mod search;
 mod utility;
 mod web;
+pub mod wording;
 
 pub use calendar::CALENDAR_TOOLS;
 pub use outcome::{ToolOutcome, PREVIEW_CHARS};
@@ -76,6 +79,10 @@ pub trait Tool: Sync + 'static {
     const DESCRIPTION: &'static str;
     /// Whether it acts inside the scope's project (and so needs one).
     const NEEDS_PROJECT: bool;
+    /// The timestamp fields the model gives as dates in text, read in the
+    /// user's zone before [`Tool::parse`] (`dates.rs`: numbers and past
+    /// dates refused).
+    const DATES: &'static [&'static str] = &[];
 
     /// Reads the argument object; serde's message is what a refusal says.
     fn parse(raw: &Map<String, Value>) -> Result<Self::Args, Refusal> {
@@ -107,10 +114,16 @@ impl<T: Tool> AnyTool for T {
         T::NEEDS_PROJECT
     }
     fn parameters(&self) -> Value {
-        schema::of::<T::Args>()
+        dates::described(schema::of::<T::Args>(), T::DATES)
     }
     async fn run_raw(&self, call: &Call<'_>, raw: &Map<String, Value>) -> Result<Done, Refusal> {
-        let args = T::parse(raw)?;
+        let args = if T::DATES.is_empty() {
+            T::parse(raw)?
+        } else {
+            let mut raw = raw.clone();
+            dates::read(&mut raw, T::DATES, call.zone_or_utc(), crate::now_ms())?;
+            T::parse(&raw)?
+        };
         self.run(call, args).await
     }
 }
@@ -161,6 +174,7 @@ impl ToolName {
         ToolName::GetFieldInfo,
         ToolName::GetEntityRelationships,
         ToolName::GetLinkedEntities,
+        ToolName::GetBuildosOverview,
     ];
 
     const fn of<T: Tool>(tool: &'static T) -> ToolName {

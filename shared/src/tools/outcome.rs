@@ -4,6 +4,7 @@
 //! failure reads the same way: `{"error": {"code", "message"}}`, with store
 //! details kept for the logs.
 
+use super::wording;
 use crate::calendar::CalendarError;
 use crate::entities::{EntityError, EntityPatch};
 use crate::sse::{OperationAction, OperationStatus, StreamEvent};
@@ -56,13 +57,31 @@ pub struct Op {
 
 impl Op {
     fn event(&self, status: OperationStatus) -> StreamEvent {
+        self.said(status, None)
+    }
+
+    fn said(&self, status: OperationStatus, summary: Option<String>) -> StreamEvent {
         StreamEvent::Operation {
             action: self.action,
             entity_type: self.entity_type.to_string(),
             entity_name: self.name.clone(),
             status,
             entity_id: self.id.clone(),
-            summary: None,
+            summary,
+        }
+    }
+
+    /// Its start and end: a listing that succeeded says what it found
+    /// ([`wording::listing`]), the rest name their entity.
+    fn events(&self, ok: bool, result: Option<&Value>) -> [StreamEvent; 2] {
+        let listed = match (self.action, result) {
+            (OperationAction::List, Some(r)) if ok => wording::listing(&self.name, r),
+            _ => None,
+        };
+        let end = if ok { OperationStatus::Success } else { OperationStatus::Error };
+        match listed {
+            Some((start, done)) => [self.said(OperationStatus::Start, Some(start)), self.said(end, Some(done))],
+            None => [self.event(OperationStatus::Start), self.event(end)],
         }
     }
 }
@@ -197,14 +216,8 @@ pub fn outcome(tool: &str, run: Result<Done, Refusal>) -> ToolOutcome {
             failure(&code, &message)
         }
     };
-    outcome.operations = done
-        .ops
-        .iter()
-        .flat_map(|(op, ok)| {
-            let end = if *ok { OperationStatus::Success } else { OperationStatus::Error };
-            [op.event(OperationStatus::Start), op.event(end)]
-        })
-        .collect();
+    let result = done.result.as_ref().ok();
+    outcome.operations = done.ops.iter().flat_map(|(op, ok)| op.events(*ok, result)).collect();
     outcome.patches = done.patches;
     outcome
 }

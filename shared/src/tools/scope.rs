@@ -86,6 +86,7 @@ impl ToolScope {
                 T::CreateProject,
                 T::UpdateProject,
                 T::GetFieldInfo,
+                T::GetBuildosOverview,
             ],
             // Not offered here, though allowed: the project itself (the pack
             // names it; a project is renamed from the workspace, so "rename

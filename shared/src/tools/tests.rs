@@ -145,9 +145,9 @@ fn the_task_schema_carries_the_field_rules() {
     );
     let states: Vec<TaskState> = serde_json::from_value(p["properties"]["state"]["enum"].clone()).unwrap();
     assert_eq!(states, [TaskState::Todo, TaskState::InProgress, TaskState::Blocked, TaskState::Done]);
-    assert_eq!(p["properties"]["due_at"]["description"], "Milliseconds since the Unix epoch.");
-    // Timestamps' bounds only restate JavaScript's safe integers.
-    assert!(p["properties"]["due_at"].get("maximum").is_none());
+    // The model gives a due date as text in the user's zone (tools/dates.rs).
+    assert_eq!(p["properties"]["due_at"]["type"], "string");
+    assert!(p["properties"]["due_at"]["description"].as_str().unwrap().contains("2026-12-10"));
 }
 
 #[test]
@@ -228,7 +228,15 @@ fn scopes_offer_the_same_names_as_before() {
     let e = EntityId::new();
     assert_eq!(
         names(&ToolScope::Global.offered()),
-        ["list_projects", "search_workspace", "get_project", "create_project", "update_project", "get_field_info"]
+        [
+            "list_projects",
+            "search_workspace",
+            "get_project",
+            "create_project",
+            "update_project",
+            "get_field_info",
+            "get_buildos_overview"
+        ]
     );
     let task = ToolScope::Entity { project: p.clone(), kind: Some(EntityKind::Task), entity: e.clone() };
     let entity_tools = [
@@ -291,6 +299,7 @@ fn only_project_bound_tools_need_a_project() {
         "web_search",
         "web_visit",
         "get_field_info",
+        "get_buildos_overview",
     ];
     for &t in ToolName::ALL {
         assert_eq!(!t.needs_project(), global_tools.contains(&t.as_str()), "{t:?}");

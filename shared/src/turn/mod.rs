@@ -344,6 +344,7 @@ fn approval_gate<'a>(
         calendar: deps.calendar.as_ref(),
         entities: deps.entities.as_ref(),
         project: tool_scope.project().cloned(),
+        zone: scope.timezone,
     }
 }
 

@@ -768,6 +768,7 @@ export interface WireTypes {
   StepStatus?: StepStatus;
   StopAnswer?: StopAnswer;
   StopRequest?: StopRequest;
+  StoredOperation?: StoredOperation;
   StreamEvent?: StreamEvent;
   TaskFields?: TaskFields;
   TaskPatch?: TaskPatch;
@@ -1755,6 +1756,12 @@ export interface ToolCallView {
   arguments: string;
   id: string;
   name: string;
+  /**
+   * The steps the call took, in the live turn's words (with its result;
+   * absent for calls stored before they were kept, and for calls that
+   * take no step).
+   */
+  operations?: StoredOperation[];
   result_preview?: string | null;
 }
 /**
@@ -1784,6 +1791,30 @@ export interface PendingApproval {
 export interface PlanStepRef {
   plan_id: string;
   step_id: string;
+}
+/**
+ * A step of a tool call as the user saw it: its settled `operation` event
+ * (docs/events.md#operation), kept with the call's result.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "StoredOperation".
+ */
+export interface StoredOperation {
+  action: OperationAction;
+  entity_id?: string | null;
+  /**
+   * The entity's name (a title, never its id when it could be read).
+   */
+  entity_name: string;
+  entity_type: string;
+  /**
+   * `success` or `error`; `start` for a step that never ended.
+   */
+  status: 'start' | 'success' | 'error';
+  /**
+   * The step in a sentence ("Listed 3 events, 1–7 Dec").
+   */
+  summary?: string | null;
 }
 /**
  * This interface was referenced by `WireTypes`'s JSON-Schema

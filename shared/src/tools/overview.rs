@@ -1,0 +1,266 @@
+//! `get_buildos_overview`: the product explains itself. It answers "what can
+//! you do?" and "how do I …?" from a help text generated from the tables the
+//! code runs on, so it cannot drift from them:
+//! - every tool of [`ToolName::ALL`], by its name and the description the
+//!   model itself reads, and whether it needs a project or waits for the
+//!   user's yes ([`policy::ASKABLE`], the deletes);
+//! - a line per scope (global, project, entity) and per conversation type,
+//!   listing what [`ToolScope::offered_in`] offers there;
+//! - the approvals ([`crate::approval::policy`]), the budgets
+//!   ([`BudgetKind`]) and the calendar ([`CALENDAR_TOOLS`]).
+//!
+//! Offered in the global scope; a `topic` narrows the answer to one section.
+
+use super::call::Call;
+use super::outcome::{Done, Refusal};
+use super::scope::ToolScope;
+use super::{Tool, ToolName, CALENDAR_TOOLS};
+use crate::approval::policy;
+use crate::budget::BudgetKind;
+use crate::ids::{EntityId, ProjectId};
+use crate::session::ContextType;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::fmt::Write;
+use utoipa::ToSchema;
+
+#[allow(non_upper_case_globals)]
+impl ToolName {
+    pub const GetBuildosOverview: ToolName = ToolName::of(&GetBuildosOverview);
+}
+
+/// A section of the overview.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Topic {
+    All,
+    Tools,
+    Scopes,
+    Approvals,
+    Budgets,
+    Calendar,
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverviewArgs {
+    /// One section only (default: all).
+    #[serde(default)]
+    pub topic: Option<Topic>,
+}
+
+pub struct GetBuildosOverview;
+
+#[async_trait::async_trait]
+impl Tool for GetBuildosOverview {
+    type Args = OverviewArgs;
+    const NAME: &'static str = "get_buildos_overview";
+    const DESCRIPTION: &'static str = "How this product works: what you can do here, every tool, where each \
+        is offered, approvals, budgets, the calendar. Call it when the user asks what you can do or how to do \
+        something, instead of guessing.";
+    const NEEDS_PROJECT: bool = false;
+
+    async fn run(&self, _: &Call<'_>, a: OverviewArgs) -> Result<Done, Refusal> {
+        let topic = a.topic.unwrap_or(Topic::All);
+        Ok(Done::quiet(Ok(json!({ "topic": topic, "overview": overview(topic) }))))
+    }
+}
+
+/// Every conversation type, in the order the overview lists them.
+pub const CONTEXT_TYPES: &[ContextType] = &[
+    ContextType::Global,
+    ContextType::Project,
+    ContextType::Entity,
+    ContextType::Calendar,
+    ContextType::ProjectCreate,
+    ContextType::ProjectAudit,
+    ContextType::ProjectForecast,
+    ContextType::DailyBriefUpdate,
+    ContextType::Ontology,
+    ContextType::BrainDump,
+];
+
+/// What a conversation type is for (exhaustive: a new type must say it).
+fn purpose(c: ContextType) -> &'static str {
+    match c {
+        ContextType::Global => "the whole workspace, no project in focus",
+        ContextType::Project => "one project",
+        ContextType::Entity => "one task, document, goal or other entity of a project",
+        ContextType::Calendar => "the user's calendar",
+        ContextType::ProjectCreate => "starting a new project from the user's words",
+        ContextType::ProjectAudit => "reviewing a project",
+        ContextType::ProjectForecast => "forecasting a project",
+        ContextType::DailyBriefUpdate => "the day's brief: agenda and free time",
+        ContextType::Ontology => "a project's structure",
+        ContextType::BrainDump => "capturing loose thoughts",
+    }
+}
+
+/// The scope a conversation type usually runs in: a project for the
+/// in-project types, an entity for `entity`, else the workspace.
+fn typical_scope(c: ContextType) -> ToolScope {
+    let project = ProjectId::parse("00000000-0000-4000-8000-000000000000").expect("a valid id");
+    match c {
+        ContextType::Entity => {
+            let entity = EntityId::parse("00000000-0000-4000-8000-000000000001").expect("a valid id");
+            ToolScope::Entity { project, kind: None, entity }
+        }
+        c if c.in_project() => ToolScope::Project { project },
+        _ => ToolScope::Global,
+    }
+}
+
+fn names(tools: &[ToolName]) -> String {
+    tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// The overview's text, or one section of it.
+pub fn overview(topic: Topic) -> String {
+    let sections: [(Topic, fn() -> String); 5] = [
+        (Topic::Scopes, scopes),
+        (Topic::Tools, tools),
+        (Topic::Approvals, approvals),
+        (Topic::Budgets, budgets),
+        (Topic::Calendar, calendar),
+    ];
+    let mut out = String::from(
+        "An assistant over the user's projects (tasks, documents, goals, plans, milestones, risks, \
+         requirements and how they link) and calendar. It reads and changes them only through the tools \
+         below, as the user, and shows each step.\n",
+    );
+    for (t, section) in sections {
+        if topic == Topic::All || topic == t {
+            out.push('\n');
+            out.push_str(&section());
+        }
+    }
+    out
+}
+
+fn scopes() -> String {
+    let mut s = String::from("## Scopes: where a conversation stands, and the tools offered there\n");
+    for c in [ContextType::Global, ContextType::Project, ContextType::Entity] {
+        let scope = typical_scope(c);
+        let _ = writeln!(s, "- scope {}: {}", scope.kind(), names(&scope.offered()));
+    }
+    s.push_str("Conversation types:\n");
+    for &c in CONTEXT_TYPES {
+        let offered = typical_scope(c).offered_in(c);
+        let _ = writeln!(s, "- {} ({}): {}", c.as_str(), purpose(c), names(&offered));
+    }
+    s.push_str(
+        "A tool that is not offered may still run where its needs are met: the project tools need a project \
+         in focus and always act on it.\n",
+    );
+    s
+}
+
+fn tools() -> String {
+    let mut s = String::from("## Tools\n");
+    for &t in ToolName::ALL {
+        let mut notes = vec![];
+        if t.needs_project() {
+            notes.push("needs a project");
+        }
+        if t == ToolName::DeleteEntity || t == ToolName::DeleteCalendarEvent {
+            notes.push("always asks the user first");
+        } else if policy::ASKABLE.contains(&t) {
+            notes.push("the user may set it to ask first");
+        }
+        let notes = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) };
+        let _ = writeln!(s, "- {}{notes}: {}", t.as_str(), t.description());
+    }
+    s
+}
+
+fn approvals() -> String {
+    format!(
+        "## Approvals\nSome calls wait for the user's yes: the card shows the change in words and the user \
+         approves or denies it; a denial's reason reaches you. Always: {}. Also: several update_entity calls \
+         in one round; a calendar change to more than one occurrence of a series, or to an event someone \
+         else organizes. The user may set any of these to ask first (Settings, GET/PUT /me/approvals): {}. \
+         An approval expires; an expired or denied call does not run.\n",
+        names(&[ToolName::DeleteEntity, ToolName::DeleteCalendarEvent]),
+        names(policy::ASKABLE),
+    )
+}
+
+/// What each budget limits (exhaustive: a new budget must say it).
+fn budget_meaning(b: BudgetKind) -> &'static str {
+    match b {
+        BudgetKind::TokensPerDay => "the model's tokens per user per day",
+        BudgetKind::TurnsPerMinute => "the turns a user starts per minute",
+        BudgetKind::ConcurrentTurns => "the turns one user runs at once",
+        BudgetKind::WebCallsPerDay => "web_search and web_visit calls per user per day",
+    }
+}
+
+fn budgets() -> String {
+    let mut s = String::from("## Budgets\n");
+    for b in
+        [BudgetKind::TokensPerDay, BudgetKind::TurnsPerMinute, BudgetKind::ConcurrentTurns, BudgetKind::WebCallsPerDay]
+    {
+        let _ = writeln!(s, "- {}: {}", b.as_str(), budget_meaning(b));
+    }
+    s.push_str(
+        "A spent budget ends the turn (or refuses the web call) with quota_exceeded and when to try again; \
+         GET /me/budget shows what is left.\n",
+    );
+    s
+}
+
+fn calendar() -> String {
+    let mut s = String::from(
+        "## Calendar\nIn a calendar conversation (and the daily brief) the calendar tools are offered. Times \
+         are read and shown in the user's zone: a date (2026-12-10) is all day, a local time \
+         (2026-12-10T17:00) is in that zone. Events may link to a project.\n",
+    );
+    for &t in CALENDAR_TOOLS {
+        let _ = writeln!(s, "- {}: {}", t.as_str(), t.description());
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tool added to the registry is in the overview, in the words the model reads about it.
+    #[test]
+    fn every_registered_tool_has_its_line() {
+        let text = overview(Topic::All);
+        for &t in ToolName::ALL {
+            assert!(!t.description().trim().is_empty(), "{t:?} has no description");
+            let line = text.lines().find(|l| l.starts_with(&format!("- {}", t.as_str())));
+            let line = line.unwrap_or_else(|| panic!("{t:?} is not in the overview"));
+            assert!(line.ends_with(t.description()), "{line}");
+        }
+    }
+
+    #[test]
+    fn every_scope_and_conversation_type_has_a_line_with_what_it_offers() {
+        let text = overview(Topic::Scopes);
+        for kind in ["global", "project", "entity"] {
+            assert!(text.lines().any(|l| l.starts_with(&format!("- scope {kind}: "))), "scope {kind}: {text}");
+        }
+        for &c in CONTEXT_TYPES {
+            let line = text.lines().find(|l| l.starts_with(&format!("- {} (", c.as_str())));
+            let line = line.unwrap_or_else(|| panic!("{c:?} has no line"));
+            for t in typical_scope(c).offered_in(c) {
+                assert!(line.contains(t.as_str()), "{line} lacks {t:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_sections_say_what_the_code_does() {
+        let text = overview(Topic::All);
+        for t in policy::ASKABLE {
+            assert!(overview(Topic::Approvals).contains(t.as_str()), "{t:?}");
+        }
+        assert!(text.contains("tokens_per_day") && text.contains("web_calls_per_day"));
+        assert!(overview(Topic::Calendar).contains("list_calendar_events"));
+        assert!(!overview(Topic::Budgets).contains("## Tools"), "a topic is one section");
+        assert!(ToolScope::Global.offered().contains(&ToolName::GetBuildosOverview), "offered in the global scope");
+    }
+}
