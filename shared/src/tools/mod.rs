@@ -5,7 +5,7 @@
 //!
 //! The contract:
 //! - Every tool is one `impl` of [`Tool`] in its family's file (projects,
-//!   search, entities, documents, edges, project creation, calendar, web,
+//!   search, entities, documents, edges, reorganize, project creation, calendar, web,
 //!   utility) and one line of
 //!   [`ToolName::ALL`]. Its arguments are one type deriving
 //!   `utoipa::ToSchema` from the entity field types; the JSON Schema the
@@ -41,6 +41,7 @@ mod outcome;
 pub mod plan;
 mod project_create;
 mod projects;
+mod reorganize;
 pub mod schema;
 pub mod scope;
 mod search;
@@ -50,6 +51,7 @@ mod web;
 pub use calendar::CALENDAR_TOOLS;
 pub use outcome::{ToolOutcome, PREVIEW_CHARS};
 pub use project_create::{MAX_CLARIFYING_QUESTIONS, MAX_QUESTION_CHARS};
+pub use reorganize::{ReorganizeArgs, ASK_ABOVE as REORGANIZE_ASK_ABOVE};
 pub use scope::ToolScope;
 pub use utility::{field_schema, FieldKind, MAX_LINKED};
 pub use web::{display_url, WebTools, WEB_TOOLS};
@@ -149,6 +151,7 @@ impl ToolName {
         ToolName::GetDocumentMetadata,
         ToolName::ReadDocument,
         ToolName::MoveDocument,
+        ToolName::ReorganizeProject,
         ToolName::AskClarifyingQuestions,
         ToolName::CreateOntoProject,
         ToolName::ListCalendarEvents,
