@@ -32,14 +32,13 @@ impl ToolName {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReorganizeArgs {
-    /// The project version you planned against (the document tree's `version`);
-    /// if the project changed since, nothing is done and you are told.
+    /// The tree's `version` you planned against; refused if the project changed since.
     #[serde(default)]
     pub expected_version: Option<u64>,
     /// Documents to move or reorder, applied in order.
     #[serde(default)]
     pub moves: Vec<MoveDocumentArgs>,
-    /// Relations to remove (at most 4 relation changes in all).
+    /// Relations to remove (at most 4 link + unlink).
     #[serde(default)]
     pub unlink: Vec<EdgeArgs>,
     /// Relations to add.
@@ -83,8 +82,7 @@ pub struct ReorganizeProject;
 impl Tool for ReorganizeProject {
     type Args = ReorganizeArgs;
     const NAME: &'static str = "reorganize_project";
-    const DESCRIPTION: &'static str = "Move several documents and add or remove relations in one step: all of it \
-        happens or none of it. Use it instead of several move_document / link_entities / unlink_entities calls.";
+    const DESCRIPTION: &'static str = "Move several documents and add or remove relations in one step, all or nothing.";
     const NEEDS_PROJECT: bool = true;
 
     fn parse(raw: &Map<String, Value>) -> Result<ReorganizeArgs, Refusal> {
