@@ -742,13 +742,34 @@ def recover_from_tool_error(u: User, run: Run):
     return "launch blog" in norm(got), f"task {got!r}; calls {run.tool_calls}"
 
 
+def reorganize_docs(u: User, run: Run):
+    """Issue 44: a batch of moves and a relation change in one step. Four changes
+    wait for the user's yes (the eval's user says yes); success is the end state,
+    whichever tools the model took to reach it."""
+    pid = u.project("Orbit")["id"]
+    specs = u.create(pid, "document", {"title": "Specs", "content": "All specifications."})
+    docs = {t: u.create(pid, "document", {"title": t, "content": f"{t}."}) for t in ("API notes", "Glossary", "FAQ")}
+    goal = u.create(pid, "goal", {"name": "Public beta"})
+    task = u.create(pid, "task", {"title": "Write the launch post"})
+    u.turn(run, in_project(pid, "Reorganize the project in one step: put the documents API notes, Glossary and FAQ "
+                                "under the Specs document, and link the task Write the launch post to the goal "
+                                "Public beta (the task supports the goal)."))
+    tree = u.api("GET", f"/projects/{pid}/doc-structure")["root"]
+    under = next(([c["id"] for c in n.get("children", [])] for n in tree if n["id"] == specs), [])
+    moved = [t for t, d in docs.items() if d in under]
+    edges = u.api("GET", f"/projects/{pid}/edges?entity_id={task}")["items"]
+    linked = any({e["from"]["id"], e["to"]["id"]} == {task, goal} for e in edges)
+    one_step = "reorganize_project" in run.tool_calls
+    return len(moved) == 3 and linked, f"under Specs: {moved}; linked: {linked}; reorganize_project used: {one_step}"
+
+
 ISSUE_31 = (two_turn_change, project_create_vague, project_create_clear, plan_two_steps, rename_task, delete_task,
             answer_from_document, recover_from_tool_error)
 
 SCENARIOS = {f.__name__: f for f in (create_project_with_task, add_document_under_parent, link_task_to_goal,
                                      read_deep_document, plain_question, stop_mid_turn,
                                      calendar_tomorrow, schedule_review, move_three_to_four,
-                                     read_local_page, linked_entities_of_goal, *ISSUE_31, *ISSUE_40, what_can_you_do)}
+                                     read_local_page, linked_entities_of_goal, *ISSUE_31, *ISSUE_40, what_can_you_do, reorganize_docs)}
 
 
 def run_one(stack: Stack, name: str, i: int, tag: str) -> Run:

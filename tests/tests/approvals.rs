@@ -567,3 +567,80 @@ async fn the_history_after_a_reload_reads_like_the_live_turn() {
     let stored: Vec<Value> = [deleted, listed].concat();
     assert_eq!(stored, live, "the same words as the live turn");
 }
+
+/// `reorganize_project` (docs/tools.md#reorganizing-a-project): a batch of up
+/// to three changes runs at once; a larger one waits, its question spells out
+/// each change by name, and the yes applies all of it in one version.
+#[tokio::test]
+async fn a_reorganize_of_more_than_three_changes_waits_and_a_small_one_runs_at_once() {
+    use shared::entities::{CreateEntity, EntityFields, NewDocument};
+    let t = TestApp::new().await;
+    let (p, task) = project_with_task(&t, "Draft").await;
+    let (svc, alice) = (service(&t), uid("alice"));
+    let mut docs = vec![];
+    for title in ["Specs", "API notes", "Glossary", "FAQ"] {
+        let d = NewDocument {
+            title: title.into(),
+            description: None,
+            content: String::new(),
+            parent_id: None,
+            position: None,
+        };
+        docs.push(svc.create(&alice, &p, CreateEntity::from(d)).await.unwrap().data.id.to_string());
+    }
+    let fields = EntityFields::Goal(serde_json::from_value(json!({"name": "Ship"})).unwrap());
+    let goal = svc.create(&alice, &p, CreateEntity::new(fields)).await.unwrap().data.id.to_string();
+    let supports = json!({"from_kind": "task", "from_id": task.to_string(), "relation": "supports", "to_kind": "goal", "to_id": goal});
+    let under_specs = |d: &str| json!({"document_id": d, "new_parent_id": docs[0]});
+    let children_of_specs = || async {
+        let tree = svc.doc_structure(&alice, &p).await.unwrap();
+        let specs = tree.root.iter().find(|n| n.id.to_string() == docs[0]).cloned().unwrap();
+        specs.children.iter().map(|n| n.id.to_string()).collect::<Vec<_>>()
+    };
+
+    // Two changes: at once.
+    let small = json!({"moves": [under_specs(&docs[1])], "link": [supports]});
+    t.llm.push(Reply::tool_calls(&[("reorganize_project", small)]));
+    t.llm.push(Reply::text(&["Done."]));
+    let first = t.turn("alice", in_project(&p, "Put the API notes under Specs and tie the draft to Ship", None)).await;
+    let kinds = first.kinds();
+    assert!(kinds.contains(&"tool_result") && !kinds.contains(&"approval_required"), "{kinds:?}");
+    assert_eq!(children_of_specs().await, [docs[1].clone()]);
+    assert_eq!(svc.edges(&alice, &p, None).await.unwrap().len(), 1);
+
+    // Four changes: waits, nothing runs, the question names each.
+    let version = svc.get_project(&alice, &p).await.unwrap().version;
+    let large = json!({
+        "expected_version": version,
+        "moves": [under_specs(&docs[2]), under_specs(&docs[3]), {"document_id": docs[1], "new_parent_id": null, "position": 0}],
+        "unlink": [supports],
+    });
+    t.llm.push(Reply::tool_calls(&[("reorganize_project", large)]));
+    let second = t.turn("alice", in_project(&p, "Tidy the documents up and drop that link", None)).await;
+    let (approval, _, summary) = asked(&second);
+    assert!(
+        summary.starts_with("Reorganize the project (4 changes): move \"Glossary\" under \"Specs\"")
+            && summary.contains("unlink task \"Draft\" supports goal \"Ship\""),
+        "{summary}"
+    );
+    assert!(!second.kinds().contains(&"tool_result"), "nothing ran: {:?}", second.kinds());
+    assert_eq!(svc.get_project(&alice, &p).await.unwrap().version, version);
+
+    t.llm.push(Reply::text(&["Reorganized."]));
+    let sid = second.session_id();
+    let yes = answer(&t, "alice", &sid, &approval, true, None).await;
+    assert_eq!(yes.status, 200, "{:?}", yes.json);
+    let patches: Vec<u64> = yes
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::EntityPatch { patch } => Some(patch.version),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(patches, [version + 1], "one patch, one version for the batch");
+    assert_eq!(children_of_specs().await, [docs[2].clone(), docs[3].clone()]);
+    assert!(svc.edges(&alice, &p, None).await.unwrap().is_empty());
+    every_call_answered(&log(&t, &sid).await);
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}

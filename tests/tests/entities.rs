@@ -313,6 +313,79 @@ async fn the_document_tree_creates_moves_reorders_and_deletes_without_orphans() 
     assert_eq!((orphan.status, orphan.code()), (422, "parent_not_found"));
 }
 
+/// `POST /projects/{id}/reorganize` on DynamoDB Local: refused whole (stale,
+/// past one transaction, any bad part), else one version for every change.
+/// A concurrent edit is the contract suite's (`a_reorganize_is_all_or_nothing`).
+#[tokio::test]
+async fn reorganize_moves_and_relinks_in_one_version_or_not_at_all() {
+    let t = EntitiesTest::new().await;
+    let (p, ctx) = t.project("alice", "P").await;
+    let a = t.create("alice", &p, "documents", json!({"title": "A"})).await;
+    let b = t.create("alice", &p, "documents", json!({"title": "B"})).await;
+    let (t1, t2) = (
+        t.create("alice", &p, "tasks", json!({"title": "t1"})).await,
+        t.create("alice", &p, "tasks", json!({"title": "t2"})).await,
+    );
+    let g = t.create("alice", &p, "goals", json!({"name": "G"})).await;
+    let edge = |from: &str, to: &str| json!({"from": {"kind": "task", "id": from}, "relation": "supports", "to": {"kind": "goal", "id": to}});
+    assert_eq!(t.call("alice", "POST", &format!("/projects/{p}/edges"), Some(edge(&t1, &g))).await.status, 201);
+    let url = format!("/projects/{p}/reorganize");
+    let v = t.version("alice", &p).await;
+    let edges_now = || async { t.get("alice", &format!("/projects/{p}/edges")).await.json["items"].clone() };
+    let before = edges_now().await;
+    let batch = |version: u64| {
+        json!({"expected_version": version, "moves": [{"document_id": b, "new_parent_id": a}],
+               "unlink": [edge(&t1, &g)], "link": [edge(&t2, &g)]})
+    };
+
+    let stale = t.call("alice", "POST", &url, Some(batch(v - 1))).await;
+    assert_eq!(
+        (stale.status, stale.code(), &stale.json["error"]["current_version"]),
+        (409, "version_conflict", &json!(v))
+    );
+    let mut wide = batch(v);
+    let more: Vec<Value> = (0..4).map(|_| edge(&t2, &g)).collect();
+    wide["link"] = json!(more);
+    let over = t.call("alice", "POST", &url, Some(wide)).await;
+    assert_eq!((over.status, over.code()), (413, "too_many_changes"), "{over:?}");
+    assert!(over.json["error"]["message"].as_str().unwrap().contains("at most 4"), "{over:?}");
+    let missing = shared::ids::EntityId::new().to_string();
+    // Each a valid batch but for one part; each refuses it whole.
+    let mv = |doc: &str, parent: &str| json!([{"document_id": doc, "new_parent_id": parent}]);
+    let parts = [
+        (json!({"moves": mv(&a, &a), "link": [edge(&t2, &g)]}), 422, "tree_cycle"),
+        (json!({"moves": mv(&missing, &a), "link": [edge(&t2, &g)]}), 404, "entity_not_found"),
+        (json!({"moves": mv(&b, &a), "unlink": [edge(&t2, &g)]}), 404, "edge_not_found"),
+        (json!({"moves": mv(&b, &a), "link": [edge(&t2, &g), edge(&t1, &g)]}), 409, "edge_exists"),
+        (json!({"moves": mv(&b, &a), "link": [edge(&t2, &g), edge(&missing, &g)]}), 422, "edge_endpoint_not_found"),
+        (json!({"moves": mv(&b, &a), "link": [edge(&t2, &t2)]}), 422, "edge_self_loop"),
+        (json!({"unlink": [edge(&t1, &g)], "link": [edge(&t1, &g)]}), 400, "invalid_value"),
+    ];
+    for (body, status, code) in parts {
+        let r = t.call("alice", "POST", &url, Some(body.clone())).await;
+        assert_eq!((r.status, r.code()), (status, code), "{body}: {r:?}");
+    }
+    for (body, code) in [(json!({}), "invalid_value"), (json!({"moves": [], "shuffle": true}), "unknown_field")] {
+        let r = t.call("alice", "POST", &url, Some(body)).await;
+        assert_eq!((r.status, r.code()), (400, code), "{r:?}");
+    }
+    assert_eq!(t.version("alice", &p).await, v, "nothing refused wrote anything");
+    assert_eq!(edges_now().await, before);
+    let tree = t.get("alice", &format!("/projects/{p}/doc-structure")).await;
+    assert_eq!(tree_shape(&tree.json["root"]), format!("{ctx}@0 {a}@1 {b}@2"));
+
+    let ok = t.call("alice", "POST", &url, Some(batch(v))).await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    assert_eq!(ok.json["patch"]["version"], v + 1);
+    assert_eq!(t.version("alice", &p).await, v + 1, "one version for the batch");
+    let ops: Vec<&str> =
+        ok.json["patch"]["changes"].as_array().unwrap().iter().map(|c| c["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["unlinked", "linked"]);
+    assert_eq!(ok.json["patch"]["doc_structure"], ok.json["data"]["doc_structure"]);
+    assert_eq!(tree_shape(&ok.json["data"]["doc_structure"]["root"]), format!("{ctx}@0 {a}@1({b}@0)"));
+    assert_eq!(edges_now().await, json!([edge(&t2, &g)]));
+}
+
 #[tokio::test]
 async fn metadata_batch_never_returns_content() {
     let t = EntitiesTest::new().await;
@@ -549,6 +622,7 @@ async fn another_users_ids_are_404_on_every_route() {
                 "from": {"kind": "task", "id": ids[&EntityKind::Task]}, "relation": "r",
                 "to": {"kind": "goal", "id": ids[&EntityKind::Goal]}})),
             (_, Some("MoveDocument")) => Some(json!({"document_id": ctx})),
+            (_, Some("Reorganize")) => Some(json!({"moves": [{"document_id": ctx}]})),
             (_, Some("MetadataRequest")) => Some(json!({"document_ids": [ctx]})),
             (_, Some("NewProject" | "ProjectFields")) => Some(json!({"name": "stolen"})),
             (_, Some(_)) => Some(kind.map(|k| create_body(k, "stolen")).unwrap_or(json!({}))),
@@ -558,7 +632,7 @@ async fn another_users_ids_are_404_on_every_route() {
         assert_eq!((a.status, a.code()), (404, "project_not_found"), "{} {path}: {a:?}", rt.method);
         checked += 1;
     }
-    assert_eq!(checked, 9 + 5 * 7, "every project-scoped route");
+    assert_eq!(checked, 10 + 5 * 7, "every project-scoped route");
     let s = t.get("bob", &format!("/search?q=mine&project_id={p}")).await;
     assert_eq!((s.status, s.code()), (404, "project_not_found"));
     assert!(t.get("bob", "/search?q=mine").await.json["hits"].as_array().unwrap().is_empty());

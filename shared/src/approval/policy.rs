@@ -6,7 +6,9 @@
 //!   `update_entity` calls);
 //! - `update_calendar_event`: when it changes more than one occurrence of a
 //!   series (`scope`: `following` or `series`, or an event id without an
-//!   `instance` on a recurring event the model named as a series).
+//!   `instance` on a recurring event the model named as a series);
+//! - `reorganize_project`: when the batch names more than
+//!   [`REORGANIZE_ASK_ABOVE`] changes (moves, links and unlinks together).
 //!
 //! Every other tool runs at once. A call the registry would refuse
 //! (unknown tool, bad arguments) never waits: it runs and fails as usual.
@@ -17,7 +19,7 @@ use crate::entities::{EntityKind, EntityService};
 use crate::ids::{EntityId, EventId, ProjectId, UserId};
 use crate::message::ToolCall;
 use crate::tools::wording;
-use crate::tools::ToolName;
+use crate::tools::{ReorganizeArgs, ToolName, REORGANIZE_ASK_ABOVE};
 use serde_json::{Map, Value};
 
 /// Why a call waits.
@@ -33,6 +35,8 @@ pub enum Why {
     OthersEvent,
     /// The user set the tool to ask first.
     AskFirst,
+    /// A reorganize of more than [`REORGANIZE_ASK_ABOVE`] changes.
+    LargeReorganize,
 }
 
 /// The tools that change something: the ones a user may set to ask first.
@@ -52,6 +56,7 @@ pub const ASKABLE: &[ToolName] = &[
     ToolName::LinkEntities,
     ToolName::UnlinkEntities,
     ToolName::MoveDocument,
+    ToolName::ReorganizeProject,
     ToolName::CreateCalendarEvent,
     ToolName::UpdateCalendarEvent,
     ToolName::DeleteCalendarEvent,
@@ -121,6 +126,13 @@ fn is(call: &ToolCall, tool: ToolName) -> bool {
     call.function.name == tool.as_str()
 }
 
+/// A `reorganize_project` call's arguments, when they are the tool's shape.
+fn reorganize(call: &ToolCall) -> Option<ReorganizeArgs> {
+    // As the tool reads them: models send `null` for an absent list.
+    let raw = args(call).into_iter().filter(|(_, v)| !v.is_null()).collect();
+    serde_json::from_value(Value::Object(raw)).ok()
+}
+
 /// Why `call`, one of `round`'s, must wait; `None`: it runs at once.
 pub async fn why(call: &ToolCall, round: &[ToolCall], at: &Lookup<'_>) -> Option<Why> {
     if is(call, ToolName::DeleteEntity) || is(call, ToolName::DeleteCalendarEvent) {
@@ -131,6 +143,9 @@ pub async fn why(call: &ToolCall, round: &[ToolCall], at: &Lookup<'_>) -> Option
     }
     if is(call, ToolName::UpdateEntity) && round.iter().filter(|c| is(c, ToolName::UpdateEntity)).count() >= 2 {
         return Some(Why::SeveralUpdates);
+    }
+    if is(call, ToolName::ReorganizeProject) && reorganize(call).is_some_and(|r| r.changes() > REORGANIZE_ASK_ABOVE) {
+        return Some(Why::LargeReorganize);
     }
     if is(call, ToolName::UpdateCalendarEvent) {
         let scope = args(call).get("scope").and_then(Value::as_str).map(str::to_owned);
@@ -178,6 +193,8 @@ pub async fn summary(call: &ToolCall, at: &Lookup<'_>) -> String {
             _ => "no changes named".into(),
         };
         format!("Update {}: {changes}", entity().await)
+    } else if let Some(r) = reorganize(call).filter(|_| tool == ToolName::ReorganizeProject.as_str()) {
+        reorganize_summary(&r, at).await
     } else if tool == ToolName::DeleteCalendarEvent.as_str() {
         format!("Delete {}{scope}", event().await)
     } else if tool == ToolName::UpdateCalendarEvent.as_str() {
@@ -193,6 +210,39 @@ pub async fn summary(call: &ToolCall, at: &Lookup<'_>) -> String {
         }
         format!("{words}: {}", wording::changes(&at.named_ids(a.clone()).await, at.zone))
     }
+}
+
+/// `Reorganize the project: move "API notes" under "Specs"; link task "t2"
+/// supports goal "Ship"; ...`: every change, entities by name where they can
+/// be read (by id where not).
+async fn reorganize_summary(r: &ReorganizeArgs, at: &Lookup<'_>) -> String {
+    let name = |kind: EntityKind, id: &str| {
+        let id = id.to_string();
+        async move {
+            let read = async {
+                let e = at.entities?.get(at.user, at.project?, kind, &EntityId::parse(&id).ok()?).await.ok()?;
+                Some(format!("\"{}\"", e.fields.name()))
+            };
+            read.await.unwrap_or(id)
+        }
+    };
+    let mut parts = vec![];
+    for m in &r.moves {
+        let doc = name(EntityKind::Document, &m.document_id).await;
+        let place = match &m.new_parent_id {
+            Some(p) => format!("under {}", name(EntityKind::Document, p).await),
+            None => "to the top".into(),
+        };
+        parts.push(format!("move {doc} {place}"));
+    }
+    for (verb, edges) in [("unlink", &r.unlink), ("link", &r.link)] {
+        for e in edges {
+            let (from, to) = (name(e.from_kind, &e.from_id).await, name(e.to_kind, &e.to_id).await);
+            let (fk, tk) = (e.from_kind.as_str(), e.to_kind.as_str());
+            parts.push(format!("{verb} {fk} {from} {} {tk} {to}", e.relation.replace('_', " ")));
+        }
+    }
+    format!("Reorganize the project ({} changes): {}", r.changes(), parts.join("; "))
 }
 
 /// ` (organized by Bob)` for someone else's event; empty for the user's own.
@@ -346,5 +396,28 @@ mod tests {
         assert_eq!(card, "Link entities: from → \"Buy seeds\", relation → \"blocks\", to → \"Dig the bed\"");
         let del = call("delete_entity", serde_json::json!({"kind": "task", "id": seeds}));
         assert_eq!(summary(&del, &at).await, "Delete the task \"Buy seeds\"");
+    }
+
+    #[tokio::test]
+    async fn a_reorganize_of_more_than_a_few_changes_waits_and_is_spelled_out() {
+        let (user, settings) = (UserId::parse("u").unwrap(), ApprovalSettings::default());
+        let at = lookup(&user, &settings);
+        let mv = |d: &str| serde_json::json!({"document_id": d, "new_parent_id": "specs"});
+        let edge = serde_json::json!({"from_kind": "task", "from_id": "t1", "relation": "part_of", "to_kind": "plan", "to_id": "p1"});
+        let few = call(
+            "reorganize_project",
+            serde_json::json!({"moves": [mv("a"), mv("b")], "link": [edge.clone()], "unlink": null}),
+        );
+        assert_eq!(why(&few, std::slice::from_ref(&few), &at).await, None, "three changes run at once");
+        let many =
+            call("reorganize_project", serde_json::json!({"moves": [mv("a"), mv("b"), mv("c")], "link": [edge]}));
+        assert_eq!(why(&many, std::slice::from_ref(&many), &at).await, Some(Why::LargeReorganize));
+        assert_eq!(
+            summary(&many, &at).await,
+            "Reorganize the project (4 changes): move a under specs; move b under specs; move c under specs; \
+             link task t1 part of plan p1"
+        );
+        let odd = call("reorganize_project", serde_json::json!({"moves": "everything"}));
+        assert_eq!(why(&odd, &[], &at).await, None, "arguments the tool refuses never wait");
     }
 }

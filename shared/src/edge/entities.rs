@@ -246,6 +246,7 @@ async fn run_project(op: Op, svc: &EntityService, user: &UserId, req: &Input) ->
         Op::Unlink => ok(StatusCode::OK, &svc.unlink(user, &p()?, body(req)?).await?),
         Op::DocStructure => ok(StatusCode::OK, &svc.doc_structure(user, &p()?).await?),
         Op::MoveDocument => ok(StatusCode::OK, &svc.move_document(user, &p()?, body(req)?).await?),
+        Op::Reorganize => ok(StatusCode::OK, &svc.reorganize(user, &p()?, body(req)?).await?),
         Op::DocumentMetadata => {
             let p = p()?;
             let r: MetadataRequest = body(req)?;

@@ -120,6 +120,7 @@ pub enum Op {
     Unlink,
     DocStructure,
     MoveDocument,
+    Reorganize,
     DocumentMetadata,
     Search,
     List(EntityKind),
@@ -211,6 +212,11 @@ pub const ERROR_CODES: &[(&str, u16, &str)] = &[
         "the event changed on the user's calendar server since it was read; nothing was written",
     ),
     ("too_large", 413, "the body is over 3 MiB, or a content over 2 MiB"),
+    (
+        "too_many_changes",
+        413,
+        "a reorganize naming more edge changes than its one transaction holds (see `Reorganize`); nothing was written",
+    ),
     ("edge_endpoint_not_found", 422, "an edge end is not an entity of this project (of that kind)"),
     ("edge_self_loop", 422, "an edge needs two different entities"),
     ("parent_not_found", 422, "the parent document is not in this project's tree"),
@@ -494,6 +500,29 @@ fn inside_project_routes() -> Vec<RouteDoc> {
             )
         },
         RouteDoc {
+            errors: &[
+                "invalid_id",
+                "version_conflict",
+                "too_many_changes",
+                "entity_not_found",
+                "parent_not_found",
+                "tree_cycle",
+                "edge_not_found",
+                "edge_exists",
+                "edge_endpoint_not_found",
+                "edge_self_loop",
+            ],
+            ..route(
+                Op::Reorganize,
+                M::POST,
+                &format!("{p}/reorganize"),
+                "Move documents and change edges in one step, all or nothing",
+                Some("Reorganize"),
+                200,
+                write_of(r("Reorganized")),
+            )
+        },
+        RouteDoc {
             errors: &["invalid_id"],
             ..route(
                 Op::DocumentMetadata,
@@ -597,6 +626,8 @@ fn kind_routes(kind: EntityKind) -> Vec<RouteDoc> {
         DocNode,
         DocStructure,
         MoveDocument,
+        Reorganize,
+        Reorganized,
         MetadataRequest,
         MetadataResponse,
         DocumentMetadata,

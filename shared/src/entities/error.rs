@@ -20,6 +20,12 @@ pub enum EntityError {
     BadInput { code: &'static str, message: String },
     #[error("{what} is larger than {limit} bytes")]
     TooLarge { what: &'static str, limit: usize },
+    /// A reorganize naming more edge changes than its one transaction holds.
+    #[error(
+        "{edges} edge changes in one reorganize: at most {limit} fit its one transaction (the project \
+         item and 2 items per edge, within {items} items); nothing was written, split the batch"
+    )]
+    TooManyChanges { edges: usize, limit: usize, items: usize },
     #[error("the edge's {0} end is not an entity of this project")]
     EdgeEndpointMissing(&'static str),
     /// Well-formed, but an edge needs two different entities.
@@ -96,6 +102,7 @@ impl EntityError {
             EntityError::InvalidId(_) => "invalid_id",
             EntityError::BadInput { code, .. } => code,
             EntityError::TooLarge { .. } => "too_large",
+            EntityError::TooManyChanges { .. } => "too_many_changes",
             EntityError::EdgeEndpointMissing(_) => "edge_endpoint_not_found",
             EntityError::SelfEdge => "edge_self_loop",
             EntityError::EdgeExists => "edge_exists",
@@ -113,7 +120,7 @@ impl EntityError {
         match self {
             EntityError::NotFound(_) => 404,
             EntityError::UnknownKind(_) | EntityError::InvalidId(_) | EntityError::BadInput { .. } => 400,
-            EntityError::TooLarge { .. } => 413,
+            EntityError::TooLarge { .. } | EntityError::TooManyChanges { .. } => 413,
             EntityError::EdgeEndpointMissing(_)
             | EntityError::SelfEdge
             | EntityError::ParentNotFound

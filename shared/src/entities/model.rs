@@ -507,6 +507,41 @@ pub struct MoveDocument {
     pub position: Option<u32>,
 }
 
+/// `POST /projects/{id}/reorganize`: moves in the document tree (re-parenting
+/// or reordering) and edge changes, applied together in one transaction or
+/// not at all. Moves go first, in order; then the unlinks, then the links.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Reorganize {
+    #[serde(default, deserialize_with = "rules::opt_version")]
+    #[schema(schema_with = rules::expected_version_schema)]
+    pub expected_version: Option<u64>,
+    #[serde(default)]
+    #[schema(schema_with = rules::reorganize_moves_schema)]
+    pub moves: Vec<MoveDocument>,
+    #[serde(default)]
+    #[schema(schema_with = rules::reorganize_edges_schema)]
+    pub unlink: Vec<Edge>,
+    #[serde(default)]
+    #[schema(schema_with = rules::reorganize_edges_schema)]
+    pub link: Vec<Edge>,
+}
+
+impl Reorganize {
+    /// How many changes the batch names (moves and edges).
+    pub fn changes(&self) -> usize {
+        self.moves.len() + self.unlink.len() + self.link.len()
+    }
+}
+
+/// What a reorganize did: the tree after it and the edges it changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Reorganized {
+    pub doc_structure: DocStructure,
+    pub unlinked: Vec<Edge>,
+    pub linked: Vec<Edge>,
+}
+
 /// `POST /projects/{id}/documents/metadata`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

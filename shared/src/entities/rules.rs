@@ -244,6 +244,11 @@ pub fn opt_task_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, 
     opt_int(&U8, d)
 }
 
+/// `deserialize_with` for an optional [`VERSION`] (`expected_version`).
+pub fn opt_version<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    opt_int(&VERSION, d)
+}
+
 /// `deserialize_with` for an optional [`TIMESTAMP`].
 pub fn opt_timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     opt_int(&TIMESTAMP, d)
@@ -350,6 +355,37 @@ pub fn relation_schema() -> RefOr<Schema> {
             .pattern(Some(relation_pattern())),
         "Lowercase letters, digits and `_`, starting with a letter (e.g. `supports`, `blocks`).",
     )
+}
+
+pub fn expected_version_schema() -> RefOr<Schema> {
+    described(
+        VERSION.schema(true),
+        "The project version the caller read (`doc_structure.version`, a patch's `version`); \
+         another one is 409 version_conflict and nothing is written. Absent: the current version.",
+    )
+}
+
+/// A reorganize's moves: at most [`super::service::MAX_REORGANIZE_MOVES`].
+pub fn reorganize_moves_schema() -> RefOr<Schema> {
+    ArrayBuilder::new()
+        .items(RefOr::Ref(Ref::from_schema_name("MoveDocument")))
+        .max_items(Some(super::service::MAX_REORGANIZE_MOVES))
+        .description(Some("Applied in order, each to the tree the one before left."))
+        .into()
+}
+
+/// A reorganize's `link` or `unlink`: together at most
+/// [`super::service::MAX_REORGANIZE_EDGES`] (more is 413 too_many_changes).
+pub fn reorganize_edges_schema() -> RefOr<Schema> {
+    ArrayBuilder::new()
+        .items(RefOr::Ref(Ref::from_schema_name("Edge")))
+        .max_items(Some(super::service::MAX_REORGANIZE_EDGES))
+        .description(Some(format!(
+            "`link` and `unlink` together name at most {} edges (one transaction's worth); more is \
+             413 too_many_changes. No edge may be named twice.",
+            super::service::MAX_REORGANIZE_EDGES
+        )))
+        .into()
 }
 
 pub fn metadata_ids_schema() -> RefOr<Schema> {

@@ -19,6 +19,9 @@ use crate::ids::{EntityId, ProjectId, UserId};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod reorganize;
+pub use reorganize::{MAX_REORGANIZE_EDGES, MAX_REORGANIZE_MOVES};
+
 /// Attempts of one write against concurrent writers before `project_busy`.
 pub const MAX_ATTEMPTS: usize = 8;
 /// The largest document content accepted, in bytes.

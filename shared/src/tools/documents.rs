@@ -147,6 +147,17 @@ pub struct MoveDocumentArgs {
     pub position: Option<u32>,
 }
 
+impl MoveDocumentArgs {
+    /// The move, its ids read (a malformed one is `invalid_id`).
+    pub(super) fn into_move(self) -> Result<Move, Refusal> {
+        Ok(Move {
+            document_id: entity_id("document_id", &self.document_id)?,
+            new_parent_id: self.new_parent_id.as_deref().map(|p| entity_id("new_parent_id", p)).transpose()?,
+            position: self.position,
+        })
+    }
+}
+
 pub struct MoveDocument;
 
 #[async_trait::async_trait]
@@ -159,11 +170,7 @@ impl Tool for MoveDocument {
 
     async fn run(&self, c: &Call<'_>, a: MoveDocumentArgs) -> Result<Done, Refusal> {
         let project = c.project()?;
-        let mv = Move {
-            document_id: entity_id("document_id", &a.document_id)?,
-            new_parent_id: a.new_parent_id.as_deref().map(|p| entity_id("new_parent_id", p)).transpose()?,
-            position: a.position,
-        };
+        let mv = a.into_move()?;
         let name = c.name_of(project, EntityKind::Document, &mv.document_id).await;
         let id = Some(mv.document_id.to_string());
         let r = c.svc.move_document(c.user, project, mv).await;

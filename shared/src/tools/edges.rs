@@ -33,7 +33,7 @@ pub struct EdgeArgs {
 }
 
 impl EdgeArgs {
-    fn edge(self) -> Result<Edge, Refusal> {
+    pub(super) fn edge(self) -> Result<Edge, Refusal> {
         Ok(Edge {
             from: EdgeEnd { kind: self.from_kind, id: entity_id("from_id", &self.from_id)? },
             relation: self.relation,
@@ -43,7 +43,7 @@ impl EdgeArgs {
 }
 
 /// The step of linking or unlinking: "<from> <relation> <to>", by name.
-async fn edge_op(c: &Call<'_>, edge: &Edge) -> Result<Op, Refusal> {
+pub(super) async fn edge_op(c: &Call<'_>, edge: &Edge) -> Result<Op, Refusal> {
     let project = c.project()?;
     let (from, to) = futures::join!(
         c.name_of(project, edge.from.kind, &edge.from.id),

@@ -5,7 +5,7 @@
 //!
 //! The contract:
 //! - Every tool is one `impl` of [`Tool`] in its family's file (projects,
-//!   search, entities, documents, edges, project creation, calendar, web,
+//!   search, entities, documents, edges, reorganize, project creation, calendar, web,
 //!   utility, overview) and one line of
 //!   [`ToolName::ALL`]. Its arguments are one type deriving
 //!   `utoipa::ToSchema` from the entity field types; the JSON Schema the
@@ -43,6 +43,7 @@ pub mod overview;
 pub mod plan;
 mod project_create;
 mod projects;
+mod reorganize;
 pub mod schema;
 pub mod scope;
 mod search;
@@ -53,6 +54,7 @@ pub mod wording;
 pub use calendar::CALENDAR_TOOLS;
 pub use outcome::{ToolOutcome, PREVIEW_CHARS};
 pub use project_create::{MAX_CLARIFYING_QUESTIONS, MAX_QUESTION_CHARS};
+pub use reorganize::{ReorganizeArgs, ASK_ABOVE as REORGANIZE_ASK_ABOVE};
 pub use scope::ToolScope;
 pub use utility::{field_schema, FieldKind, MAX_LINKED};
 pub use web::{display_url, WebTools, WEB_TOOLS};
@@ -162,6 +164,7 @@ impl ToolName {
         ToolName::GetDocumentMetadata,
         ToolName::ReadDocument,
         ToolName::MoveDocument,
+        ToolName::ReorganizeProject,
         ToolName::AskClarifyingQuestions,
         ToolName::CreateOntoProject,
         ToolName::ListCalendarEvents,

@@ -114,6 +114,7 @@ impl ToolScope {
                 T::ListEdges,
                 T::ReadDocument,
                 T::MoveDocument,
+                T::ReorganizeProject,
                 T::GetLinkedEntities,
             ],
             ToolScope::Entity { kind, .. } => {

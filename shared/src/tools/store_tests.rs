@@ -205,3 +205,72 @@ async fn field_info_describes_each_kind() {
     let (ok, v) = run(&reg, "alice", &ToolScope::Global, "get_field_info", json!({"kind": "spaceship"})).await;
     assert!(!ok && code(&v) == "invalid_arguments", "{v}");
 }
+
+#[tokio::test]
+async fn reorganize_project_moves_and_relinks_at_once_and_names_every_change() {
+    let reg = registry();
+    let (scope, _) = project(&reg, "alice", json!({"name": "Launch"})).await;
+    let doc = |title: &str| json!({"title": title, "content": ""});
+    let specs = made(&reg, &scope, "create_document", doc("Specs")).await;
+    let notes = made(&reg, &scope, "create_document", doc("API notes")).await;
+    let goal = made(&reg, &scope, "create_goal", json!({"name": "Ship"})).await;
+    let (t1, t2) = (
+        made(&reg, &scope, "create_task", json!({"title": "Draft"})).await,
+        made(&reg, &scope, "create_task", json!({"title": "Review"})).await,
+    );
+    link(&reg, &scope, ("task", &t1), "supports", ("goal", &goal)).await;
+    let edge =
+        |t: &str| json!({"from_kind": "task", "from_id": t, "relation": "supports", "to_kind": "goal", "to_id": goal});
+    let ctx = ToolContext { user: UserId::parse("alice").unwrap(), scope: scope.clone(), zone: None };
+    let call = |args: Value| ToolCall {
+        id: "call_r".into(),
+        kind: "function".into(),
+        function: FunctionCall { name: "reorganize_project".into(), arguments: args.to_string() },
+    };
+    let names = |out: &ToolOutcome| -> Vec<(String, crate::sse::OperationStatus)> {
+        out.operations
+            .iter()
+            .filter_map(|e| match e {
+                crate::sse::StreamEvent::Operation { entity_name, status, .. } => Some((entity_name.clone(), *status)),
+                _ => None,
+            })
+            .collect()
+    };
+    let (_, tree) = run(&reg, "alice", &scope, "get_doc_structure", json!({})).await;
+    let version = tree["version"].as_u64().unwrap();
+    let batch = json!({
+        "expected_version": version,
+        "moves": [{"document_id": notes, "new_parent_id": specs}],
+        "unlink": [edge(&t1)],
+        "link": [edge(&t2)],
+    });
+
+    // Stale: refused whole, each named step shown failed, no patch.
+    let mut stale = batch.clone();
+    stale["expected_version"] = json!(version - 1);
+    let out = reg.execute(&ctx, &call(stale)).await;
+    assert_eq!(out.error_code.as_deref(), Some("version_conflict"), "{}", out.content);
+    assert!(out.patches.is_empty());
+    use crate::sse::OperationStatus::{Error, Start, Success};
+    assert!(names(&out).iter().all(|(_, s)| matches!(s, Start | Error)), "{:?}", names(&out));
+
+    // Current: every change lands in one patch of one version; one operation each.
+    let out = reg.execute(&ctx, &call(batch)).await;
+    assert!(out.ok, "{}", out.content);
+    let ended: Vec<String> = names(&out).into_iter().filter(|(_, s)| *s == Success).map(|(n, _)| n).collect();
+    assert_eq!(ended, ["API notes under Specs", "Draft supports Ship", "Review supports Ship"]);
+    assert_eq!(out.patches.len(), 1);
+    let p = &out.patches[0];
+    assert_eq!((p.version, p.changes.len(), p.doc_structure.is_some()), (version + 1, 2, true), "{p:?}");
+    let (_, edges) = run(&reg, "alice", &scope, "list_edges", json!({})).await;
+    assert_eq!(edges["items"].as_array().unwrap().len(), 1, "{edges}");
+    assert_eq!(edges["items"][0]["from"]["id"], t2.as_str());
+
+    // Past one transaction: refused by the limit, saying it; nothing written.
+    let many: Vec<Value> = (0..5).map(|_| edge(&t1)).collect();
+    let out = reg.execute(&ctx, &call(json!({"link": many, "moves": null}))).await;
+    assert_eq!(out.error_code.as_deref(), Some("too_many_changes"), "{}", out.content);
+    assert!(out.content.contains("at most 4"), "{}", out.content);
+    let (_, after) = run(&reg, "alice", &scope, "list_edges", json!({})).await;
+    assert_eq!(after, edges);
+}

@@ -254,7 +254,8 @@ fn scopes_offer_the_same_names_as_before() {
     let document = ToolScope::Entity { project: p.clone(), kind: None, entity: e };
     assert_eq!(names(&document.offered())[9..], ["read_document", "get_document_metadata"]);
     let project = names(&ToolScope::Project { project: p }.offered());
-    assert_eq!(project.len(), 17);
+    assert_eq!(project.len(), 18);
+    assert!(project.contains(&"reorganize_project"), "one step for a batch of moves and relation changes");
     assert!(!project.contains(&"create_project") && !project.contains(&"list_projects"));
     // One update tool for what lives in the project: "rename the task" cannot
     // pick the project's.

@@ -3,6 +3,9 @@
 //! DynamoDB store against DynamoDB Local (`tests/tests/contract_features.rs`,
 //! through [`crate::entity_store_contract`]). Each case uses a user of its own.
 
+mod reorganize;
+pub use reorganize::{a_reorganize_commit_is_one_transaction, a_reorganize_is_all_or_nothing};
+
 use super::{Commit, CommitError, EntityRow, EntityStore, Op, ProjectRow, CHUNK_BYTES};
 use crate::entities::model::*;
 use crate::entities::tree;
@@ -348,6 +351,16 @@ macro_rules! entity_store_contract {
         async fn a_commit_over_the_item_limit_is_refused() {
             let store = $setup().await;
             $crate::entities::store::contract::a_commit_over_the_item_limit_is_refused(&store).await;
+        }
+        #[tokio::test]
+        async fn a_reorganize_commit_is_one_transaction() {
+            let store = $setup().await;
+            $crate::entities::store::contract::a_reorganize_commit_is_one_transaction(&store).await;
+        }
+        #[tokio::test]
+        async fn a_reorganize_is_all_or_nothing() {
+            let store = $setup().await;
+            $crate::entities::store::contract::a_reorganize_is_all_or_nothing(&store).await;
         }
     };
 }

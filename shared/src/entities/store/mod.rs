@@ -40,6 +40,8 @@
 #[cfg(any(test, feature = "testkit"))]
 pub mod contract;
 mod dynamo;
+#[cfg(any(test, feature = "testkit"))]
+pub mod interleaved;
 mod memory;
 
 pub use dynamo::{keys, DynamoEntityStore};
