@@ -31,6 +31,7 @@
 //! counts, for the stream's `context_usage` event ([`BuiltContext::usage`]).
 
 pub mod cache;
+pub mod modes;
 mod calibration;
 mod config;
 mod estimate;

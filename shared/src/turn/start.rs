@@ -199,7 +199,7 @@ async fn open(
     record_session(&view.id);
     let (user_message, start) = turn_start(turn, ids, &session, &view, None, 0);
     let pack =
-        OptionFuture::from(context::pack_scope(deps, &view, true).map(|s| context::load_pack(deps, ids.user, s, exit)));
+        OptionFuture::from(context::pack_scope(deps, &view, true).map(|s| context::load_pack(deps, ids.user, s, turn.timezone, exit)));
     let pack = async { tokio::join!(pack, context::load_agenda(deps, ids.user, view.context_type, turn.timezone)) };
     let mut lease = LeaseGuard::new((deps.store.clone(), deps.store.clone()), ids.user, &view.id, ids.turn_id, exit);
     // A `stream_run_id` may be the retry of a first turn that opened a
@@ -270,7 +270,9 @@ async fn resume(
     // still narrow it (checked once the lease answers).
     let named = turn.context_type.map(|ct| SessionView::new(ct, turn.entity_id.clone(), turn.focus.clone()));
     let early =
-        named.and_then(|v| context::pack_scope(deps, &v, false)).map(|s| context::load_pack(deps, user, s, exit));
+        named
+        .and_then(|v| context::pack_scope(deps, &v, false))
+        .map(|s| context::load_pack(deps, user, s, turn.timezone, exit));
     let early_agenda =
         OptionFuture::from(turn.context_type.map(|c| context::load_agenda(deps, user, c, turn.timezone)));
     let (leased, log, seen, pack, agenda, admitted) = tokio::join!(
@@ -352,8 +354,8 @@ async fn settle_reads(
     exit: &Exit,
 ) -> (Option<LoadedPack>, Option<String>) {
     let pack = match (early.0, context::pack_scope(deps, view, false)) {
-        (Some(p), Some(wanted)) if p.scope == wanted => Some(p),
-        (_, Some(wanted)) => Some(context::load_pack(deps, user, wanted, exit).await),
+        (Some(p), Some(wanted)) if p.key == wanted => Some(p),
+        (_, Some(wanted)) => Some(context::load_pack(deps, user, wanted, turn.timezone, exit).await),
         (_, None) => None,
     };
     let agenda = match early.1 {
