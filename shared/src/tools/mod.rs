@@ -6,7 +6,7 @@
 //! The contract:
 //! - Every tool is one `impl` of [`Tool`] in its family's file (projects,
 //!   search, entities, documents, edges, project creation, calendar, web,
-//!   utility) and one line of
+//!   utility, proposals) and one line of
 //!   [`ToolName::ALL`]. Its arguments are one type deriving
 //!   `utoipa::ToSchema` from the entity field types; the JSON Schema the
 //!   model sees is generated from it ([`schema::of`]) and sent as an OpenAI
@@ -41,6 +41,7 @@ mod outcome;
 pub mod plan;
 mod project_create;
 mod projects;
+pub mod proposals;
 pub mod schema;
 pub mod scope;
 mod search;
@@ -161,6 +162,7 @@ impl ToolName {
         ToolName::GetFieldInfo,
         ToolName::GetEntityRelationships,
         ToolName::GetLinkedEntities,
+        ToolName::ProposeEntities,
     ];
 
     const fn of<T: Tool>(tool: &'static T) -> ToolName {

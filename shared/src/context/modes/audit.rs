@@ -227,7 +227,7 @@ mod tests {
             panic!()
         };
         assert_eq!(b.untouched.len(), 2, "{:?}", b.untouched);
-        assert!(b.untouched.iter().all(|l| l.contains(", todo, untouched since ")), "{:?}", b.untouched);
+        assert!(b.untouched.iter().all(|l| l.contains(" — todo, untouched since ")), "{:?}", b.untouched);
     }
 
     #[tokio::test]
