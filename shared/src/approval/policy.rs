@@ -147,9 +147,8 @@ pub async fn summary(call: &ToolCall, at: &Lookup<'_>) -> String {
         format!("Delete {}", entity().await)
     } else if tool == ToolName::UpdateEntity.as_str() {
         format!("Update {}: {}", entity().await, changes(a.get("changes")))
-    } else if let Some(batch) = (tool == ToolName::ProposeEntities.as_str())
-        .then(|| crate::tools::proposals::summary(&a))
-        .flatten()
+    } else if let Some(batch) =
+        (tool == ToolName::ProposeEntities.as_str()).then(|| crate::tools::proposals::summary(&a)).flatten()
     {
         batch
     } else if tool == ToolName::DeleteCalendarEvent.as_str() {

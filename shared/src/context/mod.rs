@@ -31,10 +31,10 @@
 //! counts, for the stream's `context_usage` event ([`BuiltContext::usage`]).
 
 pub mod cache;
-pub mod modes;
 mod calibration;
 mod config;
 mod estimate;
+pub mod modes;
 pub mod pack;
 mod tokens;
 

@@ -18,9 +18,9 @@
 pub mod refresh;
 
 use crate::auth::Authenticator;
+use crate::calendar::CalendarService;
 use crate::config::{Config, ConfigError};
 use crate::context::cache::{ContextCache, DynamoContextCache};
-use crate::calendar::CalendarService;
 use crate::context::modes::Sources;
 use crate::context::pack::{build_keyed, PackKey};
 use crate::entities::store::DynamoEntityStore;

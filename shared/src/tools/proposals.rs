@@ -110,7 +110,12 @@ impl Tool for ProposeEntities {
             let (kind, name) = (new.fields.kind(), new.fields.name().to_string());
             match c.svc.create(c.user, project, new).await {
                 Ok(w) => {
-                    let op = Op { action: OperationAction::Create, entity_type: kind.as_str(), name, id: Some(w.data.id.to_string()) };
+                    let op = Op {
+                        action: OperationAction::Create,
+                        entity_type: kind.as_str(),
+                        name,
+                        id: Some(w.data.id.to_string()),
+                    };
                     done.ops.push((op, true));
                     done.patches.push(w.patch);
                     made.push((kind, w.data.id));
@@ -124,10 +129,7 @@ impl Tool for ProposeEntities {
         };
         for (n, (l, (from, to))) in a.links.iter().zip(&ends).enumerate() {
             let edge = Edge { from: end(from), relation: l.relation.clone(), to: end(to) };
-            let (f, t) = futures::join!(
-                end_name(c, &names, from, &edge.from),
-                end_name(c, &names, to, &edge.to)
-            );
+            let (f, t) = futures::join!(end_name(c, &names, from, &edge.from), end_name(c, &names, to, &edge.to));
             let op = Op {
                 action: OperationAction::Update,
                 entity_type: edge.from.kind.as_str(),
@@ -162,7 +164,13 @@ fn created(a: &ProposeEntitiesArgs, made: &[(EntityKind, EntityId)]) -> Vec<Valu
 }
 
 /// A batch a store failure stopped: what was made, and what was not.
-fn partial(mut done: Done, a: &ProposeEntitiesArgs, made: &[(EntityKind, EntityId)], links: usize, e: EntityError) -> Done {
+fn partial(
+    mut done: Done,
+    a: &ProposeEntitiesArgs,
+    made: &[(EntityKind, EntityId)],
+    links: usize,
+    e: EntityError,
+) -> Done {
     let not_created: Vec<&str> = a.entities[made.len()..].iter().map(|p| p.reference.as_str()).collect();
     let (code, message) = super::outcome::entity_failure(&e);
     done.result = Ok(json!({
@@ -239,7 +247,8 @@ async fn link_end(c: &Call<'_>, refs: &HashMap<&str, usize>, s: &str, n: usize) 
 /// An existing entity of the project named by id (of `kind` when given):
 /// its kind is found by reading it.
 async fn existing(c: &Call<'_>, s: &str, kind: Option<EntityKind>) -> Result<End, Refusal> {
-    let id = entity_id("id", s.trim()).map_err(|_| Refusal::Args(format!("{s:?} is neither a ref of this batch nor an id")))?;
+    let id = entity_id("id", s.trim())
+        .map_err(|_| Refusal::Args(format!("{s:?} is neither a ref of this batch nor an id")))?;
     let project = c.project()?;
     let kinds: Vec<EntityKind> = kind.map_or(EntityKind::ALL.to_vec(), |k| vec![k]);
     let found = futures::future::join_all(kinds.iter().map(|k| c.svc.get(c.user, project, *k, &id))).await;
@@ -265,9 +274,13 @@ pub fn summary(args: &Map<String, Value>) -> Option<String> {
         1 => "; and 1 link".to_string(),
         n => format!("; and {n} links"),
     };
-    Some(format!("Create {} entit{}: {}{links}", names.len(), if names.len() == 1 { "y" } else { "ies" }, names.join(", ")))
+    Some(format!(
+        "Create {} entit{}: {}{links}",
+        names.len(),
+        if names.len() == 1 { "y" } else { "ies" },
+        names.join(", ")
+    ))
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -198,8 +198,9 @@ async fn open(
         Session { user_id: ids.user.clone(), view: view.clone(), prompt_tokens: 0, completion_tokens: 0, lease: None };
     record_session(&view.id);
     let (user_message, start) = turn_start(turn, ids, &session, &view, None, 0);
-    let pack =
-        OptionFuture::from(context::pack_scope(deps, &view, true).map(|s| context::load_pack(deps, ids.user, s, turn.timezone, exit)));
+    let pack = OptionFuture::from(
+        context::pack_scope(deps, &view, true).map(|s| context::load_pack(deps, ids.user, s, turn.timezone, exit)),
+    );
     let pack = async { tokio::join!(pack, context::load_agenda(deps, ids.user, view.context_type, turn.timezone)) };
     let mut lease = LeaseGuard::new((deps.store.clone(), deps.store.clone()), ids.user, &view.id, ids.turn_id, exit);
     // A `stream_run_id` may be the retry of a first turn that opened a
@@ -269,8 +270,7 @@ async fn resume(
     // The scope as the request names it; the session's stored focus may
     // still narrow it (checked once the lease answers).
     let named = turn.context_type.map(|ct| SessionView::new(ct, turn.entity_id.clone(), turn.focus.clone()));
-    let early =
-        named
+    let early = named
         .and_then(|v| context::pack_scope(deps, &v, false))
         .map(|s| context::load_pack(deps, user, s, turn.timezone, exit));
     let early_agenda =

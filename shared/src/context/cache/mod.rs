@@ -32,8 +32,8 @@ mod dynamo;
 mod memory;
 
 pub use dynamo::{
-    active_gsi_sk, cache_pk, cache_sk, digest, key_from_sk, key_sk, pack_from_json, scope_from_sk, ActiveEntry, ActivePage,
-    DynamoContextCache, CACHE_ACTIVE_GSI_PK, CACHE_TTL_SECS, MAX_PACK_BYTES, SWEEP_PK, SWEEP_SK,
+    active_gsi_sk, cache_pk, cache_sk, digest, key_from_sk, key_sk, pack_from_json, scope_from_sk, ActiveEntry,
+    ActivePage, DynamoContextCache, CACHE_ACTIVE_GSI_PK, CACHE_TTL_SECS, MAX_PACK_BYTES, SWEEP_PK, SWEEP_SK,
 };
 pub use memory::MemoryContextCache;
 
@@ -76,8 +76,13 @@ pub trait ContextCache: Send + Sync {
     /// Stores a pack built just now (`build_ms`: how long it took), stamped
     /// with `pack.version`, and marks the cache used now. Never replaces a
     /// pack built from a newer project version.
-    async fn put(&self, user: &UserId, key: &PackKey, pack: &ContextPack, build_ms: u64)
-        -> Result<PutOutcome, StoreError>;
+    async fn put(
+        &self,
+        user: &UserId,
+        key: &PackKey,
+        pack: &ContextPack,
+        build_ms: u64,
+    ) -> Result<PutOutcome, StoreError>;
 
     /// Marks the cache used now (after a hit), so the schedule keeps it warm.
     /// A no-op when there is no cache item.

@@ -157,7 +157,8 @@ pub async fn build(src: &Sources<'_>, user: &UserId, project: &ProjectId) -> Aud
     for r in read.of(EntityKind::Risk) {
         let EntityFields::Risk(f) = &r.fields else { continue };
         if f.state == RiskState::Open && !read.linked_to(r, &mitigations) {
-            let impact = f.impact.and_then(|i| serde_json::to_value(i).ok()).and_then(|v| v.as_str().map(str::to_owned));
+            let impact =
+                f.impact.and_then(|i| serde_json::to_value(i).ok()).and_then(|v| v.as_str().map(str::to_owned));
             b.risks_without_mitigation.push(match impact {
                 Some(i) => format!("{} — impact {i}", named(r)),
                 None => named(r),
@@ -192,9 +193,9 @@ mod tests {
         let past = (now - Duration::days(3)).timestamp_millis();
         let linked_task = entity(&svc, &u, &p, EntityKind::Task, json!({"title": "Write the post"})).await;
         let lonely_task = entity(&svc, &u, &p, EntityKind::Task, json!({"title": "Fix the footer"})).await;
-        let late_task =
-            entity(&svc, &u, &p, EntityKind::Task, json!({"title": "Send invoices", "due_at": past})).await;
-        let done = entity(&svc, &u, &p, EntityKind::Task, json!({"title": "Old", "state": "done", "due_at": past})).await;
+        let late_task = entity(&svc, &u, &p, EntityKind::Task, json!({"title": "Send invoices", "due_at": past})).await;
+        let done =
+            entity(&svc, &u, &p, EntityKind::Task, json!({"title": "Old", "state": "done", "due_at": past})).await;
         let goal = entity(&svc, &u, &p, EntityKind::Goal, json!({"name": "Grow readership"})).await;
         let empty_goal = entity(&svc, &u, &p, EntityKind::Goal, json!({"name": "Hire a designer"})).await;
         let risk = entity(&svc, &u, &p, EntityKind::Risk, json!({"title": "Server costs", "impact": "high"})).await;

@@ -69,11 +69,8 @@ async fn projects(svc: &EntityService, user: &UserId, focus: Option<&ProjectId>)
 /// A project's entities the brief reads: tasks and milestones always, every
 /// kind when the project was written since `since`.
 async fn entities_of(svc: &EntityService, user: &UserId, p: &Project, since: i64) -> Vec<Entity> {
-    let kinds: Vec<EntityKind> = if p.updated_at >= since {
-        EntityKind::ALL.to_vec()
-    } else {
-        vec![EntityKind::Task, EntityKind::Milestone]
-    };
+    let kinds: Vec<EntityKind> =
+        if p.updated_at >= since { EntityKind::ALL.to_vec() } else { vec![EntityKind::Task, EntityKind::Milestone] };
     let lists = futures::future::join_all(kinds.into_iter().map(|k| all_of(svc, user, &p.id, k))).await;
     lists.into_iter().flatten().collect()
 }
@@ -98,7 +95,10 @@ pub async fn build(src: &Sources<'_>, user: &UserId, focus: Option<&ProjectId>) 
     let (today_s, tomorrow_s) = (today.to_string(), (today + Duration::days(1)).to_string());
     let mut b = BriefBlock {
         as_of: as_of(src.now, zone),
-        changed_since: format!("since {}", zone.local(src.now - Duration::hours(CHANGED_HOURS)).format("%Y-%m-%d %H:%M")),
+        changed_since: format!(
+            "since {}",
+            zone.local(src.now - Duration::hours(CHANGED_HOURS)).format("%Y-%m-%d %H:%M")
+        ),
         ..Default::default()
     };
     let mut overdue: Vec<(i64, String)> = Vec::new();
@@ -190,7 +190,8 @@ mod tests {
         let at = |days: i64, h: u32| {
             zone.day_start(today + Duration::days(days)).timestamp_millis() + i64::from(h) * 3_600_000
         };
-        let late = entity(&svc, &u, &launch, EntityKind::Task, json!({"title": "Send invoices", "due_at": at(-2, 9)})).await;
+        let late =
+            entity(&svc, &u, &launch, EntityKind::Task, json!({"title": "Send invoices", "due_at": at(-2, 9)})).await;
         let due = entity(&svc, &u, &home, EntityKind::Task, json!({"title": "Pay rent", "due_at": at(0, 23)})).await;
         let next =
             entity(&svc, &u, &launch, EntityKind::Milestone, json!({"title": "Beta", "due_at": at(1, 12)})).await;
@@ -213,7 +214,11 @@ mod tests {
         assert!(b.events_today[0].starts_with("09:00–10:00 “Standup”: event_id "), "{:?}", b.events_today);
         assert!(b.events_tomorrow.len() == 1 && b.events_tomorrow[0].starts_with("14:00–15:00 “Dentist”"));
         // Everything here was made just now: each is "created", newest first.
-        assert!(b.changed.iter().any(|l| l == &format!("Home: task “Pay rent”: id {due} — created")), "{:?}", b.changed);
+        assert!(
+            b.changed.iter().any(|l| l == &format!("Home: task “Pay rent”: id {due} — created")),
+            "{:?}",
+            b.changed
+        );
         assert!(b.changed.iter().all(|l| l.ends_with(" — created")));
         assert!(b.calendar_note.is_empty());
         // A day later nothing is new; focused on Home, only Home's work shows.

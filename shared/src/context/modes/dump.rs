@@ -101,7 +101,8 @@ mod tests {
             m.voice_note_group_id = group.map(str::to_string);
             m
         };
-        let history = [msg(1, "first note: call the caterer", Some("vg")), msg(2, "unrelated", None), msg(3, "other", Some("x"))];
+        let history =
+            [msg(1, "first note: call the caterer", Some("vg")), msg(2, "unrelated", None), msg(3, "other", Some("x"))];
         let b = with_notes(b, &history, &msg(4, "and order flyers", Some("vg")));
         assert_eq!(b.notes, ["first note: call the caterer", "and order flyers"]);
         let g = build_block(&src, &u, Mode::Dump, &ToolScope::Global).await;

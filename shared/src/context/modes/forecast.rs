@@ -175,7 +175,9 @@ fn by_day(slots: &[Slot], zone: Zone) -> Vec<String> {
             _ => out.push((la.date_naive(), vec![span], minutes)),
         }
     }
-    out.into_iter().map(|(d, spans, total)| format!("{}: {} ({})", d.format("%A %Y-%m-%d"), spans.join(", "), hours(total))).collect()
+    out.into_iter()
+        .map(|(d, spans, total)| format!("{}: {} ({})", d.format("%A %Y-%m-%d"), spans.join(", "), hours(total)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -231,7 +231,12 @@ mod tests {
         .collect();
         assert_eq!(
             with,
-            [ContextType::ProjectAudit, ContextType::ProjectForecast, ContextType::DailyBriefUpdate, ContextType::BrainDump]
+            [
+                ContextType::ProjectAudit,
+                ContextType::ProjectForecast,
+                ContextType::DailyBriefUpdate,
+                ContextType::BrainDump
+            ]
         );
         for m in Mode::ALL {
             assert_eq!(Mode::parse(m.as_str()), Some(m));
