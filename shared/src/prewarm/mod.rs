@@ -1,7 +1,7 @@
 //! Prewarm (issue 6, AGENTIC_CHAT_V2_SPEC §11–12 Phase 4): build a session's
 //! context pack before the user types, and keep active ones warm.
 //!
-//! - `POST {session_id?, context_type, project_id?, entity_id?, entity_type?}`
+//! - `POST {session_id?, context_type, project_id?, entity_id?, entity_type?, timezone?}`
 //!   with the user's JWT ([`prewarm`]): resolves the session (or
 //!   creates one, with no lease), records the focus on it, builds the pack
 //!   with [`build_keyed`] (in `project_audit`, `project_forecast`,
