@@ -336,7 +336,7 @@ impl ContextCache for DynamoContextCache {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(Self::key(user, &key)))
+            .set_key(Some(Self::key(user, key)))
             .update_expression("SET last_used = :u, gsi1sk = :g, #ttl = :t")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_names("#ttl", "ttl")

@@ -170,8 +170,8 @@ pub async fn build(src: &Sources<'_>, user: &UserId, project: &ProjectId) -> Aud
             b.documents_outside_tree.push(named(d));
         }
     }
-    overdue.sort_by(|a, b| b.0.cmp(&a.0));
-    untouched.sort_by(|a, b| b.0.cmp(&a.0));
+    overdue.sort_by_key(|o| std::cmp::Reverse(o.0));
+    untouched.sort_by_key(|u| std::cmp::Reverse(u.0));
     b.overdue = overdue.into_iter().map(|(_, l)| l).collect();
     b.untouched = untouched.into_iter().map(|(_, l)| l).collect();
     b
