@@ -763,13 +763,85 @@ def reorganize_docs(u: User, run: Run):
     return len(moved) == 3 and linked, f"under Specs: {moved}; linked: {linked}; reorganize_project used: {one_step}"
 
 
+# ---- issue 44: the modes (audit, forecast, daily brief, brain dump) ----
+
+def in_mode(mode: str, message: str, pid: Optional[str] = None, sid: str = "") -> Dict[str, Any]:
+    body: Dict[str, Any] = {"message": message, "context_type": mode, "timezone": ZONE}
+    if pid:
+        body["projectFocus"] = {"projectId": pid}
+    if sid:
+        body["session_id"] = sid
+    return body
+
+
+def ms_in(days: float) -> int:
+    return int((time.time() + days * 86400) * 1000)
+
+
+def audit_finds_and_fixes_a_gap(u: User, run: Run):
+    """The audit block names the unlinked task; with the user's yes the model links it (judged by state)."""
+    pid = u.project("Zeta")["id"]
+    task = u.create(pid, "task", {"title": "Fix the footer"})
+    goal = u.create(pid, "goal", {"name": "Grow readership"})
+    first = u.turn(run, in_mode("project_audit", "Audit this project.", pid))
+    u.turn(run, in_mode("project_audit", "Yes: link Fix the footer to the goal Grow readership.", pid,
+                        first.session_id))
+    edges = u.api("GET", f"/projects/{pid}/edges")["items"]
+    linked = any({e["from"]["id"], e["to"]["id"]} == {task, goal} for e in edges)
+    named = "footer" in norm(first.text)
+    return linked and named, f"audit named the footer task: {named}; linked after the yes: {linked}"
+
+
+def forecast_names_what_is_late(u: User, run: Run):
+    """The forecast block has the dates: the answer names the late milestone without listing (tool-call log)."""
+    pid = u.project("Eta")["id"]
+    u.create(pid, "milestone", {"title": "Beta release", "due_at": ms_in(-3)})
+    u.create(pid, "milestone", {"title": "Public launch", "due_at": ms_in(10)})
+    turn = u.turn(run, in_mode("project_forecast", "What is late, and what comes next?", pid))
+    text = norm(turn.text)
+    listed_ = [c for c in run.tool_calls if c in ("list_entities", "search_project")]
+    ok = "beta" in text and "launch" in text and not listed_
+    return ok, f"answer {turn.text[:120]!r}; listing calls {listed_}"
+
+
+def daily_brief_from_the_block(u: User, run: Run):
+    """Today's event and a task due today, across a project, from the brief block alone (tool-call log)."""
+    pid = u.project("Home")["id"]
+    today = local_today()
+    u.create(pid, "task", {"title": "Pay the rent", "due_at": ms_in(0.01)})
+    event(u, "Standup", f"{today}T23:30", 15)
+    turn = u.turn(run, in_mode("daily_brief_update", "Brief me for today."))
+    text = norm(turn.text)
+    reads = [c for c in run.tool_calls if c in ("list_calendar_events", "search_workspace", "list_projects")]
+    ok = "standup" in text and "rent" in text and not reads
+    return ok, f"answer {turn.text[:120]!r}; reads {reads}"
+
+
+def brain_dump_one_batch(u: User, run: Run):
+    """Loose thoughts become one propose_entities batch, approved once (the eval user says yes); judged by state
+    and by the tool-call log (one batch, no direct creates)."""
+    pid = u.project("Party")["id"]
+    u.turn(run, in_mode("brain_dump", "Brain dump: I have to call the caterer and order flyers, and the whole "
+                                      "point is a great birthday party. Turn that into tasks and a goal.", pid))
+    titles = [norm(title(t)) for t in tasks_of(u, pid)]
+    goals = [norm(title(g)) for g in u.items(f"/projects/{pid}/goals")]
+    creates = [c for c in run.tool_calls if c.startswith("create_")]
+    ok = (run.tool_calls.count("propose_entities") == 1 and not creates
+          and any("caterer" in t for t in titles) and any("flyer" in t for t in titles) and goals != [])
+    return ok, f"tasks {titles}, goals {goals}; calls {run.tool_calls}"
+
+
+ISSUE_44 = (audit_finds_and_fixes_a_gap, forecast_names_what_is_late, daily_brief_from_the_block,
+            brain_dump_one_batch)
+
+
 ISSUE_31 = (two_turn_change, project_create_vague, project_create_clear, plan_two_steps, rename_task, delete_task,
             answer_from_document, recover_from_tool_error)
 
 SCENARIOS = {f.__name__: f for f in (create_project_with_task, add_document_under_parent, link_task_to_goal,
                                      read_deep_document, plain_question, stop_mid_turn,
                                      calendar_tomorrow, schedule_review, move_three_to_four,
-                                     read_local_page, linked_entities_of_goal, *ISSUE_31, *ISSUE_40, what_can_you_do, reorganize_docs)}
+                                     read_local_page, linked_entities_of_goal, *ISSUE_31, *ISSUE_40, what_can_you_do, reorganize_docs, *ISSUE_44)}
 
 
 def run_one(stack: Stack, name: str, i: int, tag: str) -> Run:

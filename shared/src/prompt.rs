@@ -41,6 +41,26 @@ const DOC_FIRST: &str = "Documents first: the doc_structure below is the project
 description and length, then its id; never content: read a document to know what it says. For structure, plans or overviews, update documents first; for execution, tasks and plans come \
 first. The project's context document is the \"where we left off\" anchor: keep it short, in the user's words.";
 
+// The four modes (issue 44): what the server computed is in the context's
+// `mode` block; each scope line says what to do with it.
+const AUDIT: &str = "Scope: auditing a project. The context's `mode` block lists the gaps the server found \
+(tasks with no goal, goals with no task, unmitigated risks, overdue and untouched work, documents outside the tree), \
+each with its id. Report them grouped, most serious first, and propose a fix for each; change nothing until the \
+user says yes, then fix what they agreed to with the tools.";
+
+const FORECAST: &str = "Scope: forecasting a project. The context's `mode` block lists what is late, what is due \
+when (with the free working time the calendar leaves before each date) and the free time of the coming days. \
+Say what will slip and why, from those numbers; suggest what to move or drop.";
+
+const BRIEF: &str = "Scope: the user's daily brief. The context's `mode` block holds today and tomorrow: calendar \
+events, overdue and due work across projects, and what changed in the last day. Write one short brief from it: \
+today first, then tomorrow, then what changed. Be brief and actionable.";
+
+const DUMP: &str = "Scope: brain dump. Turn the user's loose thoughts (and the `notes` of the context's `mode` \
+block) into proposed entities: call propose_entities once with the whole batch (tasks, goals, risks, documents, \
+with links between them by ref or to the existing entities listed), and let the user review it. Nothing is \
+written until they approve the batch. Without a project in focus, ask which project it belongs to.";
+
 /// What a prompt depends on.
 #[derive(Debug, Clone, Default)]
 pub struct PromptInputs<'a> {
@@ -53,7 +73,7 @@ pub struct PromptInputs<'a> {
     /// The agent state, rendered as an internal block.
     pub agent_state: Option<&'a str>,
     /// The calendar block (today's date, the zone, the coming events), in
-    /// the calendar and daily-brief scopes.
+    /// the calendar scope.
     pub agenda: Option<&'a str>,
 }
 
@@ -111,14 +131,10 @@ impl PromptBuilder {
             ContextType::ProjectCreate => "Scope: creating a new project. Help the user shape it: name, goal, first \
                                            documents and tasks. Ask one question at a time."
                 .to_string(),
-            ContextType::ProjectAudit => "Scope: auditing a project. Look for gaps, risks and stale work.".to_string(),
-            ContextType::ProjectForecast => {
-                "Scope: forecasting a project. Reason about timelines, dependencies and risks.".to_string()
-            }
-            ContextType::DailyBriefUpdate => "Scope: the user's daily brief. Be brief and actionable.".to_string(),
-            ContextType::BrainDump => "Scope: brain dump. Help the user capture and organise loose thoughts; \
-                                       reflect them back structured."
-                .to_string(),
+            ContextType::ProjectAudit => AUDIT.to_string(),
+            ContextType::ProjectForecast => FORECAST.to_string(),
+            ContextType::DailyBriefUpdate => BRIEF.to_string(),
+            ContextType::BrainDump => DUMP.to_string(),
         };
         let mut rules = format!("{BASE_RULES}\n\n{scope}\n\n{MODES}");
         if inputs.tools {
@@ -143,6 +159,19 @@ impl PromptBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_mode_says_what_to_do_with_its_block() {
+        for (ct, words) in [
+            (ContextType::ProjectAudit, "gaps the server found"),
+            (ContextType::ProjectForecast, "free working time"),
+            (ContextType::DailyBriefUpdate, "today and tomorrow"),
+            (ContextType::BrainDump, "propose_entities"),
+        ] {
+            let p = PromptBuilder::build(&PromptInputs { context_type: ct, ..Default::default() });
+            assert!(p.contains("`mode` block") && p.contains(words), "{ct:?}: {p}");
+        }
+    }
 
     #[test]
     fn prompt_changes_with_scope() {

@@ -641,6 +641,58 @@ async fn a_reorganize_of_more_than_three_changes_waits_and_a_small_one_runs_at_o
     assert_eq!(patches, [version + 1], "one patch, one version for the batch");
     assert_eq!(children_of_specs().await, [docs[2].clone(), docs[3].clone()]);
     assert!(svc.edges(&alice, &p, None).await.unwrap().is_empty());
+}
+
+/// A brain dump (docs/modes.md): the dump block (what exists, the voice
+/// notes of the group) reaches the prompt; the model's one batch waits for
+/// the user's yes with nothing written, and the yes writes all of it.
+#[tokio::test]
+async fn a_brain_dumps_batch_writes_nothing_before_the_yes_and_everything_after() {
+    let t = TestApp::new().await;
+    let (p, venue) = project_with_task(&t, "Book the venue").await;
+    let dump = |message: &str, sid: Option<&str>| {
+        let mut body = json!({"message": message, "context_type": "brain_dump",
+            "projectFocus": {"projectId": p.to_string()}, "voice_note_group_id": "vg-1"});
+        if let Some(sid) = sid {
+            body["session_id"] = json!(sid);
+        }
+        body
+    };
+    t.llm.push(Reply::text(&["Go on."]));
+    let first = t.turn("alice", dump("call the caterer about the party", None)).await;
+    let sid = first.session_id();
+    let batch = json!({"entities": [
+        {"ref": "g1", "kind": "goal", "fields": {"name": "A good party"}},
+        {"ref": "t1", "kind": "task", "fields": {"title": "Call the caterer"}},
+        {"ref": "t2", "kind": "task", "fields": {"title": "Order flyers"}}],
+        "links": [{"from": "t1", "relation": "supports", "to": "g1"},
+                  {"from": venue.to_string(), "relation": "supports", "to": "g1"}]});
+    t.llm.push(Reply::tool_calls(&[("propose_entities", batch)]));
+    let second = t.turn("alice", dump("and order flyers", Some(&sid))).await;
+    assert_eq!(second.error_code(), None, "{:?}", second.kinds());
+    let prompt = tests::system_text(&t.llm.requests()[1]);
+    assert!(prompt.contains(r#""mode":"dump""#), "{prompt}");
+    assert!(prompt.contains(&format!("task “Book the venue”: id {venue}")), "what exists: {prompt}");
+    assert!(prompt.contains(r#""notes":["call the caterer about the party","and order flyers"]"#), "{prompt}");
+    let (approval, _, summary) = asked(&second);
+    assert_eq!(
+        summary,
+        "Create 3 entities: goal “A good party”, task “Call the caterer”, task “Order flyers”; and 2 links"
+    );
+    assert_eq!(task_titles(&t, &p).await, ["Book the venue"], "nothing written before the yes");
+    assert!(service(&t).edges(&uid("alice"), &p, None).await.unwrap().is_empty());
+
+    t.llm.push(Reply::text(&["All added."]));
+    let yes = answer(&t, "alice", &sid, &approval, true, None).await;
+    assert_eq!(yes.status, 200, "{:?}", yes.json);
+    let mut titles = task_titles(&t, &p).await;
+    titles.sort();
+    assert_eq!(titles, ["Book the venue", "Call the caterer", "Order flyers"]);
+    let page = shared::entities::PageRequest { limit: Some(10), cursor: None };
+    let goals = service(&t).list(&uid("alice"), &p, EntityKind::Goal, page).await.unwrap().items;
+    assert_eq!(goals.len(), 1);
+    let edges = service(&t).edges(&uid("alice"), &p, Some(&goals[0].id)).await.unwrap();
+    assert_eq!(edges.len(), 2, "both links: {edges:?}");
     every_call_answered(&log(&t, &sid).await);
     assert_eq!(t.llm.take_rejections(), vec![]);
 }

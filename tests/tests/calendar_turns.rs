@@ -171,8 +171,11 @@ async fn another_users_event_id_in_a_tool_call_is_not_found_and_untouched() {
     assert_eq!(turn.kinds().last(), Some(&"done"));
 }
 
+/// The daily brief (docs/modes.md): today's and tomorrow's events and the
+/// work due across projects reach the prompt in its mode block; only the
+/// reading tools are offered.
 #[tokio::test]
-async fn the_daily_brief_gets_todays_agenda_and_only_the_reading_tools() {
+async fn the_daily_brief_gets_today_and_tomorrow_and_only_the_reading_tools() {
     let t = TestApp::new().await;
     let zone = chrono_tz::Europe::Berlin;
     let today = Utc::now().with_timezone(&zone).date_naive();
@@ -191,13 +194,31 @@ async fn the_daily_brief_gets_todays_agenda_and_only_the_reading_tools() {
     };
     calendar(&t).create(&alice, &at(today, "Late review")).await.unwrap();
     calendar(&t).create(&alice, &at(today + Duration::days(1), "Tomorrow's thing")).await.unwrap();
+    calendar(&t).create(&alice, &at(today + Duration::days(2), "Later thing")).await.unwrap();
+    let entities = EntityService::new(DynamoEntityStore::new(t.dynamo.clone(), t.table.clone()));
+    let new = shared::entities::NewProject {
+        name: "Home".into(),
+        description: None,
+        state: Default::default(),
+        context: None,
+    };
+    let home = entities.create_project(&alice, new).await.unwrap().data.project.id;
+    let Value::Object(f) = json!({"title": "Pay rent", "due_at": (Utc::now() - Duration::days(1)).timestamp_millis()})
+    else {
+        unreachable!()
+    };
+    let fields = shared::entities::EntityFields::from_object(shared::entities::EntityKind::Task, f).unwrap();
+    let rent = entities.create(&alice, &home, shared::entities::CreateEntity::new(fields)).await.unwrap().data.id;
     t.llm.push(Reply::text(&["Your day."]));
     let body = json!({"message": "brief me", "context_type": "daily_brief_update", "timezone": "Europe/Berlin"});
     let turn = t.turn("alice", body).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
     let first = t.llm.requests()[0].clone();
     let prompt = system_prompt(&first);
-    assert!(prompt.contains("Late review") && !prompt.contains("Tomorrow's thing"), "{prompt}");
+    assert!(prompt.contains(r#""mode":"brief""#), "{prompt}");
+    assert!(prompt.contains("23:59–00:00 “Late review”") && prompt.contains("“Tomorrow's thing”"), "{prompt}");
+    assert!(!prompt.contains("Later thing"), "only today and tomorrow: {prompt}");
+    assert!(prompt.contains(&format!("Home: task “Pay rent”: id {rent} — due ")), "overdue across projects: {prompt}");
     let tools: Vec<_> = first["tools"].as_array().unwrap().iter().map(|d| d["function"]["name"].clone()).collect();
     assert!(tools.contains(&json!("list_calendar_events")) && !tools.contains(&json!("create_calendar_event")));
 }

@@ -607,3 +607,41 @@ async fn a_project_pack_names_its_tasks_and_goals_with_their_ids() {
         assert!(system.contains(&named), "{named} not in {system}");
     }
 }
+
+/// The audit and forecast modes (docs/modes.md): the server's computed
+/// block reaches the model's prompt, each gap and date named with its id,
+/// and the forecast is offered the calendar's reads.
+#[tokio::test]
+async fn the_audit_and_forecast_blocks_reach_the_models_prompt() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice", "Launch").await;
+    let past = chrono::Utc::now().timestamp_millis() - 3 * 86_400_000;
+    let soon = chrono::Utc::now().timestamp_millis() + 2 * 86_400_000;
+    let lonely = create(&t, "alice", &p, "create_task", json!({"title": "Fix the footer"})).await;
+    let late = create(&t, "alice", &p, "create_milestone", json!({"title": "Beta", "due_at": past})).await;
+    let goal = create(&t, "alice", &p, "create_goal", json!({"name": "Hire a designer", "target_at": soon})).await;
+    let focus = json!({"projectId": p.to_string()});
+    t.llm.push(Reply::text(&["Three gaps."]));
+    let audit = json!({"message": "audit it", "context_type": "project_audit", "projectFocus": focus});
+    let turn = t.turn("alice", audit).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let prompt = tests::system_text(&t.llm.requests()[0]);
+    assert!(prompt.contains(r#""mode":"audit""#), "{prompt}");
+    assert!(prompt.contains(&format!("task “Fix the footer”: id {lonely}")), "{prompt}");
+    assert!(prompt.contains(&format!("goal “Hire a designer”: id {goal}")), "a goal without tasks: {prompt}");
+    assert!(prompt.contains(&format!("milestone “Beta”: id {late} — due ")), "overdue: {prompt}");
+
+    t.llm.push(Reply::text(&["Beta has slipped."]));
+    let forecast = json!({"message": "what will slip?", "context_type": "project_forecast", "projectFocus": focus,
+        "timezone": "Europe/Berlin"});
+    let turn = t.turn("alice", forecast).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let req = t.llm.requests()[1].clone();
+    let prompt = tests::system_text(&req);
+    assert!(prompt.contains(r#""mode":"forecast""#), "{prompt}");
+    assert!(prompt.contains(&format!("milestone “Beta”: id {late} — due ")) && prompt.contains("late"), "{prompt}");
+    assert!(prompt.contains(&format!("goal “Hire a designer”: id {goal} — due ")), "{prompt}");
+    assert!(prompt.contains("free in working hours over the next 14 days"), "the calendar's free time: {prompt}");
+    let tools: Vec<Value> = req["tools"].as_array().unwrap().iter().map(|d| d["function"]["name"].clone()).collect();
+    assert!(tools.contains(&json!("find_free_time")), "{tools:?}");
+}

@@ -2,6 +2,8 @@
 //! operation in human words for the question.
 //!
 //! - `delete_entity`, `delete_calendar_event`: always (nothing brings them back);
+//! - `propose_entities`: always (a brain dump's batch is the user's to review;
+//!   the question lists the whole batch);
 //! - `update_entity`: when the round updates several entities (two or more
 //!   `update_entity` calls);
 //! - `update_calendar_event`: when it changes more than one occurrence of a
@@ -37,6 +39,8 @@ pub enum Why {
     AskFirst,
     /// A reorganize of more than [`REORGANIZE_ASK_ABOVE`] changes.
     LargeReorganize,
+    /// A batch of proposed entities: the user reviews it.
+    Proposal,
 }
 
 /// The tools that change something: the ones a user may set to ask first.
@@ -60,6 +64,7 @@ pub const ASKABLE: &[ToolName] = &[
     ToolName::CreateCalendarEvent,
     ToolName::UpdateCalendarEvent,
     ToolName::DeleteCalendarEvent,
+    ToolName::ProposeEntities,
 ];
 
 /// What the policy and the question read beyond the call: the user's
@@ -138,6 +143,9 @@ pub async fn why(call: &ToolCall, round: &[ToolCall], at: &Lookup<'_>) -> Option
     if is(call, ToolName::DeleteEntity) || is(call, ToolName::DeleteCalendarEvent) {
         return Some(Why::Delete);
     }
+    if is(call, ToolName::ProposeEntities) {
+        return Some(Why::Proposal);
+    }
     if at.settings.asks_first(&call.function.name) {
         return Some(Why::AskFirst);
     }
@@ -195,6 +203,10 @@ pub async fn summary(call: &ToolCall, at: &Lookup<'_>) -> String {
         format!("Update {}: {changes}", entity().await)
     } else if let Some(r) = reorganize(call).filter(|_| tool == ToolName::ReorganizeProject.as_str()) {
         reorganize_summary(&r, at).await
+    } else if let Some(batch) =
+        (tool == ToolName::ProposeEntities.as_str()).then(|| crate::tools::proposals::summary(&a)).flatten()
+    {
+        batch
     } else if tool == ToolName::DeleteCalendarEvent.as_str() {
         format!("Delete {}{scope}", event().await)
     } else if tool == ToolName::UpdateCalendarEvent.as_str() {
@@ -290,6 +302,17 @@ mod tests {
         let del_ev = call("delete_calendar_event", serde_json::json!({"event_id": "e"}));
         assert_eq!(why(&del_ev, &[], &at).await, Some(Why::Delete));
         assert_eq!(why(&call("create_task", serde_json::json!({"title": "x"})), &[], &at).await, None);
+        let batch = call(
+            "propose_entities",
+            serde_json::json!({"entities": [{"ref": "t1", "kind": "task", "fields": {"title": "Call the caterer"}},
+                {"ref": "g1", "kind": "goal", "fields": {"name": "A good party"}}],
+                "links": [{"from": "t1", "relation": "supports", "to": "g1"}]}),
+        );
+        assert_eq!(why(&batch, std::slice::from_ref(&batch), &at).await, Some(Why::Proposal), "a batch always waits");
+        assert_eq!(
+            summary(&batch, &at).await,
+            "Create 2 entities: task “Call the caterer”, goal “A good party”; and 1 link"
+        );
     }
 
     #[tokio::test]

@@ -34,6 +34,7 @@ pub mod cache;
 mod calibration;
 mod config;
 mod estimate;
+pub mod modes;
 pub mod pack;
 mod tokens;
 

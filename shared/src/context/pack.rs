@@ -6,13 +6,18 @@
 //!   as one line per document in tree order (path of titles, description,
 //!   content length, id — never content) and the first few entities of each
 //!   other kind, named with their ids;
-//! - entity: the project, the entity itself and the entities linked to it.
+//! - entity: the project, the entity itself and the entities linked to it;
+//! - in `project_audit`, `project_forecast`, `daily_brief_update` and
+//!   `brain_dump`, the scope's pack plus the mode's computed block (`mode`,
+//!   [`crate::context::modes`]), built by [`build_keyed`]. A pack is named
+//!   by its [`PackKey`]: the scope and the mode.
 //!
 //! Built with as few DynamoDB round trips as possible, in parallel: project
 //! scope is the project item (project + tree), one batch of document
 //! metadata and one page per entity kind. A pack that cannot be built (a project the user cannot see, a
 //! store error) is empty: the turn goes on without it.
 
+use crate::context::modes::{build_block, Mode, ModeBlock, Sources};
 use crate::entities::service::MAX_METADATA_IDS;
 use crate::entities::{DocNode, DocumentMetadata, EntityKind, EntityService, PageRequest};
 use crate::ids::{EntityId, ProjectId, UserId};
@@ -51,12 +56,54 @@ pub struct ContextPack {
     /// The project version the pack was built from (caches compare against it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<u64>,
+    /// The mode's computed block (audit, forecast, brief, dump).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ModeBlock>,
 }
 
 impl ContextPack {
     pub fn is_empty(&self) -> bool {
-        self.project.is_none() && self.projects.is_empty() && self.entity.is_none() && self.entities.is_empty()
+        self.project.is_none()
+            && self.projects.is_empty()
+            && self.entity.is_none()
+            && self.entities.is_empty()
+            && self.mode.is_none()
     }
+}
+
+/// Which pack: a scope's, with a mode's block or without. Caches are kept per key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackKey {
+    pub scope: ToolScope,
+    pub mode: Option<Mode>,
+}
+
+impl PackKey {
+    /// The pack a turn in `context` reads in `scope`.
+    pub fn new(scope: ToolScope, context: crate::session::ContextType) -> PackKey {
+        PackKey { scope, mode: Mode::of(context) }
+    }
+}
+
+impl From<&ToolScope> for PackKey {
+    fn from(scope: &ToolScope) -> Self {
+        PackKey { scope: scope.clone(), mode: None }
+    }
+}
+
+impl From<&PackKey> for PackKey {
+    fn from(key: &PackKey) -> Self {
+        key.clone()
+    }
+}
+
+/// The pack of `key`: the scope's pack and, with a mode, its block (read
+/// in parallel). Never fails, as [`build_pack`].
+pub async fn build_keyed(src: &Sources<'_>, user: &UserId, key: &PackKey) -> ContextPack {
+    let block = futures::future::OptionFuture::from(key.mode.map(|m| build_block(src, user, m, &key.scope)));
+    let (mut pack, block) = tokio::join!(build_pack(src.entities, user, &key.scope), block);
+    pack.mode = block.flatten();
+    pack
 }
 
 /// Builds the pack for a scope. Never fails: what cannot be read is left out.

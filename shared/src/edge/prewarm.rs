@@ -49,7 +49,7 @@ pub async fn handle_prewarm(app: &PrewarmApp, req: lambda_http::Request) -> http
 
 /// Builds a session's context pack before the user types.
 #[utoipa::path(post, path = "/", tag = "prewarm", security(("bearer" = [])),
-    request_body(content = serde_json::Value, description = "`{session_id?, context_type, project_id?, entity_id?, entity_type?}`"),
+    request_body(content = serde_json::Value, description = "`{session_id?, context_type, project_id?, entity_id?, entity_type?, timezone?}`"),
     responses((status = 200, description = "`{session, cached: {scope, bytes, version, build_ms, stored}}`", body = serde_json::Value),
         (status = 400, body = ErrorBody, description = "`invalid_json`, `invalid_id`, `invalid_value`, `missing_field`"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody, description = "`project_not_found`, `session_not_found`"),
@@ -80,6 +80,8 @@ pub(super) fn prewarm_request_schema() -> serde_json::Value {
         "project_id": id("The project (needed by `project` and `entity`)."),
         "entity_id": id("The focused entity (needed by `entity`)."),
         "entity_type": {"enum": kinds, "description": "The focused entity's kind, when known."},
+        "timezone": {"type": ["string", "null"], "description":
+            "The user's IANA zone: the days a mode's block reads (docs/modes.md); else the calendar's, else UTC."},
     });
     // Every other context type, from the type's own schema.
     let all = serde_json::to_value(<ContextType as utoipa::PartialSchema>::schema()).expect("schemas serialize");

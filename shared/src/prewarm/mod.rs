@@ -1,10 +1,12 @@
 //! Prewarm (issue 6, AGENTIC_CHAT_V2_SPEC §11–12 Phase 4): build a session's
 //! context pack before the user types, and keep active ones warm.
 //!
-//! - `POST {session_id?, context_type, project_id?, entity_id?, entity_type?}`
+//! - `POST {session_id?, context_type, project_id?, entity_id?, entity_type?, timezone?}`
 //!   with the user's JWT ([`prewarm`]): resolves the session (or
 //!   creates one, with no lease), records the focus on it, builds the pack
-//!   with [`build_pack`] and stores it in the cache ([`crate::context::cache`]).
+//!   with [`build_keyed`] (in `project_audit`, `project_forecast`,
+//!   `daily_brief_update` and `brain_dump`, with the mode's block:
+//!   docs/modes.md) and stores it in the cache ([`crate::context::cache`]).
 //!   Answers `{session, cached: {scope, bytes, version, build_ms, stored}}`.
 //! - The EventBridge schedule ([`refresh::refresh_active`]): rebuilds the
 //!   caches used in the last `PREWARM_ACTIVE_WINDOW_MINUTES` whose project
@@ -16,9 +18,11 @@
 pub mod refresh;
 
 use crate::auth::Authenticator;
+use crate::calendar::CalendarService;
 use crate::config::{Config, ConfigError};
 use crate::context::cache::{ContextCache, DynamoContextCache};
-use crate::context::pack::build_pack;
+use crate::context::modes::Sources;
+use crate::context::pack::{build_keyed, PackKey};
 use crate::entities::store::DynamoEntityStore;
 use crate::entities::{EntityError, EntityKind, EntityService};
 use crate::ids::{EntityId, ProjectId, RunId, SessionId, TurnId, UserId};
@@ -83,6 +87,8 @@ pub struct PrewarmApp {
     pub store: DynamoStore,
     pub cache: DynamoContextCache,
     pub service: EntityService,
+    /// The user's calendar, for the forecast's free time and the brief's events.
+    pub calendar: CalendarService,
     pub auth: Authenticator,
     pub config: PrewarmConfig,
 }
@@ -94,10 +100,12 @@ impl PrewarmApp {
     }
 
     pub fn with_dynamo(config: Config, prewarm: PrewarmConfig, dynamo: aws_sdk_dynamodb::Client) -> PrewarmApp {
+        let service = EntityService::new(DynamoEntityStore::new(dynamo.clone(), config.table_name.clone()));
         PrewarmApp {
             store: DynamoStore::new(dynamo.clone(), config.table_name.clone()),
             cache: DynamoContextCache::new(dynamo.clone(), config.table_name.clone()),
-            service: EntityService::new(DynamoEntityStore::new(dynamo, config.table_name.clone())),
+            calendar: crate::edge::stream::calendar_service(&dynamo, &config.table_name, &service),
+            service,
             auth: Authenticator::from_config(&config.auth),
             config: prewarm,
         }
@@ -118,12 +126,19 @@ pub struct PrewarmRequest {
     /// The focused entity's kind (`task`, `document`, …), when known.
     #[serde(default)]
     pub entity_type: Option<String>,
+    /// The user's IANA zone (the forecast's and the brief's days); else
+    /// the one the calendar remembers, else UTC.
+    #[serde(default)]
+    pub timezone: Option<String>,
 }
 
 /// What was cached, as answered.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CachedInfo {
     pub scope: String,
+    /// `audit`, `forecast`, `brief` or `dump`: the mode whose block the pack holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
     pub bytes: usize,
     /// The project version the pack was built from (0 for global scope).
     pub version: u64,
@@ -176,6 +191,7 @@ struct Focus {
     /// Stored on the session, in the shape the stream reads (`ToolScope::from_focus`).
     focus: Option<Value>,
     scope: crate::tools::ToolScope,
+    zone: Option<crate::calendar::Zone>,
 }
 
 fn parse_request(body: &[u8]) -> Result<Focus, PrewarmError> {
@@ -213,10 +229,14 @@ fn parse_request(body: &[u8]) -> Result<Focus, PrewarmError> {
     if let Some(k) = kind {
         focus.insert("entityType".into(), json!(k.as_str()));
     }
+    let zone = req
+        .timezone
+        .map(|z| crate::calendar::Zone::parse(&z).map_err(|e| bad("invalid_timezone", e.to_string())))
+        .transpose()?;
     let focus = (!focus.is_empty()).then_some(Value::Object(focus));
     let entity_id = entity.map(|e| e.to_string());
     let scope = crate::tools::ToolScope::from_focus(req.context_type, entity_id.as_deref(), focus.as_ref());
-    Ok(Focus { session, context_type: req.context_type, entity_id, focus, scope })
+    Ok(Focus { session, context_type: req.context_type, entity_id, focus, scope, zone })
 }
 
 /// Prewarms what the request body asks for, for `user`.
@@ -232,18 +252,22 @@ pub async fn prewarm(app: &PrewarmApp, user: &UserId, body: &[u8]) -> Result<Pre
     }
     let session = resolve_session(app, user, &focus).await?;
     let started = Instant::now();
-    let pack = build_pack(&app.service, user, &focus.scope).await;
+    let key = PackKey::new(focus.scope.clone(), focus.context_type);
+    let src =
+        Sources { entities: &app.service, calendar: Some(&app.calendar), zone: focus.zone, now: chrono::Utc::now() };
+    let pack = build_keyed(&src, user, &key).await;
     let build_ms = started.elapsed().as_millis() as u64;
     if focus.scope.project().is_some() && pack.version.is_none() {
         // The project vanished (or the store failed) between the check and the build.
         return Err(PrewarmError::Unavailable("the context could not be built".into()));
     }
-    let out = app.cache.put_pack(user, &focus.scope, &pack, build_ms).await?;
+    let out = app.cache.put(user, &key, &pack, build_ms).await?;
     tracing::info!(scope = pack.scope, bytes = out.bytes, build_ms, stored = out.stored, "prewarmed");
     Ok(PrewarmResponse {
         session,
         cached: CachedInfo {
             scope: pack.scope.to_string(),
+            mode: key.mode.map(|m| m.as_str().to_string()),
             bytes: out.bytes,
             version: pack.version.unwrap_or(0),
             build_ms,
@@ -351,6 +375,7 @@ mod tests {
             br#"{"context_type":"entity","project_id":"p1"}"#,
             br#"{"context_type":"project","project_id":"bad id!"}"#,
             br#"{"context_type":"global","extra":1}"#,
+            br#"{"context_type":"daily_brief_update","timezone":"Mars/Olympus"}"#,
             br#"{"context_type":"entity","project_id":"p1","entity_id":"e1","entity_type":"spaceship"}"#,
         ] {
             let e = parse_request(body).err().unwrap_or_else(|| panic!("{:?} accepted", String::from_utf8_lossy(body)));

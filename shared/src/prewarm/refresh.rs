@@ -146,6 +146,11 @@ pub async fn refresh_active(
 }
 
 async fn refresh_one(cache: &DynamoContextCache, service: &EntityService, e: &ActiveEntry) -> Outcome {
+    if e.mode.is_some() {
+        // A mode's pack is served only minutes after its build (it reads
+        // the clock and the calendar): the turn rebuilds it, not the sweep.
+        return Outcome::Unchanged;
+    }
     let rebuild = || async {
         let started = Instant::now();
         let pack = build_pack(service, &e.user, &e.scope).await;

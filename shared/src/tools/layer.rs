@@ -4,11 +4,15 @@
 //! A call of a tool the turn did not offer (by its context type and focus,
 //! as [`ToolScope::offered_in`] says) still runs where the scope allows it,
 //! and is logged as a warning; a call of an offered tool logs nothing.
+//! One exception: in a brain dump, a write other than `propose_entities`
+//! is refused (`out_of_scope`): nothing is written there before the user
+//! approves the batch.
 
 use super::{ToolContext, ToolName, ToolRegistry, ToolScope};
 use crate::ids::UserId;
 use crate::message::ToolCall;
 use crate::model_loop::{ToolRun, TurnScope, TurnTools};
+use crate::session::ContextType;
 
 fn scope(s: &TurnScope) -> ToolScope {
     ToolScope::from_focus(s.context_type, s.entity_id.as_deref(), s.focus.as_ref())
@@ -19,6 +23,11 @@ impl ToolRegistry {
     fn offered_in_turn(&self, s: &TurnScope) -> Vec<ToolName> {
         scope(s).offered_in(s.context_type).into_iter().filter(|t| self.has(*t)).collect()
     }
+}
+
+/// A write a brain dump refuses: every tool that changes something but the batch.
+fn writes_outside_batch(t: ToolName) -> bool {
+    t != ToolName::ProposeEntities && crate::approval::policy::ASKABLE.contains(&t)
 }
 
 #[async_trait::async_trait]
@@ -40,7 +49,13 @@ impl TurnTools for ToolRegistry {
             let (context, scope) = (s.context_type.as_str(), ctx.scope.kind());
             tracing::warn!(tool = name, call_id = %call.id, context, scope, "tool called outside the offered set");
         }
-        let outcome = self.execute(&ctx, call).await;
+        let outcome = match ToolName::parse(name) {
+            Some(t) if s.context_type == ContextType::BrainDump && writes_outside_batch(t) => super::outcome::failure(
+                "out_of_scope",
+                &format!("{name} does not run in a brain dump: propose the batch with propose_entities"),
+            ),
+            _ => self.execute(&ctx, call).await,
+        };
         let events = outcome.events();
         ToolRun { ok: outcome.ok, content: outcome.content, preview: outcome.preview, events }
     }

@@ -6,7 +6,7 @@
 //! The contract:
 //! - Every tool is one `impl` of [`Tool`] in its family's file (projects,
 //!   search, entities, documents, edges, reorganize, project creation, calendar, web,
-//!   utility, overview) and one line of
+//!   utility, overview, proposals) and one line of
 //!   [`ToolName::ALL`]. Its arguments are one type deriving
 //!   `utoipa::ToSchema` from the entity field types; the JSON Schema the
 //!   model sees is generated from it ([`schema::of`]) and sent as an OpenAI
@@ -44,6 +44,7 @@ pub mod plan;
 mod project_create;
 mod projects;
 mod reorganize;
+pub mod proposals;
 pub mod schema;
 pub mod scope;
 mod search;
@@ -178,6 +179,7 @@ impl ToolName {
         ToolName::GetEntityRelationships,
         ToolName::GetLinkedEntities,
         ToolName::GetBuildosOverview,
+        ToolName::ProposeEntities,
     ];
 
     const fn of<T: Tool>(tool: &'static T) -> ToolName {

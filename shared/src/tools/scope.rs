@@ -11,6 +11,11 @@ use crate::session::ContextType;
 pub const PROJECT_CREATE_TOOLS: &[ToolName] =
     &[ToolName::AskClarifyingQuestions, ToolName::CreateOntoProject, ToolName::ListProjects, ToolName::SearchWorkspace];
 
+/// What a brain dump offers in a project: reads, and one batch for the
+/// user's review (nothing is written before their yes).
+pub const BRAIN_DUMP_TOOLS: &[ToolName] =
+    &[ToolName::SearchProject, ToolName::ListEntities, ToolName::ReadDocument, ToolName::ProposeEntities];
+
 /// The scope of a turn, as tools see it. A project-bound tool runs against
 /// the scope's project, never one the model names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,7 +150,10 @@ impl ToolScope {
     /// `daily_brief_update`, which offers the agenda's reads. The web tools
     /// ([`super::WEB_TOOLS`]) come with the global, project and brain-dump
     /// context types (the spec's gating: research belongs there, not in a
-    /// focused entity, the calendar or the project's audits).
+    /// focused entity, the calendar or the project's audits). The modes
+    /// (docs/modes.md): a forecast adds the calendar's reads; a brain dump
+    /// offers reads and [`BRAIN_DUMP_TOOLS`] (its batch waits for the
+    /// user's yes), no direct writes.
     pub fn offered_in(&self, context: ContextType) -> Vec<ToolName> {
         match (context, self) {
             (ContextType::ProjectCreate, ToolScope::Global) => PROJECT_CREATE_TOOLS.to_vec(),
@@ -160,10 +168,16 @@ impl ToolScope {
                     ToolName::SearchWorkspace,
                 ]
             }
-            (
-                ContextType::Global | ContextType::Project | ContextType::BrainDump,
-                ToolScope::Global | ToolScope::Project { .. },
-            ) => [self.offered().as_slice(), super::WEB_TOOLS].concat(),
+            (ContextType::ProjectForecast, ToolScope::Project { .. }) => {
+                [self.offered().as_slice(), &[ToolName::ListCalendarEvents, ToolName::FindFreeTime]].concat()
+            }
+            (ContextType::BrainDump, ToolScope::Project { .. }) => [BRAIN_DUMP_TOOLS, super::WEB_TOOLS].concat(),
+            (ContextType::BrainDump, ToolScope::Global) => {
+                [&[ToolName::ListProjects, ToolName::SearchWorkspace][..], super::WEB_TOOLS].concat()
+            }
+            (ContextType::Global | ContextType::Project, ToolScope::Global | ToolScope::Project { .. }) => {
+                [self.offered().as_slice(), super::WEB_TOOLS].concat()
+            }
             _ => self.offered(),
         }
     }

@@ -276,10 +276,23 @@ fn project_create_offers_its_own_tools_until_it_has_a_project() {
     // The global, project and brain-dump context types add the web tools.
     let with_web = [ToolScope::Global.offered(), crate::tools::WEB_TOOLS.to_vec()].concat();
     assert_eq!(ToolScope::Global.offered_in(ContextType::Global), with_web);
-    assert_eq!(ToolScope::Global.offered_in(ContextType::BrainDump), with_web);
     let in_project = [project.offered(), crate::tools::WEB_TOOLS.to_vec()].concat();
     assert_eq!(project.offered_in(ContextType::Project), in_project);
     assert_eq!(project.offered_in(ContextType::Ontology), project.offered());
+}
+
+#[test]
+fn a_brain_dump_offers_reads_and_one_batch_a_forecast_the_calendars_reads() {
+    let project = project_scope();
+    let dump = names(&project.offered_in(ContextType::BrainDump));
+    assert!(dump.contains(&"propose_entities") && dump.contains(&"search_project"), "{dump:?}");
+    let writes = crate::approval::policy::ASKABLE.iter().filter(|t| **t != ToolName::ProposeEntities);
+    assert!(writes.clone().all(|w| !dump.contains(&w.as_str())), "no direct write in a brain dump: {dump:?}");
+    let global = names(&ToolScope::Global.offered_in(ContextType::BrainDump));
+    assert!(global.contains(&"list_projects") && !global.contains(&"create_project"), "{global:?}");
+    let forecast = names(&project.offered_in(ContextType::ProjectForecast));
+    assert!(forecast.contains(&"find_free_time") && forecast.contains(&"list_calendar_events"), "{forecast:?}");
+    assert!(!forecast.contains(&"create_calendar_event"), "reads only: {forecast:?}");
 }
 
 #[test]

@@ -14,13 +14,13 @@ use super::TurnDeps;
 use crate::agent_state::render;
 use crate::calendar::Zone;
 use crate::context::cache::ContextCache;
-use crate::context::pack::{build_pack, ContextPack};
+use crate::context::modes::{ModeBlock, Sources, MODE_FRESH_MS};
+use crate::context::pack::{build_keyed, ContextPack, PackKey};
 use crate::context::{
     build_context, message_tokens, BuiltContext, CalibrationLine, ContextBudget, ContextInput, SummaryRef,
     TokenCalibration, TokenCounter, REPLY_PRIMING,
 };
-use crate::entities::EntityService;
-use crate::ids::{ProjectId, UserId};
+use crate::ids::UserId;
 use crate::message::{ChatMessage, Usage};
 use crate::model_loop::call_signals::tool_names;
 use crate::model_loop::outputs::read_tool_output_definition;
@@ -50,33 +50,34 @@ pub struct Prepared {
 /// keeps caches used in the last `PREWARM_ACTIVE_WINDOW_MINUTES` warm).
 const TOUCH_EVERY_MS: i64 = 60_000;
 
-/// A context pack read for a turn, and the scope it was read for.
+/// A context pack read for a turn, and the scope (and mode) it was read for.
 pub struct LoadedPack {
-    pub scope: ToolScope,
+    pub key: PackKey,
     pub pack: ContextPack,
     pub cache: Option<CacheStatus>,
 }
 
-/// The scope whose pack the turn's prompt gets; `None`: no pack to read (no
-/// ontology, or global scope). The global pack is only the list of projects,
-/// which `list_projects` gives the model when it needs them: no turn reads it
+/// The pack the turn's prompt gets: its scope's, with the mode's block in
+/// the four modes; `None`: no pack to read (no ontology, or global scope
+/// without a mode). The global pack is only the list of projects, which
+/// `list_projects` gives the model when it needs them: no turn reads it
 /// before the model (it was one request more beside an existing session's
 /// first round trip, 0.5 read units even when empty: docs/cost.md).
-pub fn pack_scope(deps: &TurnDeps, view: &SessionView) -> Option<ToolScope> {
+pub fn pack_scope(deps: &TurnDeps, view: &SessionView) -> Option<PackKey> {
     deps.entities.as_ref()?;
     let scope = ToolScope::from_focus(view.context_type, view.entity_id.as_deref(), view.focus.as_ref());
-    (scope != ToolScope::Global).then_some(scope)
+    let key = PackKey::new(scope, view.context_type);
+    (key.scope != ToolScope::Global || key.mode.is_some()).then_some(key)
 }
 
 /// The calendar block a turn's prompt gets: the next 7 days in the
-/// `calendar` scope, today in `daily_brief_update`; `None` elsewhere or
-/// without a calendar. Read in the zone the request names, else the user's
-/// chosen one, else UTC; the block says which.
+/// `calendar` scope; `None` elsewhere or without a calendar (the daily
+/// brief's events are in its mode block). Read in the zone the request
+/// names, else the user's chosen one, else UTC; the block says which.
 pub async fn load_agenda(deps: &TurnDeps, user: &UserId, ct: ContextType, zone: Option<Zone>) -> Option<String> {
     let cal = deps.calendar.as_ref()?;
     let days = match ct {
         ContextType::Calendar => 7,
-        ContextType::DailyBriefUpdate => 1,
         _ => return None,
     };
     crate::calendar::agenda::agenda(cal, user, zone, days, chrono::Utc::now()).await
@@ -90,14 +91,15 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
         focus: view.focus.clone(),
         timezone: started.timezone,
     };
-    let pack = started.pack.as_ref();
+    let noted = voice_notes(started);
+    let pack = started.pack.as_ref().map(|p| noted.as_ref().unwrap_or(&p.pack));
     let state_block = started.agent_state.as_ref().map(|(s, _)| render(s)).filter(|r| !r.is_empty());
     let prompt = PromptBuilder::parts(&PromptInputs {
         context_type: view.context_type,
         entity_id: view.entity_id.as_deref(),
         project_name: None,
         tools: deps.tools.is_some() && deps.config.tool_max_rounds > 0,
-        pack: pack.map(|p| &p.pack),
+        pack,
         agent_state: state_block.as_deref(),
         agenda: started.agenda.as_deref(),
     });
@@ -128,13 +130,13 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
     let mut usage = built.usage();
     usage.tokens_used = line.model_tokens(counted);
     usage.token_budget = deps.context.budget.max_tokens;
-    usage.cache = pack.and_then(|p| p.cache);
+    usage.cache = started.pack.as_ref().and_then(|p| p.cache);
     let model_total = usage.tokens_used;
     let _ = sink.send(StreamEvent::ContextUsage(usage)).await;
     let telemetry = Telemetry::current();
     if telemetry.is_on() {
         let made_of = Parts {
-            pack: pack.map(|p| &p.pack),
+            pack,
             agent_state: state_block.as_deref(),
             tools_tokens,
             model_total,
@@ -154,6 +156,17 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
         }
     }
     Prepared { scope, messages: built.messages, offered, counter, tools_tokens, counted, line }
+}
+
+/// A brain dump's pack with the notes of the turn's voice-note group
+/// ([`crate::context::modes::dump::with_notes`]); `None` elsewhere.
+fn voice_notes(started: &Started) -> Option<ContextPack> {
+    let loaded = started.pack.as_ref()?;
+    let Some(ModeBlock::Dump(block)) = &loaded.pack.mode else { return None };
+    let current = started.answers.as_ref().unwrap_or(&started.user_message);
+    current.voice_note_group_id.as_ref()?;
+    let block = crate::context::modes::dump::with_notes(block.clone(), &started.history, current);
+    Some(ContextPack { mode: Some(ModeBlock::Dump(block)), ..loaded.pack.clone() })
 }
 
 impl Prepared {
@@ -261,51 +274,58 @@ fn offered_tools(deps: &TurnDeps, scope: &TurnScope) -> Vec<serde_json::Value> {
 /// The turn's context pack: from the prewarm cache when it was built from the
 /// project's current version (the cache read and the version read go out
 /// together), else built now and written back. Global packs carry no version,
-/// so they are always built (one query). The cache's use mark is written
-/// beside the model call, not before it ([`Exit::defer`]), at most once a minute.
-pub async fn load_pack(deps: &TurnDeps, user: &UserId, scope: ToolScope, exit: &Exit) -> LoadedPack {
+/// so they are always built (one query). A mode's pack is also served only
+/// within [`MODE_FRESH_MS`] of its build (it reads the clock and the
+/// calendar), global ones too. The cache's use mark is written beside the
+/// model call, not before it ([`Exit::defer`]), at most once a minute.
+pub async fn load_pack(deps: &TurnDeps, user: &UserId, key: PackKey, zone: Option<Zone>, exit: &Exit) -> LoadedPack {
     let Some(service) = &deps.entities else {
-        return LoadedPack { scope, pack: ContextPack::default(), cache: None };
+        return LoadedPack { key, pack: ContextPack::default(), cache: None };
     };
-    let (pack, cache) = match (&deps.cache, scope.project()) {
-        (Some(cache), Some(project)) => cached_pack(service, cache, user, &scope, project, exit).await,
-        _ => (build_pack(service, user, &scope).await, None),
+    let src = Sources { entities: service, calendar: deps.calendar.as_ref(), zone, now: chrono::Utc::now() };
+    let (pack, cache) = match &deps.cache {
+        Some(cache) if key.scope.project().is_some() || key.mode.is_some() => {
+            cached_pack(&src, cache, user, &key, exit).await
+        }
+        _ => (build_keyed(&src, user, &key).await, None),
     };
-    LoadedPack { scope, pack, cache }
+    LoadedPack { key, pack, cache }
 }
 
 async fn cached_pack(
-    service: &EntityService,
+    src: &Sources<'_>,
     cache: &Arc<dyn ContextCache>,
     user: &UserId,
-    scope: &ToolScope,
-    project: &ProjectId,
+    key: &PackKey,
     exit: &Exit,
 ) -> (ContextPack, Option<CacheStatus>) {
-    let (cached, current) = tokio::join!(cache.cached_pack(user, scope), service.get_project(user, project));
+    let current = futures::future::OptionFuture::from(key.scope.project().map(|p| src.entities.get_project(user, p)));
+    let (cached, current) = tokio::join!(cache.cached(user, key), current);
     let current = match current {
-        Ok(p) => p.version,
+        Some(Ok(p)) => p.version,
         // Not the user's (any more), or gone: never serve a cache for it.
-        Err(_) => return (build_pack(service, user, scope).await, None),
+        Some(Err(_)) => return (build_keyed(src, user, key).await, None),
+        None => 0,
     };
     if let Ok(Some(hit)) = cached {
-        if hit.version == current {
+        let fresh = key.mode.is_none() || crate::now_ms() - hit.built_at < MODE_FRESH_MS;
+        if hit.version == current && fresh {
             // The prewarm schedule reads the use mark in minutes: marking
             // every turn would only add a write per turn.
             if crate::now_ms() - hit.last_used >= TOUCH_EVERY_MS {
-                let (cache, user, scope) = (cache.clone(), user.clone(), scope.clone());
+                let (cache, user, key) = (cache.clone(), user.clone(), key.clone());
                 exit.defer(tokio::spawn(async move {
-                    let _ = cache.touch(&user, &scope).await;
+                    let _ = cache.touch_key(&user, &key).await;
                 }));
             }
             return (hit.pack, Some(CacheStatus::Hit));
         }
     }
     let started = std::time::Instant::now();
-    let pack = build_pack(service, user, scope).await;
+    let pack = build_keyed(src, user, key).await;
     let build_ms = started.elapsed().as_millis() as u64;
-    if pack.version.is_some() {
-        if let Err(e) = cache.put_pack(user, scope, &pack, build_ms).await {
+    if pack.version.is_some() || key.scope.project().is_none() {
+        if let Err(e) = cache.put(user, key, &pack, build_ms).await {
             tracing::warn!(error = %e, "context pack not cached");
         }
     }

@@ -210,8 +210,9 @@ async fn open(
         Session { user_id: ids.user.clone(), view: view.clone(), prompt_tokens: 0, completion_tokens: 0, lease: None };
     record_session(&view.id);
     let (user_message, start) = turn_start(turn, ids, &session, &view, None, 0);
-    let pack =
-        OptionFuture::from(context::pack_scope(deps, &view).map(|s| context::load_pack(deps, ids.user, s, exit)));
+    let pack = OptionFuture::from(
+        context::pack_scope(deps, &view).map(|s| context::load_pack(deps, ids.user, s, turn.timezone, exit)),
+    );
     let pack = async { tokio::join!(pack, context::load_agenda(deps, ids.user, view.context_type, turn.timezone)) };
     let mut lease = LeaseGuard::new((deps.store.clone(), deps.store.clone()), ids.user, &view.id, ids.turn_id, exit);
     // A `stream_run_id` may be the retry of a first turn that opened a
@@ -283,7 +284,9 @@ async fn resume(
     // The scope as the request names it; the session's stored focus may
     // still narrow it (checked once the lease answers).
     let named = turn.context_type.map(|ct| SessionView::new(ct, turn.entity_id.clone(), turn.focus.clone()));
-    let early = named.and_then(|v| context::pack_scope(deps, &v)).map(|s| context::load_pack(deps, user, s, exit));
+    let early = named
+        .and_then(|v| context::pack_scope(deps, &v))
+        .map(|s| context::load_pack(deps, user, s, turn.timezone, exit));
     let early_agenda =
         OptionFuture::from(turn.context_type.map(|c| context::load_agenda(deps, user, c, turn.timezone)));
     let (leased, log, seen, pack, agenda, admitted) = tokio::join!(
@@ -390,8 +393,8 @@ async fn settle_reads(
     exit: &Exit,
 ) -> (Option<LoadedPack>, Option<String>) {
     let pack = match (early.0, context::pack_scope(deps, view)) {
-        (Some(p), Some(wanted)) if p.scope == wanted => Some(p),
-        (_, Some(wanted)) => Some(context::load_pack(deps, user, wanted, exit).await),
+        (Some(p), Some(wanted)) if p.key == wanted => Some(p),
+        (_, Some(wanted)) => Some(context::load_pack(deps, user, wanted, turn.timezone, exit).await),
         (_, None) => None,
     };
     let agenda = match early.1 {

@@ -870,6 +870,7 @@ export interface ApprovalSettings {
     | 'create_calendar_event'
     | 'update_calendar_event'
     | 'delete_calendar_event'
+    | 'propose_entities'
   )[];
 }
 /**

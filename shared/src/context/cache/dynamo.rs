@@ -3,7 +3,8 @@
 //! sweep's checkpoint.
 
 use super::{CachedPack, ContextCache, PutOutcome};
-use crate::context::pack::ContextPack;
+use crate::context::modes::Mode;
+use crate::context::pack::{ContextPack, PackKey};
 use crate::ids::UserId;
 use crate::store::attr::{backend, get_n, get_s, is_conditional, n, s};
 use crate::store::keys::GSI1;
@@ -42,6 +43,25 @@ pub fn cache_sk(scope: &ToolScope) -> String {
     }
 }
 
+/// A key's sort key: its scope's, and `#<mode>` after it for a mode's pack
+/// (`project#p1#-#-#audit`).
+pub fn key_sk(key: &PackKey) -> String {
+    match key.mode {
+        Some(m) => format!("{}#{}", cache_sk(&key.scope), m.as_str()),
+        None => cache_sk(&key.scope),
+    }
+}
+
+/// Parses a sort key back into its key (`None` if malformed).
+pub fn key_from_sk(sk: &str) -> Option<PackKey> {
+    match sk.rsplit_once('#') {
+        Some((scope, mode)) if sk.split('#').count() == 5 => {
+            Some(PackKey { scope: scope_from_sk(scope)?, mode: Some(Mode::parse(mode)?) })
+        }
+        _ => Some(PackKey { scope: scope_from_sk(sk)?, mode: None }),
+    }
+}
+
 /// Parses a cache sort key back into its scope (`None` if malformed).
 pub fn scope_from_sk(sk: &str) -> Option<ToolScope> {
     use crate::entities::EntityKind;
@@ -74,6 +94,8 @@ pub struct DynamoContextCache {
 pub struct ActiveEntry {
     pub user: UserId,
     pub scope: ToolScope,
+    /// The mode of a mode's pack (the refresh leaves those alone).
+    pub mode: Option<Mode>,
     pub version: u64,
     pub digest: String,
     pub last_used: i64,
@@ -97,17 +119,18 @@ impl DynamoContextCache {
         Self { client, table: table.into() }
     }
 
-    fn key(user: &UserId, scope: &ToolScope) -> Item {
-        HashMap::from([("pk".to_string(), s(cache_pk(user))), ("sk".to_string(), s(cache_sk(scope)))])
+    fn key(user: &UserId, key: &PackKey) -> Item {
+        HashMap::from([("pk".to_string(), s(cache_pk(user))), ("sk".to_string(), s(key_sk(key)))])
     }
 
     /// The whole cache entry, or `None` (missing, expired, unreadable).
-    pub async fn cached_entry(&self, user: &UserId, scope: &ToolScope) -> Result<Option<CachedPack>, StoreError> {
+    pub async fn cached_entry(&self, user: &UserId, key: impl Into<PackKey>) -> Result<Option<CachedPack>, StoreError> {
+        let key = key.into();
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(Self::key(user, scope)))
+            .set_key(Some(Self::key(user, &key)))
             .send()
             .instrument(tracing::debug_span!("ddb.get_item", what = "context_cache"))
             .await
@@ -133,26 +156,27 @@ impl DynamoContextCache {
     pub async fn put_pack_used_at(
         &self,
         user: &UserId,
-        scope: &ToolScope,
+        key: impl Into<PackKey>,
         pack: &ContextPack,
         build_ms: u64,
         last_used: i64,
     ) -> Result<PutOutcome, StoreError> {
+        let key = key.into();
         let data = serde_json::to_string(pack).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let bytes = data.len();
-        if scope.project().is_some() && pack.version.is_none() {
+        if key.scope.project().is_some() && pack.version.is_none() {
             // A pack that could not be built (no project read): nothing to cache.
             return Ok(PutOutcome { bytes, stored: false });
         }
         if bytes > MAX_PACK_BYTES {
             tracing::warn!(bytes, "context pack too large to cache");
             // Never leave an older pack behind to be served instead.
-            self.delete(user, scope).await?;
+            self.delete(user, &key).await?;
             return Ok(PutOutcome { bytes, stored: false });
         }
         let version = pack.version.unwrap_or(0);
-        let sk = cache_sk(scope);
-        let mut item = Self::key(user, scope);
+        let sk = key_sk(&key);
+        let mut item = Self::key(user, &key);
         item.insert("kind".into(), s("context_cache"));
         item.insert("user_id".into(), s(user.as_str()));
         item.insert("scope".into(), s(pack.scope));
@@ -183,11 +207,12 @@ impl DynamoContextCache {
         }
     }
 
-    pub async fn delete(&self, user: &UserId, scope: &ToolScope) -> Result<(), StoreError> {
+    pub async fn delete(&self, user: &UserId, key: impl Into<PackKey>) -> Result<(), StoreError> {
+        let key = key.into();
         self.client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(Self::key(user, scope)))
+            .set_key(Some(Self::key(user, &key)))
             .send()
             .instrument(tracing::debug_span!("ddb.delete_item", what = "context_cache"))
             .await
@@ -223,14 +248,15 @@ impl DynamoContextCache {
             }
             last = Some(position.clone());
             let user = get_s(&item, "user_id").and_then(|u| UserId::parse(u).ok());
-            let scope = get_s(&item, "sk").and_then(scope_from_sk);
-            let (Some(user), Some(scope)) = (user, scope) else {
+            let key = get_s(&item, "sk").and_then(key_from_sk);
+            let (Some(user), Some(PackKey { scope, mode })) = (user, key) else {
                 tracing::warn!(position, "unreadable cache index entry skipped");
                 continue;
             };
             entries.push(ActiveEntry {
                 user,
                 scope,
+                mode,
                 version: get_n(&item, "version").unwrap_or(0).max(0) as u64,
                 digest: get_s(&item, "digest").unwrap_or_default().to_string(),
                 last_used: get_n(&item, "last_used").unwrap_or(0),
@@ -290,32 +316,32 @@ impl DynamoContextCache {
 
 #[async_trait::async_trait]
 impl ContextCache for DynamoContextCache {
-    async fn cached_pack(&self, user: &UserId, scope: &ToolScope) -> Result<Option<CachedPack>, StoreError> {
-        self.cached_entry(user, scope).await
+    async fn cached(&self, user: &UserId, key: &PackKey) -> Result<Option<CachedPack>, StoreError> {
+        self.cached_entry(user, key).await
     }
 
-    async fn put_pack(
+    async fn put(
         &self,
         user: &UserId,
-        scope: &ToolScope,
+        key: &PackKey,
         pack: &ContextPack,
         build_ms: u64,
     ) -> Result<PutOutcome, StoreError> {
-        self.put_pack_used_at(user, scope, pack, build_ms, crate::now_ms()).await
+        self.put_pack_used_at(user, key, pack, build_ms, crate::now_ms()).await
     }
 
-    async fn touch(&self, user: &UserId, scope: &ToolScope) -> Result<(), StoreError> {
+    async fn touch_key(&self, user: &UserId, key: &PackKey) -> Result<(), StoreError> {
         let now = crate::now_ms();
         let res = self
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(Self::key(user, scope)))
+            .set_key(Some(Self::key(user, key)))
             .update_expression("SET last_used = :u, gsi1sk = :g, #ttl = :t")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_names("#ttl", "ttl")
             .expression_attribute_values(":u", n(now))
-            .expression_attribute_values(":g", s(active_gsi_sk(now, user, &cache_sk(scope))))
+            .expression_attribute_values(":g", s(active_gsi_sk(now, user, &key_sk(key))))
             .expression_attribute_values(":t", n(now / 1000 + CACHE_TTL_SECS))
             .send()
             .instrument(tracing::debug_span!("ddb.update_item", what = "context_cache_touch"))
@@ -352,6 +378,10 @@ pub fn pack_from_json(data: &str) -> Result<ContextPack, StoreError> {
         projects: list(v.remove("projects")),
         entities: list(v.remove("entities")),
         version: v.get("version").and_then(Value::as_u64),
+        mode: match v.remove("mode") {
+            Some(m) => Some(serde_json::from_value(m).map_err(|e| corrupt(&format!("mode: {e}")))?),
+            None => None,
+        },
     })
 }
 

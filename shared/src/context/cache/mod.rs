@@ -6,7 +6,7 @@
 //!
 //! | item | `pk` | `sk` | GSI1 `gsi1pk` / `gsi1sk` |
 //! |---|---|---|---|
-//! | context-pack cache | `U#<user>#CACHE` | `<scope>#<project or ->#<entity or ->#<entity kind or ->` | `CACHE#ACTIVE` / `<last_used_ms, 13 digits>#<user>#<sk>` |
+//! | context-pack cache | `U#<user>#CACHE` | `<scope>#<project or ->#<entity or ->#<entity kind or ->`, then `#<mode>` for a mode's pack | `CACHE#ACTIVE` / `<last_used_ms, 13 digits>#<user>#<sk>` |
 //! | refresh sweep checkpoint | `PREWARM#SWEEP` | `CHECKPOINT` | — |
 //!
 //! The key starts with the user, so a cache is never served to anyone else.
@@ -32,12 +32,12 @@ mod dynamo;
 mod memory;
 
 pub use dynamo::{
-    active_gsi_sk, cache_pk, cache_sk, digest, pack_from_json, scope_from_sk, ActiveEntry, ActivePage,
-    DynamoContextCache, CACHE_ACTIVE_GSI_PK, CACHE_TTL_SECS, MAX_PACK_BYTES, SWEEP_PK, SWEEP_SK,
+    active_gsi_sk, cache_pk, cache_sk, digest, key_from_sk, key_sk, pack_from_json, scope_from_sk, ActiveEntry,
+    ActivePage, DynamoContextCache, CACHE_ACTIVE_GSI_PK, CACHE_TTL_SECS, MAX_PACK_BYTES, SWEEP_PK, SWEEP_SK,
 };
 pub use memory::MemoryContextCache;
 
-use crate::context::pack::ContextPack;
+use crate::context::pack::{ContextPack, PackKey};
 use crate::ids::UserId;
 use crate::store::StoreError;
 use crate::tools::ToolScope;
@@ -63,26 +63,49 @@ pub struct PutOutcome {
     pub stored: bool,
 }
 
-/// The cache as the stream and prewarm use it (a trait so tests can count reads).
+/// The cache as the stream and prewarm use it (a trait so tests can count
+/// reads). Items are per [`PackKey`]: a scope's pack, or a mode's; the
+/// `*_pack` and `touch` forms are for a scope's pack without a mode.
 #[async_trait::async_trait]
 pub trait ContextCache: Send + Sync {
-    /// The cached pack for this user and scope and the project version it was
+    /// The cached pack for this user and key and the project version it was
     /// built from: one `GetItem` (eventually consistent). Serve it only if the
     /// version equals the project's current one (see the module docs).
-    async fn cached_pack(&self, user: &UserId, scope: &ToolScope) -> Result<Option<CachedPack>, StoreError>;
+    async fn cached(&self, user: &UserId, key: &PackKey) -> Result<Option<CachedPack>, StoreError>;
 
     /// Stores a pack built just now (`build_ms`: how long it took), stamped
     /// with `pack.version`, and marks the cache used now. Never replaces a
     /// pack built from a newer project version.
-    async fn put_pack(
+    async fn put(
         &self,
         user: &UserId,
-        scope: &ToolScope,
+        key: &PackKey,
         pack: &ContextPack,
         build_ms: u64,
     ) -> Result<PutOutcome, StoreError>;
 
     /// Marks the cache used now (after a hit), so the schedule keeps it warm.
     /// A no-op when there is no cache item.
-    async fn touch(&self, user: &UserId, scope: &ToolScope) -> Result<(), StoreError>;
+    async fn touch_key(&self, user: &UserId, key: &PackKey) -> Result<(), StoreError>;
+
+    /// [`ContextCache::cached`] of a scope's pack.
+    async fn cached_pack(&self, user: &UserId, scope: &ToolScope) -> Result<Option<CachedPack>, StoreError> {
+        self.cached(user, &scope.into()).await
+    }
+
+    /// [`ContextCache::put`] of a scope's pack.
+    async fn put_pack(
+        &self,
+        user: &UserId,
+        scope: &ToolScope,
+        pack: &ContextPack,
+        build_ms: u64,
+    ) -> Result<PutOutcome, StoreError> {
+        self.put(user, &scope.into(), pack, build_ms).await
+    }
+
+    /// [`ContextCache::touch_key`] of a scope's pack.
+    async fn touch(&self, user: &UserId, scope: &ToolScope) -> Result<(), StoreError> {
+        self.touch_key(user, &scope.into()).await
+    }
 }
