@@ -363,7 +363,7 @@ fn one_line(s: &str) -> String {
 
 /// The lines of an `answer_check`: what the answer said that the turn's
 /// steps contradict, and what happens to it.
-fn answer_check(verdict: CheckVerdict, mismatches: &[shared::model_loop::claims::ClaimMismatch]) -> String {
+fn answer_check(verdict: CheckVerdict, mismatches: &[shared::claims::ClaimMismatch]) -> String {
     let head = match verdict {
         CheckVerdict::AskedAgain => "! the answer above claimed what no tool did; asking again",
         CheckVerdict::Corrected => "! correction",

@@ -39,6 +39,7 @@ pub mod auth;
 pub mod budget;
 pub mod calendar;
 pub mod chat;
+pub mod claims;
 pub mod config;
 pub mod context;
 pub mod edge;

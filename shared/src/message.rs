@@ -107,10 +107,10 @@ pub struct StoredMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut_off: Option<CutReason>,
     /// The answer's word that this turn's steps contradict
-    /// ([`crate::model_loop::claims`]). On an answer withdrawn for it
+    /// ([`crate::claims`]). On an answer withdrawn for it
     /// (`include_in_context: false`), why; on a final answer, its corrections.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub claim_mismatches: Vec<crate::model_loop::claims::ClaimMismatch>,
+    pub claim_mismatches: Vec<crate::claims::ClaimMismatch>,
     /// UI-only entries are kept in the log but never sent to the model.
     #[serde(default = "yes")]
     pub include_in_context: bool,
@@ -141,52 +141,17 @@ pub struct StoredMessage {
 /// (docs/events.md#operation), kept with the call's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StoredOperation {
-    pub action: crate::sse::OperationAction,
+    pub action: crate::entities::OperationAction,
     pub entity_type: String,
     /// The entity's name (a title, never its id when it could be read).
     pub entity_name: String,
     /// `success` or `error`; `start` for a step that never ended.
-    pub status: crate::sse::OperationStatus,
+    pub status: crate::entities::OperationStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entity_id: Option<String>,
     /// The step in a sentence ("Listed 3 events, 1–7 Dec").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
-}
-
-impl StoredOperation {
-    /// The steps of `events` as the live feed settles them: each ended step
-    /// once, and a start only when nothing ended it.
-    pub fn settled(events: &[crate::sse::StreamEvent]) -> Vec<StoredOperation> {
-        use crate::sse::{OperationStatus, StreamEvent};
-        let ops: Vec<StoredOperation> = events
-            .iter()
-            .filter_map(|e| match e {
-                StreamEvent::Operation { action, entity_type, entity_name, status, entity_id, summary } => {
-                    Some(StoredOperation {
-                        action: *action,
-                        entity_type: entity_type.clone(),
-                        entity_name: entity_name.clone(),
-                        status: *status,
-                        entity_id: entity_id.clone(),
-                        summary: summary.clone(),
-                    })
-                }
-                _ => None,
-            })
-            .collect();
-        let same = |a: &StoredOperation, b: &StoredOperation| {
-            (a.action, &a.entity_type, &a.entity_name) == (b.action, &b.entity_type, &b.entity_name)
-        };
-        ops.iter()
-            .enumerate()
-            .filter(|(i, op)| {
-                op.status != OperationStatus::Start
-                    || !ops[i + 1..].iter().any(|o| o.status != OperationStatus::Start && same(o, op))
-            })
-            .map(|(_, op)| op.clone())
-            .collect()
-    }
 }
 
 /// A call that waits for the user's yes ([`crate::approval`]): what the

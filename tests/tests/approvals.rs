@@ -8,11 +8,11 @@
 use serde_json::{json, Value};
 use shared::calendar::store::{DynamoEventStore, EventStore};
 use shared::calendar::{CalendarEvent, Organizer};
+use shared::claims::MismatchKind;
 use shared::entities::store::DynamoEntityStore;
 use shared::entities::{EntityKind, EntityService, NewProject};
 use shared::ids::{EntityId, ProjectId, SessionId, UserId};
 use shared::message::{FunctionCall, Role, StoredMessage, ToolCall};
-use shared::model_loop::claims::MismatchKind;
 use shared::session::store::{MessagesFrom, SessionLog};
 use shared::sse::{CheckVerdict, DoneReason, OperationAction, StreamEvent};
 use shared::tools::{ToolContext, ToolRegistry, ToolScope};

@@ -106,9 +106,9 @@ async fn the_users_zone_changes_only_through_the_settings_route() {
     assert!(prompt.contains("time zone Etc/UTC (this turn's zone, from the user's device)"), "{prompt}");
     assert_eq!(calendar(&t).stored_zone(&alice).await.unwrap().map(|z| z.name()), Some("America/New_York"));
     assert_eq!(settings(&t, "GET", "alice", None).await.1, json!({"timezone": "America/New_York"}));
-    // A turn without a zone (a daily brief) reads the chosen one and names it.
+    // A turn without a zone reads the chosen one and names it.
     t.llm.push(Reply::text(&["Nothing today."]));
-    t.turn("alice", json!({"message": "brief me", "context_type": "daily_brief_update"})).await;
+    t.turn("alice", json!({"message": "and tomorrow?", "context_type": "calendar"})).await;
     let prompt = system_prompt(t.llm.requests().last().unwrap());
     assert!(prompt.contains("time zone America/New_York (the user's chosen zone)"), "{prompt}");
     // A name that is no zone, or a body of another shape: 400, nothing stored.

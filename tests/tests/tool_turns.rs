@@ -616,9 +616,18 @@ async fn the_audit_and_forecast_blocks_reach_the_models_prompt() {
     let t = TestApp::new().await;
     let p = project(&t, "alice", "Launch").await;
     let past = chrono::Utc::now().timestamp_millis() - 3 * 86_400_000;
-    let soon = chrono::Utc::now().timestamp_millis() + 2 * 86_400_000;
+    let soon = (chrono::Utc::now() + chrono::Duration::days(2)).format("%Y-%m-%d").to_string();
     let lonely = create(&t, "alice", &p, "create_task", json!({"title": "Fix the footer"})).await;
-    let late = create(&t, "alice", &p, "create_milestone", json!({"title": "Beta", "due_at": past})).await;
+    // Overdue: the tools refuse a date in the past (issue 40), the service takes it.
+    let fields: shared::entities::MilestoneFields =
+        serde_json::from_value(json!({"title": "Beta", "due_at": past})).unwrap();
+    let new = shared::entities::CreateEntity {
+        fields: shared::entities::EntityFields::Milestone(fields),
+        content: None,
+        parent_id: None,
+        position: None,
+    };
+    let late = service(&t).create(&user("alice"), &p, new).await.unwrap().data.id.to_string();
     let goal = create(&t, "alice", &p, "create_goal", json!({"name": "Hire a designer", "target_at": soon})).await;
     let focus = json!({"projectId": p.to_string()});
     t.llm.push(Reply::text(&["Three gaps."]));

@@ -33,6 +33,8 @@ const TOOLS: { [tool: string]: [group: string, words: string] } = {
   move_document: ['Changing', 'moving a document'],
   link_entities: ['Changing', 'linking two things'],
   unlink_entities: ['Changing', 'unlinking two things'],
+  reorganize_project: ['Changing', 'reorganizing a project in one step'],
+  propose_entities: ['Creating', "a brain dump's batch"],
   delete_entity: ['Deleting', 'anything in a project (always asks)'],
   create_calendar_event: ['Calendar', 'a new event'],
   update_calendar_event: ['Calendar', 'changing an event'],

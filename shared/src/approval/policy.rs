@@ -43,29 +43,9 @@ pub enum Why {
     Proposal,
 }
 
-/// The tools that change something: the ones a user may set to ask first.
-pub const ASKABLE: &[ToolName] = &[
-    ToolName::CreateProject,
-    ToolName::UpdateProject,
-    ToolName::CreateOntoProject,
-    ToolName::CreateDocument,
-    ToolName::CreateTask,
-    ToolName::CreateGoal,
-    ToolName::CreatePlan,
-    ToolName::CreateMilestone,
-    ToolName::CreateRisk,
-    ToolName::CreateRequirement,
-    ToolName::UpdateEntity,
-    ToolName::DeleteEntity,
-    ToolName::LinkEntities,
-    ToolName::UnlinkEntities,
-    ToolName::MoveDocument,
-    ToolName::ReorganizeProject,
-    ToolName::CreateCalendarEvent,
-    ToolName::UpdateCalendarEvent,
-    ToolName::DeleteCalendarEvent,
-    ToolName::ProposeEntities,
-];
+/// The tools a user may set to ask first: defined beside the tools
+/// ([`crate::tools::ASKABLE`]), which the tool layer and the overview read too.
+pub use crate::tools::ASKABLE;
 
 /// What the policy and the question read beyond the call: the user's
 /// settings, their calendar (whose event it is), the entities (names).

@@ -134,7 +134,7 @@ pub async fn run(settled: &[Settled], cx: RunCx<'_>, first_seq: u64, sink: &mut 
                 }
             }
         };
-        let operations = crate::message::StoredOperation::settled(&run.events);
+        let operations = crate::sse::settled_operations(&run.events);
         if answered {
             for ev in run.events {
                 let _ = sink.send(ev).await;

@@ -29,3 +29,29 @@ pub use service::{CalendarService, FreeQuery, ListQuery, Written, ZoneSource};
 mod recur_tests;
 #[cfg(test)]
 mod service_tests;
+
+/// The user's calendar over the table (and their calendar server, where
+/// they have an account).
+/// The remote side is on only where accounts are configured
+/// (`CALDAV_ACCOUNTS` locally, `CALDAV_ACCOUNTS_SECRET` on AWS); a
+/// misconfiguration is logged and the calendar works from DynamoDB alone.
+pub fn from_env(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    entities: &crate::entities::EntityService,
+) -> CalendarService {
+    let cal = CalendarService::new(store::DynamoEventStore::new(dynamo.clone(), table), entities.clone());
+    let configured = ["CALDAV_ACCOUNTS", "CALDAV_ACCOUNTS_SECRET"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()));
+    if !configured {
+        return cal;
+    }
+    match crate::calendar::caldav::CaldavRemote::from_env() {
+        Ok(remote) => cal.with_remote(std::sync::Arc::new(remote)),
+        Err(e) => {
+            tracing::error!(error = %e, "CalDAV accounts not loaded; events stay in DynamoDB only");
+            cal
+        }
+    }
+}

@@ -439,8 +439,16 @@ fn search_routes() -> Vec<RouteDoc> {
 /// The routes of a project's insides that are not one kind's: edges, the
 /// document tree, documents' metadata.
 fn inside_project_routes() -> Vec<RouteDoc> {
-    use Method as M;
     let p = "/projects/{project_id}";
+    // Two halves, edges then the document tree, in the order they are listed.
+    let mut routes = edge_routes(p);
+    routes.extend(tree_routes(p));
+    routes
+}
+
+/// The edge routes of a project: list, link, unlink.
+fn edge_routes(p: &str) -> Vec<RouteDoc> {
+    use Method as M;
     vec![
         RouteDoc {
             query: &[Param::OfEntity],
@@ -478,6 +486,13 @@ fn inside_project_routes() -> Vec<RouteDoc> {
                 write_of(r("Edge")),
             )
         },
+    ]
+}
+
+/// The document tree of a project: read, move, reorganize, metadata.
+fn tree_routes(p: &str) -> Vec<RouteDoc> {
+    use Method as M;
+    vec![
         route(
             Op::DocStructure,
             M::GET,

@@ -17,8 +17,8 @@ use super::{ErrorBody, ErrorDetail};
 use crate::approval::settings::{ApprovalSettings, ApprovalSettingsView};
 use crate::budget::{BudgetKind, BudgetUsage};
 use crate::calendar::UserSettings;
+use crate::claims::{ClaimMismatch, MismatchKind};
 use crate::message::{CutReason, FunctionCall, MessageError, Role, StoredOperation, ToolCall, Usage};
-use crate::model_loop::claims::{ClaimMismatch, MismatchKind};
 use crate::session::api::{
     DeleteAnswer, MessageStatus, MessageView, MessagesPage, RenameSession, SessionList, StopAnswer, StopRequest,
     ToolCallView,

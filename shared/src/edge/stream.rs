@@ -11,8 +11,6 @@ use super::extract::{Deadline, HasAuth, HasTimeout, User};
 use super::{json_error, ApiError, OpenApiRouter, ResponseBody};
 use crate::agent_state::store::{AgentStateStore, DynamoAgentStateStore};
 use crate::auth::Authenticator;
-use crate::calendar::store::DynamoEventStore;
-use crate::calendar::CalendarService;
 use crate::chat::ui_stream::UiEncoder;
 use crate::config::{Config, ConfigError};
 use crate::context::cache::DynamoContextCache;
@@ -117,27 +115,7 @@ impl StreamApp {
     }
 }
 
-/// The user's calendar over the table (and their calendar server, where
-/// they have an account).
-/// The remote side is on only where accounts are configured
-/// (`CALDAV_ACCOUNTS` locally, `CALDAV_ACCOUNTS_SECRET` on AWS); a
-/// misconfiguration is logged and the calendar works from DynamoDB alone.
-pub fn calendar_service(dynamo: &aws_sdk_dynamodb::Client, table: &str, entities: &EntityService) -> CalendarService {
-    let cal = CalendarService::new(DynamoEventStore::new(dynamo.clone(), table), entities.clone());
-    let configured = ["CALDAV_ACCOUNTS", "CALDAV_ACCOUNTS_SECRET"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()));
-    if !configured {
-        return cal;
-    }
-    match crate::calendar::caldav::CaldavRemote::from_env() {
-        Ok(remote) => cal.with_remote(Arc::new(remote)),
-        Err(e) => {
-            tracing::error!(error = %e, "CalDAV accounts not loaded; events stay in DynamoDB only");
-            cal
-        }
-    }
-}
+pub use crate::calendar::from_env as calendar_service;
 
 impl HasAuth for StreamApp {
     fn authenticator(&self) -> &Authenticator {

@@ -36,5 +36,5 @@ pub mod tree;
 
 pub use error::{EntityError, Missing};
 pub use model::*;
-pub use operation::OperationAction;
+pub use operation::{OperationAction, OperationStatus};
 pub use service::{EntityService, PageRequest};

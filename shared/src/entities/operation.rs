@@ -13,3 +13,12 @@ pub enum OperationAction {
     Update,
     Delete,
 }
+
+/// Where a step of a tool call is: begun, or ended well or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationStatus {
+    Start,
+    Success,
+    Error,
+}

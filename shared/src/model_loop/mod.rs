@@ -35,7 +35,6 @@
 
 pub mod ask;
 pub mod call_signals;
-pub mod claims;
 pub mod layer;
 pub mod outputs;
 pub mod repetition;
@@ -53,7 +52,7 @@ pub use outputs::ToolOutputs;
 use crate::agent_state::AgentState;
 use crate::ids::{SessionId, TurnId, UserId};
 use crate::llm::{Llm, LlmError};
-use crate::message::{ChatMessage, PendingApproval, Role, StoredMessage, StoredOperation, ToolCall, Usage};
+use crate::message::{ChatMessage, PendingApproval, Role, StoredMessage, ToolCall, Usage};
 use crate::sse::{AgentActivity, EventSink, StreamEvent, ToolOrigin};
 use crate::store::StoreError;
 use round::CallEnd;
@@ -333,7 +332,10 @@ impl<'a> ModelLoop<'a> {
                 Some(call) => ask::Answer { text: String::new(), calls: vec![call], outcome: Outcome::Complete },
                 None => self.ask(&messages, tools, round, sink).await,
             };
-            if answer.outcome == Outcome::Complete && self.budget_spent() {
+            // A length cut at the tokens the budget left is the budget's, not the model's.
+            let ended =
+                matches!(answer.outcome, Outcome::Complete | Outcome::CutOff(crate::message::CutReason::Length));
+            if ended && self.budget_spent() {
                 answer.outcome = Outcome::quota_exceeded();
             }
             if round == 0 {
@@ -429,7 +431,7 @@ impl<'a> ModelLoop<'a> {
             .zip(ends)
             .map(|(call, end)| {
                 let (content, operations) = match end {
-                    CallEnd::Ran(run) => (run.content, StoredOperation::settled(&run.events)),
+                    CallEnd::Ran(run) => (run.content, crate::sse::settled_operations(&run.events)),
                     end => (end.missing_result(why).expect("not a ran call"), vec![]),
                 };
                 let mut m = self.message(Role::Tool, content);

@@ -1,4 +1,4 @@
-//! The answer keeps its word ([`super::claims`]): the turn's final answer is
+//! The answer keeps its word ([`crate::claims`]): the turn's final answer is
 //! checked against the write steps its stream showed. An answer that claims
 //! a change no tool committed, or denies one that did, is not left standing:
 //! - the model is asked once more (never twice, without tools) with a fixed
@@ -10,8 +10,8 @@
 //! - an answer that comes with calls waiting for the user's yes cannot be
 //!   asked again (the turn waits): it is corrected at once.
 
-use super::claims::{check, note_for_model, ClaimMismatch};
 use super::{LoopEnd, ModelLoop, Outcome};
+use crate::claims::{check, note_for_model, ClaimMismatch};
 use crate::message::{ChatMessage, Role, StoredMessage};
 use crate::sse::{CheckVerdict, EventSink, StreamEvent};
 
@@ -26,7 +26,11 @@ impl ModelLoop<'_> {
     ) -> LoopEnd {
         let steps = sink.stats().steps.clone();
         let said = first.content.as_deref().unwrap_or_default();
-        let mismatches = if self.keeps_word { check(said, &steps) } else { vec![] };
+        // A turn that stored a plan answers about the plan ("Changed: the
+        // April newsletter. Approve?"), a change no `operation` shows; the
+        // plan's own writes are steps of the turns that run it, checked there.
+        let planned = sink.stats().planned;
+        let mismatches = if self.keeps_word && !planned { check(said, &steps) } else { vec![] };
         if mismatches.is_empty() {
             return self.end(vec![first], Outcome::Complete);
         }
@@ -44,6 +48,14 @@ impl ModelLoop<'_> {
         first.include_in_context = false;
         first.claim_mismatches = mismatches;
         let answer = self.ask(&again, vec![], round + 1, sink).await;
+        if answer.text.trim().is_empty() {
+            // Asked again without tools, the model said nothing (or only
+            // tried a call): the first answer stands, corrected. An empty
+            // assistant message would break every later request's history.
+            first.include_in_context = true;
+            let mismatches = std::mem::take(&mut first.claim_mismatches);
+            return self.corrected(first, mismatches, sink).await;
+        }
         let second = self.message(Role::Assistant, answer.text);
         if answer.outcome != Outcome::Complete {
             return self.end(vec![first, second], answer.outcome);

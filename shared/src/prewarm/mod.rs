@@ -12,7 +12,7 @@
 //!   caches used in the last `PREWARM_ACTIVE_WINDOW_MINUTES` whose project
 //!   version has moved on.
 //!
-//! One Lambda binary takes both; its edge (`crate::edge::prewarm`) tells the
+//! One Lambda binary takes both; its edge (`edge::prewarm`) tells the
 //! payloads apart ([`is_scheduled_event`]) and routes the requests.
 
 pub mod refresh;
@@ -104,7 +104,7 @@ impl PrewarmApp {
         PrewarmApp {
             store: DynamoStore::new(dynamo.clone(), config.table_name.clone()),
             cache: DynamoContextCache::new(dynamo.clone(), config.table_name.clone()),
-            calendar: crate::edge::stream::calendar_service(&dynamo, &config.table_name, &service),
+            calendar: crate::calendar::from_env(&dynamo, &config.table_name, &service),
             service,
             auth: Authenticator::from_config(&config.auth),
             config: prewarm,

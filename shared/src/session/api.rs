@@ -45,7 +45,7 @@ pub struct MessageView {
     /// Where the answer's word and the turn's steps disagree
     /// (docs/events.md, `answer_check`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub claim_mismatches: Vec<crate::model_loop::claims::ClaimMismatch>,
+    pub claim_mismatches: Vec<crate::claims::ClaimMismatch>,
     /// False on an answer withdrawn for claiming what no tool did: shown,
     /// never sent to the model again.
     #[serde(default = "yes", skip_serializing_if = "is_true")]

@@ -55,15 +55,41 @@ pub enum DoneReason {
 }
 
 /// Defined with the ontology (a plan's pending change names one too, and
-/// plans sit below the event contract).
-pub use crate::entities::OperationAction;
+/// plans and stored messages sit below the event contract).
+pub use crate::entities::{OperationAction, OperationStatus};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum OperationStatus {
-    Start,
-    Success,
-    Error,
+/// The steps of `events` as the live feed settles them: each ended step
+/// once, and a start only when nothing ended it (kept with a call's result,
+/// so the history reads the same after a reload).
+pub fn settled_operations(events: &[StreamEvent]) -> Vec<crate::message::StoredOperation> {
+    use crate::message::StoredOperation;
+    let ops: Vec<StoredOperation> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Operation { action, entity_type, entity_name, status, entity_id, summary } => {
+                Some(StoredOperation {
+                    action: *action,
+                    entity_type: entity_type.clone(),
+                    entity_name: entity_name.clone(),
+                    status: *status,
+                    entity_id: entity_id.clone(),
+                    summary: summary.clone(),
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    let same = |a: &StoredOperation, b: &StoredOperation| {
+        (a.action, &a.entity_type, &a.entity_name) == (b.action, &b.entity_type, &b.entity_name)
+    };
+    ops.iter()
+        .enumerate()
+        .filter(|(i, op)| {
+            op.status != OperationStatus::Start
+                || !ops[i + 1..].iter().any(|o| o.status != OperationStatus::Start && same(o, op))
+        })
+        .map(|(_, op)| op.clone())
+        .collect()
 }
 
 /// The budget the context builder worked with and what it kept.
@@ -281,14 +307,14 @@ pub enum StreamEvent {
         entity_name: String,
     },
     /// The answer's word checked against this turn's write steps
-    /// ([`crate::model_loop::claims`]): it claimed a change no tool
+    /// ([`crate::claims`]): it claimed a change no tool
     /// committed, or denied one that committed. `asked_again`: the text
     /// before this event is withdrawn (kept in the log, never sent to the
     /// model again) and the model answers once more; `corrected`: the
     /// answer stands, and these mismatches correct it.
     AnswerCheck {
         verdict: CheckVerdict,
-        mismatches: Vec<crate::model_loop::claims::ClaimMismatch>,
+        mismatches: Vec<crate::claims::ClaimMismatch>,
     },
     /// The answer was cut off before its end: by the model's token limit
     /// (`length`) or because it repeated itself (`repetition`). `done`

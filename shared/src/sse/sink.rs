@@ -88,8 +88,11 @@ pub struct SinkStats {
     pub error_code: Option<String>,
     /// The write steps the stream showed (`operation` ends), in order: what
     /// the turn's answer is checked against
-    /// ([`crate::model_loop::claims`]).
-    pub steps: Vec<crate::model_loop::claims::Step>,
+    /// ([`crate::claims`]).
+    pub steps: Vec<crate::claims::Step>,
+    /// A plan was stored this turn (`plan_created`): the answer describes a
+    /// draft, or a replaced one, that no `operation` shows.
+    pub planned: bool,
 }
 
 impl EventSink {
@@ -123,7 +126,8 @@ impl EventSink {
         match &event {
             StreamEvent::ToolCall { .. } => self.stats.tool_calls += 1,
             StreamEvent::Error { code, .. } => self.stats.error_code = Some(code.clone()),
-            StreamEvent::Operation { .. } => self.stats.steps.extend(crate::model_loop::claims::Step::of(&event)),
+            StreamEvent::Operation { .. } => self.stats.steps.extend(claim_step(&event)),
+            StreamEvent::PlanCreated { .. } => self.stats.planned = true,
             _ => {}
         }
         self.flush().await?;
@@ -283,8 +287,42 @@ impl Body for SseBody {
     }
 }
 
+/// The write step an event ends, if it ends one: what the turn's answer is
+/// checked against ([`crate::claims`]).
+pub fn claim_step(event: &StreamEvent) -> Option<crate::claims::Step> {
+    use super::{OperationAction, OperationStatus};
+    let StreamEvent::Operation { action, entity_type, entity_name, status, .. } = event else { return None };
+    let committed = match status {
+        OperationStatus::Success => true,
+        OperationStatus::Error => false,
+        OperationStatus::Start => return None,
+    };
+    matches!(action, OperationAction::Create | OperationAction::Update | OperationAction::Delete).then(|| {
+        crate::claims::Step { action: *action, entity_type: entity_type.clone(), name: entity_name.clone(), committed }
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn steps_are_the_ends_of_write_operations() {
+        use crate::sse::OperationAction::{Create, Delete, Update};
+        use crate::sse::OperationStatus;
+        let op = |action, status| StreamEvent::Operation {
+            action,
+            entity_type: "task".into(),
+            entity_name: "Buy milk".into(),
+            status,
+            entity_id: None,
+            summary: None,
+        };
+        assert_eq!(claim_step(&op(Create, OperationStatus::Start)), None);
+        assert_eq!(claim_step(&op(crate::sse::OperationAction::Read, OperationStatus::Success)), None);
+        let s = claim_step(&op(Delete, OperationStatus::Error)).unwrap();
+        assert_eq!((s.action, s.name.as_str(), s.committed), (Delete, "Buy milk", false));
+        assert!(claim_step(&op(Update, OperationStatus::Success)).unwrap().committed);
+    }
+
     use super::*;
     use crate::sse::SseDecoder;
     use http_body_util::BodyExt;

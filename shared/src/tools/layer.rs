@@ -27,7 +27,7 @@ impl ToolRegistry {
 
 /// A write a brain dump refuses: every tool that changes something but the batch.
 fn writes_outside_batch(t: ToolName) -> bool {
-    t != ToolName::ProposeEntities && crate::approval::policy::ASKABLE.contains(&t)
+    t != ToolName::ProposeEntities && crate::tools::ASKABLE.contains(&t)
 }
 
 #[async_trait::async_trait]

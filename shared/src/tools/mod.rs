@@ -337,6 +337,30 @@ fn arguments(text: &str) -> Result<Map<String, Value>, String> {
     }
 }
 
+/// The tools that change something: the ones a user may set to ask first.
+pub const ASKABLE: &[ToolName] = &[
+    ToolName::CreateProject,
+    ToolName::UpdateProject,
+    ToolName::CreateOntoProject,
+    ToolName::CreateDocument,
+    ToolName::CreateTask,
+    ToolName::CreateGoal,
+    ToolName::CreatePlan,
+    ToolName::CreateMilestone,
+    ToolName::CreateRisk,
+    ToolName::CreateRequirement,
+    ToolName::UpdateEntity,
+    ToolName::DeleteEntity,
+    ToolName::LinkEntities,
+    ToolName::UnlinkEntities,
+    ToolName::MoveDocument,
+    ToolName::ReorganizeProject,
+    ToolName::CreateCalendarEvent,
+    ToolName::UpdateCalendarEvent,
+    ToolName::DeleteCalendarEvent,
+    ToolName::ProposeEntities,
+];
+
 #[cfg(test)]
 mod calendar_tests;
 #[cfg(test)]

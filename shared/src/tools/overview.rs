@@ -3,10 +3,10 @@
 //! code runs on, so it cannot drift from them:
 //! - every tool of [`ToolName::ALL`], by its name and the description the
 //!   model itself reads, and whether it needs a project or waits for the
-//!   user's yes ([`policy::ASKABLE`], the deletes);
+//!   user's yes ([`super::ASKABLE`], the deletes);
 //! - a line per scope (global, project, entity) and per conversation type,
 //!   listing what [`ToolScope::offered_in`] offers there;
-//! - the approvals ([`crate::approval::policy`]), the budgets
+//! - the approvals (`approval::policy`), the budgets
 //!   ([`BudgetKind`]) and the calendar ([`CALENDAR_TOOLS`]).
 //!
 //! Offered in the global scope; a `topic` narrows the answer to one section.
@@ -15,7 +15,6 @@ use super::call::Call;
 use super::outcome::{Done, Refusal};
 use super::scope::ToolScope;
 use super::{Tool, ToolName, CALENDAR_TOOLS};
-use crate::approval::policy;
 use crate::budget::BudgetKind;
 use crate::ids::{EntityId, ProjectId};
 use crate::session::ContextType;
@@ -164,7 +163,7 @@ fn tools() -> String {
         }
         if t == ToolName::DeleteEntity || t == ToolName::DeleteCalendarEvent {
             notes.push("always asks the user first");
-        } else if policy::ASKABLE.contains(&t) {
+        } else if super::ASKABLE.contains(&t) {
             notes.push("the user may set it to ask first");
         }
         let notes = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) };
@@ -181,7 +180,7 @@ fn approvals() -> String {
          else organizes. The user may set any of these to ask first (Settings, GET/PUT /me/approvals): {}. \
          An approval expires; an expired or denied call does not run.\n",
         names(&[ToolName::DeleteEntity, ToolName::DeleteCalendarEvent]),
-        names(policy::ASKABLE),
+        names(super::ASKABLE),
     )
 }
 
@@ -255,7 +254,7 @@ mod tests {
     #[test]
     fn the_sections_say_what_the_code_does() {
         let text = overview(Topic::All);
-        for t in policy::ASKABLE {
+        for t in crate::tools::ASKABLE {
             assert!(overview(Topic::Approvals).contains(t.as_str()), "{t:?}");
         }
         assert!(text.contains("tokens_per_day") && text.contains("web_calls_per_day"));

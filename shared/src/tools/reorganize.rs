@@ -5,7 +5,7 @@
 //! `move_document` names them, relations as `link_entities` does), all
 //! succeeding or failing together; the one patch lists the relations changed
 //! and carries the new tree. A batch of more than [`ASK_ABOVE`] changes waits
-//! for the user's yes ([`crate::approval::policy`]).
+//! for the user's yes (`approval::policy`).
 
 use super::call::{to_json, without_nulls, Call};
 use super::documents::MoveDocumentArgs;

@@ -286,7 +286,7 @@ fn a_brain_dump_offers_reads_and_one_batch_a_forecast_the_calendars_reads() {
     let project = project_scope();
     let dump = names(&project.offered_in(ContextType::BrainDump));
     assert!(dump.contains(&"propose_entities") && dump.contains(&"search_project"), "{dump:?}");
-    let writes = crate::approval::policy::ASKABLE.iter().filter(|t| **t != ToolName::ProposeEntities);
+    let writes = crate::tools::ASKABLE.iter().filter(|t| **t != ToolName::ProposeEntities);
     assert!(writes.clone().all(|w| !dump.contains(&w.as_str())), "no direct write in a brain dump: {dump:?}");
     let global = names(&ToolScope::Global.offered_in(ContextType::BrainDump));
     assert!(global.contains(&"list_projects") && !global.contains(&"create_project"), "{global:?}");

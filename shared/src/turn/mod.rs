@@ -265,10 +265,7 @@ async fn run(
     let watched = deps.tools.as_deref().map(|t| Watched::new(t, Telemetry::current(), &prepared.offered));
     let gate = approval_gate(deps, user, &sid, &prepared.scope, approval_settings);
     let plans = watched.as_ref().and_then(|w| plan_layer(deps, w, &gate));
-    let layers = watched.as_ref().map(|w| match &plans {
-        Some(p) => Layers::new(vec![p, w]),
-        None => Layers::new(vec![w]),
-    });
+    let layers = watched.as_ref().map(|w| layered(plans.as_ref(), w));
     let outputs = SessionOutputs(deps.store.as_ref());
     let counting = prepared.counting(deps.counter.calibration());
     let env = LoopEnv {
@@ -295,13 +292,7 @@ async fn run(
     model_loop.keeps_word = true;
     model_loop.agent_state = agent_state.as_mut().map(|(s, _)| s);
     model_loop.next_seq = started.user_message.seq + 1;
-    let mut log = finish::TurnLog {
-        store: deps.store.clone(),
-        user: user.clone(),
-        sid: sid.clone(),
-        turn_id: turn_id.clone(),
-        persist_user: Some(started.persist_user),
-    };
+    let mut log = turn_log(deps, user, &sid, turn_id, started.persist_user);
     let ended = model_loop.run(prepared.messages, &prepared.offered, &mut log, sink).await;
     let observed = model_loop.observed;
     drop(watch);
@@ -321,6 +312,33 @@ async fn run(
             let _ = sink.send(StreamEvent::error(e.code(), e.to_string(), matches!(e, StoreError::Backend(_)))).await;
             (done(DoneReason::Error, Some(&sid), turn_id, None), None)
         }
+    }
+}
+
+/// The tools the model sees: the planner's layer, when offered, above the
+/// watched tools.
+fn layered<'a>(plans: Option<&'a PlanLayer<'a>>, watched: &'a Watched<'a>) -> Layers<'a> {
+    match plans {
+        Some(p) => Layers::new(vec![p, watched]),
+        None => Layers::new(vec![watched]),
+    }
+}
+
+/// Where the model loop writes the turn's messages; it holds the user's
+/// message write so the turn's own writes follow it.
+fn turn_log(
+    deps: &TurnDeps,
+    user: &UserId,
+    sid: &SessionId,
+    turn_id: &TurnId,
+    persist_user: tokio::task::JoinHandle<Result<(), StoreError>>,
+) -> finish::TurnLog {
+    finish::TurnLog {
+        store: deps.store.clone(),
+        user: user.clone(),
+        sid: sid.clone(),
+        turn_id: turn_id.clone(),
+        persist_user: Some(persist_user),
     }
 }
 

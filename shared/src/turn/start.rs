@@ -26,7 +26,7 @@ use crate::agent_state::AgentState;
 use crate::budget::{Gate, OverBudget, TokenAllowance, Verdict};
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{without_superseded, Role, StoredMessage};
-use crate::session::store::{Lease, TurnStart};
+use crate::session::store::{Lease, RunClaim, TurnStart};
 use crate::session::{title_from_message, Session, SessionView, TurnRecord, TurnStatus};
 use crate::sse::{EventSink, Focus, StreamEvent};
 use crate::store::StoreError;
@@ -305,13 +305,7 @@ async fn resume(
     let lease =
         leased.as_ref().ok().map(|_| LeaseGuard::new((store.clone(), store.clone()), user, sid, ids.turn_id, exit));
     let refuse = |e| Refused::Store(Some(sid.clone()), e);
-    match seen.transpose() {
-        Ok(Some(Some(claim))) if claim.session_id == *sid => return Err(Refused::Retry { session: sid.clone() }),
-        // The same run id for another session is not a retry of this request.
-        Ok(Some(Some(_))) => return Err(refuse(StoreError::DuplicateRun)),
-        Ok(_) => {}
-        Err(e) => return Err(refuse(e)),
-    }
+    seen_run(seen.transpose(), sid)?;
     admitted.map_err(|over| Refused::OverBudget(Some(sid.clone()), over))?;
     let mut session = leased.map_err(refuse)?;
     let lease = lease.expect("a granted lease has its guard");
@@ -350,6 +344,19 @@ async fn resume(
         persist_user,
         admission: None,
     })
+}
+
+/// The run check's answer: a run id already claimed for this session is a
+/// retry of a running turn; claimed for another session, a duplicate.
+fn seen_run(seen: Result<Option<Option<RunClaim>>, StoreError>, sid: &SessionId) -> Result<(), Refused> {
+    let refuse = |e| Refused::Store(Some(sid.clone()), e);
+    match seen {
+        Ok(Some(Some(claim))) if claim.session_id == *sid => Err(Refused::Retry { session: sid.clone() }),
+        // The same run id for another session is not a retry of this request.
+        Ok(Some(Some(_))) => Err(refuse(StoreError::DuplicateRun)),
+        Ok(_) => Ok(()),
+        Err(e) => Err(refuse(e)),
+    }
 }
 
 /// The session is busy; when the log shows the holder's answer stored (its

@@ -95,6 +95,28 @@ async fn read(src: &Sources<'_>, user: &UserId, project: &ProjectId) -> Read {
     Read { by_kind: lists, edges: edges.unwrap_or_default(), in_tree }
 }
 
+/// The findings that need no clock: open risks nothing mitigates, and
+/// documents outside the tree.
+fn loose_ends(read: &Read, b: &mut AuditBlock) {
+    let mitigations = [EntityKind::Task, EntityKind::Plan, EntityKind::Requirement];
+    for r in read.of(EntityKind::Risk) {
+        let EntityFields::Risk(f) = &r.fields else { continue };
+        if f.state == RiskState::Open && !read.linked_to(r, &mitigations) {
+            let impact =
+                f.impact.and_then(|i| serde_json::to_value(i).ok()).and_then(|v| v.as_str().map(str::to_owned));
+            b.risks_without_mitigation.push(match impact {
+                Some(i) => format!("{} — impact {i}", named(r)),
+                None => named(r),
+            });
+        }
+    }
+    for d in read.of(EntityKind::Document) {
+        if !read.in_tree.contains(&d.id) {
+            b.documents_outside_tree.push(named(d));
+        }
+    }
+}
+
 pub async fn build(src: &Sources<'_>, user: &UserId, project: &ProjectId) -> AuditBlock {
     let (read, zone) = tokio::join!(read(src, user, project), src.zone(user));
     let now = src.now.timestamp_millis();
@@ -153,23 +175,7 @@ pub async fn build(src: &Sources<'_>, user: &UserId, project: &ProjectId) -> Aud
             overdue.push(late(due, m));
         }
     }
-    let mitigations = [EntityKind::Task, EntityKind::Plan, EntityKind::Requirement];
-    for r in read.of(EntityKind::Risk) {
-        let EntityFields::Risk(f) = &r.fields else { continue };
-        if f.state == RiskState::Open && !read.linked_to(r, &mitigations) {
-            let impact =
-                f.impact.and_then(|i| serde_json::to_value(i).ok()).and_then(|v| v.as_str().map(str::to_owned));
-            b.risks_without_mitigation.push(match impact {
-                Some(i) => format!("{} — impact {i}", named(r)),
-                None => named(r),
-            });
-        }
-    }
-    for d in read.of(EntityKind::Document) {
-        if !read.in_tree.contains(&d.id) {
-            b.documents_outside_tree.push(named(d));
-        }
-    }
+    loose_ends(&read, &mut b);
     overdue.sort_by_key(|o| std::cmp::Reverse(o.0));
     untouched.sort_by_key(|u| std::cmp::Reverse(u.0));
     b.overdue = overdue.into_iter().map(|(_, l)| l).collect();

@@ -81,14 +81,20 @@ async fn state(svc: &EntityService, u: &UserId, p: &ProjectId) -> (Project, DocS
     (svc.get_project(u, p).await.unwrap(), svc.doc_structure(u, p).await.unwrap(), edges)
 }
 
-/// The service's reorganize over `store`: refused whole (stale version, over
-/// the limit, one bad part, a concurrent edit), else applied whole.
-pub async fn a_reorganize_is_all_or_nothing<S: EntityStore + Clone + 'static>(store: &S) {
-    let u = fresh_user();
-    let racy = Interleaved::new(store.clone());
-    let (svc, other) = (EntityService::new(racy.clone()), EntityService::new(store.clone()));
+/// The project a reorganize works on: two root documents, two tasks and a
+/// goal, with t1 supporting the goal.
+struct Launch {
+    pid: ProjectId,
+    d1: EntityId,
+    d2: EntityId,
+    t1: EdgeEnd,
+    t2: EdgeEnd,
+    g: EdgeEnd,
+}
+
+async fn launch(svc: &EntityService, u: &UserId) -> Launch {
     let new = NewProject { name: "Launch".into(), description: None, state: Default::default(), context: None };
-    let pid = svc.create_project(&u, new).await.unwrap().data.project.id;
+    let pid = svc.create_project(u, new).await.unwrap().data.project.id;
     let doc = |title: &str| {
         CreateEntity::from(NewDocument {
             title: title.into(),
@@ -98,12 +104,22 @@ pub async fn a_reorganize_is_all_or_nothing<S: EntityStore + Clone + 'static>(st
             position: None,
         })
     };
-    let d1 = svc.create(&u, &pid, doc("Specs")).await.unwrap().data.id;
-    let d2 = svc.create(&u, &pid, doc("API notes")).await.unwrap().data.id;
+    let d1 = svc.create(u, &pid, doc("Specs")).await.unwrap().data.id;
+    let d2 = svc.create(u, &pid, doc("API notes")).await.unwrap().data.id;
     let (t1, t2) =
-        (create(&svc, &u, &pid, EntityKind::Task, "t1").await, create(&svc, &u, &pid, EntityKind::Task, "t2").await);
-    let g = create(&svc, &u, &pid, EntityKind::Goal, "Ship").await;
-    svc.link(&u, &pid, link(&t1, "supports", &g)).await.unwrap();
+        (create(svc, u, &pid, EntityKind::Task, "t1").await, create(svc, u, &pid, EntityKind::Task, "t2").await);
+    let g = create(svc, u, &pid, EntityKind::Goal, "Ship").await;
+    svc.link(u, &pid, link(&t1, "supports", &g)).await.unwrap();
+    Launch { pid, d1, d2, t1, t2, g }
+}
+
+/// The service's reorganize over `store`: refused whole (stale version, over
+/// the limit, one bad part, a concurrent edit), else applied whole.
+pub async fn a_reorganize_is_all_or_nothing<S: EntityStore + Clone + 'static>(store: &S) {
+    let u = fresh_user();
+    let racy = Interleaved::new(store.clone());
+    let (svc, other) = (EntityService::new(racy.clone()), EntityService::new(store.clone()));
+    let Launch { pid, d1, d2, t1, t2, g } = launch(&svc, &u).await;
     let batch = |expected_version| Reorganize {
         expected_version,
         moves: vec![MoveDocument { document_id: d2.clone(), new_parent_id: Some(d1.clone()), position: None }],

@@ -24,11 +24,12 @@
 mod tests;
 mod vocab;
 
-use crate::sse::{OperationAction, OperationStatus, StreamEvent};
+use crate::entities::OperationAction;
 use serde::{Deserialize, Serialize};
 use vocab::{LANGS, NEGATION_WINDOW};
 
-/// One write step the stream showed this turn: an `operation` event's end.
+/// One write step the stream showed this turn: an `operation` event's end
+/// (made by `sse::claim_step`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
     /// `create`, `update` or `delete`.
@@ -37,24 +38,6 @@ pub struct Step {
     pub name: String,
     /// It succeeded (`success`), rather than failed (`error`).
     pub committed: bool,
-}
-
-impl Step {
-    /// The write step an event ends, if it ends one.
-    pub fn of(event: &StreamEvent) -> Option<Step> {
-        let StreamEvent::Operation { action, entity_type, entity_name, status, .. } = event else { return None };
-        let committed = match status {
-            OperationStatus::Success => true,
-            OperationStatus::Error => false,
-            OperationStatus::Start => return None,
-        };
-        matches!(action, OperationAction::Create | OperationAction::Update | OperationAction::Delete).then(|| Step {
-            action: *action,
-            entity_type: entity_type.clone(),
-            name: entity_name.clone(),
-            committed,
-        })
-    }
 }
 
 /// An answer's word that the turn's steps contradict.

@@ -7,7 +7,7 @@
 //! `*` matches as a prefix (inflected participles: "eliminad*" for
 //! eliminado/eliminada/eliminados).
 
-use crate::sse::OperationAction::{self, Create, Delete, Update};
+use crate::entities::OperationAction::{self, Create, Delete, Update};
 
 /// A language's words.
 pub(super) struct Lang {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::sse::OperationAction::{Create, Delete, Update};
+use crate::entities::OperationAction::{Create, Delete, Update};
 
 fn step(action: OperationAction, name: &str, committed: bool) -> Step {
     Step { action, entity_type: "calendar_event".into(), name: name.into(), committed }
@@ -135,23 +135,6 @@ fn each_mismatch_is_reported_once_with_its_words() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0].quote, "i deleted the standup");
     assert!(got[0].note.contains("deletion"), "{}", got[0].note);
-}
-
-#[test]
-fn steps_are_the_ends_of_write_operations() {
-    let op = |action, status| StreamEvent::Operation {
-        action,
-        entity_type: "task".into(),
-        entity_name: "Buy milk".into(),
-        status,
-        entity_id: None,
-        summary: None,
-    };
-    assert_eq!(Step::of(&op(Create, OperationStatus::Start)), None);
-    assert_eq!(Step::of(&op(OperationAction::Read, OperationStatus::Success)), None);
-    let s = Step::of(&op(Delete, OperationStatus::Error)).unwrap();
-    assert_eq!((s.action, s.name.as_str(), s.committed), (Delete, "Buy milk", false));
-    assert!(Step::of(&op(Update, OperationStatus::Success)).unwrap().committed);
 }
 
 #[test]
