@@ -102,7 +102,7 @@ async fn converse(
 // Above the fixed head (the global rules and tools, ~2.8k tokens since the
 // overview tool and the dates' rules), so the history is what gets cut.
 const BUDGET: ContextBudget =
-    ContextBudget { max_messages: 200, max_chars: 1_000_000, max_tokens: 3_500, large_paste_chars: 1_000_000 };
+    ContextBudget { max_messages: 200, max_chars: 1_000_000, max_tokens: 3_000, large_paste_chars: 1_000_000 };
 
 fn assert_within(sent: &[Sent], what: &str) {
     let max = BUDGET.max_tokens;

@@ -509,3 +509,38 @@ async fn a_model_repeating_itself_is_stopped_early_and_cut_off() {
     let shown = history(&t, &turn.session_id()).await;
     assert_eq!(shown.last().unwrap()["cut_off"], json!("repetition"));
 }
+
+/// Asked again without tools, a model may answer with nothing but a call
+/// (or nothing at all): the first answer then stands, corrected, and no
+/// empty assistant message enters the log (every later request of the
+/// session would carry it, and a strict server refuses one: "an assistant
+/// message needs content or tool_calls").
+#[tokio::test]
+async fn a_second_answer_that_says_nothing_leaves_the_first_standing_corrected() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice").await;
+    t.llm.push(Reply::text(&["I've cancelled tomorrow's standup only."]));
+    t.llm.push(Reply::tool_calls(&[("list_entities", json!({"kind": "task"}))]));
+    let turn = t.turn("alice", in_project(&p, "cancel tomorrow's standup", "r-1")).await;
+    assert!(matches!(turn.done(), StreamEvent::Done { reason: DoneReason::Complete, .. }), "{:?}", turn.kinds());
+    assert_eq!(
+        checks(&turn),
+        [
+            ("asked_again".into(), vec!["claimed_not_done".into()]),
+            ("corrected".into(), vec!["claimed_not_done".into()])
+        ]
+    );
+    let sid = turn.session_id();
+    let shown = history(&t, &sid).await;
+    let answers: Vec<&Value> = shown.iter().filter(|m| m["role"] == "assistant").collect();
+    assert_eq!(answers.len(), 1, "no empty answer is stored: {shown:?}");
+    assert!(answers[0].get("in_context").is_none(), "the first answer stands: {:?}", answers[0]);
+    assert_eq!(answers[0]["claim_mismatches"][0]["kind"], json!("claimed_not_done"));
+    // The next turn's request is one the strict scripted server takes.
+    t.llm.push(Reply::text(&["ok"]));
+    let mut next = in_project(&p, "thanks", "r-2");
+    next["session_id"] = json!(sid);
+    let next = t.turn("alice", next).await;
+    assert_eq!(next.error_code(), None, "{:?}", next.events);
+    assert_eq!(t.llm.take_rejections(), vec![]);
+}

@@ -344,6 +344,8 @@ export type Role = 'system' | 'user' | 'assistant' | 'tool';
  */
 export type OperationAction = 'list' | 'search' | 'read' | 'create' | 'update' | 'delete';
 /**
+ * Where a step of a tool call is: begun, or ended well or not.
+ *
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "OperationStatus".
  */
