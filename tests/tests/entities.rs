@@ -347,7 +347,7 @@ async fn reorganize_moves_and_relinks_in_one_version_or_not_at_all() {
     let more: Vec<Value> = (0..4).map(|_| edge(&t2, &g)).collect();
     wide["link"] = json!(more);
     let over = t.call("alice", "POST", &url, Some(wide)).await;
-    assert_eq!((over.status, over.code()), (413, "too_many_changes"), "{over:?}");
+    assert_eq!((over.status, over.code()), (400, "too_many_changes"), "{over:?}");
     assert!(over.json["error"]["message"].as_str().unwrap().contains("at most 4"), "{over:?}");
     let missing = shared::ids::EntityId::new().to_string();
     // Each a valid batch but for one part; each refuses it whole.

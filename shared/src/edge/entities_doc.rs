@@ -214,7 +214,7 @@ pub const ERROR_CODES: &[(&str, u16, &str)] = &[
     ("too_large", 413, "the body is over 3 MiB, or a content over 2 MiB"),
     (
         "too_many_changes",
-        413,
+        400,
         "a reorganize naming more edge changes than its one transaction holds (see `Reorganize`); nothing was written",
     ),
     ("edge_endpoint_not_found", 422, "an edge end is not an entity of this project (of that kind)"),

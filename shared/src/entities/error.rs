@@ -120,7 +120,10 @@ impl EntityError {
         match self {
             EntityError::NotFound(_) => 404,
             EntityError::UnknownKind(_) | EntityError::InvalidId(_) | EntityError::BadInput { .. } => 400,
-            EntityError::TooLarge { .. } | EntityError::TooManyChanges { .. } => 413,
+            EntityError::TooLarge { .. } => 413,
+            // A batch its schema already bounds (`maxItems`): the request is
+            // invalid as sent, not too large for a body.
+            EntityError::TooManyChanges { .. } => 400,
             EntityError::EdgeEndpointMissing(_)
             | EntityError::SelfEdge
             | EntityError::ParentNotFound

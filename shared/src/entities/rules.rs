@@ -375,14 +375,14 @@ pub fn reorganize_moves_schema() -> RefOr<Schema> {
 }
 
 /// A reorganize's `link` or `unlink`: together at most
-/// [`super::service::MAX_REORGANIZE_EDGES`] (more is 413 too_many_changes).
+/// [`super::service::MAX_REORGANIZE_EDGES`] (more is 400 too_many_changes).
 pub fn reorganize_edges_schema() -> RefOr<Schema> {
     ArrayBuilder::new()
         .items(RefOr::Ref(Ref::from_schema_name("Edge")))
         .max_items(Some(super::service::MAX_REORGANIZE_EDGES))
         .description(Some(format!(
             "`link` and `unlink` together name at most {} edges (one transaction's worth); more is \
-             413 too_many_changes. No edge may be named twice.",
+             400 too_many_changes. No edge may be named twice.",
             super::service::MAX_REORGANIZE_EDGES
         )))
         .into()

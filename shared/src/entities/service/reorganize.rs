@@ -10,7 +10,7 @@
 //!   its commit. Without one, such a write makes the batch plan again from
 //!   fresh reads (and meet any refusal that write caused).
 //! - A batch must fit one transaction: more than [`MAX_REORGANIZE_EDGES`]
-//!   edge changes is `too_many_changes` (413), refused before anything is
+//!   edge changes is `too_many_changes` (400), refused before anything is
 //!   read. Splitting it over several transactions could leave half of it
 //!   applied, which is what the route exists to avoid.
 
