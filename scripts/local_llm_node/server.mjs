@@ -32,7 +32,7 @@
 //   of a scope computes only its own part (the stack starts the server while
 //   the Rust functions still compile). The first file is computed as soon as
 //   the model is loaded, before any request is served; the others only while
-//   no request waits: between chunks of 256 tokens a waiting request goes
+//   no request waits: between chunks of 96 tokens a waiting request goes
 //   first, and the head is finished (from where it stopped) once the server
 //   is idle again.
 // - `--state-dir DIR`: each warmed head's sequence state is saved there
