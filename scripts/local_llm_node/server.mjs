@@ -32,7 +32,7 @@
 //   of a scope computes only its own part (the stack starts the server while
 //   the Rust functions still compile). The first file is computed as soon as
 //   the model is loaded, before any request is served; the others only while
-//   no request waits: between chunks of 96 tokens a waiting request goes
+//   no request waits: between chunks of 32 tokens a waiting request goes
 //   first, and the head is finished (from where it stopped) once the server
 //   is idle again.
 // - `--state-dir DIR`: each warmed head's sequence state is saved there
@@ -74,10 +74,10 @@ import {
 const STOP_TEXT = ["<|im_start|>", "<|endoftext|>", "<tool_response>"];
 
 // Tokens a yielding warm-up computes between looks for a waiting request:
-// the most a request waits for it. 256 made the first answer of a fresh
-// clone wait 9 s (one thread while cargo links, ~25 tok/s); 96 is under 4 s
-// there and about 1.5 s on 2 idle cores, at little cost to the warm-up.
-const WARM_CHUNK = 96;
+// the most a request waits for it. On a fresh clone the warm-up runs on one
+// thread beside cargo at ~21 tok/s: 256 made the first answer wait 9 s, 96
+// still 4 s; 32 is about 1.5 s there.
+const WARM_CHUNK = 32;
 
 function log(msg) {
   process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${msg}\n`);

@@ -17,7 +17,10 @@ use utoipa::ToSchema;
 #[serde(rename_all = "snake_case")]
 pub enum Every {
     Day,
-    /// Monday to Friday.
+    /// Monday to Friday. Named so on the wire because a small model read
+    /// `weekday` as "a day of the week" (yoga on Wednesdays became Wednesday
+    /// to Friday); `weekday` stays accepted.
+    #[serde(rename = "monday_to_friday", alias = "weekday")]
     Weekday,
     Week,
     Month,
@@ -97,7 +100,9 @@ impl Repeat {
         }
         match (self.every, self.on_days.is_empty()) {
             (Every::Weekday, _) if self.on_days.iter().any(|d| matches!(d, Day::Saturday | Day::Sunday)) => {
-                return Err(bad("every: weekday is Monday to Friday: for other days use every: week with on_days"))
+                return Err(bad(
+                    "every: monday_to_friday is Monday to Friday: for other days use every: week with on_days",
+                ))
             }
             (Every::Weekday, _) => parts.push("BYDAY=MO,TU,WE,TH,FR".into()),
             (Every::Week, false) => {

@@ -25,7 +25,7 @@ use crate::calendar::{
     edit, CalendarError, CalendarService, EditScope, EventChanges, EventTime, FreeQuery, ListQuery, NewEvent,
     RecurrenceInput, Target, Written, Zone,
 };
-use crate::ids::{EntityId, EventId, ProjectId};
+use crate::ids::{EventId, ProjectId};
 use crate::sse::{OperationAction, OperationStatus, StreamEvent};
 use serde::Deserialize;
 use serde_json::Value;
@@ -119,6 +119,19 @@ async fn zone_of(svc: &CalendarService, c: &Call<'_>) -> Result<Zone, Refusal> {
 
 async fn span(c: &Call<'_>, range: Option<Days>, from: Option<String>, to: Option<String>) -> Result<Span, Refusal> {
     let both = |f: &Option<String>| f.as_deref().is_some_and(|s| !s.trim().is_empty());
+    // A range's name in `from`/`to` ("friday", "tomorrow"): the local model
+    // wrote `{from: "friday", to: "friday"}` for "Friday afternoon" and the
+    // refused call ended in "what do you mean by friday?". It is the range
+    // the model meant, resolved as `range` would be.
+    let (range, from, to) = match (range, named(&from), named(&to)) {
+        (None, Some(f), t) if t == Some(f) || (t.is_none() && !both(&to)) => (Some(f), None, None),
+        (None, f, t) if f.is_some() || t.is_some() => {
+            let today = zone_of(service(c)?, c).await?.local(chrono::Utc::now()).date_naive();
+            let from = f.map(|d| d.resolve(today).0.to_string()).or(from);
+            (None, from, t.map(|d| d.resolve(today).1.to_string()).or(to))
+        }
+        _ => (range, from, to),
+    };
     match (range, both(&from), both(&to)) {
         (Some(r), false, false) => {
             let today = zone_of(service(c)?, c).await?.local(chrono::Utc::now()).date_naive();
@@ -138,12 +151,43 @@ async fn span(c: &Call<'_>, range: Option<Days>, from: Option<String>, to: Optio
     }
 }
 
+/// `s` when it names a range of days (`friday`, `this week`, `Next-Week`).
+fn named(s: &Option<String>) -> Option<Days> {
+    let s = s.as_deref()?.trim().to_ascii_lowercase().replace([' ', '-'], "_");
+    serde_json::from_value(Value::String(s)).ok()
+}
+
 /// `result` with the named range it covered, so the answer can say it.
 fn with_days(mut result: Value, span: &Span) -> Value {
     if let (Some(o), Some(said)) = (result.as_object_mut(), &span.said) {
         o.insert("days".into(), Value::String(said.clone()));
     }
     result
+}
+
+/// The listed occurrences as a line to answer from ("Sun 13 Dec 11:00–12:00
+/// Quarterly planning; …"): after a list the local model echoed the
+/// question back instead of reading `events`; it copies best from text.
+fn in_words(events: &[crate::calendar::EventInstance]) -> String {
+    if events.is_empty() {
+        return "no events".into();
+    }
+    let line = |e: &crate::calendar::EventInstance| {
+        let (start, end) =
+            (chrono::DateTime::parse_from_rfc3339(&e.start), chrono::DateTime::parse_from_rfc3339(&e.end));
+        let when = match (start, end) {
+            (Ok(s), Ok(en)) if s.date_naive() == en.date_naive() => {
+                format!("{}–{}", s.format("%a %-d %b %H:%M"), en.format("%H:%M"))
+            }
+            (Ok(s), Ok(en)) => format!("{} – {}", s.format("%a %-d %b %H:%M"), en.format("%a %-d %b %H:%M")),
+            _ => match chrono::NaiveDate::parse_from_str(&e.start, "%Y-%m-%d") {
+                Ok(d) => format!("{} all day", d.format("%a %-d %b")),
+                Err(_) => e.start.clone(),
+            },
+        };
+        format!("{when} {}", e.title)
+    };
+    events.iter().map(line).collect::<Vec<_>>().join("; ")
 }
 
 /// `list_calendar_events`: which days, and optionally one project's events.
@@ -212,6 +256,9 @@ impl Tool for ListCalendarEvents {
             hidden = before - list.events.len();
         }
         let mut result = with_days(to_json(&list), &span);
+        if let Some(o) = result.as_object_mut() {
+            o.insert("agenda".into(), Value::String(in_words(&list.events)));
+        }
         if let (Some(o), true) = (result.as_object_mut(), hidden > 0) {
             let note =
                 format!("{hidden} other events in these days are not in this project: omit project_id to list them");
@@ -234,7 +281,7 @@ pub struct CreateArgs {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 525600)]
     pub duration_minutes: Option<u32>,
-    /// For an event that repeats ("every weekday", "every other Tuesday").
+    /// For an event that repeats ("every weekday", "every other Tuesday", "three times").
     #[serde(default)]
     pub repeat: Option<Repeat>,
     /// Or an RFC 5545 rule (`FREQ=WEEKLY;BYDAY=TU`) instead of `repeat`.
@@ -247,8 +294,9 @@ pub struct CreateArgs {
     /// Only when the user named a project (id from list_projects).
     #[serde(default)]
     pub project_id: Option<ProjectId>,
-    #[serde(default)]
-    pub task_id: Option<EntityId>,
+    // No `task_id`: offered one, the local model filled it with a word of
+    // the message ("Priya", "yoga") and the refused call ended the turn. An
+    // event is tied to a task through the events API.
 }
 
 /// The rule of `repeat` or `rrule` for a series starting at `start`.
@@ -293,11 +341,13 @@ pub struct CreateCalendarEvent;
 impl Tool for CreateCalendarEvent {
     type Args = CreateArgs;
     const NAME: &'static str = "create_calendar_event";
-    const DESCRIPTION: &'static str = "Put an event on the user's calendar. `start` is a local time in the \
-        user's zone (`2026-12-01T10:00`) or a date for an all-day event; give `duration_minutes` or `end` \
-        (default one hour). For a repeating event add `repeat`, e.g. every weekday: `{\"every\": \"weekday\"}`; \
-        every Tuesday and Thursday: `{\"every\": \"week\", \"on_days\": [\"tuesday\", \"thursday\"]}`. Leave \
-        `project_id` and `task_id` out unless the user named a project.";
+    const DESCRIPTION: &'static str = "Put an event on the user's calendar. `start` is the day and the time \
+        the user said, local (`2026-12-01T10:00`; \"half past nine\" is T09:30, \"4pm\" T16:00, \"7 in the \
+        evening\" T19:00), or a date for an all-day event; give `duration_minutes` or `end` (default one hour). \
+        For a repeating event add `repeat`: Monday to Friday `{\"every\": \"monday_to_friday\"}`; every \
+        Wednesday `{\"every\": \"week\", \"on_days\": [\"wednesday\"]}`; every other Monday `{\"every\": \
+        \"week\", \"interval\": 2, \"on_days\": [\"monday\"]}`; 3 times in all: add `\"count\": 3`. Leave \
+        `project_id` out unless the user named a project.";
     const NEEDS_PROJECT: bool = false;
 
     async fn run(&self, c: &Call<'_>, a: CreateArgs) -> Result<Done, Refusal> {
@@ -316,7 +366,7 @@ impl Tool for CreateCalendarEvent {
             description: a.description,
             recurrence,
             project_id: a.project_id,
-            task_id: a.task_id,
+            task_id: None,
         };
         let (new, moved) = on_first_instance(new, zone).map_err(fail)?;
         let mut done = written(svc.create(c.user, &new).await, op, OperationAction::Create)?;

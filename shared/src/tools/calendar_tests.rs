@@ -318,3 +318,65 @@ async fn free_time_names_the_events_that_make_the_asked_hours_busy() {
     assert_eq!(slots, ["12:00", "15:00"]);
     assert!(free["days"].as_str().unwrap().starts_with("friday: Fri "), "{free}");
 }
+
+/// What the local model got wrong with the first calendar tools (eval,
+/// 2026-12-07): it filled an offered `task_id` with a word of the message
+/// ("Priya", "yoga") and the refused call ended the turn; it read
+/// `every: weekday` as "a day of the week" (Wednesday yoga became Wednesday
+/// to Friday). The offered schema has neither; the old word still parses.
+#[tokio::test]
+async fn create_offers_no_task_id_and_names_monday_to_friday_in_words() {
+    let def = ToolName::CreateCalendarEvent.definition();
+    let params = &def["function"]["parameters"];
+    let text = def.to_string();
+    assert!(params["properties"].get("task_id").is_none(), "{params}");
+    assert!(text.contains("monday_to_friday") && !text.contains("\"weekday\""), "{text}");
+    assert!(text.contains("T09:30"), "the description shows a spoken time as the field's form: {text}");
+
+    let reg = registry();
+    for every in ["monday_to_friday", "weekday"] {
+        let args = json!({"title": "Standup", "start": "2026-12-07T09:30", "repeat": {"every": every}});
+        let made = run_in(&reg, "alice", "create_calendar_event", args).await;
+        assert!(made.ok, "{every}: {}", made.content);
+        assert_eq!(content(&made)["event"]["recurrence"]["rrule"], "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR");
+    }
+    let linked = json!({"title": "Yoga", "start": "2026-12-09T19:00", "task_id": "yoga"});
+    let refused = run_in(&reg, "alice", "create_calendar_event", linked).await;
+    assert!(!refused.ok && refused.content.contains("task_id"), "an unknown field is named: {}", refused.content);
+}
+
+/// The local model's "Friday afternoon" call: `{from: "friday", to:
+/// "friday"}` (refused before: "friday" is not a date) is the range it
+/// named; a list answers with its events in words as well as in `events`.
+#[tokio::test]
+async fn a_days_name_in_from_and_to_is_that_range_and_a_list_says_its_events_in_words() {
+    use crate::calendar::days::Days;
+    let reg = registry();
+    let zone = crate::calendar::Zone::parse(BERLIN).unwrap();
+    let today = zone.local(chrono::Utc::now()).date_naive();
+    let (friday, _) = Days::Friday.resolve(today);
+    let meeting = json!({"title": "Budget review", "start": format!("{friday}T14:00"), "duration_minutes": 60});
+    assert!(run_in(&reg, "alice", "create_calendar_event", meeting).await.ok);
+
+    let asked = json!({"from": "friday", "to": "friday", "day_start": "12:00", "duration_minutes": 120});
+    let free = run_in(&reg, "alice", "find_free_time", asked).await;
+    assert!(free.ok, "{}", free.content);
+    let free = content(&free);
+    assert_eq!(free["busy"][0]["title"], "Budget review", "{free}");
+    assert!(free["days"].as_str().unwrap().starts_with("friday: Fri "), "{free}");
+
+    for asked in [json!({"from": "Friday"}), json!({"from": "today", "to": "friday"})] {
+        let listed = run_in(&reg, "alice", "list_calendar_events", asked.clone()).await;
+        assert!(listed.ok, "{asked}: {}", listed.content);
+        let listed = content(&listed);
+        assert_eq!(listed["events"].as_array().unwrap().len(), 1, "{asked}: {listed}");
+        let words = listed["agenda"].as_str().unwrap();
+        let want = format!("{} 14:00–15:00 Budget review", friday.format("%a %-d %b"));
+        assert_eq!(words, want, "{asked}");
+    }
+    let nothing = json!({"from": "saturday", "to": "saturday"});
+    let listed = content(&run_in(&reg, "alice", "list_calendar_events", nothing).await);
+    assert_eq!(listed["agenda"], "no events", "the meeting is on Friday: {listed}");
+    let garbage = run_in(&reg, "alice", "list_calendar_events", json!({"from": "someday", "to": "later"})).await;
+    assert!(!garbage.ok, "a word that names no range is still refused: {}", garbage.content);
+}
