@@ -178,7 +178,11 @@ pub async fn begin(
 /// holding the conversation so far (the summary of what is older, the
 /// recent messages' text, each cut to [`MESSAGE_MAX_CHARS`]), the other
 /// agent's message and the goal when given, and the request itself.
-pub fn prompt(history: &[StoredMessage], summary: Option<&SessionSummary>, req: &SuggestionRequest) -> Vec<ChatMessage> {
+pub fn prompt(
+    history: &[StoredMessage],
+    summary: Option<&SessionSummary>,
+    req: &SuggestionRequest,
+) -> Vec<ChatMessage> {
     let through = summary.map_or(0, |s| s.through_seq);
     let mut text = String::new();
     if let Some(s) = summary {
@@ -230,7 +234,11 @@ enum Ended {
     CutOff,
     /// The client went away: nothing more to send.
     Gone,
-    Failed { code: &'static str, message: String, retryable: bool },
+    Failed {
+        code: &'static str,
+        message: String,
+        retryable: bool,
+    },
 }
 
 /// Streams the suggestion to `sink`, then `done`; gives the budget slot back
@@ -269,13 +277,8 @@ pub async fn run(deps: TurnDeps, user: UserId, prepared: Prepared, deadline: Ins
             DoneReason::Error
         }
     };
-    let done = StreamEvent::Done {
-        reason,
-        session_id: Some(session),
-        turn_id: id,
-        usage: Some(usage),
-        replayed: false,
-    };
+    let done =
+        StreamEvent::Done { reason, session_id: Some(session), turn_id: id, usage: Some(usage), replayed: false };
     let _ = sink.send(done).await;
     if let Some(slot) = slot {
         slot.release(usage.prompt_tokens + usage.completion_tokens).await;
@@ -296,7 +299,8 @@ async fn stream(
         message: "the suggestion ran out of time".into(),
         retryable: true,
     };
-    let model = |e: crate::llm::LlmError| Ended::Failed { code: e.code(), message: e.to_string(), retryable: e.is_transient() };
+    let model =
+        |e: crate::llm::LlmError| Ended::Failed { code: e.code(), message: e.to_string(), retryable: e.is_transient() };
     let (mut text, mut usage, mut length) = (String::new(), None, false);
     let opened = tokio::select! {
         biased;
