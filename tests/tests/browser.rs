@@ -229,10 +229,12 @@ async fn the_chat_page_in_a_real_browser() {
         .await
         .unwrap();
     assert_eq!(settings, json!({ "timezone": "America/New_York" }));
-    // The one suggestion the page asked for went to the model without tools.
+    // The one suggestion the page asked for went to the model without
+    // tools, with the input's words as its goal.
     let suggestions: Vec<Value> = f.t.llm.requests().into_iter().filter(is_suggestion).collect();
     assert_eq!(suggestions.len(), 1, "one suggestion");
     assert!(suggestions[0].get("tools").is_none(), "no tools offered: {}", suggestions[0]);
+    assert!(suggestions[0].to_string().contains("goal for this message: a launch date"), "{}", suggestions[0]);
     eprintln!("browser test: node + chromium ran {} ms", started.elapsed().as_millis());
 }
 

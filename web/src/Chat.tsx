@@ -9,8 +9,9 @@
  * no answer in time, or a network error, shows the error with a Retry
  * button: never by itself, as resending a message could post it twice.
  * Suggest streams a draft of the user's next message into the input
- * (`POST <stream URL>/sessions/{id}/suggestion`, nothing stored), where the
- * user edits it — typing takes over from the stream — and sends it as usual.
+ * (`POST <stream URL>/sessions/{id}/suggestion`, nothing stored; words
+ * already in the input are its goal), where the user edits it — typing
+ * takes over from the stream — and sends it as usual.
  */
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, type PrepareSendMessagesRequest } from 'ai';
@@ -23,7 +24,7 @@ import { join, type AppConfig } from './config';
 import { Message } from './Message';
 import { OperationsFeed } from './OntologyPanel';
 import { settled } from './operations';
-import { suggest } from './suggestion';
+import { suggest, suggestionRequest } from './suggestion';
 
 /**
  * What a turn names as its scope (`context_type`): a project turn (with the
@@ -183,9 +184,10 @@ export function Chat(props: Props) {
     suggestion.current = abort;
     setSuggesting(true);
     setSuggestError(null);
+    const request = suggestionRequest(input);
     setInput('');
     try {
-      await suggest(api, sessionId, (text) => abort.signal.aborted || setInput(text), abort.signal);
+      await suggest(api, sessionId, request, (text) => abort.signal.aborted || setInput(text), abort.signal);
     } catch (e) {
       if (!abort.signal.aborted) setSuggestError(e instanceof Error ? e.message : String(e));
     } finally {

@@ -7,7 +7,19 @@
  * sends it as any message.
  */
 import type { Api } from './api/client';
-import type { StreamEvent } from './api/types.gen';
+import type { StreamEvent, SuggestionRequest } from './api/types.gen';
+
+/** The longest goal the server takes, in characters (`shared::suggest::GOAL_MAX_CHARS`). */
+const GOAL_MAX_CHARS = 1000;
+
+/**
+ * The request for what the input holds: its words, when there are any, are
+ * the goal of the draft ("a launch date" → a message asking for one).
+ */
+export function suggestionRequest(input: string): SuggestionRequest {
+  const goal = Array.from(input.trim()).slice(0, GOAL_MAX_CHARS).join('');
+  return goal ? { goal } : {};
+}
 
 /** A suggestion that ended with an `error` event. */
 export class SuggestionFailed extends Error {
@@ -25,8 +37,14 @@ export class SuggestionFailed extends Error {
  * refusal (`ApiError`: 404, 429 …), {@link SuggestionFailed} on an `error`
  * event, or the abort of `signal`.
  */
-export async function suggest(api: Api, sessionId: string, onText: (text: string) => void, signal?: AbortSignal): Promise<string> {
-  const res = await api.suggestion(sessionId, {}, signal);
+export async function suggest(
+  api: Api,
+  sessionId: string,
+  request: SuggestionRequest,
+  onText: (text: string) => void,
+  signal?: AbortSignal,
+): Promise<string> {
+  const res = await api.suggestion(sessionId, request, signal);
   let text = '';
   let failed: SuggestionFailed | null = null;
   for await (const event of events(res)) {
