@@ -29,7 +29,7 @@ use crate::sse::{DoneReason, EventSink, StreamEvent};
 use crate::store::StoreError;
 use crate::summary::store::SessionSummary;
 use crate::turn::TurnDeps;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -257,7 +257,13 @@ pub async fn run(deps: TurnDeps, user: UserId, prepared: Prepared, deadline: Ins
     };
     let left = deadline.saturating_duration_since(Instant::now());
     let stop_at = deadline - deps.config.deadline_margin.min(left / 10);
-    let (text, reported, ended) = stream(&deps, request, stop_at, &mut sink).await;
+    // A panic while streaming still ends the stream `error` then `done`, as a turn's does.
+    let streamed = std::panic::AssertUnwindSafe(stream(&deps, request, stop_at, &mut sink)).catch_unwind().await;
+    let (text, reported, ended) = streamed.unwrap_or_else(|_| {
+        tracing::error!("the suggestion panicked");
+        let message = "the suggestion failed unexpectedly".to_string();
+        (String::new(), None, Ended::Failed { code: "internal_error", message, retryable: true })
+    });
     let usage = reported.unwrap_or_else(|| {
         let counter = deps.counter.get();
         let prompt: u64 = messages.iter().filter_map(|m| m.content.as_deref()).map(|c| counter.count(c)).sum();
