@@ -28,7 +28,8 @@
 //!   as a tool layer handed a loop runner;
 //! - [`turn`]: one chat turn as a plain async function (request, start,
 //!   history, context, finish, retry, lease); [`prewarm`]: context packs
-//!   before the first turn;
+//!   before the first turn; [`suggest`]: the next message the user could
+//!   send, drafted from the turn's history read, stored nowhere;
 //! - [`chat`]: the AI SDK's chat protocol (requests, the UI message stream,
 //!   resume); [`edge`]: the HTTP edge — every function's axum router, its
 //!   OpenAPI document, CORS, errors as answers. Nothing below imports these.
@@ -58,6 +59,7 @@ pub mod prompt;
 pub mod session;
 pub mod sse;
 pub mod store;
+pub mod suggest;
 pub mod summary;
 pub mod telemetry;
 pub mod tools;

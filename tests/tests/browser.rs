@@ -10,8 +10,9 @@
 //! week, a calendar turn's event appears in it in place and stays after a
 //! reload, a calendar that cannot be listed leaves the page working; each
 //! chat shows its scope; the zone control sets the user's zone; a server that
-//! stops answering is shown and retried; a project made in the chat shows at
-//! once) are in the script;
+//! stops answering is shown and retried; Suggest streams a draft into the
+//! input, which the user edits and sends as a turn, the draft itself stored
+//! nowhere; a project made in the chat shows at once) are in the script;
 //! this starts everything (two projects, a session in the second), answers as
 //! the model, and checks its exit code. The lock files' test is here too.
 //!
@@ -38,6 +39,10 @@ const NEWCOMER: &str = "web-newcomer";
 /// the day the prompt names (the script computes "tomorrow" in the browser's
 /// zone, so the model need not know it).
 fn model(request: &Value) -> Reply {
+    if is_suggestion(request) {
+        // The page's Suggest: a draft of the user's next message, streamed.
+        return Reply::paced(&["Please add ", "a launch date ", "to the checklist."], Duration::from_millis(120));
+    }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let last = messages.last().cloned().unwrap_or_default();
     let text = last["content"].as_str().unwrap_or_default().to_string();
@@ -84,6 +89,12 @@ fn model(request: &Value) -> Reply {
         _ if text.contains("long story") => paced(words("story", 150)),
         _ => Reply::text(&["Hello."]),
     }
+}
+
+/// A message suggestion's request (`shared::suggest`): its fixed
+/// instruction, the conversation in its last message.
+fn is_suggestion(request: &Value) -> bool {
+    tests::system_text(request).contains(shared::suggest::INSTRUCTION)
 }
 
 /// A project of `USER`: its id.
@@ -162,7 +173,8 @@ async fn the_chat_page_in_a_real_browser() {
     let ids = drafts.clone();
     f.t.llm.set_default(Reply::dynamic(move |r| {
         let last = r["messages"].as_array().and_then(|m| m.last().cloned()).unwrap_or_default();
-        if last["role"] == "user" && last["content"].as_str().unwrap_or("").contains("old drafts") {
+        let asked = last["content"].as_str().unwrap_or("");
+        if last["role"] == "user" && asked.contains("old drafts") && !is_suggestion(r) {
             let del = |id: &str| ("delete_entity", json!({"kind": "task", "id": id}));
             return Reply::tool_calls(&[del(&ids[0]), del(&ids[1])]);
         }
@@ -217,6 +229,12 @@ async fn the_chat_page_in_a_real_browser() {
         .await
         .unwrap();
     assert_eq!(settings, json!({ "timezone": "America/New_York" }));
+    // The one suggestion the page asked for went to the model without
+    // tools, with the input's words as its goal.
+    let suggestions: Vec<Value> = f.t.llm.requests().into_iter().filter(is_suggestion).collect();
+    assert_eq!(suggestions.len(), 1, "one suggestion");
+    assert!(suggestions[0].get("tools").is_none(), "no tools offered: {}", suggestions[0]);
+    assert!(suggestions[0].to_string().contains("goal for this message: a launch date"), "{}", suggestions[0]);
     eprintln!("browser test: node + chromium ran {} ms", started.elapsed().as_millis());
 }
 

@@ -40,6 +40,7 @@ const SHORT_TIMEOUT_MS = 4000;
 const ZONE = 'Europe/Berlin';
 const CALENDAR_REPLY = 'Booked the design review.';
 const APPROVAL_REPLY = 'Deleted one draft and kept the other.';
+const SUGGESTION = 'Please add a launch date to the checklist.';
 if (!OTHER_SESSION || !OTHER_PROJECT || !NEW_USER_TOKEN) {
   throw new Error('OTHER_SESSION, OTHER_PROJECT and NEW_USER_TOKEN must be set');
 }
@@ -68,6 +69,8 @@ const posted = [];
 const listed = [];
 // Every answer of 400 or more the page got (URL and status).
 const failed = [];
+// The body of every POST .../suggestion the page made, in order.
+const suggestions = [];
 try {
   const page = browser.pages()[0] ?? (await browser.newPage());
   page.on('pageerror', (e) => pageErrors.push(String(e)));
@@ -75,6 +78,7 @@ try {
   page.on('response', (r) => r.status() >= 400 && failed.push(`${r.status()} ${r.url()}`));
   page.on('request', (r) => {
     if (r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/chat')) posted.push(r.postDataJSON());
+    if (r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/suggestion')) suggestions.push(r.postDataJSON());
     if (r.method() === 'GET' && new URL(r.url()).pathname.endsWith('/events')) {
       listed.push(Object.fromEntries(new URL(r.url()).searchParams));
     }
@@ -495,6 +499,45 @@ try {
     await page.reload();
     await page.locator('[data-testid=session]').first().waitFor();
     assert.equal(await page.locator('[data-testid=load-error]').count(), 0);
+  });
+
+  await scenario('Suggest streams a draft into the input; edited and sent, it is a turn; the draft is stored nowhere', async () => {
+    await waitReady(page);
+    const before = await conversation(page);
+    assert.ok(before.length > 0, 'a chat with history');
+    const input = page.locator('[data-testid=input]');
+    // Words in the input are the draft's goal.
+    await input.fill('  a launch date ');
+    await page.locator('[data-testid=suggest]').click();
+    // The draft streams into the input, piece by piece.
+    const seen = new Set();
+    const deadline = Date.now() + 20_000;
+    while ((await input.inputValue()) !== SUGGESTION) {
+      seen.add(await input.inputValue());
+      if (Date.now() > deadline) throw new Error(`no suggestion; the input holds ${JSON.stringify(await input.inputValue())}`);
+      await page.waitForTimeout(20);
+    }
+    await page.locator('[data-testid=suggest][data-suggesting=false]').waitFor();
+    const partial = [...seen].filter((v) => v && v !== SUGGESTION && SUGGESTION.startsWith(v));
+    assert.ok(partial.length > 0, `streamed, not set at once: ${[...seen].join(' | ')}`);
+    assert.deepEqual(suggestions, [{ goal: 'a launch date' }], 'one suggestion asked for, with the input as its goal');
+    assert.deepEqual(await conversation(page), before, 'a suggestion adds nothing to the conversation');
+    // The user edits it and sends it as any message.
+    await input.press('End');
+    await input.pressSequentially(' Thanks!');
+    const sent = `${SUGGESTION} Thanks!`;
+    assert.equal(await input.inputValue(), sent);
+    await page.locator('[data-testid=send]').click();
+    await watchAssistant(page, (t) => t === 'Hello.');
+    assert.deepEqual((await conversation(page)).slice(before.length), [['user', sent], ['assistant', 'Hello.']]);
+    assert.deepEqual(posted.at(-1).messages[0].parts, [{ type: 'text', text: sent }]);
+    // Stored as a turn; the unsent draft nowhere.
+    await page.reload();
+    await page.locator('[data-testid=message-user]', { hasText: sent }).waitFor();
+    await waitReady(page);
+    const after = await conversation(page);
+    assert.deepEqual(after.slice(-2), [['user', sent], ['assistant', 'Hello.']]);
+    assert.equal(after.filter(([, text]) => text === SUGGESTION).length, 0, 'the draft as suggested was not stored');
   });
 
   await scenario('a project made in the chat shows in the panel at once', async () => {

@@ -8,6 +8,10 @@
  * (transient) to the status line. A turn's start (or its resume) that gets
  * no answer in time, or a network error, shows the error with a Retry
  * button: never by itself, as resending a message could post it twice.
+ * Suggest streams a draft of the user's next message into the input
+ * (`POST <stream URL>/sessions/{id}/suggestion`, nothing stored; words
+ * already in the input are its goal), where the user edits it — typing
+ * takes over from the stream — and sends it as usual.
  */
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, type PrepareSendMessagesRequest } from 'ai';
@@ -20,6 +24,7 @@ import { join, type AppConfig } from './config';
 import { Message } from './Message';
 import { OperationsFeed } from './OntologyPanel';
 import { settled } from './operations';
+import { suggest, suggestionRequest } from './suggestion';
 
 /**
  * What a turn names as its scope (`context_type`): a project turn (with the
@@ -161,6 +166,37 @@ export function Chat(props: Props) {
   }, [api, error]);
 
   const busy = status === 'submitted' || status === 'streaming';
+
+  // A suggestion streaming into the input; typing, sending or leaving the
+  // chat ends it (the text so far stays in the input).
+  const suggestion = useRef<AbortController | null>(null);
+  const [suggesting, setSuggesting] = useState(false);
+  const [suggestError, setSuggestError] = useState<string | null>(null);
+  const endSuggestion = () => {
+    suggestion.current?.abort();
+    suggestion.current = null;
+    setSuggesting(false);
+  };
+  useEffect(() => () => suggestion.current?.abort(), []);
+  const onSuggest = async () => {
+    endSuggestion();
+    const abort = new AbortController();
+    suggestion.current = abort;
+    setSuggesting(true);
+    setSuggestError(null);
+    const request = suggestionRequest(input);
+    setInput('');
+    try {
+      await suggest(api, sessionId, request, (text) => abort.signal.aborted || setInput(text), abort.signal);
+    } catch (e) {
+      if (!abort.signal.aborted) setSuggestError(e instanceof Error ? e.message : String(e));
+    } finally {
+      if (suggestion.current === abort) {
+        suggestion.current = null;
+        setSuggesting(false);
+      }
+    }
+  };
   // Retry after a failed start: the unanswered message is sent again (taken
   // out first, so it shows once); after a failed resume or a broken stream,
   // the turn (which the server goes on with) is read again.
@@ -215,6 +251,11 @@ export function Chat(props: Props) {
             </button>
           </span>
         )}
+        {suggestError && (
+          <span className="error" data-testid="suggest-error">
+            Could not suggest a message: {suggestError}
+          </span>
+        )}
         {error && blockedUntil && (
           <span className="error" data-testid="blocked-until">
             {' '}
@@ -226,6 +267,7 @@ export function Chat(props: Props) {
         onSubmit={(e) => {
           e.preventDefault();
           if (!input.trim() || busy) return;
+          endSuggestion();
           follow.current = true;
           sendMessage({ text: input });
           setInput('');
@@ -234,10 +276,24 @@ export function Chat(props: Props) {
         <input
           data-testid="input"
           value={input}
-          onChange={(e) => setInput(e.target.value)}
+          onChange={(e) => {
+            endSuggestion();
+            setInput(e.target.value);
+          }}
           placeholder={placeholder}
           autoFocus
         />
+        <button
+          type="button"
+          data-testid="suggest"
+          data-suggesting={suggesting}
+          title="Draft my next message"
+          // A chat with nothing in it yet has no session to draft from.
+          disabled={busy || suggesting || messages.length === 0}
+          onClick={() => void onSuggest()}
+        >
+          {suggesting ? 'Suggesting…' : 'Suggest'}
+        </button>
         {busy ? (
           <button type="button" data-testid="stop" onClick={onStop}>
             Stop

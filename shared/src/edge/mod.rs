@@ -33,6 +33,7 @@ pub mod prewarm;
 pub mod sessions;
 pub mod settings;
 pub mod stream;
+pub mod suggestion;
 pub mod usage;
 
 use crate::sse::SseBody;

@@ -28,6 +28,7 @@ use crate::sse::{
     AgentActivity, CacheStatus, CheckVerdict, ContextUsage, DoneReason, Focus, OperationAction, OperationStatus,
     StreamEvent,
 };
+use crate::suggest::SuggestionRequest;
 use crate::turn::TurnRequest;
 use utoipa::OpenApi;
 
@@ -64,6 +65,7 @@ use utoipa::OpenApi;
     StopRequest,
     StopAnswer,
     DeleteAnswer,
+    SuggestionRequest,
     ErrorBody,
     ErrorDetail,
     BudgetUsage,
@@ -247,6 +249,7 @@ mod tests {
             "/sessions/{id}/close",
             "/sessions/{id}/stop",
             "/sessions/{id}/stream",
+            "/sessions/{id}/suggestion",
         ] {
             assert!(stream.paths.paths.contains_key(path), "{path}");
         }

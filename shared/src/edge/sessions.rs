@@ -41,7 +41,7 @@ pub fn routes() -> OpenApiRouter<StreamApp> {
         .routes(routes!(follow))
 }
 
-fn not_found() -> ApiError {
+pub(super) fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "session_not_found", "no such session")
 }
 
@@ -58,7 +58,7 @@ fn bad(code: &str, message: impl Into<String>) -> ApiError {
 }
 
 /// The `{id}` of the path: a malformed one is 404, like another user's.
-fn session_id(Segments(segs): Segments) -> Result<SessionId, ApiError> {
+pub(super) fn session_id(Segments(segs): Segments) -> Result<SessionId, ApiError> {
     segs.first().and_then(|s| SessionId::parse(s).ok()).ok_or_else(not_found)
 }
 

@@ -130,12 +130,14 @@ impl HasTimeout for StreamApp {
 }
 
 /// The stream function's routes with their OpenAPI operations: a turn, the
-/// sessions API, the AI SDK's chat, the user's budgets (`GET /me/usage`),
-/// their "ask first" tools (`GET`/`PUT /me/approvals`) and settings (`GET`/`PUT /me/settings`).
+/// sessions API (a session's message suggestion among them), the AI SDK's
+/// chat, the user's budgets (`GET /me/usage`), their "ask first" tools
+/// (`GET`/`PUT /me/approvals`) and settings (`GET`/`PUT /me/settings`).
 pub fn routes() -> OpenApiRouter<StreamApp> {
     OpenApiRouter::new()
         .routes(routes!(post_turn))
         .merge(super::sessions::routes())
+        .merge(super::suggestion::routes())
         .merge(super::chat::routes())
         .merge(super::approvals::routes())
         .merge(super::usage::routes())

@@ -22,6 +22,7 @@ import type {
   SessionView,
   StopAnswer,
   StopRequest,
+  SuggestionRequest,
   UserSettings,
 } from './types.gen';
 
@@ -77,7 +78,8 @@ export class Api {
     return this.config.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
   }
 
-  private async call<T>(base: string, path: string, init: RequestInit = {}): Promise<T> {
+  /** The answer to a request, once its head says 2xx; else the server's error, thrown. */
+  private async answer(base: string, path: string, init: RequestInit = {}): Promise<Response> {
     const headers: Record<string, string> = { ...this.authHeaders };
     if (init.body) headers['Content-Type'] = 'application/json';
     const res = await fetchAnswered(join(base, path), { ...init, headers }, this.timeoutMs);
@@ -85,6 +87,11 @@ export class Api {
       const body = (await res.json().catch(() => null)) as ErrorBody | null;
       throw new ApiError(res.status, body?.error.code ?? 'http_error', body?.error.message ?? res.statusText);
     }
+    return res;
+  }
+
+  private async call<T>(base: string, path: string, init: RequestInit = {}): Promise<T> {
+    const res = await this.answer(base, path, init);
     return (res.status === 204 ? undefined : await res.json()) as T;
   }
 
@@ -117,6 +124,19 @@ export class Api {
     return this.call(this.config.streamUrl, `sessions/${encodeURIComponent(sessionId)}/stop`, {
       method: 'POST',
       body: JSON.stringify(body),
+    });
+  }
+
+  /**
+   * A message suggestion for the session: the answer's stream (our native
+   * events: `text_delta`s, then `done`), read by `src/suggestion.ts`. Nothing
+   * is stored until the user sends the text as a turn.
+   */
+  suggestion(sessionId: string, body: SuggestionRequest, signal?: AbortSignal): Promise<Response> {
+    return this.answer(this.config.streamUrl, `sessions/${encodeURIComponent(sessionId)}/suggestion`, {
+      method: 'POST',
+      body: JSON.stringify(body),
+      signal,
     });
   }
 

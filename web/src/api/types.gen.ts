@@ -774,6 +774,7 @@ export interface WireTypes {
   StopRequest?: StopRequest;
   StoredOperation?: StoredOperation;
   StreamEvent?: StreamEvent;
+  SuggestionRequest?: SuggestionRequest;
   TaskFields?: TaskFields;
   TaskPatch?: TaskPatch;
   TaskState?: TaskState;
@@ -1409,7 +1410,7 @@ export interface EntityPatch {
 export interface Error {
   error: {
     /**
-     * Stable, machine-readable. `invalid_json` (400): the body is not JSON, is JSON but not an object, or is missing; `missing_field` (400): a required field is absent (or null in an update); `unknown_field` (400): a field this body does not have; `wrong_type` (400): a field has the wrong JSON type; `invalid_value` (400): a value outside what this document allows; `invalid_id` (400): a malformed id (path, query or body); `unknown_kind` (400): a kind that is not one of the seven; `invalid_time` (400): not a date, a local time or an instant; or a local time the clocks skip; `invalid_timezone` (400): not an IANA time zone name; `end_before_start` (400): an event's end, or a range's `to`, is not after its start; `invalid_rrule` (400): not an RFC 5545 RRULE, or one that repeats without end too often; `range_too_long` (400): a range over 366 days; `range_not_covered` (400): free time over a range in which an event repeats too often to expand whole: ask for a shorter one; `not_recurring` (400): `instance` names an occurrence of an event that does not repeat; `link_not_found` (400): the event's `project_id` / `task_id` is not the user's; `missing_token` (401): no bearer token; `invalid_token` (401): the token is malformed or its signature is wrong; `token_expired` (401): the token has expired; `token_not_yet_valid` (401): the token is not valid yet; `invalid_issuer` (401): the token's issuer is not the configured one; `invalid_audience` (401): the token's audience is not the configured one; `invalid_subject` (401): the token's subject is not a valid user id; `auth_not_configured` (401): the server has no way to check tokens; `project_not_found` (404): missing, being deleted, or another user's; `entity_not_found` (404): missing, being deleted, or another user's; `edge_not_found` (404): no such edge; `event_not_found` (404): missing, deleted, or another user's; `instance_not_found` (404): the series has no instance starting at `instance`; `cursor_not_found` (404): the cursor's project is gone: list from the start again; `route_not_found` (404): no such route; `method_not_allowed` (405): the route does not take this method (`Allow` lists those it takes); `version_conflict` (409): the version sent is not the current one (`current_version`); nothing was written; `edge_exists` (409): this edge already exists; `context_document_protected` (409): a project's context document cannot be deleted; `calendar_conflict` (409): the event changed on the user's calendar server since it was read; nothing was written; `too_large` (413): the body is over 3 MiB, or a content over 2 MiB; `too_many_changes` (413): a reorganize naming more edge changes than its one transaction holds (see `Reorganize`); nothing was written; `edge_endpoint_not_found` (422): an edge end is not an entity of this project (of that kind); `edge_self_loop` (422): an edge needs two different entities; `parent_not_found` (422): the parent document is not in this project's tree; `tree_cycle` (422): a document cannot move under itself or its descendant; `store_corrupt` (500): a stored record cannot be read; `calendar_server_error` (502): the user's calendar server failed or refused; `project_busy` (503): concurrent writes kept winning: retry; `store_unavailable` (503): the store did not answer: retry; `jwks_unavailable` (503): the token keys could not be fetched: retry.
+     * Stable, machine-readable. `invalid_json` (400): the body is not JSON, is JSON but not an object, or is missing; `missing_field` (400): a required field is absent (or null in an update); `unknown_field` (400): a field this body does not have; `wrong_type` (400): a field has the wrong JSON type; `invalid_value` (400): a value outside what this document allows; `invalid_id` (400): a malformed id (path, query or body); `unknown_kind` (400): a kind that is not one of the seven; `invalid_time` (400): not a date, a local time or an instant; or a local time the clocks skip; `invalid_timezone` (400): not an IANA time zone name; `end_before_start` (400): an event's end, or a range's `to`, is not after its start; `invalid_rrule` (400): not an RFC 5545 RRULE, or one that repeats without end too often; `range_too_long` (400): a range over 366 days; `range_not_covered` (400): free time over a range in which an event repeats too often to expand whole: ask for a shorter one; `not_recurring` (400): `instance` names an occurrence of an event that does not repeat; `link_not_found` (400): the event's `project_id` / `task_id` is not the user's; `missing_token` (401): no bearer token; `invalid_token` (401): the token is malformed or its signature is wrong; `token_expired` (401): the token has expired; `token_not_yet_valid` (401): the token is not valid yet; `invalid_issuer` (401): the token's issuer is not the configured one; `invalid_audience` (401): the token's audience is not the configured one; `invalid_subject` (401): the token's subject is not a valid user id; `auth_not_configured` (401): the server has no way to check tokens; `project_not_found` (404): missing, being deleted, or another user's; `entity_not_found` (404): missing, being deleted, or another user's; `edge_not_found` (404): no such edge; `event_not_found` (404): missing, deleted, or another user's; `instance_not_found` (404): the series has no instance starting at `instance`; `cursor_not_found` (404): the cursor's project is gone: list from the start again; `route_not_found` (404): no such route; `method_not_allowed` (405): the route does not take this method (`Allow` lists those it takes); `version_conflict` (409): the version sent is not the current one (`current_version`); nothing was written; `edge_exists` (409): this edge already exists; `context_document_protected` (409): a project's context document cannot be deleted; `calendar_conflict` (409): the event changed on the user's calendar server since it was read; nothing was written; `too_large` (413): the body is over 3 MiB, or a content over 2 MiB; `too_many_changes` (400): a reorganize naming more edge changes than its one transaction holds (see `Reorganize`); nothing was written; `edge_endpoint_not_found` (422): an edge end is not an entity of this project (of that kind); `edge_self_loop` (422): an edge needs two different entities; `parent_not_found` (422): the parent document is not in this project's tree; `tree_cycle` (422): a document cannot move under itself or its descendant; `store_corrupt` (500): a stored record cannot be read; `calendar_server_error` (502): the user's calendar server failed or refused; `project_busy` (503): concurrent writes kept winning: retry; `store_unavailable` (503): the store did not answer: retry; `jwks_unavailable` (503): the token keys could not be fetched: retry.
      */
     code:
       | 'invalid_json'
@@ -2096,7 +2097,7 @@ export interface Reorganize {
    */
   expected_version?: number | null;
   /**
-   * `link` and `unlink` together name at most 4 edges (one transaction's worth); more is 413 too_many_changes. No edge may be named twice.
+   * `link` and `unlink` together name at most 4 edges (one transaction's worth); more is 400 too_many_changes. No edge may be named twice.
    *
    * @maxItems 4
    */
@@ -2108,7 +2109,7 @@ export interface Reorganize {
    */
   moves?: MoveDocument[];
   /**
-   * `link` and `unlink` together name at most 4 edges (one transaction's worth); more is 413 too_many_changes. No edge may be named twice.
+   * `link` and `unlink` together name at most 4 edges (one transaction's worth); more is 400 too_many_changes. No edge may be named twice.
    *
    * @maxItems 4
    */
@@ -2305,6 +2306,24 @@ export interface DebugContext1 {
    * False when the system prompt, summary and current message alone are over a budget.
    */
   within_budget: boolean;
+}
+/**
+ * The body of `POST /sessions/{id}/suggestion`. Unknown fields are ignored;
+ * an absent, `null` or blank field is none.
+ *
+ * This interface was referenced by `WireTypes`'s JSON-Schema
+ * via the `definition` "SuggestionRequest".
+ */
+export interface SuggestionRequest {
+  /**
+   * What the user wants their next message to achieve; at most 1,000 characters.
+   */
+  goal?: string | null;
+  /**
+   * The other agent's last message, when the user's agent answers another
+   * agent (an agent bridge): the draft answers it; at most 8,000 characters.
+   */
+  other_message?: string | null;
 }
 /**
  * A partial update of TaskFields: only the fields sent change.
