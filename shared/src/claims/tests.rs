@@ -21,6 +21,9 @@ fn a_claimed_change_with_no_write_is_caught() {
     assert_eq!(found("The meeting has been moved to Friday.", &[]), [(Claimed, Update, None)]);
     assert_eq!(found("I booked a table for two.", &[]), [(Claimed, Create, None)]);
     assert_eq!(found("Renamed it to Weekly sync.", &[]), [(Claimed, Update, None)]);
+    assert_eq!(found("I've reserved 10:30 for you on Tuesday.", &[]), [(Claimed, Create, None)]);
+    // Not a claim: "blocked" is the ontology's edge.
+    assert!(found("The launch post is blocked by the security review.", &[]).is_empty());
 }
 
 #[test]

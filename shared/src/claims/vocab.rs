@@ -41,6 +41,9 @@ const ENGLISH: Lang = Lang {
         ("added", Create),
         ("booked", Create),
         ("scheduled", Create),
+        // Not "blocked" (the local model's "found an hour and blocked it"
+        // after no create): in a project "X is blocked by Y" is an edge.
+        ("reserved", Create),
         ("moved", Update),
         ("rescheduled", Update),
         ("renamed", Update),
@@ -59,6 +62,7 @@ const ENGLISH: Lang = Lang {
         ("add", Create),
         ("book", Create),
         ("schedule", Create),
+        ("reserve", Create),
         ("move", Update),
         ("reschedule", Update),
         ("rename", Update),

@@ -138,6 +138,7 @@ async fn add_sessions_index(client: &Client, table: &str) -> Result<(), StoreErr
         .send()
         .await
         .map_err(backend)?;
+    wait_for_index(client, table).await?;
     let mut pages = client
         .scan()
         .table_name(table)
@@ -148,16 +149,52 @@ async fn add_sessions_index(client: &Client, table: &str) -> Result<(), StoreErr
         .send();
     while let Some(item) = pages.next().await {
         let item = item.map_err(backend)?;
-        client
-            .update_item()
-            .table_name(table)
-            .set_key(Some(DynamoStore::key_of(&item)))
-            .update_expression("SET gsi2pk = gsi1pk, gsi2sk = gsi1sk REMOVE gsi1pk, gsi1sk")
-            .send()
-            .await
-            .map_err(backend)?;
+        let mut tries = 0;
+        loop {
+            let moved = client
+                .update_item()
+                .table_name(table)
+                .set_key(Some(DynamoStore::key_of(&item)))
+                .update_expression("SET gsi2pk = gsi1pk, gsi2sk = gsi1sk REMOVE gsi1pk, gsi1sk")
+                .send()
+                .await;
+            match moved {
+                Ok(_) => break,
+                // DynamoDB Local alters its SQLite table for a new index
+                // after UpdateTable has answered (and says ACTIVE): until
+                // then a write that fills the index's keys fails with
+                // InternalFailure ("no column named indexKey_2"), past the
+                // SDK's own three tries on a busy machine.
+                Err(e) if tries < 40 && e.raw_response().is_some_and(|r| r.status().as_u16() >= 500) => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50 * tries.min(10))).await;
+                }
+                Err(e) => return Err(backend(e)),
+            }
+        }
     }
     Ok(())
+}
+
+/// Waits until the table's [`GSI2`] is no longer being created (on AWS it
+/// backfills for a while; writes go on meanwhile, but the listing would miss
+/// sessions). Bounded: a table that stays CREATING is an error.
+async fn wait_for_index(client: &Client, table: &str) -> Result<(), StoreError> {
+    use aws_sdk_dynamodb::types::IndexStatus;
+    for attempt in 0..600u64 {
+        let desc = client.describe_table().table_name(table).send().await.map_err(backend)?;
+        let creating = desc
+            .table()
+            .map(|t| t.global_secondary_indexes())
+            .unwrap_or_default()
+            .iter()
+            .any(|i| i.index_name() == Some(GSI2) && i.index_status() == Some(&IndexStatus::Creating));
+        if !creating {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100 * (attempt + 1).min(10))).await;
+    }
+    Err(StoreError::Backend(format!("index {GSI2} of {table} still being created")))
 }
 
 /// Bytes of text per chunk item (tool outputs, message bodies), well under the

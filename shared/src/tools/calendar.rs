@@ -307,8 +307,10 @@ fn rule_of(
     zone: Zone,
 ) -> Result<Option<RecurrenceInput>, CalendarError> {
     let rrule = match (repeat, rrule.filter(|r| !r.trim().is_empty())) {
-        (Some(_), Some(_)) => return Err(CalendarError::bad("invalid_repeat", "give `repeat` or `rrule`, not both")),
-        (Some(r), None) => r.rrule(EventTime::parse_in(start, zone)?, zone)?,
+        // Both: `repeat` says it. The local model filled both (a correct
+        // `repeat`, a broken `FREQ=WEEKLY;BYDAY=MONDAY`) and a refusal ended
+        // the turn; the result's note says the rule was left out.
+        (Some(r), _) => r.rrule(EventTime::parse_in(start, zone)?, zone)?,
         (None, Some(r)) => r.to_string(),
         (None, None) => return Ok(None),
     };
@@ -370,8 +372,11 @@ impl Tool for CreateCalendarEvent {
         };
         let (new, moved) = on_first_instance(new, zone).map_err(fail)?;
         let mut done = written(svc.create(c.user, &new).await, op, OperationAction::Create)?;
-        if let (Ok(Value::Object(o)), Some(m)) = (&mut done.result, moved) {
-            o.insert("note".into(), Value::String(m));
+        let both = a.repeat.is_some() && a.rrule.as_deref().is_some_and(|r| !r.trim().is_empty());
+        let left_out = both.then(|| "`rrule` left out: `repeat` says how it repeats".to_string());
+        let note: Vec<String> = [moved, left_out].into_iter().flatten().collect();
+        if let (Ok(Value::Object(o)), false) = (&mut done.result, note.is_empty()) {
+            o.insert("note".into(), Value::String(note.join("; ")));
         }
         Ok(done)
     }

@@ -198,9 +198,15 @@ async fn a_weekday_series_asked_on_a_sunday_starts_on_monday_and_skips_the_weeke
     assert_eq!(gym["event"]["recurrence"]["rrule"], "FREQ=WEEKLY;INTERVAL=2;BYDAY=TU,TH;COUNT=4", "{gym}");
     let raw = json!({"title": "Review", "start": "2026-12-08T11:00", "rrule": "FREQ=WEEKLY;BYDAY=TU"});
     assert!(run_in(&reg, "alice", "create_calendar_event", raw).await.ok);
-    let both = json!({"title": "X", "start": "2026-12-08T11:00", "rrule": "FREQ=DAILY", "repeat": {"every": "day"}});
+    // Both (the local model's call: a right `repeat`, a broken rule):
+    // `repeat` is used and the note says the rule was left out.
+    let both = json!({"title": "Check-in", "start": "2026-12-07T16:00", "rrule": "FREQ=WEEKLY;BYDAY=MONDAY",
+        "repeat": {"every": "week", "interval": 2, "on_days": ["monday"]}});
     let both = run_in(&reg, "alice", "create_calendar_event", both).await;
-    assert_eq!(both.error_code.as_deref(), Some("invalid_repeat"), "{}", both.content);
+    assert!(both.ok, "{}", both.content);
+    let both = content(&both);
+    assert_eq!(both["event"]["recurrence"]["rrule"], "FREQ=WEEKLY;INTERVAL=2;BYDAY=MO", "{both}");
+    assert!(both["note"].as_str().unwrap().contains("`rrule` left out"), "{both}");
 }
 
 /// "Cancel tomorrow's standup only": the model's update that set the
