@@ -25,7 +25,9 @@
 //   a project, the calendar scope and the summarizer's prompts) keep the model
 //   state of recent prompts; a request takes the slot sharing the longest
 //   useful prefix with its prompt (lib/wire.mjs chooseSlot) and computes only the rest (the stable system rules and tool
-//   definitions come first, so a new project's first turn reuses them).
+//   definitions come first, so a new project's first turn reuses them). A
+//   slot holding a warmed head keeps it: a prompt that would cut the head
+//   goes to another slot while there is one.
 //   `--warm FILE` (repeatable): a scope's stable head (`messages`, the
 //   first system message, and `tools`; scripts/local_llm_node/warm/: global,
 //   project, calendar) is computed into a slot of its own, so the first turn
@@ -229,13 +231,17 @@ class Model {
     const tokens = this.headTokens(path);
     const { slot, n } = this.slotFor(tokens);
     // A request of this scope may have computed it already: keep its turn.
-    if (n === tokens.length) return true;
+    if (n === tokens.length) {
+      slot.head = tokens.length;
+      return true;
+    }
     if (n < slot.seq.nextTokenIndex) {
       await slot.seq.eraseContextTokenRanges([{ start: n, end: slot.seq.nextTokenIndex }]);
     }
     const file = this.statePath(tokens);
     if (slot.seq.nextTokenIndex === 0 && (await this.loadState(slot, tokens, file))) {
       log(`loaded ${tokens.length} tok from ${path} (state ${basename(file)}, slot ${this.slots.indexOf(slot)}) in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+      slot.head = tokens.length;
       return true;
     }
     const from = slot.seq.nextTokenIndex;
@@ -248,6 +254,7 @@ class Model {
       await slot.seq.controlledEvaluate(tokens.slice(at, yieldable ? at + WARM_CHUNK : tokens.length));
     }
     log(`warmed ${tokens.length} tok (${from} cached) from ${path} into slot ${this.slots.indexOf(slot)} in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    slot.head = tokens.length;
     if (file) await this.save(slot, file);
     return true;
   }
@@ -349,7 +356,7 @@ class Model {
    * cached tokens the prompt reuses. */
   slotFor(tokens) {
     const { index, reuse } = chooseSlot(
-      this.slots.map((s) => ({ tokens: s.seq.contextTokens, used: s.used })),
+      this.slots.map((s) => ({ tokens: s.seq.contextTokens, used: s.used, head: s.head })),
       tokens,
     );
     const slot = this.slots[index];

@@ -211,11 +211,21 @@ export function commonPrefix(a, b) {
  * cached global one, and taking that slot would throw away the global
  * prompt's state for 70 tokens of reuse.
  *
- * `slots`: `[{tokens: number[], used: number}]`; returns `{index, reuse}`.
+ * A slot holding a scope's warmed head (`head`: its length) is kept for
+ * prompts that extend the whole head: one that would cut it (another mode's
+ * prompt sharing the rules and some tools, the summarizer's) goes to another
+ * slot while there is one. Plain LRU let the eval's mode and calendar turns
+ * cut the project head, and the next project turn computed 5 225 tokens
+ * (153 s on 2 idle cores) instead of 216.
+ *
+ * `slots`: `[{tokens: number[], used: number, head?: number}]`; returns `{index, reuse}`.
  */
 export function chooseSlot(slots, tokens) {
+  const cuts = (s) => s.head > 0 && commonPrefix(s.tokens, tokens) < s.head;
+  const open = slots.some((s) => !cuts(s));
   let best = null;
   slots.forEach((s, index) => {
+    if (open && cuts(s)) return;
     const n = commonPrefix(s.tokens, tokens);
     const reuse = n > 0 && n >= Math.min(1024, s.tokens.length / 2) ? n : 0;
     if (!best || reuse > best.reuse || (reuse === best.reuse && s.used < best.used)) {

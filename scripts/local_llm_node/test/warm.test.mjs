@@ -40,10 +40,20 @@ class Slots {
     this.clock = 0;
   }
 
-  /** Where `tokens` goes; the slot then holds them (as after a request). */
+  /** Where `tokens` goes; the slot then holds them (as after a request),
+   * its warmed head kept when they extend it. */
   take(tokens) {
     const pick = chooseSlot(this.slots, tokens);
-    this.slots[pick.index] = { tokens, used: ++this.clock };
+    const head = this.slots[pick.index].head;
+    const kept = head > 0 && pick.reuse >= head ? head : 0;
+    this.slots[pick.index] = { tokens, used: ++this.clock, head: kept };
+    return pick;
+  }
+
+  /** A warm-up: the slot holds `tokens` as a scope's head. */
+  warm(tokens) {
+    const pick = this.take(tokens);
+    this.slots[pick.index].head = tokens.length;
     return pick;
   }
 }
@@ -60,7 +70,7 @@ test("the warmed heads take a slot each, and each scope's turn then takes its ow
   const tok = tokenizer();
   const h = heads(tok);
   const s = new Slots(4);
-  const warmed = Object.fromEntries(SCOPES.map((scope) => [scope, s.take(h[scope])]));
+  const warmed = Object.fromEntries(SCOPES.map((scope) => [scope, s.warm(h[scope])]));
   assert.deepEqual(new Set(Object.values(warmed).map((w) => w.index)).size, 3, JSON.stringify(warmed));
   assert.ok(Object.values(warmed).every((w) => w.reuse === 0), "no head reuses another's first words");
 
@@ -80,6 +90,30 @@ test("the warmed heads take a slot each, and each scope's turn then takes its ow
   assert.ok(other.reuse >= h.project.length, `${other.reuse} of ${h.project.length}`);
   const global = s.take(turn("global", "", "Create a project called Launch"));
   assert.deepEqual(global, { index: warmed.global.index, reuse: h.global.length });
+});
+
+test("a prompt that would cut a warmed head takes another slot, and the head stays", () => {
+  const tok = tokenizer();
+  const h = heads(tok);
+  const s = new Slots(4);
+  const warmed = Object.fromEntries(SCOPES.map((scope) => [scope, s.warm(h[scope])]));
+  // A mode's prompt: the project head's rules and first tools, then its own
+  // (as the eval's audit and forecast turns): more than 1024 tokens shared.
+  const shared = h.project.slice(0, Math.max(1100, Math.floor(h.project.length * 0.6)));
+  assert.ok(shared.length < h.project.length && shared.length >= 1024, `${shared.length} of ${h.project.length}`);
+  for (const mode of ["audit", "forecast", "brief"]) {
+    const pick = s.take([...shared, ...tok(`<|im_start|>system\nmode ${mode} tools<|im_end|>\n`)]);
+    assert.ok(!Object.values(warmed).some((w) => w.index === pick.index), `${mode} took a head's slot ${pick.index}`);
+  }
+  // Every head is still whole: each scope's next turn reuses all of it.
+  for (const scope of SCOPES) {
+    const next = s.take([...h[scope], ...tok(`<|im_start|>user\nnext ${scope} turn<|im_end|>\n`)]);
+    assert.deepEqual(next, { index: warmed[scope].index, reuse: h[scope].length }, scope);
+  }
+  // With every slot holding a head, a prompt still gets one (the least recently used).
+  const full = new Slots(3);
+  SCOPES.forEach((scope) => full.warm(h[scope]));
+  assert.ok(full.take(tok("<|im_start|>system\nSummarize.<|im_end|>\n")).index >= 0);
 });
 
 test("a state's name changes with the model and with every token of the head", () => {
