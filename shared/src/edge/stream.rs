@@ -347,10 +347,8 @@ pub(super) async fn stream_turn(
     // turn's first round trip, after the first event: the stream then ends
     // `error quota_exceeded` (with when to retry), then `done`
     // (docs/budgets.md).
-    if app.deps.budget.is_some() && app.deps.config.budgets.checks_turns() {
-        if let Some(over) = app.deps.refusals.standing(&user, crate::now_ms()) {
-            return super::error::over_budget(&over);
-        }
+    if let Some(refused) = standing_refusal(app, &user) {
+        return refused;
     }
     let (mut sink, body) = EventSink::channel_with(format.encoder());
     if let Some(log) = &app.deps.frames {
@@ -367,4 +365,14 @@ pub(super) async fn stream_turn(
     }
     tokio::spawn(turn::run_turn(app.deps.clone(), user, valid, turn_id, started, deadline, sink));
     super::sse_response(body, ui)
+}
+
+/// The 429 for a refusal this process saw and that still stands (no I/O),
+/// for a turn or anything the turn budgets admit (a suggestion).
+pub(super) fn standing_refusal(app: &StreamApp, user: &crate::ids::UserId) -> Option<Response> {
+    if app.deps.budget.is_none() || !app.deps.config.budgets.checks_turns() {
+        return None;
+    }
+    let over = app.deps.refusals.standing(user, crate::now_ms())?;
+    Some(super::error::over_budget(&over))
 }

@@ -53,10 +53,8 @@ async fn suggestion(
     let sid = session_id(id)?;
     let req = SuggestionRequest::parse(&body).map_err(|e| ApiError::bad_request(e.code(), e.to_string()))?;
     // A refusal this process saw and that still stands: no I/O (docs/budgets.md).
-    if app.deps.budget.is_some() && app.deps.config.budgets.checks_turns() {
-        if let Some(over) = app.deps.refusals.standing(&user, crate::now_ms()) {
-            return Ok(over_budget(&over));
-        }
+    if let Some(refused) = super::stream::standing_refusal(&app, &user) {
+        return Ok(refused);
     }
     let prepared = match suggest::begin(&app.deps, &user, &sid, &req, deadline).await {
         Ok(p) => p,
