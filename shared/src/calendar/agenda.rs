@@ -4,7 +4,8 @@
 //! Relative dates ("tomorrow at 10") are the model's to resolve against it.
 //! The block names its zone and whose it is: the turn's own (its client's),
 //! the user's chosen one, or UTC when neither is known.
-//! Events the calendar could not read are named on a last line.
+//! Events the calendar could not read are named on a last line; then what
+//! the user's message says in calendar terms ([`super::spoken`]).
 
 use super::model::{EventInstance, SkippedEvent, Zone};
 use super::service::{CalendarService, ListQuery, ZoneSource};
@@ -23,6 +24,7 @@ pub async fn agenda(
     named: Option<Zone>,
     days: i64,
     now: DateTime<Utc>,
+    message: &str,
 ) -> Option<String> {
     let (zone, source) = match cal.turn_zone(user, named).await {
         Ok(z) => z,
@@ -46,7 +48,10 @@ pub async fn agenda(
             return None;
         }
     };
-    Some(render(zone, source, now, days, &list.events) + &skipped_line(&list.skipped))
+    let block = render(zone, source, now, days, &list.events) + &skipped_line(&list.skipped);
+    // The message's times and days in the tools' terms, right under the days they fall on.
+    let read = super::spoken::block(message, zone.local(now).naive_local());
+    Some(if read.is_empty() { block } else { format!("{block}\n\n{read}") })
 }
 
 /// At most this many skipped events are named in the block.

@@ -17,6 +17,7 @@ pub mod recur;
 pub mod remote;
 pub mod repeat;
 pub mod service;
+pub mod spoken;
 pub mod store;
 mod sync;
 pub mod time;

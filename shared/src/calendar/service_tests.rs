@@ -289,7 +289,7 @@ async fn an_event_that_cannot_be_expanded_is_named_and_the_rest_lists() {
     let free = s.free_time(&u, &fq).await.unwrap();
     assert_eq!(free.slots.len(), 2, "around the dentist: {:?}", free.slots);
     assert_eq!(free.skipped, list.skipped);
-    let block = agenda::agenda(&s, &u, Some(Zone::UTC), 7, "2026-11-01T08:00:00Z".parse().unwrap()).await.unwrap();
+    let block = agenda::agenda(&s, &u, Some(Zone::UTC), 7, "2026-11-01T08:00:00Z".parse().unwrap(), "").await.unwrap();
     assert!(block.contains("“Dentist” 10:00–11:00"), "{block}");
     assert!(block.contains("Not shown, could not be read (1 event"), "{block}");
     assert!(block.contains("“Odd rule”: invalid RRULE"), "{block}");

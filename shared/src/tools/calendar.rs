@@ -110,6 +110,8 @@ struct Span {
     /// How an operation line names the days: the range's name (`this_week`,
     /// as the web page's history rebuilds it from the arguments), else `from – to`.
     label: String,
+    /// What the call said that the span left out, for the result.
+    note: Option<String>,
 }
 
 /// The zone the call reads times in (the request's, else the user's).
@@ -133,17 +135,20 @@ async fn span(c: &Call<'_>, range: Option<Days>, from: Option<String>, to: Optio
         _ => (range, from, to),
     };
     match (range, both(&from), both(&to)) {
-        (Some(r), false, false) => {
+        (Some(r), f, t) => {
             let today = zone_of(service(c)?, c).await?.local(chrono::Utc::now()).date_naive();
             let (first, last) = r.resolve(today);
             let name = serde_json::to_value(r).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
             let said = Some(format!("{name}: {}", days::describe((first, last))));
-            Ok(Span { from: first.to_string(), to: last.to_string(), said, one_day: first == last, label: name })
+            // Both: the name says the days. The local model sent `range:
+            // friday` with `from`/`to` of that afternoon, and the refusal
+            // ("not both") ended the turn in a question back to the user.
+            let note = (f || t).then(|| format!("`from`/`to` left out: `range` ({name}) says the days"));
+            Ok(Span { from: first.to_string(), to: last.to_string(), said, one_day: first == last, label: name, note })
         }
-        (Some(_), _, _) => Err(Refusal::Args("give `range` or `from` and `to`, not both".into())),
         (None, true, true) => {
             let (from, to) = (from.unwrap_or_default(), to.unwrap_or_default());
-            Ok(Span { label: format!("{from} – {to}"), from, to, said: None, one_day: false })
+            Ok(Span { label: format!("{from} – {to}"), from, to, said: None, one_day: false, note: None })
         }
         (None, _, _) => Err(Refusal::Args(
             "give `range` (today, tomorrow, this_week, next_week, friday, …) or both `from` and `to`".into(),
@@ -157,12 +162,23 @@ fn named(s: &Option<String>) -> Option<Days> {
     serde_json::from_value(Value::String(s)).ok()
 }
 
-/// `result` with the named range it covered, so the answer can say it.
+/// `result` with the named range it covered, so the answer can say it
+/// (and what of the call it left out).
 fn with_days(mut result: Value, span: &Span) -> Value {
     if let (Some(o), Some(said)) = (result.as_object_mut(), &span.said) {
         o.insert("days".into(), Value::String(said.clone()));
     }
+    if let (Some(o), Some(note)) = (result.as_object_mut(), &span.note) {
+        o.insert("note".into(), Value::String(note.clone()));
+    }
     result
+}
+
+/// The `HH:MM` of a local time (`2026-12-11T12:00` gives `12:00`).
+fn clock(s: &Option<String>) -> Option<String> {
+    let (_, t) = s.as_deref()?.split_once('T')?;
+    let hm = t.get(..5)?;
+    chrono::NaiveTime::parse_from_str(hm, "%H:%M").ok().map(|_| hm.to_string())
 }
 
 /// The listed occurrences as a line to answer from ("Sun 13 Dec 11:00–12:00
@@ -531,6 +547,12 @@ impl Tool for FindFreeTime {
 
     async fn run(&self, c: &Call<'_>, a: FreeArgs) -> Result<Done, Refusal> {
         let svc = service(c)?;
+        // A named day with times in `from`/`to` ("friday", 12:00 to 17:00):
+        // the times are the hours looked at.
+        let (day_start, day_end) = match a.range {
+            Some(_) => (a.day_start.or(clock(&a.from)), a.day_end.or(clock(&a.to))),
+            None => (a.day_start, a.day_end),
+        };
         let span = span(c, a.range, a.from, a.to).await?;
         let minutes = a.duration_minutes.unwrap_or(30);
         let op = op(OperationAction::Search, format!("free {minutes} min, {}", span.label), None);
@@ -539,8 +561,8 @@ impl Tool for FindFreeTime {
             to: span.to.clone(),
             duration_minutes: minutes,
             timezone: zone_name(c),
-            day_start: a.day_start,
-            day_end: a.day_end,
+            day_start,
+            day_end,
             include_weekends: a.include_weekends || (span.said.is_some() && span.one_day),
         };
         read(svc.free_and_busy(c.user, &q).await.map(|s| with_days(to_json(&s), &span)), op)

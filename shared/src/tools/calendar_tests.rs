@@ -290,7 +290,7 @@ async fn named_ranges_resolve_in_the_users_zone_and_a_project_filter_says_what_i
     let theirs = run_in(&reg, "alice", "list_calendar_events", theirs).await;
     assert_eq!(theirs.error_code.as_deref(), Some("link_not_found"));
 
-    for bad in [json!({"range": "this_week", "from": "2026-12-01"}), json!({"from": "2026-12-01"}), json!({})] {
+    for bad in [json!({"from": "2026-12-01"}), json!({})] {
         let o = run_in(&reg, "alice", "list_calendar_events", bad.clone()).await;
         assert_eq!(o.error_code.as_deref(), Some("invalid_arguments"), "{bad}");
         assert!(o.content.contains("range"), "{}", o.content);
@@ -385,4 +385,33 @@ async fn a_days_name_in_from_and_to_is_that_range_and_a_list_says_its_events_in_
     assert_eq!(listed["agenda"], "no events", "the meeting is on Friday: {listed}");
     let garbage = run_in(&reg, "alice", "list_calendar_events", json!({"from": "someday", "to": "later"})).await;
     assert!(!garbage.ok, "a word that names no range is still refused: {}", garbage.content);
+}
+
+/// The local model's `find_free_time {range: friday, from: "…T12:00", to:
+/// "…T17:00"}` was refused "not both" and the turn ended in a question:
+/// the range says the days, the times in `from`/`to` the hours looked at.
+#[tokio::test]
+async fn a_range_beside_from_and_to_is_the_days_and_their_times_the_hours() {
+    use crate::calendar::days::Days;
+    let reg = registry();
+    let zone = crate::calendar::Zone::parse(BERLIN).unwrap();
+    let today = zone.local(chrono::Utc::now()).date_naive();
+    let (friday, _) = Days::Friday.resolve(today);
+    let morning = json!({"title": "Standup", "start": format!("{friday}T09:00"), "duration_minutes": 30});
+    let meeting = json!({"title": "Budget review", "start": format!("{friday}T14:00"), "duration_minutes": 60});
+    for ev in [morning, meeting] {
+        assert!(run_in(&reg, "alice", "create_calendar_event", ev).await.ok);
+    }
+    let asked = json!({"range": "friday", "from": format!("{friday}T12:00"), "to": format!("{friday}T17:00"),
+                       "duration_minutes": 120});
+    let free = run_in(&reg, "alice", "find_free_time", asked).await;
+    assert!(free.ok, "{}", free.content);
+    let free = content(&free);
+    let busy: Vec<&str> = free["busy"].as_array().unwrap().iter().map(|b| b["title"].as_str().unwrap()).collect();
+    assert_eq!(busy, ["Budget review"], "the morning standup is outside the asked hours: {free}");
+    assert!(free["note"].as_str().unwrap().contains("`range` (friday) says the days"), "{free}");
+
+    let listed = run_in(&reg, "alice", "list_calendar_events", json!({"range": "friday", "from": "2020-01-01"})).await;
+    assert!(listed.ok, "{}", listed.content);
+    assert_eq!(content(&listed)["events"].as_array().unwrap().len(), 2, "{}", listed.content);
 }

@@ -74,13 +74,19 @@ pub fn pack_scope(deps: &TurnDeps, view: &SessionView) -> Option<PackKey> {
 /// `calendar` scope; `None` elsewhere or without a calendar (the daily
 /// brief's events are in its mode block). Read in the zone the request
 /// names, else the user's chosen one, else UTC; the block says which.
-pub async fn load_agenda(deps: &TurnDeps, user: &UserId, ct: ContextType, zone: Option<Zone>) -> Option<String> {
+pub async fn load_agenda(
+    deps: &TurnDeps,
+    user: &UserId,
+    ct: ContextType,
+    zone: Option<Zone>,
+    message: &str,
+) -> Option<String> {
     let cal = deps.calendar.as_ref()?;
     let days = match ct {
         ContextType::Calendar => 7,
         _ => return None,
     };
-    crate::calendar::agenda::agenda(cal, user, zone, days, chrono::Utc::now()).await
+    crate::calendar::agenda::agenda(cal, user, zone, days, chrono::Utc::now(), message).await
 }
 
 pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -> Prepared {

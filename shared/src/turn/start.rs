@@ -213,7 +213,9 @@ async fn open(
     let pack = OptionFuture::from(
         context::pack_scope(deps, &view).map(|s| context::load_pack(deps, ids.user, s, turn.timezone, exit)),
     );
-    let pack = async { tokio::join!(pack, context::load_agenda(deps, ids.user, view.context_type, turn.timezone)) };
+    let pack = async {
+        tokio::join!(pack, context::load_agenda(deps, ids.user, view.context_type, turn.timezone, &turn.message))
+    };
     let mut lease = LeaseGuard::new((deps.store.clone(), deps.store.clone()), ids.user, &view.id, ids.turn_id, exit);
     // A `stream_run_id` may be the retry of a first turn that opened a
     // session already: its claim is read beside the budgets' admission (the
@@ -287,8 +289,9 @@ async fn resume(
     let early = named
         .and_then(|v| context::pack_scope(deps, &v))
         .map(|s| context::load_pack(deps, user, s, turn.timezone, exit));
-    let early_agenda =
-        OptionFuture::from(turn.context_type.map(|c| context::load_agenda(deps, user, c, turn.timezone)));
+    let early_agenda = OptionFuture::from(
+        turn.context_type.map(|c| context::load_agenda(deps, user, c, turn.timezone, &turn.message)),
+    );
     let (leased, log, seen, pack, agenda, admitted) = tokio::join!(
         store.acquire_lease(user, sid, ids.lease),
         deps.history.recent_log_bounded(user, sid, limit, deps.config.history_first_page.unwrap_or(limit)),
@@ -406,7 +409,7 @@ async fn settle_reads(
     };
     let agenda = match early.1 {
         Some(a) => a,
-        None => context::load_agenda(deps, user, view.context_type, turn.timezone).await,
+        None => context::load_agenda(deps, user, view.context_type, turn.timezone, &turn.message).await,
     };
     (pack, agenda)
 }
