@@ -128,6 +128,9 @@ class Turn:
     def __init__(self) -> None:
         self.events: List[Dict[str, Any]] = []
         self.text = ""
+        # Where the answer being streamed began: an `answer_check` asked_again
+        # withdraws the text since then (the chat page drops it too).
+        self.answer_at = 0
         self.session_id = ""
         self.answered: set = set()
 
@@ -137,6 +140,10 @@ class Turn:
             run.first_event_s = round(t, 1)
         if name == "text_delta":
             self.text += ev.get("content", "")
+        elif name in ("tool_result", "approval_required"):
+            self.answer_at = len(self.text)
+        elif name == "answer_check" and ev.get("verdict") == "asked_again":
+            self.text = self.text[:self.answer_at]
         elif name == "tool_call":
             fn = ev["tool_call"]["function"]
             run.tool_calls.append(fn["name"])
@@ -560,7 +567,16 @@ def self_test() -> int:
     if on_or_after(today, 4) != datetime.date(2026, 12, 11) or on_or_after(today, 6) != today:
         print("on_or_after is off", file=sys.stderr)
         bad.append(("on_or_after", False, False))
-    print(f"self-test: {len(cases) + 1 - len(bad)}/{len(cases) + 1} passed")
+    # An answer asked again is withdrawn: the judge reads only the one that stood.
+    turn, run = Turn(), Run("self")
+    for name, ev in [("text_delta", {"content": "Let me look. "}), ("tool_result", {"ok": True}),
+                     ("text_delta", {"content": "What is on my calendar tomorrow?"}),
+                     ("answer_check", {"verdict": "asked_again"}), ("text_delta", {"content": "The dentist."})]:
+        turn.add(name, ev, 0.0, run)
+    if turn.text != "Let me look. The dentist.":
+        print(f"a withdrawn answer is still read: {turn.text!r}", file=sys.stderr)
+        bad.append(("withdrawn", False, False))
+    print(f"self-test: {len(cases) + 2 - len(bad)}/{len(cases) + 2} passed")
     return 1 if bad else 0
 
 

@@ -382,3 +382,65 @@ async fn free_time_names_the_conflict_and_this_week_is_the_servers_whole_week() 
     assert!(titles.contains(&json!("Launch prep")) && titles.contains(&json!("Brunch")), "{week}");
     assert!(week["days"].as_str().unwrap().starts_with("this_week: Mon"), "{week}");
 }
+
+/// The calendar block carries what the message says in the tools' terms
+/// (calendar/spoken): the local model wrote 10:30 for "half past nine" and
+/// `until` for "three sessions" with the words in front of it.
+#[tokio::test]
+async fn the_calendar_block_reads_the_messages_times_and_series_into_values() {
+    let t = TestApp::new().await;
+    t.llm.push(Reply::text(&["Which days?"]));
+    t.turn("alice", in_calendar("put my standup in, half past nine every weekday")).await;
+    let prompt = system_prompt(&t.llm.requests()[0]);
+    assert!(prompt.contains(shared::calendar::spoken::HEADING), "{prompt}");
+    assert!(prompt.contains("- \"half past nine\" = 09:30"), "{prompt}");
+    assert!(prompt.contains("- \"every weekday\" = \"repeat\": {\"every\":\"monday_to_friday\"}"), "{prompt}");
+    assert!(prompt.contains("- \"the first one\" = \"start\": \""), "{prompt}");
+
+    // A message that names no time, day or series adds nothing.
+    t.llm.push(Reply::text(&["Hello."]));
+    t.turn("alice", in_calendar("hi there")).await;
+    let prompt = system_prompt(t.llm.requests().last().unwrap());
+    assert!(!prompt.contains(shared::calendar::spoken::HEADING), "{prompt}");
+}
+
+/// After a successful list the local model answered with the question
+/// itself; such an answer is asked again once (`no_answer`) and the real
+/// answer stands, the echo kept in the log out of context.
+#[tokio::test]
+async fn an_answer_that_only_repeats_the_question_after_a_read_is_asked_again() {
+    let t = TestApp::new().await;
+    let day = berlin_today() + Duration::days(1);
+    calendar(&t)
+        .create(&UserId::parse("alice").unwrap(), &new_event("Dentist", format!("{day}T09:00"), None))
+        .await
+        .unwrap();
+    t.llm.push(Reply::tool_calls(&[("list_calendar_events", json!({"range": "tomorrow"}))]));
+    t.llm.push(Reply::text(&["What is on my calendar tomorrow?"]));
+    t.llm.push(Reply::text(&["Tomorrow you have the Dentist at 09:00."]));
+    let turn = t.turn("alice", in_calendar("What is on my calendar tomorrow?")).await;
+    let checks: Vec<(Value, Vec<Value>)> = turn
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::AnswerCheck { verdict, mismatches } => {
+                Some((json!(verdict), mismatches.iter().map(|m| json!(m.kind)).collect()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checks, [(json!("asked_again"), vec![json!("no_answer")])], "{:?}", turn.kinds());
+    let requests = t.llm.requests();
+    assert_eq!(requests.len(), 3, "asked once more");
+    let note = requests[2]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(note.contains("repeated the user's question"), "{note}");
+    assert!(requests[2]["tools"].as_array().is_none_or(|t| t.is_empty()), "no tools the second time");
+
+    // A true answer after a read is not asked again.
+    t.llm.push(Reply::tool_calls(&[("list_calendar_events", json!({"range": "tomorrow"}))]));
+    t.llm.push(Reply::text(&["Just the Dentist at 09:00."]));
+    let before = t.llm.request_count();
+    let ok = t.turn("alice", in_calendar("What is on my calendar tomorrow?")).await;
+    assert!(!ok.kinds().contains(&"answer_check"), "{:?}", ok.kinds());
+    assert_eq!(t.llm.request_count() - before, 2);
+}

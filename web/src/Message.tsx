@@ -50,9 +50,11 @@ export function Message({ message, onApproval }: { message: ChatMessage; onAppro
           return (
             <div key={i} className={`answer-check ${part.data.verdict}`} data-testid="answer-check">
               <p>
-                {part.data.verdict === 'asked_again'
-                  ? '⚠ The answer above claimed what no tool did; asked again:'
-                  : '⚠ Correction:'}
+                {part.data.verdict !== 'asked_again'
+                  ? '⚠ Correction:'
+                  : part.data.mismatches.some((m) => m.kind === 'no_answer')
+                    ? '⚠ The answer above did not answer; asked again:'
+                    : '⚠ The answer above claimed what no tool did; asked again:'}
               </p>
               {part.data.mismatches.map((m, j) => (
                 <p key={j} className="note">

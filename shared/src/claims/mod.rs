@@ -20,6 +20,7 @@
 //! - a long answer is read at its ends ([`READ_CHARS`]), so the check stays
 //!   cheap whatever the answer's size.
 
+pub mod echo;
 #[cfg(test)]
 mod tests;
 mod vocab;
@@ -62,6 +63,9 @@ pub enum MismatchKind {
     ClaimedNotDone,
     /// A tool committed it; the answer says it was not done.
     DoneButDenied,
+    /// After a tool ran, the answer only repeated the question or a tool's
+    /// description ([`echo`]): it answered nothing.
+    NoAnswer,
 }
 
 /// What one clause of the answer says about one kind of change.
@@ -159,6 +163,7 @@ fn mismatch(kind: MismatchKind, action: OperationAction, name: Option<&str>, quo
     let note = match kind {
         MismatchKind::ClaimedNotDone => format!("Not done: no tool confirmed a {what} this turn."),
         MismatchKind::DoneButDenied => format!("Done after all: the {what} was committed this turn."),
+        MismatchKind::NoAnswer => "No answer: the reply only repeated the question.".to_string(),
     };
     ClaimMismatch { kind, action, entity_name: name.map(str::to_string), quote: quote.to_string(), note }
 }

@@ -347,7 +347,7 @@ impl<'a> ModelLoop<'a> {
             let can_run = self.tools.is_some() && round < max_rounds;
             let outcome = match answer.outcome {
                 Outcome::Complete if calls.is_empty() => {
-                    return Ok(self.answered(assistant, &messages, round, sink).await)
+                    return Ok(self.answered(assistant, &messages, offered, round, sink).await)
                 }
                 Outcome::Complete if can_run => None,
                 outcome => Some(outcome),

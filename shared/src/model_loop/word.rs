@@ -8,9 +8,13 @@
 //! - an answer that still does not match stands with `answer_check`
 //!   (`corrected`), and the stored answer carries the mismatches;
 //! - an answer that comes with calls waiting for the user's yes cannot be
-//!   asked again (the turn waits): it is corrected at once.
+//!   asked again (the turn waits): it is corrected at once;
+//! - after a tool ran this turn, an answer that only repeats the question or
+//!   a tool's description ([`crate::claims::echo`]) is asked again the same
+//!   way (`no_answer`), once.
 
 use super::{LoopEnd, ModelLoop, Outcome};
+use crate::claims::echo::{self, Echoed};
 use crate::claims::{check, note_for_model, ClaimMismatch};
 use crate::message::{ChatMessage, Role, StoredMessage};
 use crate::sse::{CheckVerdict, EventSink, StreamEvent};
@@ -21,6 +25,7 @@ impl ModelLoop<'_> {
         &mut self,
         mut first: StoredMessage,
         messages: &[ChatMessage],
+        offered: &[serde_json::Value],
         round: usize,
         sink: &mut EventSink,
     ) -> LoopEnd {
@@ -30,7 +35,14 @@ impl ModelLoop<'_> {
         // April newsletter. Approve?"), a change no `operation` shows; the
         // plan's own writes are steps of the turns that run it, checked there.
         let planned = sink.stats().planned;
-        let mismatches = if self.keeps_word && !planned { check(said, &steps) } else { vec![] };
+        let mut mismatches = if self.keeps_word && !planned { check(said, &steps) } else { vec![] };
+        let echoed = match mismatches.is_empty() && self.keeps_word {
+            true => self.echoed(said, messages, offered, sink),
+            false => None,
+        };
+        if let Some((_, m)) = &echoed {
+            mismatches.push(m.clone());
+        }
         if mismatches.is_empty() {
             return self.end(vec![first], Outcome::Complete);
         }
@@ -44,7 +56,11 @@ impl ModelLoop<'_> {
         again.push(first.to_chat());
         // As the user's turn: strict chat templates take no system message
         // after the first, and the last message must be the user's or a tool's.
-        again.push(ChatMessage::user(note_for_model(&mismatches, &steps)));
+        let note = match echoed {
+            Some((what, _)) => echo::note_for_model(what),
+            None => note_for_model(&mismatches, &steps),
+        };
+        again.push(ChatMessage::user(note));
         first.include_in_context = false;
         first.claim_mismatches = mismatches;
         let answer = self.ask(&again, vec![], round + 1, sink).await;
@@ -60,7 +76,11 @@ impl ModelLoop<'_> {
         if answer.outcome != Outcome::Complete {
             return self.end(vec![first, second], answer.outcome);
         }
-        let left = check(second.content.as_deref().unwrap_or_default(), &steps);
+        let again_said = second.content.as_deref().unwrap_or_default();
+        let mut left = check(again_said, &steps);
+        if left.is_empty() {
+            left.extend(self.echoed(again_said, messages, offered, sink).map(|(_, m)| m));
+        }
         let mut end = self.corrected(second, left, sink).await;
         end.unsaved.insert(0, first);
         end
@@ -75,6 +95,23 @@ impl ModelLoop<'_> {
     ) -> LoopEnd {
         self.correct(&mut answer, mismatches, sink).await;
         self.end(vec![answer], Outcome::Complete)
+    }
+
+    /// `said` only repeats the question or a tool's description, after a tool ran this turn.
+    fn echoed(
+        &self,
+        said: &str,
+        messages: &[ChatMessage],
+        offered: &[serde_json::Value],
+        sink: &EventSink,
+    ) -> Option<(Echoed, ClaimMismatch)> {
+        if sink.stats().tool_calls == 0 {
+            return None;
+        }
+        let question = messages.iter().rev().find(|m| m.role == Role::User)?.content.as_deref()?;
+        let descriptions: Vec<&str> =
+            offered.iter().filter_map(|t| t.pointer("/function/description").and_then(|d| d.as_str())).collect();
+        echo::echoed(said, question, &descriptions)
     }
 
     /// Marks `answer` with its mismatches and tells the client (no-op without any).

@@ -1,0 +1,128 @@
+//! An answer that answers nothing: after a tool ran this turn, the model's
+//! final text only repeats the user's question ("What is on my calendar
+//! tomorrow?") or a tool's description back — what the local model did
+//! after a successful list or free-time call (issue 40). Deterministic, by
+//! the longest run of words the answer shares with either; silent when the
+//! answer adds more than a few words of its own.
+
+use super::{ClaimMismatch, MismatchKind};
+use crate::entities::OperationAction;
+
+/// At most this many words of an answer are compared (an echo is short).
+const MAX_WORDS: usize = 200;
+
+/// What the answer repeated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Echoed {
+    Question,
+    ToolDescription,
+}
+
+/// The mismatch when `answer` only repeats `question` or one of `descriptions`.
+pub fn echoed(answer: &str, question: &str, descriptions: &[&str]) -> Option<(Echoed, ClaimMismatch)> {
+    let a = words(answer);
+    if a.is_empty() || a.len() > MAX_WORDS {
+        return None;
+    }
+    let q = words(question);
+    let run = longest_run(&a, &q);
+    // Nearly all of the question in a row, and hardly a word besides it: "You
+    // are free on Friday afternoon" to "Am I free on Friday afternoon?"
+    // shares four words of six, and answers.
+    let question = q.len() >= 3 && run >= 3 && run * 5 >= q.len() * 4 && a.len() - run <= 2;
+    let description = !question
+        && descriptions.iter().any(|d| {
+            let run = longest_run(&a, &words(d));
+            run >= 8 && run * 3 >= a.len() * 2
+        });
+    let what = match (question, description) {
+        (true, _) => Echoed::Question,
+        (_, true) => Echoed::ToolDescription,
+        _ => return None,
+    };
+    let note = match what {
+        Echoed::Question => "No answer: the reply repeated the question.",
+        Echoed::ToolDescription => "No answer: the reply repeated a tool's description.",
+    };
+    let quote: String = answer.trim().chars().take(120).collect();
+    let m = ClaimMismatch {
+        kind: MismatchKind::NoAnswer,
+        action: OperationAction::Read,
+        entity_name: None,
+        quote,
+        note: note.into(),
+    };
+    Some((what, m))
+}
+
+/// What the model is told when asked again.
+pub fn note_for_model(what: Echoed) -> String {
+    let repeated = match what {
+        Echoed::Question => "repeated the user's question",
+        Echoed::ToolDescription => "repeated a tool's description",
+    };
+    format!(
+        "[A check by the app, not the user's words] Your answer above {repeated} instead of answering it. \
+         Answer the user's question now, briefly, from the tool results above. Do not call tools."
+    )
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// The longest run of consecutive words `a` and `b` share.
+fn longest_run(a: &[String], b: &[String]) -> usize {
+    let mut best = 0;
+    let mut prev = vec![0usize; b.len() + 1];
+    for x in a {
+        let mut row = vec![0usize; b.len() + 1];
+        for (j, y) in b.iter().enumerate() {
+            if x == y {
+                row[j + 1] = prev[j] + 1;
+                best = best.max(row[j + 1]);
+            }
+        }
+        prev = row;
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIST: &str = "List everything on the user's calendar over some days: give `range` (`today`, \
+        `this_week`, …) or `from` and `to`.";
+
+    #[test]
+    fn a_repeated_question_or_description_is_no_answer() {
+        let q = "What is on my calendar tomorrow?";
+        for echo in [
+            "What is on my calendar tomorrow?",
+            "what is on my calendar tomorrow",
+            "Sure! What is on my calendar tomorrow?",
+        ] {
+            let (what, m) = echoed(echo, q, &[LIST]).expect(echo);
+            assert_eq!((what, m.kind), (Echoed::Question, MismatchKind::NoAnswer), "{echo}");
+        }
+        let parroted = "List everything on the user's calendar over some days: give range today this_week";
+        assert_eq!(echoed(parroted, q, &[LIST]).map(|e| e.0), Some(Echoed::ToolDescription));
+    }
+
+    #[test]
+    fn an_answer_that_says_something_is_left_alone() {
+        let q = "Am I free on Friday afternoon?";
+        for fine in [
+            "You are free on Friday afternoon.",
+            "No: on Friday afternoon you have the Budget review at 14:00.",
+            "Tomorrow: Dentist 09:00–10:00 and Team sync 14:00.",
+            "Yes.",
+            "",
+        ] {
+            assert!(echoed(fine, q, &[LIST]).is_none(), "{fine}");
+        }
+        // A short question is not a pattern to find.
+        assert!(echoed("Hi there", "Hi", &[]).is_none());
+    }
+}
