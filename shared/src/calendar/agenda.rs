@@ -9,8 +9,9 @@
 
 use super::model::{EventInstance, SkippedEvent, Zone};
 use super::service::{CalendarService, ListQuery, ZoneSource};
-use crate::ids::UserId;
+use crate::ids::{ProjectId, UserId};
 use chrono::{DateTime, Duration, Utc};
+use std::collections::HashMap;
 
 /// At most this many occurrences are written into the prompt.
 pub const MAX_AGENDA_LINES: usize = 40;
@@ -48,7 +49,9 @@ pub async fn agenda(
             return None;
         }
     };
-    let block = render(zone, source, now, days, &list.events) + &skipped_line(&list.skipped);
+    let names =
+        cal.project_names(user, list.events.iter().take(MAX_AGENDA_LINES).filter_map(|e| e.project_id.as_ref())).await;
+    let block = render(zone, source, now, days, &list.events, &names) + &skipped_line(&list.skipped);
     // The message's times and days in the tools' terms, right under the days they fall on.
     let read = super::spoken::block(message, zone.local(now).naive_local());
     Some(if read.is_empty() { block } else { format!("{block}\n\n{read}") })
@@ -79,7 +82,14 @@ pub fn skipped_line(skipped: &[SkippedEvent]) -> String {
 /// it. Small models get weekday arithmetic wrong ("next Tuesday") and copy
 /// best from what stands next to the words they look for: "tomorrow" and
 /// its date and events are one line, each event's time without its date.
-pub fn render(zone: Zone, source: ZoneSource, now: DateTime<Utc>, days: i64, events: &[EventInstance]) -> String {
+pub fn render(
+    zone: Zone,
+    source: ZoneSource,
+    now: DateTime<Utc>,
+    days: i64,
+    events: &[EventInstance],
+    projects: &HashMap<ProjectId, String>,
+) -> String {
     let local = zone.local(now);
     let mut out = format!(
         "Calendar: now is {} ({}), time zone {} ({}). Write times as local times in this zone (YYYY-MM-DDTHH:MM).",
@@ -108,7 +118,7 @@ pub fn render(zone: Zone, source: ZoneSource, now: DateTime<Utc>, days: i64, eve
         let on_day: Vec<String> = shown
             .iter()
             .filter(|e| i < days && start_day(&e.start).map_or(i == 0, |s| s.max(today) == d))
-            .map(occurrence)
+            .map(|e| occurrence(e, projects))
             .collect();
         let listed = match (i < days, on_day.is_empty()) {
             (false, _) => String::new(),
@@ -137,9 +147,11 @@ fn start_day(t: &str) -> Option<chrono::NaiveDate> {
     t.get(..10).and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
 }
 
-/// `“Review” 10:00–11:00 (event_id …)`, the title first and quoted (as the pack names
-/// entities); the end's date only when it is another day's.
-fn occurrence(e: &EventInstance) -> String {
+/// `“Review” 10:00–11:00 (project “Launch”, event_id …)`, the title first and quoted
+/// (as the pack names entities); the end's date only when it is another day's; the
+/// project by name, so "only the Launch project" is read off the block (the local
+/// model answered it with every event, or with none).
+fn occurrence(e: &EventInstance, projects: &HashMap<ProjectId, String>) -> String {
     let when = if e.all_day {
         "all day".to_string()
     } else {
@@ -153,7 +165,11 @@ fn occurrence(e: &EventInstance) -> String {
         }
     };
     let inst = e.instance.map(|i| format!(", instance {i}")).unwrap_or_default();
-    format!("“{}” {when} (event_id {}{inst})", e.title, e.event_id)
+    let project = match e.project_id.as_ref().and_then(|p| projects.get(p)) {
+        Some(name) => format!("project “{name}”, "),
+        None => String::new(),
+    };
+    format!("“{}” {when} ({project}event_id {}{inst})", e.title, e.event_id)
 }
 
 #[cfg(test)]
@@ -179,7 +195,12 @@ mod tests {
             task_id: None,
             version: 1,
         };
-        let block = render(zone, ZoneSource::Turn, now, 7, &[ev]);
+        let block = render(zone, ZoneSource::Turn, now, 7, &[ev.clone()], &HashMap::new());
+        // An event of a project says which, by name.
+        let p = ProjectId::new();
+        let launch = EventInstance { project_id: Some(p.clone()), ..ev.clone() };
+        let named = render(zone, ZoneSource::Turn, now, 7, &[launch], &HashMap::from([(p, "Launch".to_string())]));
+        assert!(named.contains("“Dentist” 09:00–10:00 (project “Launch”, event_id e1)"), "{named}");
         assert!(
             block.contains(
                 "now is Thursday 2026-11-26 15:20 (UTC+01:00), time zone Europe/Berlin (this turn's zone, from the user's device)."
@@ -191,9 +212,9 @@ mod tests {
         assert!(block.contains("\n- Tuesday 2026-12-01 (next Tuesday): no events\n"), "{block}");
         assert!(block.ends_with("\n- Wednesday 2026-12-02 (next Wednesday): no events"), "{block}");
         // The daily brief: today's events only, and the week's dates still named.
-        let brief = render(zone, ZoneSource::Stored, now, 1, &[]);
+        let brief = render(zone, ZoneSource::Stored, now, 1, &[], &HashMap::new());
         assert!(brief.contains("time zone Europe/Berlin (the user's chosen zone)."), "{brief}");
-        let utc = render(Zone::UTC, ZoneSource::Default, now, 1, &[]);
+        let utc = render(Zone::UTC, ZoneSource::Default, now, 1, &[], &HashMap::new());
         assert!(utc.contains("time zone UTC (UTC: the user has chosen no zone)."), "{utc}");
         assert!(brief.contains("Today's events, then the dates of the coming days:"), "{brief}");
         assert!(

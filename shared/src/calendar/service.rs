@@ -20,7 +20,7 @@ use super::remote::{Remote, RemoteCalendar};
 use super::store::{EventStore, WriteError};
 use super::{edit, sync};
 use crate::entities::{EntityKind, EntityService};
-use crate::ids::{EventId, UserId};
+use crate::ids::{EventId, ProjectId, UserId};
 use chrono::{DateTime, Duration, NaiveTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -207,6 +207,20 @@ impl CalendarService {
             false => vec![],
         };
         Ok((events, skipped))
+    }
+
+    /// The names of the user's projects among `ids` (each read once; one
+    /// not found, or not the user's, is left out).
+    pub async fn project_names<'a>(
+        &self,
+        user: &UserId,
+        ids: impl Iterator<Item = &'a ProjectId>,
+    ) -> std::collections::HashMap<ProjectId, String> {
+        let mut ids: Vec<&ProjectId> = ids.collect();
+        ids.sort_by_key(|p| p.to_string());
+        ids.dedup();
+        let read = ids.into_iter().map(|p| async move { (p.clone(), self.entities.get_project(user, p).await) });
+        futures::future::join_all(read).await.into_iter().filter_map(|(p, r)| r.ok().map(|pr| (p, pr.name))).collect()
     }
 
     pub async fn create(&self, user: &UserId, input: &NewEvent) -> Result<Written, CalendarError> {
