@@ -195,7 +195,7 @@ mod tests {
             task_id: None,
             version: 1,
         };
-        let block = render(zone, ZoneSource::Turn, now, 7, &[ev.clone()], &HashMap::new());
+        let block = render(zone, ZoneSource::Turn, now, 7, std::slice::from_ref(&ev), &HashMap::new());
         // An event of a project says which, by name.
         let p = ProjectId::new();
         let launch = EventInstance { project_id: Some(p.clone()), ..ev.clone() };
