@@ -394,7 +394,7 @@ async fn the_calendar_block_reads_the_messages_times_and_series_into_values() {
     let prompt = system_prompt(&t.llm.requests()[0]);
     assert!(prompt.contains(shared::calendar::spoken::HEADING), "{prompt}");
     assert!(prompt.contains("- \"half past nine\" = 09:30"), "{prompt}");
-    assert!(prompt.contains("- \"every weekday\" = \"repeat\": {\"every\":\"monday_to_friday\"}"), "{prompt}");
+    assert!(prompt.contains("- \"every weekday\" = \"repeat\": {\"every\": \"monday_to_friday\"}"), "{prompt}");
     assert!(prompt.contains("- \"the first one\" = \"start\": \""), "{prompt}");
 
     // A message that names no time, day or series adds nothing.

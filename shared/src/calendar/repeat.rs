@@ -67,10 +67,13 @@ pub struct Repeat {
     /// With `every: week`: the days (default: the start's day).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_days: Vec<Day>,
-    /// The last day it may happen (`2027-03-31`), the user's zone.
+    /// Only when the user names an end date: the last day it may happen
+    /// (YYYY-MM-DD), the user's zone.
+    // No example date in the description: the local model copied the one
+    // there was (2027-03-31) in place of "three sessions".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
-    /// Or: how many times it happens in all.
+    /// Or: how many times it happens in all ("three sessions": 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 999)]
     pub count: Option<u32>,

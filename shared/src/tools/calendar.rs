@@ -411,7 +411,8 @@ pub struct UpdateArgs {
     pub scope: Option<EditScope>,
     #[serde(default)]
     pub title: Option<String>,
-    /// New local start; the length is kept unless `end` or `duration_minutes` is given.
+    /// New local start (`2026-12-08T16:00`; a time alone, `16:00`, keeps the day); the
+    /// length is kept unless `end` or `duration_minutes` is given.
     #[serde(default)]
     pub start: Option<String>,
     #[serde(default)]
@@ -448,20 +449,32 @@ impl Tool for UpdateCalendarEvent {
         // user's id reveals no name), without a second read of the event.
         let op = op(OperationAction::Update, id.to_string(), Some(id.to_string()));
         let fail = |e| Refusal::Calendar(e, Some(op.clone()));
-        let recurrence = match (&a.repeat, &a.rrule) {
-            (None, None) => None,
+        let clocks = (bare_clock(a.start.as_deref()), bare_clock(a.end.as_deref()));
+        let needs_event = a.repeat.is_some() || a.rrule.is_some() || clocks.0.is_some() || clocks.1.is_some();
+        let ev = if needs_event { Some(svc.get(c.user, &id).await.map_err(fail)?) } else { None };
+        let (mut start, mut end) = (a.start, a.end);
+        if let Some(ev) = &ev {
+            // A bare clock time ("16:00", "4pm") keeps the day: the local
+            // model moved "my 3pm tomorrow to 4pm" with `start: "16:00"`, was
+            // refused (not a date), and gave up.
+            let day = occurrence_day(a.instance.as_deref(), ev);
+            let at = |t: chrono::NaiveTime| day.and_time(t).format("%Y-%m-%dT%H:%M").to_string();
+            start = clocks.0.map(at).or(start);
+            end = clocks.1.map(at).or(end);
+        }
+        let recurrence = match (&a.repeat, &a.rrule, &ev) {
             // `repeat` is read against the series' own start and zone.
-            _ => {
-                let ev = svc.get(c.user, &id).await.map_err(fail)?;
-                let start = a.start.clone().unwrap_or_else(|| ev.start.to_string());
-                rule_of(a.repeat.as_ref(), a.rrule.as_deref(), &start, ev.timezone).map_err(fail)?
+            (Some(_), _, Some(ev)) | (_, Some(_), Some(ev)) => {
+                let from = start.clone().unwrap_or_else(|| ev.start.to_string());
+                rule_of(a.repeat.as_ref(), a.rrule.as_deref(), &from, ev.timezone).map_err(fail)?
             }
+            _ => None,
         };
         let target = Target { instance: a.instance, scope: a.scope };
         let changes = EventChanges {
             title: a.title,
-            start: a.start,
-            end: a.end,
+            start,
+            end,
             duration_minutes: a.duration_minutes,
             timezone: None,
             location: a.location,
@@ -470,6 +483,33 @@ impl Tool for UpdateCalendarEvent {
         };
         written(svc.update_changing(c.user, &id, &target, &changes).await, op, OperationAction::Update)
     }
+}
+
+/// `16:00`, `9:30`, `4pm`, `4:30 p.m.`: a time of day with no date.
+fn bare_clock(s: Option<&str>) -> Option<chrono::NaiveTime> {
+    let s = s?.trim().to_ascii_lowercase().replace('.', "");
+    let (digits, pm) = match (s.strip_suffix("pm"), s.strip_suffix("am")) {
+        (Some(d), _) => (d.trim().to_string(), Some(true)),
+        (_, Some(d)) => (d.trim().to_string(), Some(false)),
+        _ => (s.clone(), None),
+    };
+    let t = ["%H:%M", "%H:%M:%S"].iter().find_map(|f| chrono::NaiveTime::parse_from_str(&digits, f).ok());
+    let t = match (t, pm) {
+        (Some(t), None) => return Some(t),
+        (Some(t), Some(_)) => t,
+        (None, Some(_)) => chrono::NaiveTime::from_hms_opt(digits.parse().ok()?, 0, 0)?,
+        (None, None) => return None,
+    };
+    use chrono::Timelike;
+    let h = t.hour() % 12 + if pm == Some(true) { 12 } else { 0 };
+    t.with_hour(h)
+}
+
+/// The local day of the occurrence an update names (`instance`: its date or
+/// its listed start), else of the event's start.
+fn occurrence_day(instance: Option<&str>, ev: &crate::calendar::CalendarEvent) -> chrono::NaiveDate {
+    let named = instance.and_then(|i| i.get(..10)).and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
+    named.unwrap_or_else(|| ev.timezone.local(ev.start.instant(ev.timezone)).date_naive())
 }
 
 #[derive(Debug, Clone, Deserialize, ToSchema)]

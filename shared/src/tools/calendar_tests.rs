@@ -415,3 +415,51 @@ async fn a_range_beside_from_and_to_is_the_days_and_their_times_the_hours() {
     assert!(listed.ok, "{}", listed.content);
     assert_eq!(content(&listed)["events"].as_array().unwrap().len(), 2, "{}", listed.content);
 }
+
+/// The local model moved "my 3pm tomorrow to 4pm" with `start: "16:00"` and
+/// was refused (not a date): a time alone keeps the event's day, or the
+/// named occurrence's.
+#[tokio::test]
+async fn a_time_alone_in_an_update_keeps_the_day() {
+    let reg = registry();
+    let zone = crate::calendar::Zone::parse(BERLIN).unwrap();
+    let tomorrow = zone.local(chrono::Utc::now()).date_naive() + chrono::Duration::days(1);
+    let made = json!({"title": "Design review", "start": format!("{tomorrow}T15:00"), "duration_minutes": 60});
+    let made = content(&run_in(&reg, "alice", "create_calendar_event", made).await);
+    let id = made["event"]["id"].as_str().unwrap().to_string();
+    for (said, want) in [("16:00", "16:00"), ("4:30 p.m.", "16:30"), ("9am", "09:00")] {
+        let moved = run_in(&reg, "alice", "update_calendar_event", json!({"event_id": id, "start": said})).await;
+        assert!(moved.ok, "{said}: {}", moved.content);
+        let start = local(zone, content(&moved)["event"]["start"].as_str().unwrap());
+        assert_eq!(start, format!("{tomorrow}T{want}"), "{said}");
+    }
+    // One occurrence of a daily series, named by its date.
+    let series = json!({"title": "Standup", "start": format!("{tomorrow}T09:30"), "duration_minutes": 15,
+                        "repeat": {"every": "day"}});
+    let series = content(&run_in(&reg, "alice", "create_calendar_event", series).await);
+    let sid = series["event"]["id"].as_str().unwrap().to_string();
+    let day_after = tomorrow + chrono::Duration::days(1);
+    let one = json!({"event_id": sid, "instance": day_after.to_string(), "start": "11:00"});
+    let one = run_in(&reg, "alice", "update_calendar_event", one).await;
+    assert!(one.ok, "{}", one.content);
+    let listed = json!({"from": day_after.to_string(), "to": day_after.to_string()});
+    let listed = content(&run_in(&reg, "alice", "list_calendar_events", listed).await);
+    let standup: Vec<&str> = listed["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["title"] == "Standup")
+        .map(|e| e["start"].as_str().unwrap())
+        .collect();
+    assert_eq!(standup.len(), 1, "{listed}");
+    assert_eq!(local(zone, standup[0]), format!("{day_after}T11:00"), "{standup:?}");
+    // Not a time: still refused, saying what a time is.
+    let bad = run_in(&reg, "alice", "update_calendar_event", json!({"event_id": id, "start": "soonish"})).await;
+    assert!(!bad.ok && bad.content.contains("invalid_time"), "{}", bad.content);
+}
+
+/// An RFC 3339 instant as a local time in `zone` (`2026-12-08T16:00`).
+fn local(zone: crate::calendar::Zone, instant: &str) -> String {
+    let t = chrono::DateTime::parse_from_rfc3339(instant).unwrap().to_utc();
+    zone.local(t).format("%Y-%m-%dT%H:%M").to_string()
+}

@@ -77,7 +77,7 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
     let series = series(&t, &days, until, today);
     let time = one_time(&times);
     if let Some((quote, repeat, first_days)) = &series {
-        out.push(reading(quote, format!("\"repeat\": {}", Value::Object(repeat.clone()))));
+        out.push(reading(quote, format!("\"repeat\": {}", in_order(repeat))));
         if let Some(time) = time {
             let start = first_start(now, single_date(&days), first_days, time);
             out.push(Reading { quote: "the first one".into(), value: start_value(start) });
@@ -135,8 +135,9 @@ fn one_time(times: &[words::Said]) -> Option<NaiveTime> {
 
 /// The one day said, when exactly one is.
 fn single_date(days: &[(String, Day)]) -> Option<NaiveDate> {
-    let ones: Vec<NaiveDate> =
+    let mut ones: Vec<NaiveDate> =
         days.iter().filter_map(|(_, d)| if let Day::On(d) = d { Some(*d) } else { None }).collect();
+    ones.dedup();
     (ones.len() == 1).then(|| ones[0])
 }
 
@@ -211,6 +212,17 @@ fn series(t: &str, days: &[(String, Day)], until: Option<(String, NaiveDate)>, t
         quote = if quote.is_empty() { quotes.join(", ") } else { format!("{quote}, {}", quotes.join(", ")) };
     }
     Some((quote, repeat, first_days))
+}
+
+/// `repeat` as JSON in the order a person says it (`every` first, then how
+/// often, which days, how many or until when), not serde's sorted keys: the
+/// local model dropped a `count` that came first.
+fn in_order(repeat: &Map<String, Value>) -> String {
+    let fields: Vec<String> = ["every", "interval", "on_days", "count", "until"]
+        .iter()
+        .filter_map(|k| repeat.get(*k).map(|v| format!("\"{k}\": {v}")))
+        .collect();
+    format!("{{{}}}", fields.join(", "))
 }
 
 fn full(w: Weekday) -> String {

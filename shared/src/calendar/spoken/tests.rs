@@ -107,12 +107,12 @@ fn a_part_of_the_day_without_a_time_is_a_window() {
 #[test]
 fn series_from_a_sentence() {
     // Every working day at a time already past today: from tomorrow.
-    has("daily scrum on workdays at 9:15", "on workdays = \"repeat\": {\"every\":\"monday_to_friday\"}");
+    has("daily scrum on workdays at 9:15", "on workdays = \"repeat\": {\"every\": \"monday_to_friday\"}");
     has("daily scrum on workdays at 9:15", "the first one = \"start\": \"2026-12-08T09:15\" (Tuesday)");
     // A habit day with a count.
     has(
         "piano lessons on Thursday afternoons at 4, five lessons",
-        "on thursday afternoons, five lessons = \"repeat\": {\"count\":5,\"every\":\"week\",\"on_days\":[\"thursday\"]}",
+        "on thursday afternoons, five lessons = \"repeat\": {\"every\": \"week\", \"on_days\": [\"thursday\"], \"count\": 5}",
     );
     has("piano lessons on Thursday afternoons at 4, five lessons", "at 4 = 16:00");
     has(
@@ -122,27 +122,27 @@ fn series_from_a_sentence() {
     // Every other week, on two days.
     has(
         "1:1 with Jo every other week on tuesdays and fridays at 11",
-        "every other week, on tuesdays, fridays = \"repeat\": {\"every\":\"week\",\"interval\":2,\"on_days\":[\"tuesday\",\"friday\"]}",
+        "every other week, on tuesdays, fridays = \"repeat\": {\"every\": \"week\", \"interval\": 2, \"on_days\": [\"tuesday\",\"friday\"]}",
     );
     has(
         "fortnightly retro, wednesdays 2pm",
-        "fortnightly, wednesdays = \"repeat\": {\"every\":\"week\",\"interval\":2,\"on_days\":[\"wednesday\"]}",
+        "fortnightly, wednesdays = \"repeat\": {\"every\": \"week\", \"interval\": 2, \"on_days\": [\"wednesday\"]}",
     );
     has(
         "every other monday at 8:30",
-        "every other monday = \"repeat\": {\"every\":\"week\",\"interval\":2,\"on_days\":[\"monday\"]}",
+        "every other monday = \"repeat\": {\"every\": \"week\", \"interval\": 2, \"on_days\": [\"monday\"]}",
     );
     has("every other monday at 8:30", "the first one = \"start\": \"2026-12-14T08:30\" (Monday)");
     // For some weeks, until a day.
     has(
         "run club tuesdays 7am for 6 weeks",
-        "tuesdays, for 6 weeks = \"repeat\": {\"count\":6,\"every\":\"week\",\"on_days\":[\"tuesday\"]}",
+        "tuesdays, for 6 weeks = \"repeat\": {\"every\": \"week\", \"on_days\": [\"tuesday\"], \"count\": 6}",
     );
     has(
         "water the plants every day at 8 until december 31",
-        "every day, until december 31 = \"repeat\": {\"every\":\"day\",\"until\":\"2026-12-31\"}",
+        "every day, until december 31 = \"repeat\": {\"every\": \"day\", \"until\": \"2026-12-31\"}",
     );
-    has("rent reminder monthly on the 1st", "monthly = \"repeat\": {\"every\":\"month\"}");
+    has("rent reminder monthly on the 1st", "monthly = \"repeat\": {\"every\": \"month\"}");
     // "three times a week" is how often, not how many.
     lacks("swim 3 times a week", "count");
     // No habit, no series.
