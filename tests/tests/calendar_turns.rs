@@ -444,3 +444,72 @@ async fn an_answer_that_only_repeats_the_question_after_a_read_is_asked_again() 
     assert!(!ok.kinds().contains(&"answer_check"), "{:?}", ok.kinds());
     assert_eq!(t.llm.request_count() - before, 2);
 }
+
+/// Each day the message names comes with its events on its line, read as far
+/// as the days named (up to a month on), beyond the block's seven days: the
+/// local model answered "what is on tomorrow?" with the whole week.
+#[tokio::test]
+async fn a_day_the_message_names_comes_with_its_events() {
+    let t = TestApp::new().await;
+    let alice = UserId::parse("alice").unwrap();
+    let (tomorrow, later) = (berlin_today() + Duration::days(1), berlin_today() + Duration::days(9));
+    for (title, day) in [("Dentist", tomorrow), ("Board dinner", tomorrow + Duration::days(2)), ("Offsite", later)] {
+        calendar(&t).create(&alice, &new_event(title, format!("{day}T10:00"), None)).await.unwrap();
+    }
+    t.llm.push(Reply::text(&["The Dentist."]));
+    t.turn("alice", in_calendar("what's on tomorrow?")).await;
+    let prompt = system_prompt(&t.llm.requests()[0]);
+    let line = prompt.lines().find(|l| l.starts_with("- \"tomorrow\" = ")).unwrap_or_else(|| panic!("{prompt}"));
+    assert!(line.contains("; on the calendar then: “Dentist” 10:00–11:00 (event_id "), "{line}");
+    assert!(!line.contains("Board dinner") && !line.contains("Offsite"), "{line}");
+
+    t.llm.push(Reply::text(&["The offsite."]));
+    t.turn("alice", in_calendar(&format!("and on {later}?"))).await;
+    let prompt = system_prompt(t.llm.requests().last().unwrap());
+    let line =
+        prompt.lines().find(|l| l.starts_with(&format!("- \"{later}\" = "))).unwrap_or_else(|| panic!("{prompt}"));
+    assert!(line.contains("“Offsite” 10:00–11:00"), "a day beyond the block's week is read too: {line}");
+    assert!(
+        !prompt.contains("(next") || !prompt.split("Read from").next().unwrap().contains("Offsite"),
+        "the week's block keeps to its seven days: {prompt}"
+    );
+}
+
+/// The local model answered "find an hour and block it" with "use the
+/// `create_calendar_event` function with …": a described call is withdrawn
+/// and the model asked again with the tools, once; the booking happens.
+#[tokio::test]
+async fn an_answer_that_describes_a_call_is_asked_again_with_the_tools() {
+    let t = TestApp::new().await;
+    let day = berlin_today() + Duration::days(1);
+    t.llm.push(Reply::text(&["To block the hour, use the `create_calendar_event` function with start 10:30."]));
+    t.llm.push(Reply::tool_calls(&[(
+        "create_calendar_event",
+        json!({"title": "Interview prep", "start": format!("{day}T10:30"), "duration_minutes": 60}),
+    )]));
+    t.llm.push(Reply::text(&["Booked Interview prep for 10:30."]));
+    let turn = t.turn("alice", in_calendar("block an hour tomorrow at 10:30 for interview prep")).await;
+    let checks: Vec<Value> = turn
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::AnswerCheck { verdict, mismatches } => Some(json!([verdict, mismatches[0].kind])),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checks, [json!(["asked_again", "no_answer"])], "{:?}", turn.kinds());
+    let requests = t.llm.requests();
+    assert_eq!(requests.len(), 3, "asked again once, then the answer");
+    let last = requests[1]["messages"].as_array().unwrap().last().unwrap().clone();
+    assert!(last["content"].as_str().unwrap().contains("described a call to create_calendar_event"), "{last}");
+    assert!(requests[1]["tools"].as_array().is_some_and(|t| !t.is_empty()), "asked again with the tools");
+    let stored = calendar(&t).list(&UserId::parse("alice").unwrap(), &list_days(day, day)).await.unwrap();
+    assert_eq!(stored.events.len(), 1, "booked");
+
+    // Said twice, it is not asked a third time: the answer stands.
+    t.llm.push(Reply::text(&["Use create_calendar_event with the title."]));
+    t.llm.push(Reply::text(&["Use create_calendar_event with the title, again."]));
+    let before = t.llm.request_count();
+    t.turn("alice", in_calendar("book it")).await;
+    assert_eq!(t.llm.request_count() - before, 2, "one nudge a turn");
+}

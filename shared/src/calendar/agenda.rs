@@ -35,7 +35,10 @@ pub async fn agenda(
         }
     };
     let today = zone.local(now).date_naive();
-    let last = today + Duration::days(days - 1);
+    // The message's days are listed too ("the week after this one"), up to a month on.
+    let read = super::spoken::read(message, zone.local(now).naive_local());
+    let named_last = read.iter().filter_map(|r| r.days.map(|d| d.1)).max().unwrap_or(today);
+    let last = (today + Duration::days(days - 1)).max(named_last.min(today + Duration::days(MAX_READ_AHEAD)));
     let q = ListQuery {
         from: today.to_string(),
         to: last.to_string(),
@@ -49,12 +52,50 @@ pub async fn agenda(
             return None;
         }
     };
-    let names =
-        cal.project_names(user, list.events.iter().take(MAX_AGENDA_LINES).filter_map(|e| e.project_id.as_ref())).await;
-    let block = render(zone, source, now, days, &list.events, &names) + &skipped_line(&list.skipped);
-    // The message's times and days in the tools' terms, right under the days they fall on.
-    let read = super::spoken::block(message, zone.local(now).naive_local());
+    let names = cal.project_names(user, list.events.iter().filter_map(|e| e.project_id.as_ref())).await;
+    let in_days: Vec<EventInstance> = list
+        .events
+        .iter()
+        .filter(|e| start_day(&e.start).is_none_or(|d| d < today + Duration::days(days)))
+        .cloned()
+        .collect();
+    let block = render(zone, source, now, days, &in_days, &names) + &skipped_line(&list.skipped);
+    // The message's times and days in the tools' terms, each named day with
+    // its events: "what is on tomorrow" has its answer on the line that says
+    // "tomorrow" (the local model answered from the whole week's block, or
+    // copied the block itself).
+    let on_days = |a, b| Some(on_days(&list.events, a, b, &names));
+    let read = super::spoken::render(&read, &on_days);
     Some(if read.is_empty() { block } else { format!("{block}\n\n{read}") })
+}
+
+/// How far on the block lists the days a message names.
+pub const MAX_READ_AHEAD: i64 = 31;
+
+/// At most this many occurrences are written on one named day's line.
+pub const MAX_NAMED_DAY_LINES: usize = 15;
+
+/// The occurrences starting on `first`..=`last`, each with its day when the span is longer than one.
+fn on_days(
+    events: &[EventInstance],
+    first: chrono::NaiveDate,
+    last: chrono::NaiveDate,
+    projects: &HashMap<ProjectId, String>,
+) -> String {
+    let on: Vec<&EventInstance> =
+        events.iter().filter(|e| start_day(&e.start).is_some_and(|d| d >= first && d <= last)).collect();
+    if on.is_empty() {
+        return "no events".into();
+    }
+    let line = |e: &&EventInstance| match (first == last, start_day(&e.start)) {
+        (false, Some(d)) => format!("{} {}", d.format("%a %-d %b"), occurrence(e, projects)),
+        _ => occurrence(e, projects),
+    };
+    let mut out: Vec<String> = on.iter().take(MAX_NAMED_DAY_LINES).map(line).collect();
+    if on.len() > MAX_NAMED_DAY_LINES {
+        out.push(format!("… and {} more (list_calendar_events)", on.len() - MAX_NAMED_DAY_LINES));
+    }
+    out.join("; ")
 }
 
 /// At most this many skipped events are named in the block.

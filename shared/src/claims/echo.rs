@@ -55,6 +55,25 @@ pub fn echoed(answer: &str, question: &str, descriptions: &[&str]) -> Option<(Ec
     Some((what, m))
 }
 
+/// What the model is told when it described a call instead of making it.
+pub fn call_note(tool: &str) -> String {
+    format!(
+        "[A check by the app, not the user's words] Your answer above described a call to {tool} instead of \
+         making it. If the user asked for that, make the call now; otherwise answer without naming tools."
+    )
+}
+
+/// The mismatch a described call is.
+pub fn described(tool: &str, answer: &str) -> ClaimMismatch {
+    ClaimMismatch {
+        kind: MismatchKind::NoAnswer,
+        action: OperationAction::Read,
+        entity_name: None,
+        quote: answer.trim().chars().take(120).collect(),
+        note: format!("No answer: the reply described a call to {tool} instead of making it."),
+    }
+}
+
 /// What the model is told when asked again.
 pub fn note_for_model(what: Echoed) -> String {
     let repeated = match what {
@@ -67,8 +86,53 @@ pub fn note_for_model(what: Echoed) -> String {
     )
 }
 
+/// The words of `s`, lowercased, the speaker's pronouns turned to the
+/// listener's: "Is there anything on your plate this week?" repeats
+/// "Anything on my plate this week?".
 fn words(s: &str) -> Vec<String> {
-    s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+    s.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let w = w.to_lowercase();
+            match w.as_str() {
+                "i" | "me" => "you".to_string(),
+                "my" => "your".to_string(),
+                "mine" => "yours".to_string(),
+                "am" => "are".to_string(),
+                "i'm" => "you're".to_string(),
+                _ => w,
+            }
+        })
+        .collect()
+}
+
+/// The second answer only repeats the note it was asked again with.
+pub fn repeats_note(answer: &str, note: &str) -> bool {
+    let a = words(answer);
+    let run = longest_run(&a, &words(note));
+    !a.is_empty() && run >= 4 && run * 3 >= a.len() * 2
+}
+
+/// The tool an answer describes calling instead of calling it ("use the
+/// `create_calendar_event` function with start …", "create_task({...})"):
+/// a tool's name, and a call's shape beside it.
+pub fn described_call<'a>(answer: &str, tools: &[&'a str]) -> Option<&'a str> {
+    let lower = answer.to_lowercase();
+    tools.iter().copied().find(|name| {
+        lower.match_indices(name).any(|(at, _)| {
+            let before = &lower[..at];
+            let after = &lower[at + name.len()..];
+            let whole = !before.ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                && !after.starts_with(|c: char| c.is_alphanumeric() || c == '_');
+            let near: String = after.chars().take(40).collect();
+            let shaped = after.trim_start_matches(['`', '*']).starts_with('(')
+                || lower.contains('{')
+                || ["function", "tool", "call", "with the", "with start", "parameters", "arguments"].iter().any(|w| {
+                    near.contains(w) || before.ends_with(&format!("{w} ")) || before.ends_with(&format!("{w} `"))
+                });
+            whole && shaped
+        })
+    })
 }
 
 /// The longest run of consecutive words `a` and `b` share.
@@ -124,5 +188,40 @@ mod tests {
         }
         // A short question is not a pattern to find.
         assert!(echoed("Hi there", "Hi", &[]).is_none());
+    }
+
+    #[test]
+    fn the_question_back_in_the_listeners_words_is_an_echo() {
+        let q = "Anything on my plate this week?";
+        let (what, _) = echoed("Is there anything on your plate this week?", q, &[]).expect("an echo");
+        assert_eq!(what, Echoed::Question);
+        assert!(echoed("Your week has Quarterly planning on Sunday at 11:00.", q, &[]).is_none());
+    }
+
+    #[test]
+    fn a_call_described_in_words_is_found_and_a_mention_is_not() {
+        let tools = ["create_calendar_event", "find_free_time", "list_calendar_events"];
+        for said in [
+            "To block the hour, use the `create_calendar_event` function with start 2026-12-08T10:30.",
+            "create_calendar_event({\"title\": \"Interview prep\"})",
+            "I will call create_calendar_event with the start at 10:30.",
+        ] {
+            assert_eq!(described_call(said, &tools), Some("create_calendar_event"), "{said}");
+        }
+        for said in [
+            "Booked: Interview prep, Tue 8 Dec 10:30–11:30.",
+            "I can list your calendar, find free time and book events.",
+            "The create_calendar_events_extra thing is not a tool.",
+        ] {
+            assert_eq!(described_call(said, &tools), None, "{said}");
+        }
+        assert!(repeats_note(
+            "Committed this turn: nothing. Failed this turn: nothing.",
+            "[A check by the app] … Committed this turn: nothing.\nFailed this turn: nothing.\nAnswer the user again"
+        ));
+        assert!(!repeats_note(
+            "Nothing was booked: the workshop would clash with the Budget review.",
+            "Committed this turn: nothing.\nFailed this turn: nothing."
+        ));
     }
 }

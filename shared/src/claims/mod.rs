@@ -237,6 +237,10 @@ fn said(clause: &str) -> Option<Vec<Said>> {
             if let Some((_, action)) = lang.done.iter().find(|(f, _)| vocab::matches(w, f)) {
                 let negated = negated();
                 let adjective = i > 0 && lang.determiners.contains(&words[i - 1]);
+                let before = format!(" {} ", words[..i].join(" ").to_lowercase());
+                let made = words[i.saturating_sub(4)..i].iter().any(|b| ["been", "now", "just"].contains(b));
+                let state = !made && lang.states.iter().any(|p| before.contains(p));
+                let adjective = adjective || state;
                 let helped = lang.auxiliaries.is_empty() || words[..i].iter().any(|b| lang.auxiliaries.contains(b));
                 if !adjective && (helped || negated) {
                     found.push(Said { action: *action, denied: negated });

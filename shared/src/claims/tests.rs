@@ -24,6 +24,24 @@ fn a_claimed_change_with_no_write_is_caught() {
     assert_eq!(found("I've reserved 10:30 for you on Tuesday.", &[]), [(Claimed, Create, None)]);
     // Not a claim: "blocked" is the ontology's edge.
     assert!(found("The launch post is blocked by the security review.", &[]).is_empty());
+    // Made, not found: still claims.
+    assert_eq!(found("You have been booked for yoga on Wednesday.", &[]), [(Claimed, Create, None)]);
+    assert_eq!(found("I have scheduled the review for Tuesday.", &[]), [(Claimed, Create, None)]);
+    assert_eq!(found("There is now a review scheduled for Tuesday.", &[]), [(Claimed, Create, None)]);
+}
+
+/// The local model's true answers to reads, withdrawn as claims before
+/// (issue 40): what is on the calendar, said with a participle.
+#[test]
+fn what_is_there_said_with_a_participle_claims_nothing() {
+    for said in [
+        "I see that you have a \"Quarterly planning\" event scheduled for Sunday 13 December 2026 at 11:00 AM.",
+        "I can squeeze a two-hour workshop into Friday afternoon, but there is already a budget review scheduled for that time.",
+        "You've got the dentist booked for 9:00 tomorrow.",
+        "You're booked solid on Friday.",
+    ] {
+        assert!(found(said, &[]).is_empty(), "{said}");
+    }
 }
 
 #[test]

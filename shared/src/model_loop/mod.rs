@@ -325,6 +325,7 @@ impl<'a> ModelLoop<'a> {
     ) -> Result<LoopEnd, LoopAbort> {
         let max_rounds = self.env.limits.max_rounds;
         let mut round = 0;
+        let mut nudged = false;
         loop {
             // The last round offers no tools, so the model has to answer in words.
             let tools = if round < max_rounds { offered.to_vec() } else { vec![] };
@@ -345,6 +346,21 @@ impl<'a> ModelLoop<'a> {
             let (assistant, refusals) = self.assistant_message(answer.text, answer.calls);
             let calls = assistant.tool_calls.clone();
             let can_run = self.tools.is_some() && round < max_rounds;
+            let said = assistant.content.as_deref().unwrap_or_default();
+            let described = match (&answer.outcome, calls.is_empty() && round < max_rounds) {
+                (Outcome::Complete, true) => self.described_call(said, offered, nudged),
+                _ => None,
+            };
+            if let Some(tool) = described {
+                nudged = true;
+                round += 1;
+                if let Err(e) = self.ask_for_the_call(assistant, &tool, &mut messages, log, sink).await {
+                    tracing::error!(code = e.code(), error = %e, "withdrawn answer not stored");
+                    let message = format!("the answer could not be saved: {e}");
+                    return Ok(self.end(vec![], Outcome::Failed { code: e.code(), message, retryable: true }));
+                }
+                continue;
+            }
             let outcome = match answer.outcome {
                 Outcome::Complete if calls.is_empty() => {
                     return Ok(self.answered(assistant, &messages, offered, round, sink).await)

@@ -11,7 +11,10 @@
 //!   asked again (the turn waits): it is corrected at once;
 //! - after a tool ran this turn, an answer that only repeats the question or
 //!   a tool's description ([`crate::claims::echo`]) is asked again the same
-//!   way (`no_answer`), once.
+//!   way (`no_answer`), once;
+//! - an answer that describes a call instead of making it ("use the
+//!   `create_calendar_event` function with …") is withdrawn the same way and
+//!   the model asked again *with* the tools, once a turn.
 
 use super::{LoopEnd, ModelLoop, Outcome};
 use crate::claims::echo::{self, Echoed};
@@ -60,11 +63,13 @@ impl ModelLoop<'_> {
             Some((what, _)) => echo::note_for_model(what),
             None => note_for_model(&mismatches, &steps),
         };
-        again.push(ChatMessage::user(note));
+        again.push(ChatMessage::user(note.clone()));
         first.include_in_context = false;
         first.claim_mismatches = mismatches;
         let answer = self.ask(&again, vec![], round + 1, sink).await;
-        if answer.text.trim().is_empty() {
+        // Nothing said, or only the note said back ("Committed this turn:
+        // nothing." — the local model did): the first answer stands.
+        if answer.text.trim().is_empty() || echo::repeats_note(&answer.text, &note) {
             // Asked again without tools, the model said nothing (or only
             // tried a call): the first answer stands, corrected. An empty
             // assistant message would break every later request's history.
@@ -95,6 +100,40 @@ impl ModelLoop<'_> {
     ) -> LoopEnd {
         self.correct(&mut answer, mismatches, sink).await;
         self.end(vec![answer], Outcome::Complete)
+    }
+
+    /// The tool a final answer describes calling instead of calling it, when
+    /// the loop may still ask for calls (once a turn, the turn's own loop).
+    pub(super) fn described_call(&self, said: &str, offered: &[serde_json::Value], nudged: bool) -> Option<String> {
+        if !self.keeps_word || nudged || self.tools.is_none() {
+            return None;
+        }
+        let names: Vec<&str> =
+            offered.iter().filter_map(|t| t.pointer("/function/name").and_then(|n| n.as_str())).collect();
+        echo::described_call(said, &names).map(str::to_string)
+    }
+
+    /// Asks again, with the tools, after an answer that described a call:
+    /// the answer is withdrawn (kept in the log out of context, marked) and
+    /// the note goes to the model as the user's turn.
+    pub(super) async fn ask_for_the_call(
+        &mut self,
+        mut first: StoredMessage,
+        tool: &str,
+        messages: &mut Vec<ChatMessage>,
+        log: &mut dyn super::RoundLog,
+        sink: &mut EventSink,
+    ) -> Result<(), crate::store::StoreError> {
+        let said = first.content.clone().unwrap_or_default();
+        let mismatch = echo::described(tool, &said);
+        tracing::info!(tool, "the answer described a call; asking again with the tools");
+        let verdict = CheckVerdict::AskedAgain;
+        let _ = sink.send(StreamEvent::AnswerCheck { verdict, mismatches: vec![mismatch.clone()] }).await;
+        messages.push(first.to_chat());
+        messages.push(ChatMessage::user(echo::call_note(tool)));
+        first.include_in_context = false;
+        first.claim_mismatches = vec![mismatch];
+        log.store_round(std::slice::from_ref(&first)).await
     }
 
     /// `said` only repeats the question or a tool's description, after a tool ran this turn.

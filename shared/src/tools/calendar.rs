@@ -485,6 +485,21 @@ impl Tool for UpdateCalendarEvent {
     }
 }
 
+/// `result` with the call that books the first slot long enough for the
+/// length asked: "find an hour and block it" ended, on the local model,
+/// after the free time was found, with nothing booked. Only when a length
+/// was asked (a plain "am I free?" books nothing).
+fn with_booking(mut result: Value, found: &crate::calendar::free::FreeAndBusy, asked: Option<u32>) -> Value {
+    let Some(minutes) = asked else { return result };
+    let Some(slot) = found.free.slots.iter().find(|s| s.minutes >= i64::from(minutes)) else { return result };
+    let start = slot.start.get(..16).unwrap_or(&slot.start);
+    if let Some(o) = result.as_object_mut() {
+        let call = format!("create_calendar_event {{\"start\": \"{start}\", \"duration_minutes\": {minutes}}}");
+        o.insert("to_book_the_first".into(), Value::String(call));
+    }
+    result
+}
+
 /// `16:00`, `9:30`, `4pm`, `4:30 p.m.`: a time of day with no date.
 fn bare_clock(s: Option<&str>) -> Option<chrono::NaiveTime> {
     let s = s?.trim().to_ascii_lowercase().replace('.', "");
@@ -605,6 +620,7 @@ impl Tool for FindFreeTime {
             day_end,
             include_weekends: a.include_weekends || (span.said.is_some() && span.one_day),
         };
-        read(svc.free_and_busy(c.user, &q).await.map(|s| with_days(to_json(&s), &span)), op)
+        let asked = a.duration_minutes;
+        read(svc.free_and_busy(c.user, &q).await.map(|s| with_booking(with_days(to_json(&s), &span), &s, asked)), op)
     }
 }

@@ -410,6 +410,11 @@ async fn a_range_beside_from_and_to_is_the_days_and_their_times_the_hours() {
     let busy: Vec<&str> = free["busy"].as_array().unwrap().iter().map(|b| b["title"].as_str().unwrap()).collect();
     assert_eq!(busy, ["Budget review"], "the morning standup is outside the asked hours: {free}");
     assert!(free["note"].as_str().unwrap().contains("`range` (friday) says the days"), "{free}");
+    // A length was asked: the call that books the first slot it fits is in the answer.
+    let book = format!("create_calendar_event {{\"start\": \"{friday}T12:00\", \"duration_minutes\": 120}}");
+    assert_eq!(free["to_book_the_first"], json!(book), "{free}");
+    let plain = content(&run_in(&reg, "alice", "find_free_time", json!({"range": "friday"})).await);
+    assert!(plain.get("to_book_the_first").is_none(), "no length asked, nothing to book: {plain}");
 
     let listed = run_in(&reg, "alice", "list_calendar_events", json!({"range": "friday", "from": "2020-01-01"})).await;
     assert!(listed.ok, "{}", listed.content);

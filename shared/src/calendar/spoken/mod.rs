@@ -28,6 +28,9 @@ use words::{Day, Every, Taken};
 pub struct Reading {
     pub quote: String,
     pub value: String,
+    /// The days it names (first, last), when it names days: the calendar
+    /// block writes their events on its line.
+    pub days: Option<(NaiveDate, NaiveDate)>,
 }
 
 /// The block's first line (tests and the prompt's readers look for it).
@@ -36,11 +39,20 @@ calls as they are, do not work them out again):";
 
 /// The block for `message` seen at `now` (local time in the user's zone); empty when it names nothing.
 pub fn block(message: &str, now: NaiveDateTime) -> String {
-    let read = read(message, now);
+    render(&read(message, now), &|_, _| None)
+}
+
+/// The block for `read`, each line naming days followed by what `events`
+/// says is on them (`None`: nothing added).
+pub fn render(read: &[Reading], events: &dyn Fn(NaiveDate, NaiveDate) -> Option<String>) -> String {
     if read.is_empty() {
         return String::new();
     }
-    let lines: Vec<String> = read.iter().map(|r| format!("- \"{}\" = {}", r.quote, r.value)).collect();
+    let line = |r: &Reading| {
+        let on = r.days.and_then(|(a, b)| events(a, b)).map(|e| format!("; on the calendar then: {e}"));
+        format!("- \"{}\" = {}{}", r.quote, r.value, on.unwrap_or_default())
+    };
+    let lines: Vec<String> = read.iter().map(line).collect();
     format!("{HEADING}\n{}", lines.join("\n"))
 }
 
@@ -63,10 +75,11 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
     }
     for (q, d) in &days {
         match d {
-            Day::On(date) => out.push(reading(q, on(*date, today))),
+            Day::On(date) => out.push(Reading { days: Some((*date, *date)), ..reading(q, on(*date, today)) }),
             Day::Span(first, last, name) => {
                 let range = name.map(|n| format!(" (\"range\": \"{n}\")")).unwrap_or_default();
-                out.push(reading(q, format!("{} to {}{range}", long(*first), long(*last))));
+                let value = format!("{} to {}{range}", long(*first), long(*last));
+                out.push(Reading { days: Some((*first, *last)), ..reading(q, value) });
             }
             Day::Each(_) => {}
         }
@@ -80,10 +93,10 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
         out.push(reading(quote, format!("\"repeat\": {}", in_order(repeat))));
         if let Some(time) = time {
             let start = first_start(now, single_date(&days), first_days, time);
-            out.push(Reading { quote: "the first one".into(), value: start_value(start) });
+            out.push(Reading { quote: "the first one".into(), value: start_value(start), days: None });
         }
     } else if let (Some(time), Some(date)) = (time, single_date(&days)) {
-        out.push(Reading { quote: "when".into(), value: start_value(date.and_time(time)) });
+        out.push(Reading { quote: "when".into(), value: start_value(date.and_time(time)), days: None });
     }
     // "Tomorrow … only tomorrow": one line.
     let mut seen = std::collections::HashSet::new();
@@ -95,7 +108,7 @@ fn reading(quote: &str, value: String) -> Reading {
     // "4pm." at a sentence's end; "p.m." keeps its dots.
     let quote = quote.trim();
     let quote = if quote.ends_with(".m.") { quote } else { quote.trim_end_matches('.') };
-    Reading { quote: quote.to_string(), value }
+    Reading { quote: quote.to_string(), value, days: None }
 }
 
 fn start_value(at: NaiveDateTime) -> String {
