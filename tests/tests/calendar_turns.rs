@@ -469,10 +469,17 @@ async fn a_day_the_message_names_comes_with_its_events() {
     let line =
         prompt.lines().find(|l| l.starts_with(&format!("- \"{later}\" = "))).unwrap_or_else(|| panic!("{prompt}"));
     assert!(line.contains("“Offsite” 10:00–11:00"), "a day beyond the block's week is read too: {line}");
-    assert!(
-        !prompt.contains("(next") || !prompt.split("Read from").next().unwrap().contains("Offsite"),
-        "the week's block keeps to its seven days: {prompt}"
-    );
+    let week = prompt.split(shared::calendar::spoken::HEADING).next().unwrap();
+    assert!(!week.contains("Offsite"), "the week's block keeps to its seven days: {week}");
+
+    // A time said with a day names what starts then: "my 10am tomorrow".
+    t.llm.push(Reply::text(&["Which time?"]));
+    t.turn("alice", in_calendar("move my 10am tomorrow to 11")).await;
+    let prompt = system_prompt(t.llm.requests().last().unwrap());
+    let line = prompt.lines().find(|l| l.starts_with("- \"10am\" = 10:00")).unwrap_or_else(|| panic!("{prompt}"));
+    assert!(line.contains("; starting then: “Dentist” 10:00–11:00 (event_id "), "{line}");
+    let eleven = prompt.lines().find(|l| l.starts_with("- \"to 11\" = ")).unwrap_or_else(|| panic!("{prompt}"));
+    assert!(!eleven.contains("starting then"), "nothing starts at 11: {eleven}");
 }
 
 /// The local model answered "find an hour and block it" with "use the

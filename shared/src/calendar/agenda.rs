@@ -64,8 +64,8 @@ pub async fn agenda(
     // its events: "what is on tomorrow" has its answer on the line that says
     // "tomorrow" (the local model answered from the whole week's block, or
     // copied the block itself).
-    let on_days = |a, b| Some(on_days(&list.events, a, b, &names));
-    let read = super::spoken::render(&read, &on_days);
+    let listed = Listed { events: &list.events, projects: &names, zone };
+    let read = super::spoken::render(&read, Some(&listed));
     Some(if read.is_empty() { block } else { format!("{block}\n\n{read}") })
 }
 
@@ -74,6 +74,30 @@ pub const MAX_READ_AHEAD: i64 = 31;
 
 /// At most this many occurrences are written on one named day's line.
 pub const MAX_NAMED_DAY_LINES: usize = 15;
+
+/// The listed occurrences, as the message's reading asks about them.
+struct Listed<'a> {
+    events: &'a [EventInstance],
+    projects: &'a HashMap<ProjectId, String>,
+    zone: Zone,
+}
+
+impl super::spoken::OnCalendar for Listed<'_> {
+    fn on_days(&self, first: chrono::NaiveDate, last: chrono::NaiveDate) -> String {
+        on_days(self.events, first, last, self.projects)
+    }
+
+    /// "My 3pm tomorrow": the local model moved the 12:00 lunch, the
+    /// event at 15:00 one line further on.
+    fn starting_at(&self, at: chrono::NaiveDateTime) -> Option<String> {
+        let local = |e: &&EventInstance| {
+            DateTime::parse_from_rfc3339(&e.start).ok().map(|t| self.zone.local(t.to_utc()).naive_local())
+        };
+        let then: Vec<String> =
+            self.events.iter().filter(|e| local(e) == Some(at)).map(|e| occurrence(e, self.projects)).collect();
+        (!then.is_empty()).then(|| then.join("; "))
+    }
+}
 
 /// The occurrences starting on `first`..=`last`, each with its day when the span is longer than one.
 fn on_days(

@@ -31,6 +31,17 @@ pub struct Reading {
     /// The days it names (first, last), when it names days: the calendar
     /// block writes their events on its line.
     pub days: Option<(NaiveDate, NaiveDate)>,
+    /// The moment a clock time names when one day is said with it ("my 3pm
+    /// tomorrow"): the calendar block names what starts then.
+    pub at: Option<NaiveDateTime>,
+}
+
+/// What the calendar holds for a reading's days or moment, as the block writes it.
+pub trait OnCalendar {
+    /// The occurrences starting on `first`..=`last`.
+    fn on_days(&self, first: NaiveDate, last: NaiveDate) -> String;
+    /// The occurrences starting at `at`, if any.
+    fn starting_at(&self, at: NaiveDateTime) -> Option<String>;
 }
 
 /// The block's first line (tests and the prompt's readers look for it).
@@ -39,17 +50,21 @@ calls as they are, do not work them out again):";
 
 /// The block for `message` seen at `now` (local time in the user's zone); empty when it names nothing.
 pub fn block(message: &str, now: NaiveDateTime) -> String {
-    render(&read(message, now), &|_, _| None)
+    render(&read(message, now), None)
 }
 
-/// The block for `read`, each line naming days followed by what `events`
-/// says is on them (`None`: nothing added).
-pub fn render(read: &[Reading], events: &dyn Fn(NaiveDate, NaiveDate) -> Option<String>) -> String {
+/// The block for `read`; with `calendar`, each line naming days followed by
+/// their events, and a time said with a day by what starts then.
+pub fn render(read: &[Reading], calendar: Option<&dyn OnCalendar>) -> String {
     if read.is_empty() {
         return String::new();
     }
     let line = |r: &Reading| {
-        let on = r.days.and_then(|(a, b)| events(a, b)).map(|e| format!("; on the calendar then: {e}"));
+        let on = calendar.and_then(|c| match (r.days, r.at) {
+            (Some((a, b)), _) => Some(format!("; on the calendar then: {}", c.on_days(a, b))),
+            (_, Some(at)) => c.starting_at(at).map(|e| format!("; starting then: {e}")),
+            _ => None,
+        });
         format!("- \"{}\" = {}{}", r.quote, r.value, on.unwrap_or_default())
     };
     let lines: Vec<String> = read.iter().map(line).collect();
@@ -66,9 +81,11 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
     let length = words::length(&t, &mut taken);
     let days = words::days(&t, today, &mut taken);
     let mut out = Vec::new();
+    let day = single_date(&days);
     for s in &times {
         let assumed = if s.guessed { " (no am/pm said: assumed)" } else { "" };
-        out.push(reading(&s.quote, format!("{}{assumed}", s.time.format("%H:%M"))));
+        let r = reading(&s.quote, format!("{}{assumed}", s.time.format("%H:%M")));
+        out.push(Reading { at: day.map(|d| d.and_time(s.time)), ..r });
     }
     if let Some((q, minutes)) = &length {
         out.push(reading(q, format!("\"duration_minutes\": {minutes}")));
@@ -93,10 +110,10 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
         out.push(reading(quote, format!("\"repeat\": {}", in_order(repeat))));
         if let Some(time) = time {
             let start = first_start(now, single_date(&days), first_days, time);
-            out.push(Reading { quote: "the first one".into(), value: start_value(start), days: None });
+            out.push(Reading { quote: "the first one".into(), value: start_value(start), days: None, at: None });
         }
     } else if let (Some(time), Some(date)) = (time, single_date(&days)) {
-        out.push(Reading { quote: "when".into(), value: start_value(date.and_time(time)), days: None });
+        out.push(Reading { quote: "when".into(), value: start_value(date.and_time(time)), days: None, at: None });
     }
     // "Tomorrow … only tomorrow": one line.
     let mut seen = std::collections::HashSet::new();
@@ -108,7 +125,7 @@ fn reading(quote: &str, value: String) -> Reading {
     // "4pm." at a sentence's end; "p.m." keeps its dots.
     let quote = quote.trim();
     let quote = if quote.ends_with(".m.") { quote } else { quote.trim_end_matches('.') };
-    Reading { quote: quote.to_string(), value, days: None }
+    Reading { quote: quote.to_string(), value, days: None, at: None }
 }
 
 fn start_value(at: NaiveDateTime) -> String {
