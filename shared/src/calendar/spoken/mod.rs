@@ -104,6 +104,23 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
     if times.is_empty() {
         out.extend(window(&t));
     }
+    // What to do and to which occurrences: the local model "cancelled" with
+    // an update, and cut a whole series for "just that one".
+    if let Some((q, intent)) = words::intent(&t) {
+        let value = match intent {
+            words::Intent::Cancel => "a cancellation: delete_calendar_event",
+            words::Intent::Move => "a move: update_calendar_event with the new \"start\"",
+        };
+        out.push(reading(&q, value.into()));
+    }
+    if let Some((q, scope)) = words::scope(&t) {
+        let what = match scope {
+            "instance" => "that occurrence only: give its \"instance\", the series stays",
+            "following" => "it and the later ones",
+            _ => "every occurrence",
+        };
+        out.push(reading(&q, format!("\"scope\": \"{scope}\" ({what})")));
+    }
     let series = series(&t, &days, until, today);
     let time = one_time(&times);
     if let Some((quote, repeat, first_days)) = &series {

@@ -46,7 +46,7 @@ fn moving_from_one_time_to_another_gives_both_and_no_start() {
     let got = lines("push my 2pm on friday to 5pm please");
     assert!(got.contains(&"2pm = 14:00".to_string()) && got.contains(&"5pm = 17:00".to_string()), "{got:#?}");
     assert!(got.iter().any(|l| l == "on friday = Friday 2026-12-11 (\"range\": \"friday\")"), "{got:#?}");
-    assert!(!got.iter().any(|l| l.contains("\"start\"")), "{got:#?}");
+    assert!(!got.iter().any(|l| l.starts_with("when")), "{got:#?}");
     // A sentence's full stop is not the time's; a day said twice is one line.
     let got = lines("Tomorrow it moves to 4pm. Only tomorrow.");
     assert_eq!(
@@ -54,6 +54,8 @@ fn moving_from_one_time_to_another_gives_both_and_no_start() {
         [
             "4pm = 16:00",
             "tomorrow = Tuesday 2026-12-08 (\"range\": \"tomorrow\")",
+            "moves = a move: update_calendar_event with the new \"start\"",
+            "only tomorrow = \"scope\": \"instance\" (that occurrence only: give its \"instance\", the series stays)",
             "when = \"start\": \"2026-12-08T16:00\" (Tuesday)"
         ]
     );
@@ -156,4 +158,19 @@ fn the_block_quotes_and_lists_or_is_empty() {
     assert!(b.starts_with(HEADING), "{b}");
     assert!(b.contains("\n- \"at 7\" = 19:00\n"), "{b}");
     assert!(b.contains("\"start\": \"2026-12-09T19:00\" (Wednesday)"), "{b}");
+}
+
+#[test]
+fn what_to_do_and_to_which_occurrences() {
+    has("please call off friday's review", "call off = a cancellation: delete_calendar_event");
+    has("I won't make the standup tomorrow, just that one", "won't make = a cancellation: delete_calendar_event");
+    has(
+        "I won't make the standup tomorrow, just that one",
+        "just that one = \"scope\": \"instance\" (that occurrence only: give its \"instance\", the series stays)",
+    );
+    has("push the 1:1 to thursday", "push = a move: update_calendar_event with the new \"start\"");
+    has("move gym to 7am from now on", "from now on = \"scope\": \"following\" (it and the later ones)");
+    has("rename the whole series to Sync", "the whole series = \"scope\": \"series\" (every occurrence)");
+    lacks("what is on tomorrow?", "scope");
+    lacks("what is on tomorrow?", "cancellation");
 }

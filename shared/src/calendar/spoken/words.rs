@@ -480,3 +480,49 @@ pub fn until(t: &str, today: NaiveDate, taken: &mut Taken) -> Option<(String, Na
     };
     Some((quote, date))
 }
+
+/// What the user asks done to an event, when the words say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Intent {
+    Cancel,
+    Move,
+}
+
+pattern!(
+    CANCEL,
+    r"\b(?:cancel\w*|call(?:ing)? (?:it |that |this )?off|take (?:\w+ ){0,3}off|drop|remove|delete|skip|clear|can't make|cannot make|can not make|won't make|unable to make)\b"
+);
+pattern!(
+    MOVE,
+    r"\b(?:move|moves|moving|push|shift|reschedule|bring (?:\w+ )?forward|postpone|change the time|instead)\b"
+);
+
+/// The change the message asks for, with its words (a cancellation first: "I
+/// can't make it, move the rest" still cancels one).
+pub fn intent(t: &str) -> Option<(String, Intent)> {
+    if let Some(m) = CANCEL.find(t) {
+        return Some((m.as_str().to_string(), Intent::Cancel));
+    }
+    MOVE.find(t).map(|m| (m.as_str().to_string(), Intent::Move))
+}
+
+/// Which occurrences of a series a change is for, as the tools' `scope`.
+pattern!(
+    ONLY_ONE,
+    r"\b(?:(?:just|only) (?:that|this|the|tomorrow's|today's|the one|that one|this one|one)\b(?: one| occurrence| time| day)?|only tomorrow|only today|this occurrence|that occurrence)\b"
+);
+pattern!(
+    FROM_THEN,
+    r"\b(?:(?:and |with )?all (?:the )?(?:later|following|future|next) ones|from then on|from now on|going forward|every one after(?: that)?|and after that too)\b"
+);
+pattern!(WHOLE, r"\b(?:all of them|the whole series|every one of them|all occurrences|each one|the series)\b");
+
+pub fn scope(t: &str) -> Option<(String, &'static str)> {
+    if let Some(m) = FROM_THEN.find(t) {
+        return Some((m.as_str().to_string(), "following"));
+    }
+    if let Some(m) = WHOLE.find(t) {
+        return Some((m.as_str().to_string(), "series"));
+    }
+    ONLY_ONE.find(t).map(|m| (m.as_str().to_string(), "instance"))
+}
