@@ -436,6 +436,14 @@ async fn an_answer_that_only_repeats_the_question_after_a_read_is_asked_again() 
     assert!(note.contains("repeated the user's question"), "{note}");
     assert!(requests[2]["tools"].as_array().is_none_or(|t| t.is_empty()), "no tools the second time");
 
+    // The app's own block said back is no answer, tools or not.
+    t.llm.push(Reply::text(&["The next 7 days, each with its events:\n- Monday: no events"]));
+    t.llm.push(Reply::text(&["Tomorrow: the Dentist at 09:00."]));
+    let before = t.llm.request_count();
+    let parroted = t.turn("alice", in_calendar("anything coming up?")).await;
+    assert!(parroted.kinds().contains(&"answer_check"), "{:?}", parroted.kinds());
+    assert_eq!(t.llm.request_count() - before, 2, "asked again once");
+
     // A true answer after a read is not asked again.
     t.llm.push(Reply::tool_calls(&[("list_calendar_events", json!({"range": "tomorrow"}))]));
     t.llm.push(Reply::text(&["Just the Dentist at 09:00."]));

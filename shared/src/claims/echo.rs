@@ -16,10 +16,29 @@ const MAX_WORDS: usize = 200;
 pub enum Echoed {
     Question,
     ToolDescription,
+    /// A heading of the app's own prompt blocks: the local model began its
+    /// answer with "The next 7 days, each with its events:" and went on
+    /// inventing dates in that shape.
+    Prompt,
 }
+
+/// The headings the app's prompt blocks open with: words no answer of the
+/// model's own says (matched lowercased, digits left out).
+const PROMPT_HEADINGS: &[&str] = &[
+    "days, each with its events:",
+    "today's events, then the dates of the coming days",
+    "read from the user's last message by the server",
+    "calendar: now is",
+    "context (json)",
+    "[a check by the app",
+];
 
 /// The mismatch when `answer` only repeats `question` or one of `descriptions`.
 pub fn echoed(answer: &str, question: &str, descriptions: &[&str]) -> Option<(Echoed, ClaimMismatch)> {
+    let lower = answer.to_lowercase();
+    if PROMPT_HEADINGS.iter().any(|h| lower.contains(h)) {
+        return Some((Echoed::Prompt, no_answer(answer, "No answer: the reply repeated the app's own context.")));
+    }
     let a = words(answer);
     if a.is_empty() || a.len() > MAX_WORDS {
         return None;
@@ -42,17 +61,19 @@ pub fn echoed(answer: &str, question: &str, descriptions: &[&str]) -> Option<(Ec
     };
     let note = match what {
         Echoed::Question => "No answer: the reply repeated the question.",
-        Echoed::ToolDescription => "No answer: the reply repeated a tool's description.",
+        _ => "No answer: the reply repeated a tool's description.",
     };
-    let quote: String = answer.trim().chars().take(120).collect();
-    let m = ClaimMismatch {
+    Some((what, no_answer(answer, note)))
+}
+
+fn no_answer(answer: &str, note: &str) -> ClaimMismatch {
+    ClaimMismatch {
         kind: MismatchKind::NoAnswer,
         action: OperationAction::Read,
         entity_name: None,
-        quote,
+        quote: answer.trim().chars().take(120).collect(),
         note: note.into(),
-    };
-    Some((what, m))
+    }
 }
 
 /// What the model is told when it described a call instead of making it.
@@ -79,6 +100,7 @@ pub fn note_for_model(what: Echoed) -> String {
     let repeated = match what {
         Echoed::Question => "repeated the user's question",
         Echoed::ToolDescription => "repeated a tool's description",
+        Echoed::Prompt => "repeated the app's context block (the user does not see it)",
     };
     format!(
         "[A check by the app, not the user's words] Your answer above {repeated} instead of answering it. \
@@ -188,6 +210,14 @@ mod tests {
         }
         // A short question is not a pattern to find.
         assert!(echoed("Hi there", "Hi", &[]).is_none());
+    }
+
+    #[test]
+    fn the_apps_own_block_headings_are_no_answer() {
+        let said = "The next 7 days, each with its events:\n- Monday 2026-12-14 (today): no events";
+        assert_eq!(echoed(said, "What is coming up?", &[]).map(|e| e.0), Some(Echoed::Prompt));
+        let fine = "Over the next days you have the Launch rehearsal (Tue 10:00) and the dentist (Tue 15:00).";
+        assert!(echoed(fine, "What is coming up?", &[]).is_none());
     }
 
     #[test]

@@ -136,7 +136,8 @@ impl ModelLoop<'_> {
         log.store_round(std::slice::from_ref(&first)).await
     }
 
-    /// `said` only repeats the question or a tool's description, after a tool ran this turn.
+    /// `said` only repeats the question or a tool's description (after a
+    /// tool ran this turn), or repeats the app's own prompt blocks.
     fn echoed(
         &self,
         said: &str,
@@ -144,13 +145,13 @@ impl ModelLoop<'_> {
         offered: &[serde_json::Value],
         sink: &EventSink,
     ) -> Option<(Echoed, ClaimMismatch)> {
-        if sink.stats().tool_calls == 0 {
-            return None;
-        }
         let question = messages.iter().rev().find(|m| m.role == Role::User)?.content.as_deref()?;
         let descriptions: Vec<&str> =
             offered.iter().filter_map(|t| t.pointer("/function/description").and_then(|d| d.as_str())).collect();
-        echo::echoed(said, question, &descriptions)
+        let found = echo::echoed(said, question, &descriptions)?;
+        // The question back is an answer of sorts when no tool ran (a
+        // clarifying echo); the app's own block never is.
+        (found.0 == Echoed::Prompt || sink.stats().tool_calls > 0).then_some(found)
     }
 
     /// Marks `answer` with its mismatches and tells the client (no-op without any).

@@ -506,7 +506,7 @@ pub fn intent(t: &str) -> Option<(String, Intent)> {
     MOVE.find(t).map(|m| (m.as_str().to_string(), Intent::Move))
 }
 
-/// Which occurrences of a series a change is for, as the tools' `scope`.
+// Which occurrences of a series a change is for, as the tools' `scope`.
 pattern!(
     ONLY_ONE,
     r"\b(?:(?:just|only) (?:that|this|the|tomorrow's|today's|the one|that one|this one|one)\b(?: one| occurrence| time| day)?|only tomorrow|only today|this occurrence|that occurrence)\b"
