@@ -341,6 +341,7 @@ fn on_first_instance(mut new: NewEvent, zone: Zone) -> Result<(NewEvent, Option<
     }
     let ev = edit::build(&new, zone, 0)?;
     let first = repeat::first_instance(ev.clone())?;
+    one_is_no_series(&first, zone)?;
     if first.start == ev.start {
         return Ok((new, None));
     }
@@ -351,6 +352,27 @@ fn on_first_instance(mut new: NewEvent, zone: Zone) -> Result<(NewEvent, Option<
         crate::calendar::service::human(first.start, zone)
     );
     Ok((new, Some(moved)))
+}
+
+/// A repeating event that happens once is refused: the local model wrote
+/// `until` a few days on for "three sessions in total" (a weekly series of
+/// one), and the answer said the series was booked.
+fn one_is_no_series(ev: &crate::calendar::CalendarEvent, zone: Zone) -> Result<(), CalendarError> {
+    let yearly = ev.recurrence.as_ref().is_some_and(|r| r.rrule.contains("YEARLY"));
+    if yearly {
+        return Ok(()); // "every other year" has one time in the year looked at.
+    }
+    let from = ev.start.instant(zone);
+    let to = from + chrono::Duration::days(crate::calendar::recur::MAX_RANGE_DAYS);
+    let (found, _) = crate::calendar::recur::occurrences(ev, from, to, zone, 2)?;
+    if found.len() >= 2 {
+        return Ok(());
+    }
+    Err(CalendarError::bad(
+        "invalid_repeat",
+        "this repeat happens only once (its `until` is before the second time): for a number of times in all \
+         give `count` (\"three sessions\": 3) and no `until`; for one event leave `repeat` out",
+    ))
 }
 
 pub struct CreateCalendarEvent;
@@ -481,8 +503,33 @@ impl Tool for UpdateCalendarEvent {
             description: a.description,
             recurrence,
         };
-        written(svc.update_changing(c.user, &id, &target, &changes).await, op, OperationAction::Update)
+        let mut done = svc.update_changing(c.user, &id, &target, &changes).await;
+        let mut by_day = None;
+        if let Some(day) = day_of_unmatched(&done, &target) {
+            // The local model named the occurrence by its new time
+            // (`instance: "2026-12-08T11:00"`): the day names it.
+            let target = Target { instance: Some(day.clone()), scope: target.scope };
+            done = svc.update_changing(c.user, &id, &target, &changes).await;
+            by_day = Some(day);
+        }
+        noted(written(done, op, OperationAction::Update), by_day)
     }
+}
+
+/// What is busy and what is free, in words to answer from ("busy: Fri 11
+/// Dec 14:00–15:00 Budget review; free: Fri 11 Dec 12:00–14:00, 15:00–17:00"):
+/// the local model answered "could I squeeze it in, or is something there?"
+/// with a free slot and never named the meeting in `busy`.
+fn free_in_words(found: &crate::calendar::free::FreeAndBusy) -> String {
+    let at = |s: &str, f: &str| chrono::DateTime::parse_from_rfc3339(s).map(|t| t.format(f).to_string());
+    let span = |start: &str, end: &str| match (at(start, "%a %-d %b %H:%M"), at(end, "%H:%M")) {
+        (Ok(a), Ok(b)) => format!("{a}–{b}"),
+        _ => format!("{start}–{end}"),
+    };
+    let busy: Vec<String> = found.busy.iter().map(|b| format!("{} {}", span(&b.start, &b.end), b.title)).collect();
+    let free: Vec<String> = found.free.slots.iter().map(|f| span(&f.start, &f.end)).collect();
+    let list = |v: Vec<String>| if v.is_empty() { "nothing".to_string() } else { v.join("; ") };
+    format!("busy: {}. free: {}.", list(busy), list(free))
 }
 
 /// `result` with the call that books the first slot long enough for the
@@ -490,6 +537,9 @@ impl Tool for UpdateCalendarEvent {
 /// after the free time was found, with nothing booked. Only when a length
 /// was asked (a plain "am I free?" books nothing).
 fn with_booking(mut result: Value, found: &crate::calendar::free::FreeAndBusy, asked: Option<u32>) -> Value {
+    if let Some(o) = result.as_object_mut() {
+        o.insert("agenda".into(), Value::String(free_in_words(found)));
+    }
     let Some(minutes) = asked else { return result };
     let Some(slot) = found.free.slots.iter().find(|s| s.minutes >= i64::from(minutes)) else { return result };
     let start = slot.start.get(..16).unwrap_or(&slot.start);
@@ -498,6 +548,25 @@ fn with_booking(mut result: Value, found: &crate::calendar::free::FreeAndBusy, a
         o.insert("to_book_the_first".into(), Value::String(call));
     }
     result
+}
+
+/// The day of an `instance` given as a date and time that starts no
+/// occurrence, to name the occurrence by its day instead (the service takes
+/// a date for the one occurrence that day; two that day stay ambiguous).
+fn day_of_unmatched(done: &Result<Written, CalendarError>, target: &Target) -> Option<String> {
+    let missed = matches!(done, Err(e) if e.code() == "instance_not_found");
+    let instance = target.instance.as_deref()?;
+    (missed && instance.contains('T')).then(|| instance.get(..10)).flatten().map(str::to_string)
+}
+
+/// `done` with a note that the occurrence was found by its day.
+fn noted(done: Result<Done, Refusal>, by_day: Option<String>) -> Result<Done, Refusal> {
+    let mut done = done?;
+    if let (Ok(Value::Object(o)), Some(day)) = (&mut done.result, by_day) {
+        let note = format!("no occurrence starts at the `instance` given: the one of {day} was changed");
+        o.insert("note".into(), Value::String(note));
+    }
+    Ok(done)
 }
 
 /// `16:00`, `9:30`, `4pm`, `4:30 p.m.`: a time of day with no date.
@@ -558,7 +627,14 @@ impl Tool for DeleteCalendarEvent {
         let name = id.to_string();
         let op = op(OperationAction::Delete, name, Some(id.to_string()));
         let target = Target { instance: a.instance, scope: a.scope };
-        written(svc.delete(c.user, &id, &target, None).await, op, OperationAction::Delete)
+        let mut done = svc.delete(c.user, &id, &target, None).await;
+        let mut by_day = None;
+        if let Some(day) = day_of_unmatched(&done, &target) {
+            let target = Target { instance: Some(day.clone()), scope: target.scope };
+            done = svc.delete(c.user, &id, &target, None).await;
+            by_day = Some(day);
+        }
+        noted(written(done, op, OperationAction::Delete), by_day)
     }
 }
 

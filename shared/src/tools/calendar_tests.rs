@@ -415,6 +415,10 @@ async fn a_range_beside_from_and_to_is_the_days_and_their_times_the_hours() {
     assert_eq!(free["to_book_the_first"], json!(book), "{free}");
     let plain = content(&run_in(&reg, "alice", "find_free_time", json!({"range": "friday"})).await);
     assert!(plain.get("to_book_the_first").is_none(), "no length asked, nothing to book: {plain}");
+    // Busy and free in words, the meeting named.
+    let day = friday.format("%a %-d %b");
+    let want = format!("busy: {day} 14:00–15:00 Budget review. free: {day} 12:00–14:00; {day} 15:00–17:00.");
+    assert_eq!(free["agenda"], json!(want), "{free}");
 
     let listed = run_in(&reg, "alice", "list_calendar_events", json!({"range": "friday", "from": "2020-01-01"})).await;
     assert!(listed.ok, "{}", listed.content);
@@ -467,4 +471,58 @@ async fn a_time_alone_in_an_update_keeps_the_day() {
 fn local(zone: crate::calendar::Zone, instant: &str) -> String {
     let t = chrono::DateTime::parse_from_rfc3339(instant).unwrap().to_utc();
     zone.local(t).format("%Y-%m-%dT%H:%M").to_string()
+}
+
+/// "Three sessions in total" became `until` a few days on: a weekly series
+/// of one, booked and reported as a series. Refused, saying to use `count`.
+#[tokio::test]
+async fn a_repeat_that_happens_once_is_refused_and_a_count_is_taken() {
+    let reg = registry();
+    let zone = crate::calendar::Zone::parse(BERLIN).unwrap();
+    let today = zone.local(chrono::Utc::now()).date_naive();
+    let (wednesday, _) = crate::calendar::days::Days::Wednesday.resolve(today + chrono::Duration::days(1));
+    let start = format!("{wednesday}T19:00");
+    let until = (wednesday + chrono::Duration::days(4)).to_string();
+    let once = json!({"title": "Yoga", "start": start,
+                      "repeat": {"every": "week", "on_days": ["wednesday"], "until": until}});
+    let refused = run_in(&reg, "alice", "create_calendar_event", once).await;
+    assert!(!refused.ok && refused.content.contains("count"), "{}", refused.content);
+    let three =
+        json!({"title": "Yoga", "start": start, "repeat": {"every": "week", "on_days": ["wednesday"], "count": 3}});
+    let made = run_in(&reg, "alice", "create_calendar_event", three).await;
+    assert!(made.ok, "{}", made.content);
+    let listed = json!({"from": wednesday.to_string(), "to": (wednesday + chrono::Duration::days(30)).to_string()});
+    let listed = content(&run_in(&reg, "alice", "list_calendar_events", listed).await);
+    assert_eq!(listed["events"].as_array().unwrap().len(), 3, "{listed}");
+    // Every other year happens once in the year looked at, and is a series.
+    let biennial = json!({"title": "Reunion", "start": start, "repeat": {"every": "year", "interval": 2}});
+    assert!(run_in(&reg, "alice", "create_calendar_event", biennial).await.ok);
+}
+
+/// The local model named the occurrence to move by its new time
+/// (`instance: "…T11:00"`, the standup being at 09:30): the day names it.
+#[tokio::test]
+async fn an_instance_named_by_a_time_it_does_not_start_at_is_found_by_its_day() {
+    let reg = registry();
+    let zone = crate::calendar::Zone::parse(BERLIN).unwrap();
+    let tomorrow = zone.local(chrono::Utc::now()).date_naive() + chrono::Duration::days(1);
+    let series = json!({"title": "Standup", "start": format!("{tomorrow}T09:30"), "duration_minutes": 15,
+                        "repeat": {"every": "day"}});
+    let series = content(&run_in(&reg, "alice", "create_calendar_event", series).await);
+    let id = series["event"]["id"].as_str().unwrap().to_string();
+    let day_after = tomorrow + chrono::Duration::days(1);
+    let moved =
+        json!({"event_id": id, "instance": format!("{day_after}T11:00"), "start": format!("{day_after}T11:00")});
+    let moved = run_in(&reg, "alice", "update_calendar_event", moved).await;
+    assert!(moved.ok, "{}", moved.content);
+    assert!(content(&moved)["note"].as_str().unwrap().contains(&day_after.to_string()), "{}", moved.content);
+    let third = day_after + chrono::Duration::days(1);
+    let gone = json!({"event_id": id, "instance": format!("{third}T08:30:00Z")});
+    let gone = run_in(&reg, "alice", "delete_calendar_event", gone).await;
+    assert!(gone.ok, "a listed instance in UTC still names it: {}", gone.content);
+    let listed = json!({"from": tomorrow.to_string(), "to": third.to_string()});
+    let listed = content(&run_in(&reg, "alice", "list_calendar_events", listed).await);
+    let starts: Vec<String> =
+        listed["events"].as_array().unwrap().iter().map(|e| local(zone, e["start"].as_str().unwrap())).collect();
+    assert_eq!(starts, [format!("{tomorrow}T09:30"), format!("{day_after}T11:00")], "{listed}");
 }
