@@ -521,6 +521,17 @@ async fn an_answer_that_describes_a_call_is_asked_again_with_the_tools() {
     let stored = calendar(&t).list(&UserId::parse("alice").unwrap(), &list_days(day, day)).await.unwrap();
     assert_eq!(stored.events.len(), 1, "booked");
 
+    // Asked a question, a described booking is asked again in words, without
+    // the tools: a read never turns into a write.
+    t.llm.push(Reply::text(&["To book the next meeting, call the `create_calendar_event` function with start 10:00."]));
+    t.llm.push(Reply::text(&["You have Interview prep tomorrow at 10:30."]));
+    let before = t.llm.request_count();
+    t.turn("bob", in_calendar("which meetings are coming up?")).await;
+    let again = t.llm.requests()[before + 1].clone();
+    assert!(again["tools"].as_array().is_none_or(|t| t.is_empty()), "asked again without tools: {again}");
+    let bobs = calendar(&t).list(&UserId::parse("bob").unwrap(), &list_days(day, day)).await.unwrap();
+    assert!(bobs.events.is_empty(), "nothing booked");
+
     // Said twice, it is not asked a third time: the answer stands.
     t.llm.push(Reply::text(&["Use create_calendar_event with the title."]));
     t.llm.push(Reply::text(&["Use create_calendar_event with the title, again."]));

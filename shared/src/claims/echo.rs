@@ -76,6 +76,56 @@ fn no_answer(answer: &str, note: &str) -> ClaimMismatch {
     }
 }
 
+/// The user's message asks for a change (English verbs of one): only then
+/// is a described call asked for as a call; otherwise the model is asked to
+/// answer in words (the local model, asked "which meetings are coming up?",
+/// described a booking, and made it when nudged).
+pub fn asks_for_a_change(message: &str) -> bool {
+    const ACTS: &[&str] = &[
+        "book",
+        "block",
+        "schedule",
+        "add",
+        "create",
+        "put",
+        "set up",
+        "sign me up",
+        "move",
+        "push",
+        "shift",
+        "cancel",
+        "delete",
+        "remove",
+        "rename",
+        "change",
+        "update",
+        "reschedule",
+        "make",
+        "mark",
+        "link",
+        "drop",
+        "take",
+        "plan",
+        "write",
+        "note",
+        "record",
+        "save",
+        "clear",
+        "skip",
+        "postpone",
+        "call off",
+        "set",
+    ];
+    let said: Vec<String> = message
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let w = format!(" {} ", said.join(" "));
+    ACTS.iter()
+        .any(|a| w.contains(&format!(" {a} ")) || w.contains(&format!(" {a}s ")) || w.contains(&format!(" {a}ed ")))
+}
+
 /// What the model is told when it described a call instead of making it.
 pub fn call_note(tool: &str) -> String {
     format!(
@@ -226,6 +276,25 @@ mod tests {
         let (what, _) = echoed("Is there anything on your plate this week?", q, &[]).expect("an echo");
         assert_eq!(what, Echoed::Question);
         assert!(echoed("Your week has Quarterly planning on Sunday at 11:00.", q, &[]).is_none());
+    }
+
+    #[test]
+    fn a_change_asked_for_is_told_from_a_question() {
+        for asks in [
+            "Next Tuesday morning, find an hour and block it for interview prep.",
+            "Move my 3pm to 4pm",
+            "Sign me up for yoga",
+            "cancel tomorrow's standup",
+        ] {
+            assert!(asks_for_a_change(asks), "{asks}");
+        }
+        for asks in [
+            "Only the Launch project: which of its meetings are coming up in the next few days?",
+            "Anything on my plate this week?",
+            "Am I free on Friday afternoon?",
+        ] {
+            assert!(!asks_for_a_change(asks), "{asks}");
+        }
     }
 
     #[test]

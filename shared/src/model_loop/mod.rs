@@ -348,7 +348,7 @@ impl<'a> ModelLoop<'a> {
             let can_run = self.tools.is_some() && round < max_rounds;
             let said = assistant.content.as_deref().unwrap_or_default();
             let described = match (&answer.outcome, calls.is_empty() && round < max_rounds) {
-                (Outcome::Complete, true) => self.described_call(said, offered, nudged),
+                (Outcome::Complete, true) => self.described_call(said, &messages, offered, nudged),
                 _ => None,
             };
             if let Some(tool) = described {

@@ -104,13 +104,23 @@ impl ModelLoop<'_> {
 
     /// The tool a final answer describes calling instead of calling it, when
     /// the loop may still ask for calls (once a turn, the turn's own loop).
-    pub(super) fn described_call(&self, said: &str, offered: &[serde_json::Value], nudged: bool) -> Option<String> {
+    pub(super) fn described_call(
+        &self,
+        said: &str,
+        messages: &[ChatMessage],
+        offered: &[serde_json::Value],
+        nudged: bool,
+    ) -> Option<String> {
         if !self.keeps_word || nudged || self.tools.is_none() {
             return None;
         }
-        let names: Vec<&str> =
-            offered.iter().filter_map(|t| t.pointer("/function/name").and_then(|n| n.as_str())).collect();
-        echo::described_call(said, &names).map(str::to_string)
+        // A question answered with a described call is asked again in
+        // words (the word check), never pushed into a write.
+        let question = messages.iter().rev().find(|m| m.role == Role::User)?.content.as_deref()?;
+        if !echo::asks_for_a_change(question) {
+            return None;
+        }
+        echo::described_call(said, &tool_names(offered)).map(str::to_string)
     }
 
     /// Asks again, with the tools, after an answer that described a call:
@@ -148,6 +158,12 @@ impl ModelLoop<'_> {
         let question = messages.iter().rev().find(|m| m.role == Role::User)?.content.as_deref()?;
         let descriptions: Vec<&str> =
             offered.iter().filter_map(|t| t.pointer("/function/description").and_then(|d| d.as_str())).collect();
+        if !echo::asks_for_a_change(question) {
+            if let Some(tool) = echo::described_call(said, &tool_names(offered)) {
+                let m = echo::described(tool, said);
+                return Some((Echoed::ToolDescription, m));
+            }
+        }
         let found = echo::echoed(said, question, &descriptions)?;
         // The question back is an answer of sorts when no tool ran (a
         // clarifying echo); the app's own block never is.
@@ -181,4 +197,8 @@ impl ModelLoop<'_> {
         let mismatches = check(answer.content.as_deref().unwrap_or_default(), &steps);
         self.correct(answer, mismatches, sink).await;
     }
+}
+
+fn tool_names(offered: &[serde_json::Value]) -> Vec<&str> {
+    offered.iter().filter_map(|t| t.pointer("/function/name").and_then(|n| n.as_str())).collect()
 }
