@@ -477,7 +477,9 @@ async fn a_day_the_message_names_comes_with_its_events() {
     let line =
         prompt.lines().find(|l| l.starts_with(&format!("- \"{later}\" = "))).unwrap_or_else(|| panic!("{prompt}"));
     assert!(line.contains("“Offsite” 10:00–11:00"), "a day beyond the block's week is read too: {line}");
-    let week = prompt.split(shared::calendar::spoken::HEADING).next().unwrap();
+    // The reading stands under the date line, before the week, which keeps to its seven days.
+    let (reading, week) = prompt.split_once("The next 7 days, each with its events:").unwrap();
+    assert!(reading.contains(shared::calendar::spoken::HEADING), "{prompt}");
     assert!(!week.contains("Offsite"), "the week's block keeps to its seven days: {week}");
 
     // A time said with a day names what starts then: "my 10am tomorrow".

@@ -66,7 +66,14 @@ pub async fn agenda(
     // copied the block itself).
     let listed = Listed { events: &list.events, projects: &names, zone };
     let read = super::spoken::render(&read, Some(&listed));
-    Some(if read.is_empty() { block } else { format!("{block}\n\n{read}") })
+    // The reading right under the date line, before the week: the local
+    // model answered "what is on tomorrow?" by copying the first list it
+    // met, the whole week (twice, when asked again).
+    Some(match (read.is_empty(), block.split_once('\n')) {
+        (false, Some((now, week))) => format!("{now}\n{read}\n{week}"),
+        (false, None) => format!("{block}\n{read}"),
+        (true, _) => block,
+    })
 }
 
 /// How far on the block lists the days a message names.
