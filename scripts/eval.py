@@ -543,6 +543,52 @@ def cal_book_around_a_conflict(u: User, run: Run):
     return judged_write(u, turn, before, tuesday, tuesday, ok, f"prep {[(a.isoformat(), b.isoformat()) for a, b in prep]}")
 
 
+# ---- the same skills in other words (stop 47): the calendar block reads the message (calendar/spoken);
+# these check it on sentences its tests and the scenarios above do not use.
+
+def cal_lessons_with_a_count(u: User, run: Run):
+    today = local_today()
+    last = today + 59 * DAY
+    before = snapshot(u, today, last)
+    turn = u.turn(run, in_calendar("Put piano lessons in for Thursday afternoons at half four, six lessons."))
+    got = sorted(local_dt(e["start"]) for e in span_events(u, today, last) if "piano" in norm(e["title"]))
+    ok = len(got) == 6 and all(t.weekday() == 3 and t.strftime("%H:%M") == "16:30" for t in got)
+    return judged_write(u, turn, before, today, last, ok, f"piano {[t.isoformat() for t in got]}")
+
+
+def cal_push_by_clock(u: User, run: Run):
+    tomorrow = local_today() + DAY
+    event(u, "Vendor call", f"{tomorrow}T10:00")
+    event(u, "Gym", f"{tomorrow}T13:00")
+    before = snapshot(u, tomorrow, tomorrow)
+    turn = u.turn(run, in_calendar("Push my 10 o'clock tomorrow back to noon."))
+    events = {e["title"]: local_dt(e["start"]).strftime("%H:%M") for e in listed(u, tomorrow)}
+    ok = events == {"Vendor call": "12:00", "Gym": "13:00"}
+    return judged_write(u, turn, before, tomorrow, tomorrow, ok, f"tomorrow {events}")
+
+
+def cal_drop_one(u: User, run: Run):
+    friday = on_or_after(local_today() + DAY, 4)
+    event(u, "Budget review", f"{friday}T14:00")
+    event(u, "Retro", f"{friday}T16:00")
+    before = snapshot(u, friday, friday)
+    turn = u.turn(run, in_calendar("Drop Friday's budget review, please."))
+    titles = sorted(e["title"] for e in listed(u, friday))
+    return judged_write(u, turn, before, friday, friday, titles == ["Retro"], f"friday {titles}")
+
+
+def cal_what_on_a_date(u: User, run: Run):
+    day = local_today() + 9 * DAY
+    event(u, "Offsite", f"{day}T10:00")
+    event(u, "Dentist", f"{day + DAY}T09:00")
+    turn = u.turn(run, in_calendar(f"What have I got on {day:%B} {day.day}?"))
+    text = norm(turn.text)
+    return "offsite" in text and "dentist" not in text, f"answer {turn.text[:140]!r}"
+
+
+OTHER_WORDS = (cal_lessons_with_a_count, cal_push_by_clock, cal_drop_one, cal_what_on_a_date)
+
+
 ISSUE_40 = (cal_weekday_series, cal_fortnightly_series, cal_series_with_an_end, cal_cancel_one_occurrence,
             cal_move_one_occurrence, cal_free_with_a_conflict, cal_this_week, cal_next_week, cal_whole_calendar,
             cal_one_project, cal_book_around_a_conflict)
@@ -857,7 +903,8 @@ ISSUE_31 = (two_turn_change, project_create_vague, project_create_clear, plan_tw
 SCENARIOS = {f.__name__: f for f in (create_project_with_task, add_document_under_parent, link_task_to_goal,
                                      read_deep_document, plain_question, stop_mid_turn,
                                      calendar_tomorrow, schedule_review, move_three_to_four,
-                                     read_local_page, linked_entities_of_goal, *ISSUE_31, *ISSUE_40, what_can_you_do, reorganize_docs, *ISSUE_44)}
+                                     read_local_page, linked_entities_of_goal, *ISSUE_31, *ISSUE_40, what_can_you_do, reorganize_docs, *ISSUE_44,
+                                     *OTHER_WORDS)}
 
 
 def run_one(stack: Stack, name: str, i: int, tag: str) -> Run:

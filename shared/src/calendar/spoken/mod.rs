@@ -106,12 +106,13 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
     }
     // What to do and to which occurrences: the local model "cancelled" with
     // an update, and cut a whole series for "just that one".
-    if let Some((q, intent)) = words::intent(&t) {
+    let intent = words::intent(&t);
+    if let Some((q, intent)) = &intent {
         let value = match intent {
             words::Intent::Cancel => "a cancellation: delete_calendar_event",
             words::Intent::Move => "a move: update_calendar_event with the new \"start\"",
         };
-        out.push(reading(&q, value.into()));
+        out.push(reading(q, value.into()));
     }
     if let Some((q, scope)) = words::scope(&t) {
         let what = match scope {
@@ -131,6 +132,10 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
         }
     } else if let (Some(time), Some(date)) = (time, single_date(&days)) {
         out.push(Reading { quote: "when".into(), value: start_value(date.and_time(time)), days: None, at: None });
+    } else if let (Some((_, words::Intent::Move)), Some(date), Some(to)) = (&intent, single_date(&days), times.last()) {
+        // "Move my 3pm tomorrow to 4pm": the time said last is the new one.
+        let value = start_value(date.and_time(to.time));
+        out.push(Reading { quote: "the new time".into(), value, days: None, at: None });
     }
     // "Tomorrow … only tomorrow": one line.
     let mut seen = std::collections::HashSet::new();

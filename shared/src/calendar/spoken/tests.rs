@@ -27,6 +27,8 @@ fn lacks(message: &str, unwanted: &str) {
 fn clock_times_in_words_and_figures() {
     has("dinner with Sam at quarter to eight", "quarter to eight = 19:45");
     has("call mum at half past four", "half past four = 16:30 (no am/pm said: assumed)");
+    has("tea at half five", "half five = 17:30 (no am/pm said: assumed)");
+    lacks("half an hour later", "= 0");
     has("gym at 6:15am", "6:15am = 06:15");
     has("dentist 14:40", "14:40 = 14:40");
     has("lunch at noon on thursday", "noon = 12:00");
@@ -47,6 +49,9 @@ fn moving_from_one_time_to_another_gives_both_and_no_start() {
     assert!(got.contains(&"2pm = 14:00".to_string()) && got.contains(&"5pm = 17:00".to_string()), "{got:#?}");
     assert!(got.iter().any(|l| l == "on friday = Friday 2026-12-11 (\"range\": \"friday\")"), "{got:#?}");
     assert!(!got.iter().any(|l| l.starts_with("when")), "{got:#?}");
+    // A move: the time said last is the new start.
+    assert!(got.contains(&"the new time = \"start\": \"2026-12-11T17:00\" (Friday)".to_string()), "{got:#?}");
+    has("bring my noon meeting tomorrow forward to 11", "the new time = \"start\": \"2026-12-08T11:00\" (Tuesday)");
     // A sentence's full stop is not the time's; a day said twice is one line.
     let got = lines("Tomorrow it moves to 4pm. Only tomorrow.");
     assert_eq!(

@@ -121,7 +121,8 @@ enum Meridiem {
     Pm,
 }
 
-pattern!(HALF, r"\bhalf (?:past|after) (", NUM, r")\b");
+// "half past four", and the British "half four" (not "half an hour").
+pattern!(HALF, r"\bhalf (?:past |after )?(", NUM, r")\b");
 pattern!(QUARTER, r"\bquarter (past|after|to|till|before|of) (", NUM, r")\b");
 pattern!(CLOCK, r"(?:^|[^\d])(\d{1,2}):(\d{2})(?:\s*([ap])\.?m\b\.?)?");
 pattern!(MERIDIEM, r"\b(", NUM, r")\s*(?:([ap])\.?m\b\.?|o'?clock\b)");
@@ -494,7 +495,7 @@ pattern!(
 );
 pattern!(
     MOVE,
-    r"\b(?:move|moves|moving|push|shift|reschedule|bring (?:\w+ )?forward|postpone|change the time|instead)\b"
+    r"\b(?:move|moves|moving|push|shift|reschedule|bring (?:\w+ ){0,4}forward|postpone|change the time|instead)\b"
 );
 
 /// The change the message asks for, with its words (a cancellation first: "I
