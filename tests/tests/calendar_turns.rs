@@ -396,6 +396,9 @@ async fn the_calendar_block_reads_the_messages_times_and_series_into_values() {
     assert!(prompt.contains("- \"half past nine\" = 09:30"), "{prompt}");
     assert!(prompt.contains("- \"every weekday\" = \"repeat\": {\"every\": \"monday_to_friday\"}"), "{prompt}");
     assert!(prompt.contains("- \"the first one\" = \"start\": \""), "{prompt}");
+    // No day named: the week's list stays, under the reading.
+    let (reading, _) = prompt.split_once("The next 7 days, each with its events:").expect("the week's list");
+    assert!(reading.contains(shared::calendar::spoken::HEADING), "{prompt}");
 
     // A message that names no time, day or series adds nothing.
     t.llm.push(Reply::text(&["Hello."]));
@@ -477,10 +480,8 @@ async fn a_day_the_message_names_comes_with_its_events() {
     let line =
         prompt.lines().find(|l| l.starts_with(&format!("- \"{later}\" = "))).unwrap_or_else(|| panic!("{prompt}"));
     assert!(line.contains("“Offsite” 10:00–11:00"), "a day beyond the block's week is read too: {line}");
-    // The reading stands under the date line, before the week, which keeps to its seven days.
-    let (reading, week) = prompt.split_once("The next 7 days, each with its events:").unwrap();
-    assert!(reading.contains(shared::calendar::spoken::HEADING), "{prompt}");
-    assert!(!week.contains("Offsite"), "the week's block keeps to its seven days: {week}");
+    // A message that names its days gets their lines, not the week's list.
+    assert!(!prompt.contains("The next 7 days, each with its events:"), "{prompt}");
 
     // A time said with a day names what starts then: "my 10am tomorrow".
     t.llm.push(Reply::text(&["Which time?"]));

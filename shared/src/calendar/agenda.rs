@@ -65,11 +65,16 @@ pub async fn agenda(
     // "tomorrow" (the local model answered from the whole week's block, or
     // copied the block itself).
     let listed = Listed { events: &list.events, projects: &names, zone };
-    let read = super::spoken::render(&read, Some(&listed));
+    let reading = read;
+    let read = super::spoken::render(&reading, Some(&listed));
     // The reading right under the date line, before the week: the local
     // model answered "what is on tomorrow?" by copying the first list it
     // met, the whole week (twice, when asked again).
+    // When the message names its days, their lines are the block: the
+    // week's list beside them was what the model copied.
+    let names_days = reading.iter().any(|r| r.days.is_some());
     Some(match (read.is_empty(), block.split_once('\n')) {
+        (false, Some((now, _))) if names_days => format!("{now}\n{read}{}", skipped_line(&list.skipped)),
         (false, Some((now, week))) => format!("{now}\n{read}\n{week}"),
         (false, None) => format!("{block}\n{read}"),
         (true, _) => block,
