@@ -491,6 +491,13 @@ async fn a_day_the_message_names_comes_with_its_events() {
     assert!(line.contains("; starting then: “Dentist” 10:00–11:00 (event_id "), "{line}");
     let eleven = prompt.lines().find(|l| l.starts_with("- \"to 11\" = ")).unwrap_or_else(|| panic!("{prompt}"));
     assert!(!eleven.contains("starting then"), "nothing starts at 11: {eleven}");
+    // The new start, and on its line the event to move.
+    let moved = prompt.lines().find(|l| l.starts_with("- \"the new time\" = ")).unwrap_or_else(|| panic!("{prompt}"));
+    let want = format!("\"start\": \"{tomorrow}T11:00\"");
+    assert!(
+        moved.contains(&want) && moved.contains("; the event to move: “Dentist” 10:00–11:00 (event_id "),
+        "{moved}"
+    );
 }
 
 /// The local model answered "find an hour and block it" with "use the

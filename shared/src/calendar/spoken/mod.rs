@@ -34,6 +34,9 @@ pub struct Reading {
     /// The moment a clock time names when one day is said with it ("my 3pm
     /// tomorrow"): the calendar block names what starts then.
     pub at: Option<NaiveDateTime>,
+    /// A move's old moment ("my 3pm tomorrow … to 4pm"): the block names the
+    /// event to move on the line that gives its new start.
+    pub moving: Option<NaiveDateTime>,
 }
 
 /// What the calendar holds for a reading's days or moment, as the block writes it.
@@ -60,9 +63,10 @@ pub fn render(read: &[Reading], calendar: Option<&dyn OnCalendar>) -> String {
         return String::new();
     }
     let line = |r: &Reading| {
-        let on = calendar.and_then(|c| match (r.days, r.at) {
-            (Some((a, b)), _) => Some(format!("; on the calendar then: {}", c.on_days(a, b))),
-            (_, Some(at)) => c.starting_at(at).map(|e| format!("; starting then: {e}")),
+        let on = calendar.and_then(|c| match (r.days, r.at, r.moving) {
+            (Some((a, b)), _, _) => Some(format!("; on the calendar then: {}", c.on_days(a, b))),
+            (_, Some(at), _) => c.starting_at(at).map(|e| format!("; starting then: {e}")),
+            (_, _, Some(from)) => c.starting_at(from).map(|e| format!("; the event to move: {e}")),
             _ => None,
         });
         format!("- \"{}\" = {}{}", r.quote, r.value, on.unwrap_or_default())
@@ -128,14 +132,27 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
         out.push(reading(quote, format!("\"repeat\": {}", in_order(repeat))));
         if let Some(time) = time {
             let start = first_start(now, single_date(&days), first_days, time);
-            out.push(Reading { quote: "the first one".into(), value: start_value(start), days: None, at: None });
+            out.push(Reading {
+                quote: "the first one".into(),
+                value: start_value(start),
+                days: None,
+                at: None,
+                moving: None,
+            });
         }
     } else if let (Some(time), Some(date)) = (time, single_date(&days)) {
-        out.push(Reading { quote: "when".into(), value: start_value(date.and_time(time)), days: None, at: None });
+        out.push(Reading {
+            quote: "when".into(),
+            value: start_value(date.and_time(time)),
+            days: None,
+            at: None,
+            moving: None,
+        });
     } else if let (Some((_, words::Intent::Move)), Some(date), Some(to)) = (&intent, single_date(&days), times.last()) {
         // "Move my 3pm tomorrow to 4pm": the time said last is the new one.
         let value = start_value(date.and_time(to.time));
-        out.push(Reading { quote: "the new time".into(), value, days: None, at: None });
+        let moving = times.first().filter(|from| from.time != to.time).map(|from| date.and_time(from.time));
+        out.push(Reading { quote: "the new time".into(), value, days: None, at: None, moving });
     }
     // "Tomorrow … only tomorrow": one line.
     let mut seen = std::collections::HashSet::new();
@@ -147,7 +164,7 @@ fn reading(quote: &str, value: String) -> Reading {
     // "4pm." at a sentence's end; "p.m." keeps its dots.
     let quote = quote.trim();
     let quote = if quote.ends_with(".m.") { quote } else { quote.trim_end_matches('.') };
-    Reading { quote: quote.to_string(), value, days: None, at: None }
+    Reading { quote: quote.to_string(), value, days: None, at: None, moving: None }
 }
 
 fn start_value(at: NaiveDateTime) -> String {
