@@ -549,3 +549,38 @@ async fn an_answer_that_describes_a_call_is_asked_again_with_the_tools() {
     t.turn("alice", in_calendar("book it")).await;
     assert_eq!(t.llm.request_count() - before, 2, "one nudge a turn");
 }
+
+/// An approval's answer continues the turn with the calendar block read for
+/// the message it answers: without it the continuation's prompt had the
+/// week's list and the local model copied it as its answer.
+#[tokio::test]
+async fn the_turn_an_approval_continues_reads_the_message_it_answers() {
+    let t = TestApp::new().await;
+    let alice = UserId::parse("alice").unwrap();
+    let tomorrow = berlin_today() + Duration::days(1);
+    let ev = calendar(&t).create(&alice, &new_event("Dentist", format!("{tomorrow}T09:00"), None)).await.unwrap();
+    let id = ev.event.unwrap().id.to_string();
+    t.llm.push(Reply::tool_calls(&[("delete_calendar_event", json!({"event_id": id}))]));
+    t.llm.push(Reply::text(&["Cancelled the dentist."]));
+    let asked = t.turn("alice", in_calendar("cancel tomorrow's dentist")).await;
+    let approval = asked
+        .events
+        .iter()
+        .find_map(|e| match e {
+            StreamEvent::ApprovalRequired { approval_id, .. } => Some(approval_id.clone()),
+            _ => None,
+        })
+        .expect("the delete waits for approval");
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("/sessions/{}/approvals/{approval}", asked.session_id()))
+        .header("authorization", format!("Bearer {}", tests::token("alice")))
+        .body(lambda_http::Body::from(json!({"approved": true}).to_string()))
+        .unwrap();
+    let turn =
+        tests::Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    assert_eq!(turn.kinds().last(), Some(&"done"));
+    let prompt = system_prompt(t.llm.requests().last().unwrap());
+    assert!(prompt.lines().any(|l| l.starts_with("- \"tomorrow\" = ")), "the continuation reads the message: {prompt}");
+    assert!(!prompt.contains("The next 7 days, each with its events:"), "{prompt}");
+}

@@ -289,8 +289,13 @@ async fn resume(
     let early = named
         .and_then(|v| context::pack_scope(deps, &v))
         .map(|s| context::load_pack(deps, user, s, turn.timezone, exit));
+    // A turn with no message of its own (an approval's answer, a
+    // regenerate) reads the calendar after the log: the block reads the
+    // message it answers.
     let early_agenda = OptionFuture::from(
-        turn.context_type.map(|c| context::load_agenda(deps, user, c, turn.timezone, &turn.message)),
+        turn.context_type
+            .filter(|_| !turn.message.is_empty())
+            .map(|c| context::load_agenda(deps, user, c, turn.timezone, &turn.message)),
     );
     let (leased, log, seen, pack, agenda, admitted) = tokio::join!(
         store.acquire_lease(user, sid, ids.lease),
@@ -321,7 +326,8 @@ async fn resume(
     let answers = regenerated(turn, &history, sid)?;
     record_session(sid);
     let view = scoped_view(&session.view, turn);
-    let (pack, agenda) = settle_reads(deps, user, &view, turn, (pack, agenda), exit).await;
+    let said = said_last(turn, &history);
+    let (pack, agenda) = settle_reads(deps, user, &view, turn, said, (pack, agenda), exit).await;
     announce(sink, &session.view, &view).await.map_err(|()| Refused::Gone(sid.clone()))?;
     let answered = super::answers::settle_waiting(deps, ids, &session, &view, turn, &mut history, sink).await?;
     let (user_message, start) = turn_start(turn, ids, &session, &view, answers.as_ref(), answered);
@@ -399,6 +405,7 @@ async fn settle_reads(
     user: &UserId,
     view: &SessionView,
     turn: &ValidTurn,
+    said: &str,
     early: (Option<LoadedPack>, Option<Option<String>>),
     exit: &Exit,
 ) -> (Option<LoadedPack>, Option<String>) {
@@ -409,9 +416,20 @@ async fn settle_reads(
     };
     let agenda = match early.1 {
         Some(a) => a,
-        None => context::load_agenda(deps, user, view.context_type, turn.timezone, &turn.message).await,
+        None => context::load_agenda(deps, user, view.context_type, turn.timezone, said).await,
     };
     (pack, agenda)
+}
+
+/// The message a turn answers: its own, else (an approval's answer, a
+/// regenerate) the last user message of the log — the approval's
+/// continuation had no reading and the local model copied the week instead.
+fn said_last<'a>(turn: &'a ValidTurn, history: &'a [StoredMessage]) -> &'a str {
+    if !turn.message.is_empty() {
+        return &turn.message;
+    }
+    let last = history.iter().rev().find(|m| m.role == Role::User);
+    last.and_then(|m| m.content.as_deref()).unwrap_or_default()
 }
 
 /// The agent state the turn keeps: the stored one, a new one when none is
