@@ -584,3 +584,33 @@ async fn the_turn_an_approval_continues_reads_the_message_it_answers() {
     assert!(prompt.lines().any(|l| l.starts_with("- \"tomorrow\" = ")), "the continuation reads the message: {prompt}");
     assert!(!prompt.contains("The next 7 days, each with its events:"), "{prompt}");
 }
+
+/// The local model's refused call ("this repeat happens only once … give
+/// `count`") was followed by an answer explaining the fix, not by the fixed
+/// call: asked again with the tools, once, it makes it.
+#[tokio::test]
+async fn an_answer_that_gives_up_after_a_refused_call_is_asked_to_make_it_again() {
+    let t = TestApp::new().await;
+    let (wednesday, _) = shared::calendar::days::Days::Wednesday.resolve(berlin_today() + Duration::days(1));
+    let start = format!("{wednesday}T19:00");
+    let until = (wednesday + Duration::days(3)).to_string();
+    t.llm.push(Reply::tool_calls(&[(
+        "create_calendar_event",
+        json!({"title": "Yoga", "start": start, "repeat": {"every": "week", "until": until}}),
+    )]));
+    t.llm.push(Reply::text(&["I see the error. You can do this by giving a count of three."]));
+    t.llm.push(Reply::tool_calls(&[(
+        "create_calendar_event",
+        json!({"title": "Yoga", "start": start, "repeat": {"every": "week", "count": 3}}),
+    )]));
+    t.llm.push(Reply::text(&["Booked three yoga sessions."]));
+    let turn = t.turn("alice", in_calendar("sign me up for yoga wednesdays at 7pm, three sessions")).await;
+    assert!(turn.kinds().contains(&"answer_check"), "{:?}", turn.kinds());
+    let requests = t.llm.requests();
+    assert_eq!(requests.len(), 4, "the refused call, the gave-up answer, the retry, the answer");
+    let note = requests[2]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(note.contains("Your call to create_calendar_event was refused: this repeat happens only once"), "{note}");
+    let alice = UserId::parse("alice").unwrap();
+    let stored = calendar(&t).list(&alice, &list_days(wednesday, wednesday + Duration::days(20))).await.unwrap();
+    assert_eq!(stored.events.len(), 3, "the fixed call booked the series");
+}

@@ -145,6 +145,25 @@ pub fn described(tool: &str, answer: &str) -> ClaimMismatch {
     }
 }
 
+/// What the model is told when every call of its round was refused and it gave up.
+pub fn retry_note(tool: &str, error: &str) -> String {
+    format!(
+        "[A check by the app, not the user's words] Your call to {tool} was refused: {error}. Make the call \
+         again now with that fixed; do not describe it."
+    )
+}
+
+/// The mismatch an answer that gave up after a refused call is.
+pub fn gave_up(tool: &str, answer: &str) -> ClaimMismatch {
+    ClaimMismatch {
+        kind: MismatchKind::NoAnswer,
+        action: OperationAction::Read,
+        entity_name: None,
+        quote: answer.trim().chars().take(120).collect(),
+        note: format!("No answer: the reply gave up after {tool} was refused, without trying the fix it names."),
+    }
+}
+
 /// What the model is told when asked again.
 pub fn note_for_model(what: Echoed) -> String {
     let repeated = match what {

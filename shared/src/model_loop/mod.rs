@@ -351,10 +351,10 @@ impl<'a> ModelLoop<'a> {
                 (Outcome::Complete, true) => self.described_call(said, &messages, offered, nudged),
                 _ => None,
             };
-            if let Some(tool) = described {
+            if let Some(nudge) = described {
                 nudged = true;
                 round += 1;
-                if let Err(e) = self.ask_for_the_call(assistant, &tool, &mut messages, log, sink).await {
+                if let Err(e) = self.ask_for_the_call(assistant, &nudge, &mut messages, log, sink).await {
                     tracing::error!(code = e.code(), error = %e, "withdrawn answer not stored");
                     let message = format!("the answer could not be saved: {e}");
                     return Ok(self.end(vec![], Outcome::Failed { code: e.code(), message, retryable: true }));

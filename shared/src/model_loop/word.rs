@@ -110,7 +110,7 @@ impl ModelLoop<'_> {
         messages: &[ChatMessage],
         offered: &[serde_json::Value],
         nudged: bool,
-    ) -> Option<String> {
+    ) -> Option<Nudge> {
         if !self.keeps_word || nudged || self.tools.is_none() {
             return None;
         }
@@ -120,7 +120,10 @@ impl ModelLoop<'_> {
         if !echo::asks_for_a_change(question) {
             return None;
         }
-        echo::described_call(said, &tool_names(offered)).map(str::to_string)
+        if let Some(tool) = echo::described_call(said, &tool_names(offered)) {
+            return Some(Nudge::Described(tool.to_string()));
+        }
+        refused(messages)
     }
 
     /// Asks again, with the tools, after an answer that described a call:
@@ -129,18 +132,21 @@ impl ModelLoop<'_> {
     pub(super) async fn ask_for_the_call(
         &mut self,
         mut first: StoredMessage,
-        tool: &str,
+        nudge: &Nudge,
         messages: &mut Vec<ChatMessage>,
         log: &mut dyn super::RoundLog,
         sink: &mut EventSink,
     ) -> Result<(), crate::store::StoreError> {
         let said = first.content.clone().unwrap_or_default();
-        let mismatch = echo::described(tool, &said);
-        tracing::info!(tool, "the answer described a call; asking again with the tools");
+        let (mismatch, note) = match nudge {
+            Nudge::Described(tool) => (echo::described(tool, &said), echo::call_note(tool)),
+            Nudge::Refused { tool, error } => (echo::gave_up(tool, &said), echo::retry_note(tool, error)),
+        };
+        tracing::info!(?nudge, "the answer did not make the call asked for; asking again with the tools");
         let verdict = CheckVerdict::AskedAgain;
         let _ = sink.send(StreamEvent::AnswerCheck { verdict, mismatches: vec![mismatch.clone()] }).await;
         messages.push(first.to_chat());
-        messages.push(ChatMessage::user(echo::call_note(tool)));
+        messages.push(ChatMessage::user(note));
         first.include_in_context = false;
         first.claim_mismatches = vec![mismatch];
         log.store_round(std::slice::from_ref(&first)).await
@@ -201,4 +207,33 @@ impl ModelLoop<'_> {
 
 fn tool_names(offered: &[serde_json::Value]) -> Vec<&str> {
     offered.iter().filter_map(|t| t.pointer("/function/name").and_then(|n| n.as_str())).collect()
+}
+
+/// Why the loop asks again with the tools.
+#[derive(Debug)]
+pub(super) enum Nudge {
+    /// The answer described a call to this tool instead of making it.
+    Described(String),
+    /// Every call of the round just run was refused, and the answer gave up
+    /// (the local model explained the error back: "You can do this by …").
+    Refused { tool: String, error: String },
+}
+
+/// The round just run, when each of its calls was refused: the first one's tool and error.
+fn refused(messages: &[ChatMessage]) -> Option<Nudge> {
+    let at = messages.iter().rposition(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())?;
+    let calls = &messages[at].tool_calls;
+    let results = &messages[at + 1..];
+    // This turn's round, the last thing said: not a round of an earlier turn.
+    if results.is_empty() || results.iter().any(|m| m.role != Role::Tool) {
+        return None;
+    }
+    let mut first = None;
+    for r in results.iter().filter(|m| m.role == Role::Tool) {
+        let v: serde_json::Value = serde_json::from_str(r.content.as_deref()?).ok()?;
+        let message = v.pointer("/error/message").and_then(|m| m.as_str())?;
+        let tool = calls.iter().find(|c| Some(&c.id) == r.tool_call_id.as_ref())?.function.name.clone();
+        first.get_or_insert(Nudge::Refused { tool, error: message.to_string() });
+    }
+    first
 }
