@@ -289,14 +289,7 @@ async fn resume(
     let early = named
         .and_then(|v| context::pack_scope(deps, &v))
         .map(|s| context::load_pack(deps, user, s, turn.timezone, exit));
-    // A turn with no message of its own (an approval's answer, a
-    // regenerate) reads the calendar after the log: the block reads the
-    // message it answers.
-    let early_agenda = OptionFuture::from(
-        turn.context_type
-            .filter(|_| !turn.message.is_empty())
-            .map(|c| context::load_agenda(deps, user, c, turn.timezone, &turn.message)),
-    );
+    let early_agenda = OptionFuture::from(early_agenda(deps, user, turn));
     let (leased, log, seen, pack, agenda, admitted) = tokio::join!(
         store.acquire_lease(user, sid, ids.lease),
         deps.history.recent_log_bounded(user, sid, limit, deps.config.history_first_page.unwrap_or(limit)),
@@ -419,6 +412,18 @@ async fn settle_reads(
         None => context::load_agenda(deps, user, view.context_type, turn.timezone, said).await,
     };
     (pack, agenda)
+}
+
+/// The calendar block read beside the log, when the request names its
+/// scope. A turn with no message of its own (an approval's answer, a
+/// regenerate) reads it after the log: the block reads the message it answers.
+fn early_agenda<'a>(
+    deps: &'a TurnDeps,
+    user: &'a UserId,
+    turn: &'a ValidTurn,
+) -> Option<impl std::future::Future<Output = Option<String>> + 'a> {
+    let ct = turn.context_type.filter(|_| !turn.message.is_empty())?;
+    Some(context::load_agenda(deps, user, ct, turn.timezone, &turn.message))
 }
 
 /// The message a turn answers: its own, else (an approval's answer, a

@@ -108,17 +108,28 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
     if times.is_empty() {
         out.extend(window(&t));
     }
-    // What to do and to which occurrences: the local model "cancelled" with
-    // an update, and cut a whole series for "just that one".
     let intent = words::intent(&t);
-    if let Some((q, intent)) = &intent {
+    out.extend(asked(&t, intent.as_ref()));
+    let series = series(&t, &days, until, today);
+    out.extend(starts(now, &times, &days, series, intent.map(|(_, i)| i)));
+    // "Tomorrow … only tomorrow": one line.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|r| seen.insert((r.quote.clone(), r.value.clone())));
+    out
+}
+
+/// What to do and to which occurrences: the local model "cancelled" with
+/// an update, and cut a whole series for "just that one".
+fn asked(t: &str, intent: Option<&(String, words::Intent)>) -> Vec<Reading> {
+    let mut out = Vec::new();
+    if let Some((q, intent)) = intent {
         let value = match intent {
             words::Intent::Cancel => "a cancellation: delete_calendar_event",
             words::Intent::Move => "a move: update_calendar_event with the new \"start\"",
         };
         out.push(reading(q, value.into()));
     }
-    if let Some((q, scope)) = words::scope(&t) {
+    if let Some((q, scope)) = words::scope(t) {
         let what = match scope {
             "instance" => "that occurrence only: give its \"instance\", the series stays",
             "following" => "it and the later ones",
@@ -126,38 +137,35 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
         };
         out.push(reading(&q, format!("\"scope\": \"{scope}\" ({what})")));
     }
-    let series = series(&t, &days, until, today);
-    let time = one_time(&times);
-    if let Some((quote, repeat, first_days)) = &series {
-        out.push(reading(quote, format!("\"repeat\": {}", in_order(repeat))));
-        if let Some(time) = time {
-            let start = first_start(now, single_date(&days), first_days, time);
-            out.push(Reading {
-                quote: "the first one".into(),
-                value: start_value(start),
-                days: None,
-                at: None,
-                moving: None,
-            });
-        }
-    } else if let (Some(time), Some(date)) = (time, single_date(&days)) {
-        out.push(Reading {
-            quote: "when".into(),
-            value: start_value(date.and_time(time)),
-            days: None,
-            at: None,
-            moving: None,
-        });
-    } else if let (Some((_, words::Intent::Move)), Some(date), Some(to)) = (&intent, single_date(&days), times.last()) {
-        // "Move my 3pm tomorrow to 4pm": the time said last is the new one.
-        let value = start_value(date.and_time(to.time));
-        let moving = times.first().filter(|from| from.time != to.time).map(|from| date.and_time(from.time));
-        out.push(Reading { quote: "the new time".into(), value, days: None, at: None, moving });
-    }
-    // "Tomorrow … only tomorrow": one line.
-    let mut seen = std::collections::HashSet::new();
-    out.retain(|r| seen.insert((r.quote.clone(), r.value.clone())));
     out
+}
+
+/// The series' `repeat` and first start, a one-off's start, or a move's new start.
+fn starts(
+    now: NaiveDateTime,
+    times: &[words::Said],
+    days: &[(String, Day)],
+    series: Option<Series>,
+    intent: Option<words::Intent>,
+) -> Vec<Reading> {
+    let line = |quote: &str, value| Reading { quote: quote.into(), value, days: None, at: None, moving: None };
+    let (time, date) = (one_time(times), single_date(days));
+    if let Some((quote, repeat, first_days)) = &series {
+        let mut out = vec![reading(quote, format!("\"repeat\": {}", in_order(repeat)))];
+        if let Some(time) = time {
+            out.push(line("the first one", start_value(first_start(now, date, first_days, time))));
+        }
+        return out;
+    }
+    match (time, date, intent, times.last()) {
+        (Some(time), Some(date), _, _) => vec![line("when", start_value(date.and_time(time)))],
+        // "Move my 3pm tomorrow to 4pm": the time said last is the new one.
+        (None, Some(date), Some(words::Intent::Move), Some(to)) => {
+            let moving = times.first().filter(|from| from.time != to.time).map(|from| date.and_time(from.time));
+            vec![Reading { moving, ..line("the new time", start_value(date.and_time(to.time))) }]
+        }
+        _ => vec![],
+    }
 }
 
 fn reading(quote: &str, value: String) -> Reading {
