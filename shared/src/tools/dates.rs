@@ -14,7 +14,8 @@
 //!   past due date is almost always invented. The user can still set one in
 //!   the entity's own form.
 //!
-//! `null` stays `null` (an update clears the field with it).
+//! `null` stays `null` (an update clears the field with it); an empty text
+//! is the field left out.
 
 use super::outcome::Refusal;
 use crate::calendar::{EventTime, Zone};
@@ -30,6 +31,13 @@ pub const DESCRIBED: &str = "A date as text: 2026-12-10, or a local time 2026-12
 pub fn read(raw: &mut Map<String, Value>, fields: &[&str], zone: Zone, now_ms: i64) -> Result<(), Refusal> {
     for &f in fields {
         let Some(v) = raw.get(f) else { continue };
+        // An empty text is the field left out: the local model filled
+        // `due_at: ""` into "Add a task called Book the venue", was refused
+        // and gave the task up.
+        if v.as_str().is_some_and(|s| s.trim().is_empty()) {
+            raw.remove(f);
+            continue;
+        }
         let ms = match v {
             Value::Null => continue,
             Value::String(s) => at(f, s, zone, now_ms)?,
@@ -102,6 +110,16 @@ mod tests {
         assert_eq!(read_one(json!("2026-12-10T17:00")), Ok(json!(1_796_918_400_000_i64)));
         assert_eq!(read_one(json!("2026-12-07")), Ok(json!(1_796_598_000_000_i64)), "today is not past");
         assert_eq!(read_one(Value::Null), Ok(Value::Null), "null clears");
+    }
+
+    /// The local model's `due_at: ""` for a task with no date: left out, not refused.
+    #[test]
+    fn an_empty_text_is_the_field_left_out() {
+        for empty in ["", "  "] {
+            let mut raw = json!({ "title": "Book the venue", "due_at": empty }).as_object().unwrap().clone();
+            assert!(read(&mut raw, &["due_at"], berlin(), NOW).is_ok(), "{empty:?}");
+            assert!(!raw.contains_key("due_at"), "{raw:?}");
+        }
     }
 
     #[test]
