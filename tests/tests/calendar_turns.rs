@@ -145,22 +145,7 @@ async fn another_users_event_id_in_a_tool_call_is_not_found_and_untouched() {
     t.llm.push(Reply::text(&["I could not."]));
     let asked = t.turn("mallory", json!({"message": "delete it", "context_type": "calendar"})).await;
     // A delete waits for the user's yes (docs/chat-protocol.md#approvals): mallory gives it.
-    let approval = asked
-        .events
-        .iter()
-        .find_map(|e| match e {
-            StreamEvent::ApprovalRequired { approval_id, .. } => Some(approval_id.clone()),
-            _ => None,
-        })
-        .expect("the delete waits for approval");
-    let req = http::Request::builder()
-        .method("POST")
-        .uri(format!("/sessions/{}/approvals/{approval}", asked.session_id()))
-        .header("authorization", format!("Bearer {}", tests::token("mallory")))
-        .body(lambda_http::Body::from(json!({"approved": true}).to_string()))
-        .unwrap();
-    let turn =
-        tests::Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    let turn = approve(&t, "mallory", &asked).await;
     let result = turn.events.iter().find_map(|e| match e {
         StreamEvent::ToolResult { ok, preview, .. } => Some((*ok, preview.clone())),
         _ => None,
@@ -539,6 +524,8 @@ async fn an_answer_that_describes_a_call_is_asked_again_with_the_tools() {
     t.turn("bob", in_calendar("which meetings are coming up?")).await;
     let again = t.llm.requests()[before + 1].clone();
     assert!(again["tools"].as_array().is_none_or(|t| t.is_empty()), "asked again without tools: {again}");
+    let note = again["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(note.contains("described a tool call instead of answering"), "{note}");
     let bobs = calendar(&t).list(&UserId::parse("bob").unwrap(), &list_days(day, day)).await.unwrap();
     assert!(bobs.events.is_empty(), "nothing booked");
 
@@ -563,22 +550,7 @@ async fn the_turn_an_approval_continues_reads_the_message_it_answers() {
     t.llm.push(Reply::tool_calls(&[("delete_calendar_event", json!({"event_id": id}))]));
     t.llm.push(Reply::text(&["Cancelled the dentist."]));
     let asked = t.turn("alice", in_calendar("cancel tomorrow's dentist")).await;
-    let approval = asked
-        .events
-        .iter()
-        .find_map(|e| match e {
-            StreamEvent::ApprovalRequired { approval_id, .. } => Some(approval_id.clone()),
-            _ => None,
-        })
-        .expect("the delete waits for approval");
-    let req = http::Request::builder()
-        .method("POST")
-        .uri(format!("/sessions/{}/approvals/{approval}", asked.session_id()))
-        .header("authorization", format!("Bearer {}", tests::token("alice")))
-        .body(lambda_http::Body::from(json!({"approved": true}).to_string()))
-        .unwrap();
-    let turn =
-        tests::Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await;
+    let turn = approve(&t, "alice", &asked).await;
     assert_eq!(turn.kinds().last(), Some(&"done"));
     let prompt = system_prompt(t.llm.requests().last().unwrap());
     assert!(prompt.lines().any(|l| l.starts_with("- \"tomorrow\" = ")), "the continuation reads the message: {prompt}");
@@ -613,4 +585,23 @@ async fn an_answer_that_gives_up_after_a_refused_call_is_asked_to_make_it_again(
     let alice = UserId::parse("alice").unwrap();
     let stored = calendar(&t).list(&alice, &list_days(wednesday, wednesday + Duration::days(20))).await.unwrap();
     assert_eq!(stored.events.len(), 3, "the fixed call booked the series");
+}
+
+/// `user` says yes to the call `asked` waits for (docs/chat-protocol.md#approvals): the turn that goes on.
+async fn approve(t: &TestApp, user: &str, asked: &tests::Turn) -> tests::Turn {
+    let approval = asked
+        .events
+        .iter()
+        .find_map(|e| match e {
+            StreamEvent::ApprovalRequired { approval_id, .. } => Some(approval_id.clone()),
+            _ => None,
+        })
+        .expect("the call waits for approval");
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("/sessions/{}/approvals/{approval}", asked.session_id()))
+        .header("authorization", format!("Bearer {}", tests::token(user)))
+        .body(lambda_http::Body::from(json!({"approved": true}).to_string()))
+        .unwrap();
+    tests::Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await
 }

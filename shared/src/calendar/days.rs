@@ -68,7 +68,8 @@ impl Days {
     }
 }
 
-fn next_on_or_after(today: NaiveDate, day: Weekday) -> NaiveDate {
+/// The first `day` on or after `today`.
+pub(crate) fn next_on_or_after(today: NaiveDate, day: Weekday) -> NaiveDate {
     let ahead = (7 + day.num_days_from_monday() - today.weekday().num_days_from_monday()) % 7;
     today + Duration::days(ahead.into())
 }

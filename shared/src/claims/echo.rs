@@ -16,6 +16,9 @@ const MAX_WORDS: usize = 200;
 pub enum Echoed {
     Question,
     ToolDescription,
+    /// A tool call described in words, in answer to a question (asked again
+    /// in words, without tools: a read never turns into a write).
+    Call,
     /// A heading of the app's own prompt blocks: the local model began its
     /// answer with "The next 7 days, each with its events:" and went on
     /// inventing dates in that shape.
@@ -136,13 +139,7 @@ pub fn call_note(tool: &str) -> String {
 
 /// The mismatch a described call is.
 pub fn described(tool: &str, answer: &str) -> ClaimMismatch {
-    ClaimMismatch {
-        kind: MismatchKind::NoAnswer,
-        action: OperationAction::Read,
-        entity_name: None,
-        quote: answer.trim().chars().take(120).collect(),
-        note: format!("No answer: the reply described a call to {tool} instead of making it."),
-    }
+    no_answer(answer, &format!("No answer: the reply described a call to {tool} instead of making it."))
 }
 
 /// What the model is told when every call of its round was refused and it gave up.
@@ -155,13 +152,10 @@ pub fn retry_note(tool: &str, error: &str) -> String {
 
 /// The mismatch an answer that gave up after a refused call is.
 pub fn gave_up(tool: &str, answer: &str) -> ClaimMismatch {
-    ClaimMismatch {
-        kind: MismatchKind::NoAnswer,
-        action: OperationAction::Read,
-        entity_name: None,
-        quote: answer.trim().chars().take(120).collect(),
-        note: format!("No answer: the reply gave up after {tool} was refused, without trying the fix it names."),
-    }
+    no_answer(
+        answer,
+        &format!("No answer: the reply gave up after {tool} was refused, without trying the fix it names."),
+    )
 }
 
 /// What the model is told when asked again.
@@ -170,10 +164,12 @@ pub fn note_for_model(what: Echoed) -> String {
         Echoed::Question => "repeated the user's question",
         Echoed::ToolDescription => "repeated a tool's description",
         Echoed::Prompt => "repeated the app's context block (the user does not see it)",
+        Echoed::Call => "described a tool call",
     };
     format!(
         "[A check by the app, not the user's words] Your answer above {repeated} instead of answering it. \
-         Answer the user's question now, briefly, from the tool results above. Do not call tools."
+         Answer the user's question now, briefly and in plain words, from the tool results and the context above. \
+         Do not call tools."
     )
 }
 

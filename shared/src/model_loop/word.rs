@@ -166,8 +166,7 @@ impl ModelLoop<'_> {
             offered.iter().filter_map(|t| t.pointer("/function/description").and_then(|d| d.as_str())).collect();
         if !echo::asks_for_a_change(question) {
             if let Some(tool) = echo::described_call(said, &tool_names(offered)) {
-                let m = echo::described(tool, said);
-                return Some((Echoed::ToolDescription, m));
+                return Some((Echoed::Call, echo::described(tool, said)));
             }
         }
         let found = echo::echoed(said, question, &descriptions)?;

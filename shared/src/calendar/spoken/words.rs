@@ -3,6 +3,7 @@
 //! lowercased message and returns what it found with the byte span it
 //! covers, so a later finder does not read the same words twice.
 
+use crate::calendar::days::next_on_or_after;
 use chrono::{Datelike, Duration, NaiveDate, NaiveTime, Weekday};
 use regex::{Captures, Regex};
 use std::sync::LazyLock;
@@ -263,10 +264,6 @@ pub enum Day {
 
 pub fn weekday(s: &str) -> Option<Weekday> {
     s.get(..3)?.parse().ok()
-}
-
-fn next_on_or_after(d: NaiveDate, w: Weekday) -> NaiveDate {
-    d + Duration::days(((7 + w.num_days_from_monday() - d.weekday().num_days_from_monday()) % 7).into())
 }
 
 pattern!(
