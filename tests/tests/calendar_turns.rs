@@ -10,6 +10,7 @@ use shared::calendar::{CalendarService, ListQuery};
 use shared::entities::store::DynamoEntityStore;
 use shared::entities::EntityService;
 use shared::ids::UserId;
+use shared::session::store::SessionLog;
 use shared::sse::{OperationStatus, StreamEvent};
 use tests::{Reply, TestApp};
 
@@ -604,4 +605,61 @@ async fn approve(t: &TestApp, user: &str, asked: &tests::Turn) -> tests::Turn {
         .body(lambda_http::Body::from(json!({"approved": true}).to_string()))
         .unwrap();
     tests::Turn::read(shared::edge::stream::handle_stream(&t.app, lambda_http::Request::from(req)).await).await
+}
+
+/// The local model listed the wrong day and answered "I see no events on
+/// December 16" with “Offsite” on that day's line: an answer to a question
+/// that leaves out the events the block shows for the days asked about is
+/// asked again once, without tools, with those events (`left_out`); an
+/// answer that names them stands.
+#[tokio::test]
+async fn an_answer_that_leaves_out_the_asked_days_events_is_asked_again_with_them() {
+    let t = TestApp::new().await;
+    let alice = UserId::parse("alice").unwrap();
+    let day = berlin_today() + Duration::days(9);
+    calendar(&t).create(&alice, &new_event("Offsite", format!("{day}T10:00"), None)).await.unwrap();
+    calendar(&t)
+        .create(&alice, &new_event("Dentist", format!("{}T09:00", day + Duration::days(1)), None))
+        .await
+        .unwrap();
+    let asked = format!("What have I got on {}?", day.format("%B %-d"));
+    t.llm.push(Reply::tool_calls(&[("list_calendar_events", json!({"range": "friday"}))]));
+    t.llm.push(Reply::text(&[&format!("I see no events on {}.", day.format("%B %-d"))]));
+    t.llm.push(Reply::text(&["On that day you have the Offsite from 10:00 to 11:00."]));
+    let turn = t.turn("alice", in_calendar(&asked)).await;
+    let checks: Vec<(Value, Vec<Value>)> = turn
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::AnswerCheck { verdict, mismatches } => {
+                Some((json!(verdict), mismatches.iter().map(|m| json!(m.kind)).collect()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checks, [(json!("asked_again"), vec![json!("left_out")])], "{:?}", turn.kinds());
+    let requests = t.llm.requests();
+    assert_eq!(requests.len(), 3, "asked once more");
+    let note = requests[2]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_string();
+    assert!(note.contains(&format!("“Offsite” {} 10:00–11:00", day.format("%a %-d %b"))), "{note}");
+    assert!(!note.contains("Dentist") && !note.contains("event_id"), "only the asked day, in words: {note}");
+    assert!(requests[2]["tools"].as_array().is_none_or(|t| t.is_empty()), "no tools the second time");
+    assert!(turn.text().contains("Offsite"), "{}", turn.text());
+
+    // The stored log: the first answer out of context with its mismatch, the second standing.
+    let sid = shared::ids::SessionId::parse(&turn.session_id()).unwrap();
+    let log = t.store().recent_messages(&alice, &sid, 100).await.unwrap();
+    let answers: Vec<_> =
+        log.iter().filter(|m| m.role == shared::message::Role::Assistant && m.content.is_some()).collect();
+    assert_eq!(answers.len(), 2, "{log:?}");
+    assert!(!answers[0].include_in_context && answers[1].include_in_context);
+    let first = &answers[0].claim_mismatches[0];
+    assert_eq!((json!(first.kind), first.entity_name.as_deref()), (json!("left_out"), Some("Offsite")));
+
+    // An answer that names the day's event is not asked again.
+    t.llm.push(Reply::text(&["Just the offsite, at 10."]));
+    let before = t.llm.request_count();
+    let ok = t.turn("alice", in_calendar(&asked)).await;
+    assert!(!ok.kinds().contains(&"answer_check"), "{:?}", ok.kinds());
+    assert_eq!(t.llm.request_count() - before, 1);
 }

@@ -54,7 +54,9 @@ export function Message({ message, onApproval }: { message: ChatMessage; onAppro
                   ? '⚠ Correction:'
                   : part.data.mismatches.some((m) => m.kind === 'no_answer')
                     ? '⚠ The answer above did not answer; asked again:'
-                    : '⚠ The answer above claimed what no tool did; asked again:'}
+                    : part.data.mismatches.some((m) => m.kind === 'left_out')
+                      ? '⚠ The answer above left out what the calendar shows; asked again:'
+                      : '⚠ The answer above claimed what no tool did; asked again:'}
               </p>
               {part.data.mismatches.map((m, j) => (
                 <p key={j} className="note">

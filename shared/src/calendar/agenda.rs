@@ -9,12 +9,24 @@
 
 use super::model::{EventInstance, SkippedEvent, Zone};
 use super::service::{CalendarService, ListQuery, ZoneSource};
+use super::spoken::Reading;
+use crate::claims::shown::{Shown, ShownItem};
 use crate::ids::{ProjectId, UserId};
+use chrono::NaiveDate;
 use chrono::{DateTime, Duration, Utc};
 use std::collections::HashMap;
 
 /// At most this many occurrences are written into the prompt.
 pub const MAX_AGENDA_LINES: usize = 40;
+
+/// The calendar block, and what it shows as the answer to the message's question.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agenda {
+    pub block: String,
+    /// A question naming days ("what have I got on December 16?"): those
+    /// days' events, which the answer must name ([`crate::claims::shown`]).
+    pub shown: Option<Shown>,
+}
 
 /// The block for `days` days from today (1 = today only) in the turn's zone
 /// (`named`, else the user's chosen one, else UTC), or `None` when the
@@ -26,7 +38,7 @@ pub async fn agenda(
     days: i64,
     now: DateTime<Utc>,
     message: &str,
-) -> Option<String> {
+) -> Option<Agenda> {
     let (zone, source) = match cal.turn_zone(user, named).await {
         Ok(z) => z,
         Err(e) => {
@@ -73,12 +85,76 @@ pub async fn agenda(
     // When the message names its days, their lines are the block: the
     // week's list beside them was what the model copied.
     let names_days = reading.iter().any(|r| r.days.is_some());
-    Some(match (read.is_empty(), block.split_once('\n')) {
+    let shown = shown(&reading, message, &listed);
+    let block = match (read.is_empty(), block.split_once('\n')) {
         (false, Some((now, _))) if names_days => format!("{now}\n{read}{}", skipped_line(&list.skipped)),
         (false, Some((now, week))) => format!("{now}\n{read}\n{week}"),
         (false, None) => format!("{block}\n{read}"),
         (true, _) => block,
+    };
+    Some(Agenda { block, shown })
+}
+
+/// What the block shows as the answer to a question that names its days
+/// ("anything on this week?"): their events, only the named project's when
+/// the message names one of theirs ("only the Launch project"). None for a
+/// change asked for (the claims check's) or a clock time said ("am I free
+/// at 3?" is about that hour, not the day's every event).
+fn shown(reading: &[Reading], message: &str, listed: &Listed) -> Option<Shown> {
+    if crate::claims::echo::asks_for_a_change(message) || reading.iter().any(|r| r.at.is_some() || r.moving.is_some()) {
+        return None;
+    }
+    let spans: Vec<(&Reading, (NaiveDate, NaiveDate))> = reading.iter().filter_map(|r| Some((r, r.days?))).collect();
+    if spans.is_empty() {
+        return None;
+    }
+    let asked: Vec<String> = spans.iter().map(|(r, (a, b))| format!("“{}”: {}", r.quote, span(*a, *b))).collect();
+    let on =
+        |e: &&EventInstance| start_day(&e.start).is_some_and(|d| spans.iter().any(|(_, (a, b))| d >= *a && d <= *b));
+    let mut events: Vec<&EventInstance> = listed.events.iter().filter(on).collect();
+    let lower = message.to_lowercase();
+    let project_of = |e: &EventInstance| e.project_id.as_ref().and_then(|p| listed.projects.get(p));
+    let named_projects: Vec<&String> =
+        events.iter().filter_map(|e| project_of(e)).filter(|n| mentions(&lower, n)).collect();
+    if !named_projects.is_empty() {
+        events.retain(|e| project_of(e).is_some_and(|n| named_projects.contains(&n)));
+    }
+    let items = events
+        .iter()
+        .take(MAX_NAMED_DAY_LINES)
+        .map(|e| ShownItem { title: e.title.clone(), line: spoken(e, listed) })
+        .collect();
+    Some(Shown { asked: asked.join("; "), items })
+}
+
+/// `lower` holds `name` as whole words.
+fn mentions(lower: &str, name: &str) -> bool {
+    let name = name.to_lowercase();
+    lower.match_indices(&name).any(|(at, _)| {
+        let before = lower[..at].chars().next_back();
+        let after = lower[at + name.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
     })
+}
+
+/// `Wednesday 16 December`, or `Monday 7 December to Sunday 13 December`.
+fn span(first: NaiveDate, last: NaiveDate) -> String {
+    let day = |d: NaiveDate| d.format("%A %-d %B").to_string();
+    if first == last {
+        day(first)
+    } else {
+        format!("{} to {}", day(first), day(last))
+    }
+}
+
+/// An occurrence as the user reads it: `“Offsite” Wed 16 Dec 10:00–11:00 (project “Launch”)`, no ids.
+fn spoken(e: &EventInstance, listed: &Listed) -> String {
+    let day = start_day(&e.start).map(|d| d.format("%a %-d %b ").to_string()).unwrap_or_default();
+    let project = match e.project_id.as_ref().and_then(|p| listed.projects.get(p)) {
+        Some(name) => format!(" (project “{name}”)"),
+        None => String::new(),
+    };
+    format!("“{}” {day}{}{project}", e.title, when(e))
 }
 
 /// How far on the block lists the days a message names.
@@ -229,7 +305,18 @@ fn start_day(t: &str) -> Option<chrono::NaiveDate> {
 /// project by name, so "only the Launch project" is read off the block (the local
 /// model answered it with every event, or with none).
 fn occurrence(e: &EventInstance, projects: &HashMap<ProjectId, String>) -> String {
-    let when = if e.all_day {
+    let when = when(e);
+    let inst = e.instance.map(|i| format!(", instance {i}")).unwrap_or_default();
+    let project = match e.project_id.as_ref().and_then(|p| projects.get(p)) {
+        Some(name) => format!("project “{name}”, "),
+        None => String::new(),
+    };
+    format!("“{}” {when} ({project}event_id {}{inst})", e.title, e.event_id)
+}
+
+/// `10:00–11:00`, `all day`, or with the end's date when it ends on another day.
+fn when(e: &EventInstance) -> String {
+    if e.all_day {
         "all day".to_string()
     } else {
         let (start, end) = (DateTime::parse_from_rfc3339(&e.start), DateTime::parse_from_rfc3339(&e.end));
@@ -240,13 +327,7 @@ fn occurrence(e: &EventInstance, projects: &HashMap<ProjectId, String>) -> Strin
             (Ok(s), Ok(en)) => format!("{}–{}", s.format("%H:%M"), en.format("%a %Y-%m-%d %H:%M")),
             _ => format!("{}–{}", e.start, e.end),
         }
-    };
-    let inst = e.instance.map(|i| format!(", instance {i}")).unwrap_or_default();
-    let project = match e.project_id.as_ref().and_then(|p| projects.get(p)) {
-        Some(name) => format!("project “{name}”, "),
-        None => String::new(),
-    };
-    format!("“{}” {when} ({project}event_id {}{inst})", e.title, e.event_id)
+    }
 }
 
 #[cfg(test)]

@@ -289,8 +289,51 @@ async fn an_event_that_cannot_be_expanded_is_named_and_the_rest_lists() {
     let free = s.free_time(&u, &fq).await.unwrap();
     assert_eq!(free.slots.len(), 2, "around the dentist: {:?}", free.slots);
     assert_eq!(free.skipped, list.skipped);
-    let block = agenda::agenda(&s, &u, Some(Zone::UTC), 7, "2026-11-01T08:00:00Z".parse().unwrap(), "").await.unwrap();
+    let block =
+        agenda::agenda(&s, &u, Some(Zone::UTC), 7, "2026-11-01T08:00:00Z".parse().unwrap(), "").await.unwrap().block;
     assert!(block.contains("“Dentist” 10:00–11:00"), "{block}");
     assert!(block.contains("Not shown, could not be read (1 event"), "{block}");
     assert!(block.contains("“Odd rule”: invalid RRULE"), "{block}");
+}
+
+/// A question naming its days comes with their events for the answer check
+/// (`claims::shown`): the project's only when the message names it; none for
+/// a change asked for or a clock time said.
+#[tokio::test]
+async fn a_question_naming_days_shows_their_events_for_the_answer_to_name() {
+    let entities = EntityService::new(crate::entities::store::MemoryEntityStore::new());
+    let s = CalendarService::new(MemoryEventStore::new(), entities.clone());
+    let u = user("alice");
+    let launch: crate::entities::NewProject = serde_json::from_value(serde_json::json!({"name": "Launch"})).unwrap();
+    let pid = entities.create_project(&u, launch).await.unwrap().data.project.id;
+    let rehearsal = NewEvent { project_id: Some(pid), ..new("Launch rehearsal", "2026-12-08T10:00", "Europe/Berlin") };
+    s.create(&u, &rehearsal).await.unwrap();
+    s.create(&u, &new("Dentist", "2026-12-08T15:00", "Europe/Berlin")).await.unwrap();
+    s.create(&u, &new("Offsite", "2026-12-16T10:00", "Europe/Berlin")).await.unwrap();
+    let now = "2026-12-07T09:00:00Z".parse().unwrap();
+    let berlin = Some(Zone::parse("Europe/Berlin").unwrap());
+    let shown = |m: &'static str| {
+        let s = &s;
+        let u = &u;
+        async move { agenda::agenda(s, u, berlin, 7, now, m).await.unwrap().shown }
+    };
+    let titles = |s: Option<crate::claims::shown::Shown>| -> Vec<String> {
+        s.map(|s| s.items.into_iter().map(|i| i.title).collect()).unwrap_or_default()
+    };
+    let date = shown("What have I got on December 16?").await.unwrap();
+    assert_eq!(date.items.len(), 1);
+    assert_eq!(date.items[0].line, "“Offsite” Wed 16 Dec 10:00–11:00", "{date:?}");
+    assert!(date.asked.contains("Wednesday 16 December"), "{}", date.asked);
+    let few = titles(shown("Give me a rundown of everything I have coming up over the next few days.").await);
+    assert_eq!(few, ["Launch rehearsal", "Dentist"]);
+    let project = shown("Only the Launch project: what's coming up in the next few days?").await.unwrap();
+    assert_eq!(
+        project.items.iter().map(|i| i.line.as_str()).collect::<Vec<_>>(),
+        ["“Launch rehearsal” Tue 8 Dec 10:00–11:00 (project “Launch”)"]
+    );
+    assert_eq!(titles(shown("Is anything on Wednesday next week?").await), ["Offsite"]);
+    // A change is the claims check's; a time said is about that hour; no day named, nothing shown.
+    assert_eq!(shown("Cancel everything tomorrow.").await, None);
+    assert_eq!(shown("Am I free tomorrow at 3pm?").await, None);
+    assert_eq!(shown("How does the calendar work?").await, None);
 }

@@ -21,6 +21,7 @@
 //!   cheap whatever the answer's size.
 
 pub mod echo;
+pub mod shown;
 #[cfg(test)]
 mod tests;
 mod vocab;
@@ -66,6 +67,9 @@ pub enum MismatchKind {
     /// After a tool ran, the answer only repeated the question or a tool's
     /// description ([`echo`]): it answered nothing.
     NoAnswer,
+    /// The user asked about days whose events the app showed the model; the
+    /// answer named none (or too few) of them ([`shown`]).
+    LeftOut,
 }
 
 /// What one clause of the answer says about one kind of change.
@@ -164,6 +168,7 @@ fn mismatch(kind: MismatchKind, action: OperationAction, name: Option<&str>, quo
         MismatchKind::ClaimedNotDone => format!("Not done: no tool confirmed a {what} this turn."),
         MismatchKind::DoneButDenied => format!("Done after all: the {what} was committed this turn."),
         MismatchKind::NoAnswer => "No answer: the reply only repeated the question.".to_string(),
+        MismatchKind::LeftOut => "The answer left out what the calendar shows.".to_string(),
     };
     ClaimMismatch { kind, action, entity_name: name.map(str::to_string), quote: quote.to_string(), note }
 }

@@ -290,6 +290,10 @@ pub struct ModelLoop<'a> {
     /// The answer is checked against the turn's write steps ([`claims`]):
     /// only the turn's own loop (a plan step's executor reports to it).
     pub keeps_word: bool,
+    /// What the app showed the model as the answer to the user's question
+    /// (a calendar question's named days and their events): an answer that
+    /// leaves it out is asked again ([`crate::claims::shown`]).
+    pub shown: Option<crate::claims::shown::Shown>,
     /// A tool result was folded into the agent state.
     pub observed: bool,
     /// Seq of the next message of this loop.
@@ -310,6 +314,7 @@ impl<'a> ModelLoop<'a> {
             calibrates: false,
             agent_state: None,
             keeps_word: false,
+            shown: None,
             observed: false,
             next_seq: 1,
             usage: Usage::default(),

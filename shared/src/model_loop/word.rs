@@ -14,13 +14,24 @@
 //!   way (`no_answer`), once;
 //! - an answer that describes a call instead of making it ("use the
 //!   `create_calendar_event` function with …") is withdrawn the same way and
-//!   the model asked again *with* the tools, once a turn.
+//!   the model asked again *with* the tools, once a turn;
+//! - an answer to a question that leaves out what the app showed for it
+//!   (the events of the days asked about, [`crate::claims::shown`]) is asked
+//!   again with them, once.
 
 use super::{LoopEnd, ModelLoop, Outcome};
 use crate::claims::echo::{self, Echoed};
-use crate::claims::{check, note_for_model, ClaimMismatch};
+use crate::claims::{check, note_for_model, shown, ClaimMismatch};
 use crate::message::{ChatMessage, Role, StoredMessage};
 use crate::sse::{CheckVerdict, EventSink, StreamEvent};
+
+/// Why an answer was withdrawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Why {
+    Claims,
+    Echoed,
+    LeftOut,
+}
 
 impl ModelLoop<'_> {
     /// The model answered in words: the loop's end, once the answer keeps its word.
@@ -34,42 +45,28 @@ impl ModelLoop<'_> {
     ) -> LoopEnd {
         let steps = sink.stats().steps.clone();
         let said = first.content.as_deref().unwrap_or_default();
-        // A turn that stored a plan answers about the plan ("Changed: the
-        // April newsletter. Approve?"), a change no `operation` shows; the
-        // plan's own writes are steps of the turns that run it, checked there.
-        let planned = sink.stats().planned;
-        let mut mismatches = if self.keeps_word && !planned { check(said, &steps) } else { vec![] };
-        let echoed = match mismatches.is_empty() && self.keeps_word {
-            true => self.echoed(said, messages, offered, sink),
-            false => None,
-        };
-        if let Some((_, m)) = &echoed {
-            mismatches.push(m.clone());
-        }
-        if mismatches.is_empty() {
+        let Some((mismatches, note, why)) = self.withdrawn(said, messages, offered, &steps, sink) else {
             return self.end(vec![first], Outcome::Complete);
-        }
+        };
         if self.budget_spent() {
             return self.corrected(first, mismatches, sink).await;
         }
-        tracing::info!(mismatches = mismatches.len(), "the answer claims what the steps do not show; asking again");
+        tracing::info!(mismatches = mismatches.len(), "the answer does not keep its word; asking again");
         let verdict = CheckVerdict::AskedAgain;
         let _ = sink.send(StreamEvent::AnswerCheck { verdict, mismatches: mismatches.clone() }).await;
         let mut again = messages.to_vec();
         again.push(first.to_chat());
         // As the user's turn: strict chat templates take no system message
         // after the first, and the last message must be the user's or a tool's.
-        let note = match echoed {
-            Some((what, _)) => echo::note_for_model(what),
-            None => note_for_model(&mismatches, &steps),
-        };
         again.push(ChatMessage::user(note.clone()));
         first.include_in_context = false;
         first.claim_mismatches = mismatches;
         let answer = self.ask(&again, vec![], round + 1, sink).await;
         // Nothing said, or only the note said back ("Committed this turn:
-        // nothing." — the local model did): the first answer stands.
-        if answer.text.trim().is_empty() || echo::repeats_note(&answer.text, &note) {
+        // nothing." — the local model did): the first answer stands. A left-out
+        // listing said back is the answer asked for (the note is the events).
+        let echoed_note = why != Why::LeftOut && echo::repeats_note(&answer.text, &note);
+        if answer.text.trim().is_empty() || echoed_note {
             // Asked again without tools, the model said nothing (or only
             // tried a call): the first answer stands, corrected. An empty
             // assistant message would break every later request's history.
@@ -82,13 +79,41 @@ impl ModelLoop<'_> {
             return self.end(vec![first, second], answer.outcome);
         }
         let again_said = second.content.as_deref().unwrap_or_default();
-        let mut left = check(again_said, &steps);
-        if left.is_empty() {
-            left.extend(self.echoed(again_said, messages, offered, sink).map(|(_, m)| m));
-        }
+        let left = self.withdrawn(again_said, messages, offered, &steps, sink).map(|w| w.0).unwrap_or_default();
         let mut end = self.corrected(second, left, sink).await;
         end.unsaved.insert(0, first);
         end
+    }
+
+    /// Why `said` does not stand, with the note the model is asked again
+    /// with: a claim the steps do not show, an answer that answers nothing,
+    /// or one that leaves out what the app showed for the question.
+    fn withdrawn(
+        &self,
+        said: &str,
+        messages: &[ChatMessage],
+        offered: &[serde_json::Value],
+        steps: &[crate::claims::Step],
+        sink: &EventSink,
+    ) -> Option<(Vec<ClaimMismatch>, String, Why)> {
+        if !self.keeps_word {
+            return None;
+        }
+        // A turn that stored a plan answers about the plan ("Changed: the
+        // April newsletter. Approve?"), a change no `operation` shows; the
+        // plan's own writes are steps of the turns that run it, checked there.
+        let mismatches = if sink.stats().planned { vec![] } else { check(said, steps) };
+        if !mismatches.is_empty() {
+            let note = note_for_model(&mismatches, steps);
+            return Some((mismatches, note, Why::Claims));
+        }
+        if let Some((what, m)) = self.echoed(said, messages, offered, sink) {
+            return Some((vec![m], echo::note_for_model(what), Why::Echoed));
+        }
+        let shown = self.shown.as_ref()?;
+        let missing = shown::left_out(said, shown);
+        (!missing.is_empty())
+            .then(|| (vec![shown::mismatch(said, &missing)], shown::note_for_model(shown), Why::LeftOut))
     }
 
     /// The answer stands; its mismatches, if any, go to the client and the log.

@@ -80,7 +80,7 @@ pub async fn load_agenda(
     ct: ContextType,
     zone: Option<Zone>,
     message: &str,
-) -> Option<String> {
+) -> Option<crate::calendar::agenda::Agenda> {
     let cal = deps.calendar.as_ref()?;
     let days = match ct {
         ContextType::Calendar => 7,
@@ -107,7 +107,7 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
         tools: deps.tools.is_some() && deps.config.tool_max_rounds > 0,
         pack,
         agent_state: state_block.as_deref(),
-        agenda: started.agenda.as_deref(),
+        agenda: started.agenda.as_ref().map(|a| a.block.as_str()),
     });
     let offered = offered_tools(deps, &scope);
     let counter = deps.counter.get();

@@ -290,6 +290,7 @@ async fn run(
     model_loop.opening = plans.as_ref().and_then(|_| resumed_plan(turn, &started.history, turn_id));
     model_loop.calibrates = true;
     model_loop.keeps_word = true;
+    model_loop.shown = started.agenda.as_ref().and_then(|a| a.shown.clone());
     model_loop.agent_state = agent_state.as_mut().map(|(s, _)| s);
     model_loop.next_seq = started.user_message.seq + 1;
     let mut log = turn_log(deps, user, &sid, turn_id, started.persist_user);

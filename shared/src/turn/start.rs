@@ -24,6 +24,7 @@ use super::lease::{Exit, LeaseGuard};
 use super::{TurnDeps, ValidTurn};
 use crate::agent_state::AgentState;
 use crate::budget::{Gate, OverBudget, TokenAllowance, Verdict};
+use crate::calendar::agenda::Agenda;
 use crate::ids::{RunId, SessionId, TurnId, UserId};
 use crate::message::{without_superseded, Role, StoredMessage};
 use crate::session::store::{Lease, RunClaim, TurnStart};
@@ -50,7 +51,7 @@ pub struct Started {
     /// The context pack, when it was read in this phase.
     pub pack: Option<LoadedPack>,
     /// The calendar block, in the calendar and daily-brief scopes.
-    pub agenda: Option<String>,
+    pub agenda: Option<Agenda>,
     /// The zone the request named.
     pub timezone: Option<crate::calendar::Zone>,
     pub lease: LeaseGuard,
@@ -399,9 +400,9 @@ async fn settle_reads(
     view: &SessionView,
     turn: &ValidTurn,
     said: &str,
-    early: (Option<LoadedPack>, Option<Option<String>>),
+    early: (Option<LoadedPack>, Option<Option<Agenda>>),
     exit: &Exit,
-) -> (Option<LoadedPack>, Option<String>) {
+) -> (Option<LoadedPack>, Option<Agenda>) {
     let pack = match (early.0, context::pack_scope(deps, view)) {
         (Some(p), Some(wanted)) if p.key == wanted => Some(p),
         (_, Some(wanted)) => Some(context::load_pack(deps, user, wanted, turn.timezone, exit).await),
@@ -421,7 +422,7 @@ fn early_agenda<'a>(
     deps: &'a TurnDeps,
     user: &'a UserId,
     turn: &'a ValidTurn,
-) -> Option<impl std::future::Future<Output = Option<String>> + 'a> {
+) -> Option<impl std::future::Future<Output = Option<Agenda>> + 'a> {
     let ct = turn.context_type.filter(|_| !turn.message.is_empty())?;
     Some(context::load_agenda(deps, user, ct, turn.timezone, &turn.message))
 }

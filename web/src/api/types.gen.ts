@@ -267,7 +267,7 @@ export type CheckVerdict = 'asked_again' | 'corrected';
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "MismatchKind".
  */
-export type MismatchKind = 'claimed_not_done' | 'done_but_denied' | 'no_answer';
+export type MismatchKind = 'claimed_not_done' | 'done_but_denied' | 'no_answer' | 'left_out';
 /**
  * The scope of a chat (CURRENT_FLOW_AND_GAPS §5.1). `general` is accepted and
  * normalised to `global`; anything else unknown is refused with a 400.
