@@ -122,7 +122,7 @@ fn shown(reading: &[Reading], message: &str, listed: &Listed) -> Option<Shown> {
     let items = events
         .iter()
         .take(MAX_NAMED_DAY_LINES)
-        .map(|e| ShownItem { title: e.title.clone(), line: spoken(e, listed) })
+        .map(|e| ShownItem { title: e.title.clone(), project: project_of(e).cloned(), line: spoken(e, listed) })
         .collect();
     Some(Shown { asked: asked.join("; "), items })
 }

@@ -30,6 +30,9 @@ pub struct Shown {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShownItem {
     pub title: String,
+    /// Its project's name: no word of it names the event ("The Launch
+    /// project has no meetings" left out “Launch rehearsal”).
+    pub project: Option<String>,
     /// As the user reads it: `“Offsite” Wed 16 Dec 10:00–11:00 (project “Launch”)`.
     pub line: String,
 }
@@ -52,17 +55,19 @@ pub fn left_out<'a>(answer: &str, shown: &'a Shown) -> Vec<&'a ShownItem> {
         }
     }
     let (named, missing): (Vec<&ShownItem>, Vec<&ShownItem>) =
-        distinct.into_iter().partition(|i| names(&said, &i.title));
+        distinct.into_iter().partition(|i| names(&said, &i.title, i.project.as_deref()));
     if named.len() >= MAX_NAMED || missing.is_empty() {
         return vec![];
     }
     missing
 }
 
-/// `title` is named in `said` (lowercased words).
-fn names(said: &[String], title: &str) -> bool {
+/// `title` is named in `said` (lowercased words); a word of its project's name does not name it.
+fn names(said: &[String], title: &str, project: Option<&str>) -> bool {
     let title = words(title);
-    let telling: Vec<&String> = title.iter().filter(|w| w.len() >= 3 && !GENERIC.contains(&w.as_str())).collect();
+    let project = words(project.unwrap_or_default());
+    let telling: Vec<&String> =
+        title.iter().filter(|w| w.len() >= 3 && !GENERIC.contains(&w.as_str()) && !project.contains(w)).collect();
     let said_word = |w: &str| said.iter().any(|s| s == w || s.strip_suffix('s') == Some(w));
     if telling.is_empty() {
         // "Gym", "1:1 with Sam": the whole title, word for word.
@@ -105,8 +110,10 @@ mod tests {
     use super::*;
 
     fn shown(titles: &[&str]) -> Shown {
-        let items =
-            titles.iter().map(|t| ShownItem { title: t.to_string(), line: format!("“{t}” Wed 10:00–11:00") }).collect();
+        let items = titles
+            .iter()
+            .map(|t| ShownItem { title: t.to_string(), project: None, line: format!("“{t}” Wed 10:00–11:00") })
+            .collect();
         Shown { asked: "“december 16” = Wednesday 2026-12-16".into(), items }
     }
 
@@ -141,6 +148,14 @@ mod tests {
         let busy = shown(&["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf"]);
         assert!(left_out("Alpha, Bravo, Charlie, Delta and Echo, among others.", &busy).is_empty());
         assert_eq!(left_out("Alpha and Bravo.", &busy).len(), 5);
+    }
+
+    #[test]
+    fn a_word_of_the_events_project_does_not_name_it() {
+        let mut s = shown(&["Launch rehearsal"]);
+        s.items[0].project = Some("Launch".into());
+        assert_eq!(left_out("The Launch project has no meetings coming up.", &s).len(), 1);
+        assert!(left_out("The Launch rehearsal, tomorrow at 10.", &s).is_empty());
     }
 
     #[test]
