@@ -577,7 +577,8 @@ async fn an_answer_that_gives_up_after_a_refused_call_is_asked_to_make_it_again(
         json!({"title": "Yoga", "start": start, "repeat": {"every": "week", "count": 3}}),
     )]));
     t.llm.push(Reply::text(&["Booked three yoga sessions."]));
-    let turn = t.turn("alice", in_calendar("sign me up for yoga wednesdays at 7pm, three sessions")).await;
+    // No number said (a number said mends the call before it runs: below).
+    let turn = t.turn("alice", in_calendar("sign me up for yoga wednesdays at 7pm")).await;
     assert!(turn.kinds().contains(&"answer_check"), "{:?}", turn.kinds());
     let requests = t.llm.requests();
     assert_eq!(requests.len(), 4, "the refused call, the gave-up answer, the retry, the answer");
@@ -586,6 +587,47 @@ async fn an_answer_that_gives_up_after_a_refused_call_is_asked_to_make_it_again(
     let alice = UserId::parse("alice").unwrap();
     let stored = calendar(&t).list(&alice, &list_days(wednesday, wednesday + Duration::days(20))).await.unwrap();
     assert_eq!(stored.events.len(), 3, "the fixed call booked the series");
+}
+
+/// "Six lessons": the local model wrote an `until` of its own (one to nine
+/// occurrences) and, refused, wrote it again. With a number of times said
+/// and no end date, the call takes the user's count in place of `until`
+/// before it runs; the stored call is the one that ran.
+#[tokio::test]
+async fn a_count_the_user_said_replaces_an_until_the_model_made_up() {
+    let t = TestApp::new().await;
+    let (thursday, _) = shared::calendar::days::Days::Thursday.resolve(berlin_today() + Duration::days(1));
+    let made_up = (thursday + Duration::days(6)).to_string();
+    let repeat = json!({"every": "week", "on_days": ["thursday"], "until": made_up});
+    let start = format!("{thursday}T16:30");
+    t.llm.push(Reply::tool_calls(&[(
+        "create_calendar_event",
+        json!({"title": "Piano", "start": start, "repeat": repeat}),
+    )]));
+    t.llm.push(Reply::text(&["Six piano lessons are in."]));
+    let turn =
+        t.turn("alice", in_calendar("Put piano lessons in for Thursday afternoons at half four, six lessons.")).await;
+    assert_eq!(t.llm.request_count(), 2, "{:?}", turn.kinds());
+    let alice = UserId::parse("alice").unwrap();
+    let stored = calendar(&t).list(&alice, &list_days(thursday, thursday + Duration::days(70))).await.unwrap();
+    assert_eq!(stored.events.len(), 6, "{:?}", stored.events);
+    let sent = t.llm.requests()[1]["messages"].as_array().unwrap().clone();
+    let call = sent.iter().find_map(|m| m["tool_calls"].as_array().and_then(|c| c.first()).cloned()).unwrap();
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args["repeat"], json!({"every": "week", "on_days": ["thursday"], "count": 6}), "the call as it ran");
+
+    // An end date said: the model's `until` stands.
+    let until = (thursday + Duration::days(14)).to_string();
+    let repeat = json!({"every": "week", "on_days": ["thursday"], "until": until});
+    t.llm.push(Reply::tool_calls(&[(
+        "create_calendar_event",
+        json!({"title": "Choir", "start": start, "repeat": repeat}),
+    )]));
+    t.llm.push(Reply::text(&["Choir is in."]));
+    let said = format!("Choir on Thursdays at half four until {}", (thursday + Duration::days(14)).format("%B %-d"));
+    t.turn("alice", in_calendar(&said)).await;
+    let choir = calendar(&t).list(&alice, &list_days(thursday, thursday + Duration::days(70))).await.unwrap();
+    assert_eq!(choir.events.iter().filter(|e| e.title == "Choir").count(), 3, "{:?}", choir.events);
 }
 
 /// `user` says yes to the call `asked` waits for (docs/chat-protocol.md#approvals): the turn that goes on.

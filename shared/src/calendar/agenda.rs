@@ -26,6 +26,9 @@ pub struct Agenda {
     /// A question naming days ("what have I got on December 16?"): those
     /// days' events, which the answer must name ([`crate::claims::shown`]).
     pub shown: Option<Shown>,
+    /// How many times a series the message asks for happens, when it says so
+    /// and names no end date ([`crate::tools::CountSaid`] mends calls by it).
+    pub said_count: Option<u32>,
 }
 
 /// The block for `days` days from today (1 = today only) in the turn's zone
@@ -92,7 +95,8 @@ pub async fn agenda(
         (false, None) => format!("{block}\n{read}"),
         (true, _) => block,
     };
-    Some(Agenda { block, shown })
+    let said_count = super::spoken::said_count(message, zone.local(now).naive_local());
+    Some(Agenda { block, shown, said_count })
 }
 
 /// What the block shows as the answer to a question that names its days

@@ -67,16 +67,18 @@ pub struct Repeat {
     /// With `every: week`: the days (default: the start's day).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_days: Vec<Day>,
-    /// Only when the user names an end date: the last day it may happen
-    /// (YYYY-MM-DD), the user's zone.
+    /// How many times it happens in all ("three sessions": 3, "six lessons": 6).
+    // Before `until` (the schema's order is the fields'): the local model
+    // wrote an `until` it made up for "six lessons" with `until` listed first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 999)]
+    pub count: Option<u32>,
+    /// Only when the user names an end date, instead of `count`: the last
+    /// day it may happen (YYYY-MM-DD), the user's zone.
     // No example date in the description: the local model copied the one
     // there was (2027-03-31) in place of "three sessions".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
-    /// Or: how many times it happens in all ("three sessions": 3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 999)]
-    pub count: Option<u32>,
 }
 
 fn bad(message: impl Into<String>) -> CalendarError {

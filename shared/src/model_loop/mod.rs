@@ -294,6 +294,8 @@ pub struct ModelLoop<'a> {
     /// (a calendar question's named days and their events): an answer that
     /// leaves it out is asked again ([`crate::claims::shown`]).
     pub shown: Option<crate::claims::shown::Shown>,
+    /// Mends calls from what the user said before they are gated and run.
+    pub mend: Option<&'a dyn MendCall>,
     /// A tool result was folded into the agent state.
     pub observed: bool,
     /// Seq of the next message of this loop.
@@ -315,6 +317,7 @@ impl<'a> ModelLoop<'a> {
             agent_state: None,
             keeps_word: false,
             shown: None,
+            mend: None,
             observed: false,
             next_seq: 1,
             usage: Usage::default(),
@@ -429,7 +432,13 @@ impl<'a> ModelLoop<'a> {
     /// and per call why it must not run (its arguments were not valid JSON).
     fn assistant_message(&mut self, text: String, calls: Vec<ToolCall>) -> (StoredMessage, Vec<Option<ToolRun>>) {
         let mut assistant = self.message(Role::Assistant, text);
-        let (calls, refusals): (Vec<ToolCall>, Vec<Option<ToolRun>>) = calls.into_iter().map(valid_arguments).unzip();
+        let (mut calls, refusals): (Vec<ToolCall>, Vec<Option<ToolRun>>) =
+            calls.into_iter().map(valid_arguments).unzip();
+        for (call, _) in calls.iter_mut().zip(&refusals).filter(|(_, r)| r.is_none()) {
+            if let Some(why) = self.mend.and_then(|m| m.mend(call)) {
+                tracing::info!(tool = %call.function.name, why, "call mended from the user's words");
+            }
+        }
         assistant.tool_calls = calls;
         (assistant, refusals)
     }
@@ -462,6 +471,14 @@ impl<'a> ModelLoop<'a> {
             })
             .collect()
     }
+}
+
+/// Mends a call's arguments from what the user said, before the call is
+/// gated, run and stored (the stored call is the mended one): the local
+/// model wrote an `until` it made up for "six lessons".
+pub trait MendCall: Send + Sync {
+    /// Why the call was changed, when it was.
+    fn mend(&self, call: &mut ToolCall) -> Option<&'static str>;
 }
 
 /// Arguments the model left invalid (cut off mid-stream, or malformed) are

@@ -32,6 +32,7 @@
 //! [`EntityPatch`]: crate::entities::EntityPatch
 
 mod calendar;
+mod calendar_mend;
 mod call;
 mod dates;
 mod documents;
@@ -53,6 +54,7 @@ mod web;
 pub mod wording;
 
 pub use calendar::CALENDAR_TOOLS;
+pub use calendar_mend::CountSaid;
 pub use outcome::{ToolOutcome, PREVIEW_CHARS};
 pub use project_create::{MAX_CLARIFYING_QUESTIONS, MAX_QUESTION_CHARS};
 pub use reorganize::{ReorganizeArgs, ASK_ABOVE as REORGANIZE_ASK_ABOVE};

@@ -291,6 +291,8 @@ async fn run(
     model_loop.calibrates = true;
     model_loop.keeps_word = true;
     model_loop.shown = started.agenda.as_ref().and_then(|a| a.shown.clone());
+    let count_said = started.agenda.as_ref().and_then(|a| a.said_count).map(crate::tools::CountSaid);
+    model_loop.mend = count_said.as_ref().map(|m| m as &dyn crate::model_loop::MendCall);
     model_loop.agent_state = agent_state.as_mut().map(|(s, _)| s);
     model_loop.next_seq = started.user_message.seq + 1;
     let mut log = turn_log(deps, user, &sid, turn_id, started.persist_user);

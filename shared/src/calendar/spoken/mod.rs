@@ -75,15 +75,37 @@ pub fn render(read: &[Reading], calendar: Option<&dyn OnCalendar>) -> String {
     format!("{HEADING}\n{}", lines.join("\n"))
 }
 
-/// What `message` says, in the order: times, length, days, the series, the first start.
-pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
+/// The message's words, each phrase taken once, in the order they are read.
+struct Phrases {
+    t: String,
+    until: Option<(String, NaiveDate)>,
+    times: Vec<words::Said>,
+    length: Option<(String, u32)>,
+    days: Vec<(String, Day)>,
+}
+
+fn said(message: &str, today: NaiveDate) -> Phrases {
     let t = message.to_lowercase().replace(['’', '‘'], "'");
-    let today = now.date();
     let mut taken = Taken::default();
     let until = words::until(&t, today, &mut taken);
     let times = words::times(&t, &mut taken);
     let length = words::length(&t, &mut taken);
     let days = words::days(&t, today, &mut taken);
+    Phrases { t, until, times, length, days }
+}
+
+/// How many times a series the message asks for happens ("six lessons": 6),
+/// when it says a number of times and no end date.
+pub fn said_count(message: &str, now: NaiveDateTime) -> Option<u32> {
+    let s = said(message, now.date());
+    let (_, repeat, _) = series(&s.t, &s.days, s.until, now.date())?;
+    repeat.get("count")?.as_u64().and_then(|n| u32::try_from(n).ok())
+}
+
+/// What `message` says, in the order: times, length, days, the series, the first start.
+pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
+    let today = now.date();
+    let Phrases { t, until, times, length, days } = said(message, today);
     let mut out = Vec::new();
     let day = single_date(&days);
     for s in &times {

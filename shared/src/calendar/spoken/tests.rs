@@ -179,3 +179,14 @@ fn what_to_do_and_to_which_occurrences() {
     lacks("what is on tomorrow?", "scope");
     lacks("what is on tomorrow?", "cancellation");
 }
+
+/// The count a series is said to have, for mending a made-up `until`
+/// (`tools::CountSaid`): only with a number of times and no end date.
+#[test]
+fn the_count_said_is_read_only_without_an_end_date() {
+    assert_eq!(said_count("Book swimming for me on Saturday mornings at 8, four times.", now()), Some(4));
+    assert_eq!(said_count("Tutoring on Tuesdays at 5pm for 6 weeks", now()), Some(6));
+    assert_eq!(said_count("a daily check-in at 9 until December 31", now()), None);
+    assert_eq!(said_count("lunch with Ana on Friday at noon", now()), None);
+    assert_eq!(said_count("standup every weekday at 9:30", now()), None);
+}
