@@ -112,7 +112,7 @@ fn shown(reading: &[Reading], message: &str, listed: &Listed) -> Option<Shown> {
     if spans.is_empty() {
         return None;
     }
-    let asked: Vec<String> = spans.iter().map(|(r, (a, b))| format!("“{}”: {}", r.quote, span(*a, *b))).collect();
+    let asked: Vec<String> = spans.iter().map(|(r, (a, b))| format!("“{}” ({})", r.quote, span(*a, *b))).collect();
     let on =
         |e: &&EventInstance| start_day(&e.start).is_some_and(|d| spans.iter().any(|(_, (a, b))| d >= *a && d <= *b));
     let mut events: Vec<&EventInstance> = listed.events.iter().filter(on).collect();
@@ -176,7 +176,7 @@ struct Listed<'a> {
 
 impl super::spoken::OnCalendar for Listed<'_> {
     fn on_days(&self, first: chrono::NaiveDate, last: chrono::NaiveDate) -> String {
-        on_days(self.events, first, last, self.projects)
+        on_days(self.events, first, last, self.projects, self.zone)
     }
 
     /// "My 3pm tomorrow": the local model moved the 12:00 lunch, the
@@ -185,8 +185,12 @@ impl super::spoken::OnCalendar for Listed<'_> {
         let local = |e: &&EventInstance| {
             DateTime::parse_from_rfc3339(&e.start).ok().map(|t| self.zone.local(t.to_utc()).naive_local())
         };
-        let then: Vec<String> =
-            self.events.iter().filter(|e| local(e) == Some(at)).map(|e| occurrence(e, self.projects)).collect();
+        let then: Vec<String> = self
+            .events
+            .iter()
+            .filter(|e| local(e) == Some(at))
+            .map(|e| occurrence(e, self.projects, self.zone))
+            .collect();
         (!then.is_empty()).then(|| then.join("; "))
     }
 }
@@ -197,6 +201,7 @@ fn on_days(
     first: chrono::NaiveDate,
     last: chrono::NaiveDate,
     projects: &HashMap<ProjectId, String>,
+    zone: Zone,
 ) -> String {
     let on: Vec<&EventInstance> =
         events.iter().filter(|e| start_day(&e.start).is_some_and(|d| d >= first && d <= last)).collect();
@@ -204,8 +209,8 @@ fn on_days(
         return "no events".into();
     }
     let line = |e: &&EventInstance| match (first == last, start_day(&e.start)) {
-        (false, Some(d)) => format!("{} {}", d.format("%a %-d %b"), occurrence(e, projects)),
-        _ => occurrence(e, projects),
+        (false, Some(d)) => format!("{} {}", d.format("%a %-d %b"), occurrence(e, projects, zone)),
+        _ => occurrence(e, projects, zone),
     };
     let mut out: Vec<String> = on.iter().take(MAX_NAMED_DAY_LINES).map(line).collect();
     if on.len() > MAX_NAMED_DAY_LINES {
@@ -275,7 +280,7 @@ pub fn render(
         let on_day: Vec<String> = shown
             .iter()
             .filter(|e| i < days && start_day(&e.start).map_or(i == 0, |s| s.max(today) == d))
-            .map(|e| occurrence(e, projects))
+            .map(|e| occurrence(e, projects, zone))
             .collect();
         let listed = match (i < days, on_day.is_empty()) {
             (false, _) => String::new(),
@@ -308,14 +313,24 @@ fn start_day(t: &str) -> Option<chrono::NaiveDate> {
 /// (as the pack names entities); the end's date only when it is another day's; the
 /// project by name, so "only the Launch project" is read off the block (the local
 /// model answered it with every event, or with none).
-fn occurrence(e: &EventInstance, projects: &HashMap<ProjectId, String>) -> String {
+fn occurrence(e: &EventInstance, projects: &HashMap<ProjectId, String>, zone: Zone) -> String {
     let when = when(e);
-    let inst = e.instance.map(|i| format!(", instance {i}")).unwrap_or_default();
+    // In local time, as the tools read it: the local model copied the UTC
+    // form (`2026-12-08T08:30:00Z`) into a new `start` ("11:00:00Z", an hour late).
+    let inst = e.instance.map(|i| format!(", instance {}", local_instance(i, zone))).unwrap_or_default();
     let project = match e.project_id.as_ref().and_then(|p| projects.get(p)) {
         Some(name) => format!("project “{name}”, "),
         None => String::new(),
     };
     format!("“{}” {when} ({project}event_id {}{inst})", e.title, e.event_id)
+}
+
+/// An occurrence's name as the tools take it: its local start (`2026-12-08T09:30`), or its date.
+fn local_instance(i: super::time::EventTime, zone: Zone) -> String {
+    match i {
+        super::time::EventTime::At(t) => zone.local(t).format("%Y-%m-%dT%H:%M").to_string(),
+        date => date.to_string(),
+    }
 }
 
 /// `10:00–11:00`, `all day`, or with the end's date when it ends on another day.

@@ -20,6 +20,10 @@ pub enum Days {
     /// Monday to Sunday of the week after.
     NextWeek,
     /// Today and the 6 days after it.
+    // Spelled as the docs and the message's reading write it: serde's
+    // snake_case made it `next7_days`, and the model's `next_7_days`,
+    // copied from the reading, was refused.
+    #[serde(rename = "next_7_days", alias = "next7_days")]
     Next7Days,
     ThisMonth,
     NextMonth,
@@ -117,5 +121,18 @@ mod tests {
         assert_eq!(Days::NextMonth.resolve(d("2027-01-31")), (d("2027-02-01"), d("2027-02-28")));
         assert_eq!(describe(Days::ThisWeek.resolve(sunday)), "Mon 30 Nov – Sun 6 Dec 2026");
         assert_eq!(describe(Days::Friday.resolve(sunday)), "Fri 11 Dec 2026");
+    }
+
+    /// The names the tools take are the ones the docs and the message's
+    /// reading write (`next_7_days` was serde's `next7_days`, and refused).
+    #[test]
+    fn every_range_is_taken_by_the_name_the_reading_writes() {
+        let read = |s: &str| serde_json::from_value::<Days>(serde_json::json!(s)).ok();
+        assert_eq!(read("next_7_days"), Some(Days::Next7Days));
+        assert_eq!(read("next7_days"), Some(Days::Next7Days), "the old name still read");
+        assert_eq!(serde_json::to_value(Days::Next7Days).unwrap(), "next_7_days");
+        for name in ["today", "tomorrow", "this_week", "next_week", "this_month", "next_month", "friday"] {
+            assert!(read(name).is_some(), "{name}");
+        }
     }
 }

@@ -337,3 +337,16 @@ async fn a_question_naming_days_shows_their_events_for_the_answer_to_name() {
     assert_eq!(shown("Am I free tomorrow at 3pm?").await, None);
     assert_eq!(shown("How does the calendar work?").await, None);
 }
+
+/// An occurrence's `instance` in the block is its local start, as the tools
+/// read it: the local model copied the UTC form's `Z` into a new `start`.
+#[tokio::test]
+async fn the_block_names_an_occurrence_by_its_local_start() {
+    let (s, u) = (svc(), user("alice"));
+    s.create(&u, &weekly("Standup", "2026-12-01T09:30", "Europe/Berlin")).await.unwrap();
+    let berlin = Some(Zone::parse("Europe/Berlin").unwrap());
+    let now = "2026-12-07T09:00:00Z".parse().unwrap();
+    let block = agenda::agenda(&s, &u, berlin, 7, now, "").await.unwrap().block;
+    assert!(block.contains(", instance 2026-12-08T09:30)"), "{block}");
+    assert!(!block.contains("08:30:00Z"), "{block}");
+}

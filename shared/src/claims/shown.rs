@@ -95,14 +95,23 @@ pub fn mismatch(answer: &str, missing: &[&ShownItem]) -> ClaimMismatch {
 /// The note the model is asked again with: the days and their events,
 /// in the words an answer would use.
 pub fn note_for_model(shown: &Shown) -> String {
-    let lines: Vec<String> = shown.items.iter().map(|i| format!("- {}", i.line)).collect();
     format!(
-        "[A check by the app, not the user's words] Your answer above left out events the calendar shows for \
-         the days asked about ({}):\n{}\nAnswer the user's question now with these events, briefly and in plain \
-         words. Do not call tools.",
-        shown.asked,
-        lines.join("\n")
+        "[A check by the app, not the user's words] Your answer above did not name the events the calendar \
+         shows for the days asked about. {}\nAnswer the user's question now: name each event by its title, with its \
+         day and time, briefly and in plain words. Do not call tools.",
+        listing(shown)
     )
+}
+
+/// The days asked about and their events, one per line (for any note the
+/// model is asked again with: an answer withdrawn for another reason did
+/// not have them in front of it either).
+pub fn listing(shown: &Shown) -> String {
+    if shown.items.is_empty() {
+        return format!("For {} the calendar has no events.", shown.asked);
+    }
+    let lines: Vec<String> = shown.items.iter().map(|i| format!("- {}", i.line)).collect();
+    format!("For {} the calendar has:\n{}", shown.asked, lines.join("\n"))
 }
 
 #[cfg(test)]

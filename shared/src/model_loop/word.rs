@@ -108,7 +108,13 @@ impl ModelLoop<'_> {
             return Some((mismatches, note, Why::Claims));
         }
         if let Some((what, m)) = self.echoed(said, messages, offered, sink) {
-            return Some((vec![m], echo::note_for_model(what), Why::Echoed));
+            // The days asked about come with it: asked again with the echo's
+            // note alone, the local model still left the events out.
+            let note = match &self.shown {
+                Some(shown) => format!("{}\n{}", echo::note_for_model(what), shown::listing(shown)),
+                None => echo::note_for_model(what),
+            };
+            return Some((vec![m], note, Why::Echoed));
         }
         let shown = self.shown.as_ref()?;
         let missing = shown::left_out(said, shown);

@@ -504,15 +504,12 @@ impl Tool for UpdateCalendarEvent {
             recurrence,
         };
         let mut done = svc.update_changing(c.user, &id, &target, &changes).await;
-        let mut by_day = None;
-        if let Some(day) = day_of_unmatched(&done, &target) {
-            // The local model named the occurrence by its new time
-            // (`instance: "2026-12-08T11:00"`): the day names it.
-            let target = Target { instance: Some(day.clone()), scope: target.scope };
+        let mut note = None;
+        if let Some((target, why)) = named_again(svc, c.user, &id, &done, &target).await {
             done = svc.update_changing(c.user, &id, &target, &changes).await;
-            by_day = Some(day);
+            note = Some(why);
         }
-        noted(written(done, op, OperationAction::Update), by_day)
+        noted(written(done, op, OperationAction::Update), note)
     }
 }
 
@@ -550,20 +547,40 @@ fn with_booking(mut result: Value, found: &crate::calendar::free::FreeAndBusy, a
     result
 }
 
-/// The day of an `instance` given as a date and time that starts no
-/// occurrence, to name the occurrence by its day instead (the service takes
-/// a date for the one occurrence that day; two that day stay ambiguous).
-fn day_of_unmatched(done: &Result<Written, CalendarError>, target: &Target) -> Option<String> {
-    let missed = matches!(done, Err(e) if e.code() == "instance_not_found");
+/// A write refused for the `instance` it named, named again as the model
+/// meant it, with the note saying how: a date and time that starts no
+/// occurrence names the occurrence of its day (the local model named it by
+/// its new time, `instance: "2026-12-08T11:00"`; two that day stay
+/// ambiguous); the event's own day on an event that does not repeat names
+/// the event (the local model, asked to drop Friday's one-off review, sent
+/// `instance: "2026-12-11"` four times, refused each time).
+async fn named_again(
+    svc: &CalendarService,
+    user: &crate::ids::UserId,
+    id: &EventId,
+    done: &Result<Written, CalendarError>,
+    target: &Target,
+) -> Option<(Target, String)> {
+    let code = done.as_ref().err()?.code();
     let instance = target.instance.as_deref()?;
-    (missed && instance.contains('T')).then(|| instance.get(..10)).flatten().map(str::to_string)
+    let day = instance.get(..10)?;
+    if code == "instance_not_found" && instance.contains('T') {
+        let note = format!("no occurrence starts at the `instance` given: the one of {day} was changed");
+        return Some((Target { instance: Some(day.to_string()), scope: target.scope }, note));
+    }
+    if code != "not_recurring" {
+        return None;
+    }
+    let ev = svc.get(user, id).await.ok()?;
+    let own = ev.timezone.local(ev.start.instant(ev.timezone)).date_naive().to_string();
+    let note = "the event does not repeat: `instance` left out (it named the event's own day)".to_string();
+    (own == day).then(|| (Target { instance: None, scope: None }, note))
 }
 
-/// `done` with a note that the occurrence was found by its day.
-fn noted(done: Result<Done, Refusal>, by_day: Option<String>) -> Result<Done, Refusal> {
+/// `done` with a note on how its event was named.
+fn noted(done: Result<Done, Refusal>, note: Option<String>) -> Result<Done, Refusal> {
     let mut done = done?;
-    if let (Ok(Value::Object(o)), Some(day)) = (&mut done.result, by_day) {
-        let note = format!("no occurrence starts at the `instance` given: the one of {day} was changed");
+    if let (Ok(Value::Object(o)), Some(note)) = (&mut done.result, note) {
         o.insert("note".into(), Value::String(note));
     }
     Ok(done)
@@ -628,13 +645,12 @@ impl Tool for DeleteCalendarEvent {
         let op = op(OperationAction::Delete, name, Some(id.to_string()));
         let target = Target { instance: a.instance, scope: a.scope };
         let mut done = svc.delete(c.user, &id, &target, None).await;
-        let mut by_day = None;
-        if let Some(day) = day_of_unmatched(&done, &target) {
-            let target = Target { instance: Some(day.clone()), scope: target.scope };
+        let mut note = None;
+        if let Some((target, why)) = named_again(svc, c.user, &id, &done, &target).await {
             done = svc.delete(c.user, &id, &target, None).await;
-            by_day = Some(day);
+            note = Some(why);
         }
-        noted(written(done, op, OperationAction::Delete), by_day)
+        noted(written(done, op, OperationAction::Delete), note)
     }
 }
 

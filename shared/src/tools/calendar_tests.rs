@@ -526,3 +526,32 @@ async fn an_instance_named_by_a_time_it_does_not_start_at_is_found_by_its_day() 
         listed["events"].as_array().unwrap().iter().map(|e| local(zone, e["start"].as_str().unwrap())).collect();
     assert_eq!(starts, [format!("{tomorrow}T09:30"), format!("{day_after}T11:00")], "{listed}");
 }
+
+/// "Drop Friday's budget review": the local model sent `instance` with the
+/// one-off event's own date four times, refused each time (`not_recurring`).
+/// The event's own day names the event; another day is still refused.
+#[tokio::test]
+async fn an_instance_naming_a_one_off_events_own_day_names_the_event() {
+    let reg = registry();
+    let zone = crate::calendar::Zone::parse(BERLIN).unwrap();
+    let friday = zone.local(chrono::Utc::now()).date_naive() + chrono::Duration::days(3);
+    let review = json!({"title": "Budget review", "start": format!("{friday}T14:00")});
+    let review = content(&run_in(&reg, "alice", "create_calendar_event", review).await);
+    let id = review["event"]["id"].as_str().unwrap().to_string();
+
+    let other_day = json!({"event_id": id, "instance": (friday + chrono::Duration::days(1)).to_string()});
+    let refused = run_in(&reg, "alice", "delete_calendar_event", other_day).await;
+    assert_eq!(refused.error_code.as_deref(), Some("not_recurring"), "{}", refused.content);
+
+    let moved = json!({"event_id": id, "instance": format!("{friday}T14:00"), "start": format!("{friday}T15:00")});
+    let moved = run_in(&reg, "alice", "update_calendar_event", moved).await;
+    assert!(moved.ok, "{}", moved.content);
+    assert!(content(&moved)["note"].as_str().unwrap().contains("does not repeat"), "{}", moved.content);
+
+    let gone =
+        run_in(&reg, "alice", "delete_calendar_event", json!({"event_id": id, "instance": friday.to_string()})).await;
+    assert!(gone.ok, "{}", gone.content);
+    let listed = json!({"from": friday.to_string(), "to": friday.to_string()});
+    let listed = content(&run_in(&reg, "alice", "list_calendar_events", listed).await);
+    assert_eq!(listed["events"], json!([]), "{listed}");
+}
