@@ -630,7 +630,7 @@ async fn the_audit_and_forecast_blocks_reach_the_models_prompt() {
     let late = service(&t).create(&user("alice"), &p, new).await.unwrap().data.id.to_string();
     let goal = create(&t, "alice", &p, "create_goal", json!({"name": "Hire a designer", "target_at": soon})).await;
     let focus = json!({"projectId": p.to_string()});
-    t.llm.push(Reply::text(&["Three gaps."]));
+    t.llm.push(Reply::text(&["Three gaps: Fix the footer has no goal, Hire a designer no task, Beta is late."]));
     let audit = json!({"message": "audit it", "context_type": "project_audit", "projectFocus": focus});
     let turn = t.turn("alice", audit).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
@@ -640,7 +640,7 @@ async fn the_audit_and_forecast_blocks_reach_the_models_prompt() {
     assert!(prompt.contains(&format!("goal “Hire a designer”: id {goal}")), "a goal without tasks: {prompt}");
     assert!(prompt.contains(&format!("milestone “Beta”: id {late} — due ")), "overdue: {prompt}");
 
-    t.llm.push(Reply::text(&["Beta has slipped."]));
+    t.llm.push(Reply::text(&["Beta has slipped; hiring a designer is next."]));
     let forecast = json!({"message": "what will slip?", "context_type": "project_forecast", "projectFocus": focus,
         "timezone": "Europe/Berlin"});
     let turn = t.turn("alice", forecast).await;
@@ -653,4 +653,28 @@ async fn the_audit_and_forecast_blocks_reach_the_models_prompt() {
     assert!(prompt.contains("free in working hours over the next 14 days"), "the calendar's free time: {prompt}");
     let tools: Vec<Value> = req["tools"].as_array().unwrap().iter().map(|d| d["function"]["name"].clone()).collect();
     assert!(tools.contains(&json!("find_free_time")), "{tools:?}");
+    assert_eq!(t.llm.request_count(), 2, "answers that name the block's items stand");
+
+    // The local model answered "What is late, and what comes next?" with "I
+    // can't assist with that.", the answer in its block: asked again, once,
+    // with the block's items in the note (`left_out`).
+    t.llm.push(Reply::text(&["I'm sorry, but I can't assist with that."]));
+    t.llm.push(Reply::text(&["Beta is late; Hire a designer comes next."]));
+    let asked = json!({"message": "What is late, and what comes next?", "context_type": "project_forecast",
+        "projectFocus": focus, "timezone": "Europe/Berlin"});
+    let turn = t.turn("alice", asked).await;
+    let checks: Vec<String> = turn
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::AnswerCheck { mismatches, .. } => Some(json!(mismatches[0].kind).to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checks, ["\"left_out\""], "{:?}", turn.kinds());
+    let note = t.llm.requests()[3]["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    let note = note.as_str().unwrap();
+    assert!(note.contains("For what is late and what comes next, the forecast has:"), "{note}");
+    assert!(note.contains("- milestone “Beta” — due ") && !note.contains(&late), "named, without ids: {note}");
+    assert!(turn.text().contains("Hire a designer"), "{}", turn.text());
 }

@@ -128,7 +128,7 @@ fn shown(reading: &[Reading], message: &str, listed: &Listed) -> Option<Shown> {
         .take(MAX_NAMED_DAY_LINES)
         .map(|e| ShownItem { title: e.title.clone(), project: project_of(e).cloned(), line: spoken(e, listed) })
         .collect();
-    Some(Shown { asked: asked.join("; "), items })
+    Some(Shown { source: "the calendar".into(), asked: asked.join("; "), items })
 }
 
 /// `lower` holds `name` as whole words.

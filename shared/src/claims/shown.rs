@@ -21,7 +21,9 @@ use crate::entities::OperationAction;
 /// message names and their events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shown {
-    /// The days asked about, in words ("“december 16” = Wednesday 2026-12-16").
+    /// What showed it: "the calendar", "the audit".
+    pub source: String,
+    /// What was asked about, in words ("“december 16” (Wednesday 16 December)").
     pub asked: String,
     pub items: Vec<ShownItem>,
 }
@@ -81,14 +83,14 @@ fn words(s: &str) -> Vec<String> {
 }
 
 /// The mismatch for an answer that left `missing` out.
-pub fn mismatch(answer: &str, missing: &[&ShownItem]) -> ClaimMismatch {
+pub fn mismatch(answer: &str, source: &str, missing: &[&ShownItem]) -> ClaimMismatch {
     let titles: Vec<String> = missing.iter().map(|i| format!("“{}”", i.title)).collect();
     ClaimMismatch {
         kind: MismatchKind::LeftOut,
         action: OperationAction::Read,
         entity_name: missing.first().map(|i| i.title.clone()),
         quote: answer.trim().chars().take(120).collect(),
-        note: format!("The answer left out what the calendar shows: {}.", titles.join(", ")),
+        note: format!("The answer left out what {} shows: {}.", source, titles.join(", ")),
     }
 }
 
@@ -96,9 +98,10 @@ pub fn mismatch(answer: &str, missing: &[&ShownItem]) -> ClaimMismatch {
 /// in the words an answer would use.
 pub fn note_for_model(shown: &Shown) -> String {
     format!(
-        "[A check by the app, not the user's words] Your answer above did not name the events the calendar \
-         shows for the days asked about. {}\nAnswer the user's question now: name each event by its title, with its \
-         day and time, briefly and in plain words. Do not call tools.",
+        "[A check by the app, not the user's words] Your answer above did not name what {} shows for what \
+         was asked. {}\nAnswer the user's question now: name each of these by its title, with its day and time \
+         where it has one, briefly and in plain words. Do not call tools.",
+        shown.source,
         listing(shown)
     )
 }
@@ -108,10 +111,10 @@ pub fn note_for_model(shown: &Shown) -> String {
 /// not have them in front of it either).
 pub fn listing(shown: &Shown) -> String {
     if shown.items.is_empty() {
-        return format!("For {} the calendar has no events.", shown.asked);
+        return format!("For {}, {} has nothing.", shown.asked, shown.source);
     }
     let lines: Vec<String> = shown.items.iter().map(|i| format!("- {}", i.line)).collect();
-    format!("For {} the calendar has:\n{}", shown.asked, lines.join("\n"))
+    format!("For {}, {} has:\n{}", shown.asked, shown.source, lines.join("\n"))
 }
 
 #[cfg(test)]
@@ -123,7 +126,7 @@ mod tests {
             .iter()
             .map(|t| ShownItem { title: t.to_string(), project: None, line: format!("“{t}” Wed 10:00–11:00") })
             .collect();
-        Shown { asked: "“december 16” = Wednesday 2026-12-16".into(), items }
+        Shown { source: "the calendar".into(), asked: "“december 16” (Wednesday 2026-12-16)".into(), items }
     }
 
     #[test]

@@ -119,7 +119,7 @@ impl ModelLoop<'_> {
         let shown = self.shown.as_ref()?;
         let missing = shown::left_out(said, shown);
         (!missing.is_empty())
-            .then(|| (vec![shown::mismatch(said, &missing)], shown::note_for_model(shown), Why::LeftOut))
+            .then(|| (vec![shown::mismatch(said, &shown.source, &missing)], shown::note_for_model(shown), Why::LeftOut))
     }
 
     /// The answer stands; its mismatches, if any, go to the client and the log.

@@ -473,7 +473,12 @@ impl Tool for UpdateCalendarEvent {
         let fail = |e| Refusal::Calendar(e, Some(op.clone()));
         let clocks = (bare_clock(a.start.as_deref()), bare_clock(a.end.as_deref()));
         let needs_event = a.repeat.is_some() || a.rrule.is_some() || clocks.0.is_some() || clocks.1.is_some();
-        let ev = if needs_event { Some(svc.get(c.user, &id).await.map_err(fail)?) } else { None };
+        let ev = if needs_event || a.title.is_some() { Some(svc.get(c.user, &id).await.map_err(fail)?) } else { None };
+        if let (Some(ev), Some(title)) = (&ev, a.title.as_deref()) {
+            if let Some(e) = title_of_another(svc, c.user, ev, title, a.instance.as_deref()).await {
+                return Err(fail(e));
+            }
+        }
         let (mut start, mut end) = (a.start, a.end);
         if let Some(ev) = &ev {
             // A bare clock time ("16:00", "4pm") keeps the day: the local
@@ -545,6 +550,40 @@ fn with_booking(mut result: Value, found: &crate::calendar::free::FreeAndBusy, a
         o.insert("to_book_the_first".into(), Value::String(call));
     }
     result
+}
+
+/// An update whose `title` is another event's, near the one its id names:
+/// the local model moved "my 3pm" with the 12:00 lunch's id and the 3pm's
+/// title, and the lunch became a second "Design review" at 16:00. Refused,
+/// naming both ids; a title no nearby event has is a rename, and runs.
+async fn title_of_another(
+    svc: &CalendarService,
+    user: &crate::ids::UserId,
+    ev: &crate::calendar::CalendarEvent,
+    title: &str,
+    instance: Option<&str>,
+) -> Option<CalendarError> {
+    let same = |a: &str, b: &str| a.trim().eq_ignore_ascii_case(b.trim());
+    if same(&ev.title, title) {
+        return None;
+    }
+    let day = occurrence_day(instance, ev);
+    let q = ListQuery {
+        from: (day - chrono::Duration::days(1)).to_string(),
+        to: (day + chrono::Duration::days(1)).to_string(),
+        timezone: Some(ev.timezone.name().to_string()),
+        project_id: None,
+    };
+    let other =
+        svc.list(user, &q).await.ok()?.events.into_iter().find(|o| o.event_id != ev.id && same(&o.title, title))?;
+    Some(CalendarError::bad(
+        "title_of_another_event",
+        format!(
+            "event_id {} is “{}”, not “{title}”; “{title}” is event_id {} (starts {}). To change “{title}”, call \
+             again with its event_id; give `title` only to rename an event",
+            ev.id, ev.title, other.event_id, other.start
+        ),
+    ))
 }
 
 /// A write refused for the `instance` it named, named again as the model

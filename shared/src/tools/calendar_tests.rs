@@ -555,3 +555,44 @@ async fn an_instance_naming_a_one_off_events_own_day_names_the_event() {
     let listed = content(&run_in(&reg, "alice", "list_calendar_events", listed).await);
     assert_eq!(listed["events"], json!([]), "{listed}");
 }
+
+/// "Move my 3pm tomorrow to 4pm": the local model sent the lunch's id with
+/// the 3pm's title, and the lunch became a second "Design review". A title
+/// that is another nearby event's is refused naming both ids; a new title is
+/// a rename.
+#[tokio::test]
+async fn an_update_with_another_events_title_is_refused_naming_both_ids() {
+    let reg = registry();
+    let zone = crate::calendar::Zone::parse(BERLIN).unwrap();
+    let tomorrow = zone.local(chrono::Utc::now()).date_naive() + chrono::Duration::days(1);
+    let make = |title: &str, at: &str| json!({"title": title, "start": format!("{tomorrow}T{at}")});
+    let review = content(&run_in(&reg, "alice", "create_calendar_event", make("Design review", "15:00")).await);
+    let lunch = content(&run_in(&reg, "alice", "create_calendar_event", make("Lunch", "12:00")).await);
+    let (review, lunch) = (review["event"]["id"].as_str().unwrap(), lunch["event"]["id"].as_str().unwrap());
+
+    let wrong = json!({"event_id": lunch, "title": "design review", "start": format!("{tomorrow}T16:00")});
+    let refused = run_in(&reg, "alice", "update_calendar_event", wrong).await;
+    assert_eq!(refused.error_code.as_deref(), Some("title_of_another_event"), "{}", refused.content);
+    assert!(refused.content.contains(review) && refused.content.contains(lunch), "{}", refused.content);
+
+    let right = json!({"event_id": review, "title": "Design review", "start": format!("{tomorrow}T16:00")});
+    assert!(run_in(&reg, "alice", "update_calendar_event", right).await.ok);
+    let renamed =
+        run_in(&reg, "alice", "update_calendar_event", json!({"event_id": lunch, "title": "Team lunch"})).await;
+    assert!(renamed.ok, "{}", renamed.content);
+    let listed = json!({"from": tomorrow.to_string(), "to": tomorrow.to_string()});
+    let listed = content(&run_in(&reg, "alice", "list_calendar_events", listed).await);
+    let got: Vec<(String, String)> = listed["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["title"].as_str().unwrap().to_string(), local(zone, e["start"].as_str().unwrap())))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("Team lunch".to_string(), format!("{tomorrow}T12:00")),
+            ("Design review".to_string(), format!("{tomorrow}T16:00"))
+        ]
+    );
+}

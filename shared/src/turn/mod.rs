@@ -232,6 +232,24 @@ pub async fn run_turn(
     .await
 }
 
+/// What the answer to the user's question must name ([`crate::claims::shown`]):
+/// the calendar block's asked days, else the mode block's answer — for a
+/// question of the user's own (an approval's answer or a change asked for
+/// is the claims check's).
+fn shown(
+    agenda: Option<&crate::calendar::agenda::Agenda>,
+    pack: Option<&context::LoadedPack>,
+    message: &str,
+) -> Option<crate::claims::shown::Shown> {
+    if let Some(shown) = agenda.and_then(|a| a.shown.clone()) {
+        return Some(shown);
+    }
+    if message.trim().is_empty() || crate::claims::echo::asks_for_a_change(message) {
+        return None;
+    }
+    pack?.pack.mode.as_ref()?.shown()
+}
+
 /// The turn's phases, up to (not including) its `done`.
 #[allow(clippy::too_many_arguments)]
 async fn run(
@@ -290,7 +308,7 @@ async fn run(
     model_loop.opening = plans.as_ref().and_then(|_| resumed_plan(turn, &started.history, turn_id));
     model_loop.calibrates = true;
     model_loop.keeps_word = true;
-    model_loop.shown = started.agenda.as_ref().and_then(|a| a.shown.clone());
+    model_loop.shown = shown(started.agenda.as_ref(), started.pack.as_ref(), &turn.message);
     let count_said = started.agenda.as_ref().and_then(|a| a.said_count).map(crate::tools::CountSaid);
     model_loop.mend = count_said.as_ref().map(|m| m as &dyn crate::model_loop::MendCall);
     model_loop.agent_state = agent_state.as_mut().map(|(s, _)| s);

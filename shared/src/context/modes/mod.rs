@@ -23,6 +23,7 @@ pub mod dump;
 pub mod forecast;
 
 use crate::calendar::{CalendarService, Zone};
+use crate::claims::shown::{Shown, ShownItem};
 use crate::context::TokenCounter;
 use crate::entities::{Entity, EntityKind, EntityService, PageRequest};
 use crate::ids::{ProjectId, UserId};
@@ -138,6 +139,50 @@ impl ModeBlock {
     }
 }
 
+impl ModeBlock {
+    /// What an answer to the mode's question must name ([`crate::claims::shown`]):
+    /// the audit's findings, the forecast's late and next items, the brief's
+    /// today. The local model answered "What is late, and what comes next?"
+    /// with "I can't assist" and the brief with a question back, each with
+    /// the answer in its block. `None` for a dump, or when the block is empty.
+    pub fn shown(&self) -> Option<Shown> {
+        let (source, asked, lists): (&str, &str, Vec<&Vec<String>>) = match self {
+            ModeBlock::Audit(b) => (
+                "the audit",
+                "the project's gaps",
+                vec![
+                    &b.tasks_without_goal,
+                    &b.goals_without_tasks,
+                    &b.risks_without_mitigation,
+                    &b.overdue,
+                    &b.untouched,
+                    &b.documents_outside_tree,
+                ],
+            ),
+            ModeBlock::Forecast(b) => ("the forecast", "what is late and what comes next", vec![&b.late, &b.coming]),
+            ModeBlock::Brief(b) => ("the brief", "today", vec![&b.events_today, &b.overdue, &b.due_today]),
+            ModeBlock::Dump(_) => return None,
+        };
+        let items: Vec<ShownItem> = lists.into_iter().flatten().filter_map(|l| shown_item(l)).collect();
+        (!items.is_empty()).then(|| Shown { source: source.into(), asked: asked.into(), items })
+    }
+}
+
+/// A block line as an item an answer names: its title (the first “…”), and
+/// the line without ids (`milestone “Beta” — due 2026-12-04, 3 days late`).
+fn shown_item(line: &str) -> Option<ShownItem> {
+    let (_, rest) = line.split_once('“')?;
+    let (title, _) = rest.split_once('”')?;
+    let mut plain = line.to_string();
+    for tag in [": event_id ", ": id "] {
+        while let Some(at) = plain.find(tag) {
+            let end = plain[at + tag.len()..].find([' ', ',', ';']).map_or(plain.len(), |e| at + tag.len() + e);
+            plain.replace_range(at..end, "");
+        }
+    }
+    Some(ShownItem { title: title.to_string(), project: None, line: plain })
+}
+
 /// Cuts lines, the last of the longest list first, until the block's JSON
 /// is at most `budget` estimated tokens (or nothing is left to cut).
 pub fn fit(block: &mut ModeBlock, budget: u64) {
@@ -213,6 +258,47 @@ mod tests {
         assert_eq!(b.notes.len(), 2, "the short list is kept");
         assert_eq!(b.existing.len() + b.left_out, 200);
         assert!(b.left_out > 0 && b.existing[0].contains("Task number 0"), "cut from the end");
+    }
+
+    /// The forecast's late and next items, the brief's today, without ids:
+    /// what the answer must name. A dump shows nothing to name.
+    #[test]
+    fn a_blocks_answer_is_its_items_named_without_ids() {
+        let forecast = ModeBlock::Forecast(forecast::ForecastBlock {
+            as_of: "Monday".into(),
+            late: vec!["milestone “Beta release”: id m1 — due 2026-12-04, 3 days late".into()],
+            coming: vec!["milestone “Public launch”: id m2 — due 2026-12-17, in 10 days; 30 h free before it".into()],
+            undated_open_tasks: 0,
+            free_time: vec!["Tuesday 2026-12-08: 09:00–17:00 (8 h)".into()],
+            free_total: "8 h".into(),
+            left_out: 0,
+        });
+        let shown = forecast.shown().unwrap();
+        let lines: Vec<&str> = shown.items.iter().map(|i| i.line.as_str()).collect();
+        assert_eq!(
+            lines,
+            [
+                "milestone “Beta release” — due 2026-12-04, 3 days late",
+                "milestone “Public launch” — due 2026-12-17, in 10 days; 30 h free before it"
+            ]
+        );
+        assert_eq!(shown.items[1].title, "Public launch");
+        let brief = ModeBlock::Brief(brief::BriefBlock {
+            as_of: "Monday".into(),
+            events_today: vec!["23:30–23:45 “Standup”: event_id e1".into()],
+            events_tomorrow: vec!["09:00 “Dentist”: event_id e2".into()],
+            overdue: vec![],
+            due_today: vec!["Home: task “Pay the rent”: id t1".into()],
+            due_tomorrow: vec![],
+            changed_since: String::new(),
+            changed: vec![],
+            calendar_note: String::new(),
+            left_out: 0,
+        });
+        let titles: Vec<String> = brief.shown().unwrap().items.into_iter().map(|i| i.title).collect();
+        assert_eq!(titles, ["Standup", "Pay the rent"], "today's, not tomorrow's");
+        let dump = ModeBlock::Dump(dump::DumpBlock { project: None, existing: vec![], notes: vec![], left_out: 0 });
+        assert_eq!(dump.shown(), None);
     }
 
     #[test]
