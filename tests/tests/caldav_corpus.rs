@@ -387,7 +387,7 @@ async fn check_calendar(
     assert_eq!(names(&free.skipped), names(&all.skipped), "{what}");
     let now = Zone::UTC.day_start(start) + chrono::Duration::hours(8);
     let block = agenda::agenda(svc, user, Some(Zone::UTC), 7, now, "").await;
-    let block = block.unwrap_or_else(|| panic!("{what}: no agenda"));
+    let block = block.unwrap_or_else(|| panic!("{what}: no agenda")).block;
     assert_eq!(block.contains("Not shown, could not be read"), !all.skipped.is_empty(), "{what}:\n{block}");
 }
 
@@ -480,7 +480,7 @@ async fn one_bad_object_of_each_kind_is_named_and_the_rest_lists() {
     );
     assert_eq!(free.skipped.len(), 3, "{:?}", free.skipped);
     let now = "2026-11-02T08:00:00Z".parse().unwrap();
-    let block = agenda::agenda(&svc, &user, Some(Zone::UTC), 7, now, "").await.unwrap();
+    let block = agenda::agenda(&svc, &user, Some(Zone::UTC), 7, now, "").await.unwrap().block;
     assert!(block.contains("“Dentist” 10:00–11:00"), "{block}");
     assert!(block.contains("Not shown, could not be read (3 events"), "{block}");
     assert!(block.contains("“Moved instance”: not an event we can read"), "{block}");

@@ -689,7 +689,7 @@ async fn an_answer_that_leaves_out_the_asked_days_events_is_asked_again_with_the
     assert!(turn.text().contains("Offsite"), "{}", turn.text());
 
     // The stored log: the first answer out of context with its mismatch, the second standing.
-    let sid = shared::ids::SessionId::parse(&turn.session_id()).unwrap();
+    let sid = shared::ids::SessionId::parse(turn.session_id()).unwrap();
     let log = t.store().recent_messages(&alice, &sid, 100).await.unwrap();
     let answers: Vec<_> =
         log.iter().filter(|m| m.role == shared::message::Role::Assistant && m.content.is_some()).collect();

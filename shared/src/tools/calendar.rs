@@ -613,7 +613,7 @@ async fn named_again(
     let ev = svc.get(user, id).await.ok()?;
     let own = ev.timezone.local(ev.start.instant(ev.timezone)).date_naive().to_string();
     let note = "the event does not repeat: `instance` left out (it named the event's own day)".to_string();
-    (own == day).then(|| (Target { instance: None, scope: None }, note))
+    (own == day).then_some((Target { instance: None, scope: None }, note))
 }
 
 /// `done` with a note on how its event was named.
