@@ -295,7 +295,7 @@ pub struct ModelLoop<'a> {
     /// leaves it out is asked again ([`crate::claims::shown`]).
     pub shown: Option<crate::claims::shown::Shown>,
     /// Mends calls from what the user said before they are gated and run.
-    pub mend: Option<&'a dyn MendCall>,
+    pub mend: Option<Box<dyn MendCall>>,
     /// A tool result was folded into the agent state.
     pub observed: bool,
     /// Seq of the next message of this loop.
@@ -435,7 +435,7 @@ impl<'a> ModelLoop<'a> {
         let (mut calls, refusals): (Vec<ToolCall>, Vec<Option<ToolRun>>) =
             calls.into_iter().map(valid_arguments).unzip();
         for (call, _) in calls.iter_mut().zip(&refusals).filter(|(_, r)| r.is_none()) {
-            if let Some(why) = self.mend.and_then(|m| m.mend(call)) {
+            if let Some(why) = self.mend.as_ref().and_then(|m| m.mend(call)) {
                 tracing::info!(tool = %call.function.name, why, "call mended from the user's words");
             }
         }

@@ -232,6 +232,22 @@ pub async fn run_turn(
     .await
 }
 
+/// The turn's own loop (not a plan step's): it calibrates the counts, its
+/// answer keeps its word and names what the app showed for the question,
+/// and its calls are mended from what the user said.
+fn the_turns_own(
+    model_loop: &mut ModelLoop<'_>,
+    agenda: Option<&crate::calendar::agenda::Agenda>,
+    pack: Option<&context::LoadedPack>,
+    message: &str,
+) {
+    model_loop.calibrates = true;
+    model_loop.keeps_word = true;
+    model_loop.shown = shown(agenda, pack, message);
+    let count_said = agenda.and_then(|a| a.said_count).map(crate::tools::CountSaid);
+    model_loop.mend = count_said.map(|m| Box::new(m) as Box<dyn crate::model_loop::MendCall>);
+}
+
 /// What the answer to the user's question must name ([`crate::claims::shown`]):
 /// the calendar block's asked days, else the mode block's answer — for a
 /// question of the user's own (an approval's answer or a change asked for
@@ -306,11 +322,7 @@ async fn run(
     let mut model_loop = ModelLoop::new(env, layers.as_ref().map(|l| l as &dyn TurnTools), ToolOrigin::Planner);
     model_loop.approvals = Some(&gate);
     model_loop.opening = plans.as_ref().and_then(|_| resumed_plan(turn, &started.history, turn_id));
-    model_loop.calibrates = true;
-    model_loop.keeps_word = true;
-    model_loop.shown = shown(started.agenda.as_ref(), started.pack.as_ref(), &turn.message);
-    let count_said = started.agenda.as_ref().and_then(|a| a.said_count).map(crate::tools::CountSaid);
-    model_loop.mend = count_said.as_ref().map(|m| m as &dyn crate::model_loop::MendCall);
+    the_turns_own(&mut model_loop, started.agenda.as_ref(), started.pack.as_ref(), &turn.message);
     model_loop.agent_state = agent_state.as_mut().map(|(s, _)| s);
     model_loop.next_seq = started.user_message.seq + 1;
     let mut log = turn_log(deps, user, &sid, turn_id, started.persist_user);
