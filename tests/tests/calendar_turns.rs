@@ -405,9 +405,10 @@ async fn an_answer_that_only_repeats_the_question_after_a_read_is_asked_again() 
         .await
         .unwrap();
     t.llm.push(Reply::tool_calls(&[("list_calendar_events", json!({"range": "tomorrow"}))]));
-    t.llm.push(Reply::text(&["What is on my calendar tomorrow?"]));
+    t.llm.push(Reply::text(&["What is on my calendar?"]));
     t.llm.push(Reply::text(&["Tomorrow you have the Dentist at 09:00."]));
-    let turn = t.turn("alice", in_calendar("What is on my calendar tomorrow?")).await;
+    // No days named: nothing the block showed for it to leave out (below: `left_out`).
+    let turn = t.turn("alice", in_calendar("What is on my calendar?")).await;
     let checks: Vec<(Value, Vec<Value>)> = turn
         .events
         .iter()
@@ -697,6 +698,21 @@ async fn an_answer_that_leaves_out_the_asked_days_events_is_asked_again_with_the
     assert!(!answers[0].include_in_context && answers[1].include_in_context);
     let first = &answers[0].claim_mismatches[0];
     assert_eq!((json!(first.kind), first.entity_name.as_deref()), (json!("left_out"), Some("Offsite")));
+
+    // The question said back, after a read of its days: the events first (`left_out`), not the echo's note.
+    t.llm.push(Reply::text(&[&format!("Is there anything on {}?", day.format("%B %-d"))]));
+    t.llm.push(Reply::text(&["The offsite, 10:00 to 11:00."]));
+    let echoed = t.turn("alice", in_calendar(&format!("Is there anything on {}?", day.format("%B %-d")))).await;
+    let kinds: Vec<Value> = echoed
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::AnswerCheck { mismatches, .. } => Some(json!(mismatches[0].kind)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, [json!("left_out")], "{:?}", echoed.kinds());
+    assert!(echoed.text().contains("offsite"), "{}", echoed.text());
 
     // An answer that names the day's event is not asked again.
     t.llm.push(Reply::text(&["Just the offsite, at 10."]));

@@ -107,19 +107,19 @@ impl ModelLoop<'_> {
             let note = note_for_model(&mismatches, steps);
             return Some((mismatches, note, Why::Claims));
         }
-        if let Some((what, m)) = self.echoed(said, messages, offered, sink) {
-            // The days asked about come with it: asked again with the echo's
-            // note alone, the local model still left the events out.
-            let note = match &self.shown {
-                Some(shown) => format!("{}\n{}", echo::note_for_model(what), shown::listing(shown)),
-                None => echo::note_for_model(what),
-            };
-            return Some((vec![m], note, Why::Echoed));
+        // What the app showed for the question, left out, before an echo:
+        // asked again with the echo's note and the listing after it, the
+        // local model repeated the question again ("Is there anything on
+        // your plate this week?"); the listing first, it names the events.
+        if let Some(shown) = self.shown.as_ref() {
+            let missing = shown::left_out(said, shown);
+            if !missing.is_empty() {
+                let m = shown::mismatch(said, &shown.source, &missing);
+                return Some((vec![m], shown::note_for_model(shown), Why::LeftOut));
+            }
         }
-        let shown = self.shown.as_ref()?;
-        let missing = shown::left_out(said, shown);
-        (!missing.is_empty())
-            .then(|| (vec![shown::mismatch(said, &shown.source, &missing)], shown::note_for_model(shown), Why::LeftOut))
+        let (what, m) = self.echoed(said, messages, offered, sink)?;
+        Some((vec![m], echo::note_for_model(what), Why::Echoed))
     }
 
     /// The answer stands; its mismatches, if any, go to the client and the log.
