@@ -221,6 +221,17 @@ fn in_calendar(message: &str) -> Value {
     json!({"message": message, "context_type": "calendar", "timezone": BERLIN})
 }
 
+/// Each `answer_check` of the turn: its verdict and its mismatches' kinds.
+fn answer_checks(turn: &tests::Turn) -> Vec<(Value, Vec<Value>)> {
+    let check = |e: &StreamEvent| match e {
+        StreamEvent::AnswerCheck { verdict, mismatches } => {
+            Some((json!(verdict), mismatches.iter().map(|m| json!(m.kind)).collect()))
+        }
+        _ => None,
+    };
+    turn.events.iter().filter_map(check).collect()
+}
+
 /// The content of the last tool message the model was sent.
 fn last_tool_result(t: &TestApp) -> String {
     let req = t.llm.requests().last().cloned().unwrap();
@@ -409,16 +420,7 @@ async fn an_answer_that_only_repeats_the_question_after_a_read_is_asked_again() 
     t.llm.push(Reply::text(&["Tomorrow you have the Dentist at 09:00."]));
     // No days named: nothing the block showed for it to leave out (below: `left_out`).
     let turn = t.turn("alice", in_calendar("What is on my calendar?")).await;
-    let checks: Vec<(Value, Vec<Value>)> = turn
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::AnswerCheck { verdict, mismatches } => {
-                Some((json!(verdict), mismatches.iter().map(|m| json!(m.kind)).collect()))
-            }
-            _ => None,
-        })
-        .collect();
+    let checks = answer_checks(&turn);
     assert_eq!(checks, [(json!("asked_again"), vec![json!("no_answer")])], "{:?}", turn.kinds());
     let requests = t.llm.requests();
     assert_eq!(requests.len(), 3, "asked once more");
@@ -670,16 +672,7 @@ async fn an_answer_that_leaves_out_the_asked_days_events_is_asked_again_with_the
     t.llm.push(Reply::text(&[&format!("I see no events on {}.", day.format("%B %-d"))]));
     t.llm.push(Reply::text(&["On that day you have the Offsite from 10:00 to 11:00."]));
     let turn = t.turn("alice", in_calendar(&asked)).await;
-    let checks: Vec<(Value, Vec<Value>)> = turn
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::AnswerCheck { verdict, mismatches } => {
-                Some((json!(verdict), mismatches.iter().map(|m| json!(m.kind)).collect()))
-            }
-            _ => None,
-        })
-        .collect();
+    let checks = answer_checks(&turn);
     assert_eq!(checks, [(json!("asked_again"), vec![json!("left_out")])], "{:?}", turn.kinds());
     let requests = t.llm.requests();
     assert_eq!(requests.len(), 3, "asked once more");
@@ -703,15 +696,7 @@ async fn an_answer_that_leaves_out_the_asked_days_events_is_asked_again_with_the
     t.llm.push(Reply::text(&[&format!("Is there anything on {}?", day.format("%B %-d"))]));
     t.llm.push(Reply::text(&["The offsite, 10:00 to 11:00."]));
     let echoed = t.turn("alice", in_calendar(&format!("Is there anything on {}?", day.format("%B %-d")))).await;
-    let kinds: Vec<Value> = echoed
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::AnswerCheck { mismatches, .. } => Some(json!(mismatches[0].kind)),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(kinds, [json!("left_out")], "{:?}", echoed.kinds());
+    assert_eq!(answer_checks(&echoed), [(json!("asked_again"), vec![json!("left_out")])], "{:?}", echoed.kinds());
     assert!(echoed.text().contains("offsite"), "{}", echoed.text());
 
     // An answer that names the day's event is not asked again.
