@@ -7,6 +7,8 @@
 #   scripts/stack.sh --keep "hello"  stack up, one chat turn, stack left running
 #   scripts/stack.sh --keep          stack up, REPL, stack left running after it
 #                                    (--keep </dev/null: just bring it up)
+#   scripts/stack.sh --calendar "what's on this week?"
+#                                    the chat in the calendar scope (the REPL: /calendar)
 #   scripts/stack.sh down            stop whatever a --keep run left running
 #   scripts/stack.sh status          show which stack services are running
 #
@@ -34,6 +36,7 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 
 keep=0
 message=()
+scope=()
 while (($#)); do
   case "$1" in
     down)
@@ -59,6 +62,7 @@ while (($#)); do
       message+=("$1")
       ;;
     --keep) keep=1 ;;
+    --calendar) scope=(--context calendar) ;;
     -h | --help)
       usage
       exit 0
@@ -304,10 +308,10 @@ fi
 status=0
 if ((${#message[@]})); then
   # One turn; the CLI then reads back, through the entities API, what it changed.
-  run_child "$CLI" chat --url "$STREAM_URL" "${message[*]}" || status=$?
+  run_child "$CLI" chat --url "$STREAM_URL" "${scope[@]}" "${message[*]}" || status=$?
 else
   # Interactive: in the foreground, on this terminal.
-  "$CLI" chat --url "$STREAM_URL" --repl || status=$?
+  "$CLI" chat --url "$STREAM_URL" "${scope[@]}" --repl || status=$?
 fi
 if ((keep)); then
   leave_running=1

@@ -378,8 +378,9 @@ pub async fn run(args: ChatArgs) -> u8 {
 
 const REPL_HELP: &str = "one message per line; end with Ctrl-D (Ctrl-C during a turn stops it)
   /project <id|name>   continue in a project      /global   back to the workspace
-  /projects            list your projects         /new      start a new session
-  /session             show the session id        /help     this text";
+  /calendar            your calendar              /projects list your projects
+  /new                 start a new session        /session  show the session id
+  /help                this text";
 
 /// What a REPL line asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -388,6 +389,7 @@ enum Line<'a> {
     Message(&'a str),
     Project(&'a str),
     Global,
+    Calendar,
     Projects,
     New,
     Session,
@@ -406,6 +408,7 @@ fn parse_line(line: &str) -> Line<'_> {
         ("project", "") => Line::Unknown(line),
         ("project", p) => Line::Project(p),
         ("global", "") => Line::Global,
+        ("calendar", "") => Line::Calendar,
         ("projects", "") => Line::Projects,
         ("new", "") => Line::New,
         ("session", "") => Line::Session,
@@ -461,6 +464,10 @@ async fn repl(chat: &mut Chat, mut session: Option<String>) -> u8 {
             }
             Line::Global => {
                 chat.scope = Scope::global();
+                chat.renderer.set_scope(None);
+            }
+            Line::Calendar => {
+                chat.scope = Scope::calendar();
                 chat.renderer.set_scope(None);
             }
             Line::Projects => {
@@ -600,6 +607,7 @@ mod tests {
         assert_eq!(parse_line("/project  My Launch \n"), Line::Project("My Launch"));
         assert_eq!(parse_line("/project"), Line::Unknown("/project"));
         assert_eq!(parse_line("/global"), Line::Global);
+        assert_eq!(parse_line("/calendar"), Line::Calendar);
         assert_eq!(parse_line("/projects"), Line::Projects);
         assert_eq!(parse_line("/new"), Line::New);
         assert_eq!(parse_line("/exit"), Line::Quit);

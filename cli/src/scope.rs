@@ -47,6 +47,12 @@ impl Scope {
         Scope { context_type: "global".into(), project: None, entity: None, entity_type: None, named: true }
     }
 
+    /// The user's calendar, named (the REPL's `/calendar`): the calendar
+    /// tools and the calendar block (docs/calendar.md).
+    pub fn calendar() -> Scope {
+        Scope { context_type: "calendar".into(), ..Scope::global() }
+    }
+
     /// The scope the flags name; a project named by name is looked up (an
     /// unknown one is an error, never a quiet fall back to the workspace).
     pub async fn resolve(args: &ScopeArgs, api: Option<&Entities>) -> Result<Scope, String> {
@@ -274,5 +280,9 @@ mod tests {
         assert_eq!(s.flags(), " --project p-1 --context project_audit");
         let s = Scope::with(&args(None, None, None, Some("calendar")), None);
         assert_eq!(on_the_wire(&s)["context_type"], "calendar");
+        // The REPL's `/calendar`: named, so sent even when continuing a session.
+        let cal = Scope::calendar();
+        assert_eq!((on_the_wire(&cal)["context_type"].as_str(), cal.label().as_str()), (Some("calendar"), "calendar"));
+        assert!(cal.named);
     }
 }
