@@ -595,9 +595,10 @@ async fn an_answer_that_gives_up_after_a_refused_call_is_asked_to_make_it_again(
 /// "Six lessons": the local model wrote an `until` of its own (one to nine
 /// occurrences) and, refused, wrote it again. With a number of times said
 /// and no end date, the call takes the user's count in place of `until`
-/// before it runs; the stored call is the one that ran.
+/// before it runs; the stored call is the one that ran. A one-off loses a
+/// `repeat` nobody asked for.
 #[tokio::test]
-async fn a_count_the_user_said_replaces_an_until_the_model_made_up() {
+async fn what_the_user_said_of_a_series_mends_the_models_repeat() {
     let t = TestApp::new().await;
     let (thursday, _) = shared::calendar::days::Days::Thursday.resolve(berlin_today() + Duration::days(1));
     let made_up = (thursday + Duration::days(6)).to_string();
@@ -631,6 +632,16 @@ async fn a_count_the_user_said_replaces_an_until_the_model_made_up() {
     t.turn("alice", in_calendar(&said)).await;
     let choir = calendar(&t).list(&alice, &list_days(thursday, thursday + Duration::days(70))).await.unwrap();
     assert_eq!(choir.events.iter().filter(|e| e.title == "Choir").count(), 3, "{:?}", choir.events);
+
+    // One day and no word of repeating: the local model booked "a dentist
+    // appointment next Wednesday at 10am" weekly; the call runs without it.
+    let (wednesday, _) = shared::calendar::days::Days::Wednesday.resolve(berlin_today() + Duration::days(1));
+    let weekly = json!({"title": "Dentist", "start": format!("{wednesday}T10:00"), "repeat": {"every": "week"}});
+    t.llm.push(Reply::tool_calls(&[("create_calendar_event", weekly)]));
+    t.llm.push(Reply::text(&["The dentist is in."]));
+    t.turn("alice", in_calendar("Put a dentist appointment in for next Wednesday at 10am.")).await;
+    let dentist = calendar(&t).list(&alice, &list_days(wednesday, wednesday + Duration::days(30))).await.unwrap();
+    assert_eq!(dentist.events.iter().filter(|e| e.title == "Dentist").count(), 1, "{:?}", dentist.events);
 }
 
 /// `user` says yes to the call `asked` waits for (docs/chat-protocol.md#approvals): the turn that goes on.

@@ -26,9 +26,8 @@ pub struct Agenda {
     /// A question naming days ("what have I got on December 16?"): those
     /// days' events, which the answer must name ([`crate::claims::shown`]).
     pub shown: Option<Shown>,
-    /// How many times a series the message asks for happens, when it says so
-    /// and names no end date ([`crate::tools::CountSaid`] mends calls by it).
-    pub said_count: Option<u32>,
+    /// What the message says of a series ([`crate::tools::SeriesSaid`] mends calls by it).
+    pub said_series: super::spoken::SaidSeries,
 }
 
 /// The block for `days` days from today (1 = today only) in the turn's zone
@@ -95,8 +94,8 @@ pub async fn agenda(
         (false, None) => format!("{block}\n{read}"),
         (true, _) => block,
     };
-    let said_count = super::spoken::said_count(message, zone.local(now).naive_local());
-    Some(Agenda { block, shown, said_count })
+    let said_series = super::spoken::said_series(message, zone.local(now).naive_local());
+    Some(Agenda { block, shown, said_series })
 }
 
 /// What the block shows as the answer to a question that names its days

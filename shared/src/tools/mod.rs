@@ -54,7 +54,7 @@ mod web;
 pub mod wording;
 
 pub use calendar::CALENDAR_TOOLS;
-pub use calendar_mend::CountSaid;
+pub use calendar_mend::SeriesSaid;
 pub use outcome::{ToolOutcome, PREVIEW_CHARS};
 pub use project_create::{MAX_CLARIFYING_QUESTIONS, MAX_QUESTION_CHARS};
 pub use reorganize::{ReorganizeArgs, ASK_ABOVE as REORGANIZE_ASK_ABOVE};

@@ -244,8 +244,8 @@ fn the_turns_own(
     model_loop.calibrates = true;
     model_loop.keeps_word = true;
     model_loop.shown = shown(agenda, pack, message);
-    let count_said = agenda.and_then(|a| a.said_count).map(crate::tools::CountSaid);
-    model_loop.mend = count_said.map(|m| Box::new(m) as Box<dyn crate::model_loop::MendCall>);
+    let said = agenda.map(|a| crate::tools::SeriesSaid(a.said_series));
+    model_loop.mend = said.map(|m| Box::new(m) as Box<dyn crate::model_loop::MendCall>);
 }
 
 /// What the answer to the user's question must name ([`crate::claims::shown`]):

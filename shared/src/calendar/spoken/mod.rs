@@ -94,12 +94,35 @@ fn said(message: &str, today: NaiveDate) -> Phrases {
     Phrases { t, until, times, length, days }
 }
 
-/// How many times a series the message asks for happens ("six lessons": 6),
-/// when it says a number of times and no end date.
-pub fn said_count(message: &str, now: NaiveDateTime) -> Option<u32> {
+/// What the message says of a series, for mending a call's `repeat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaidSeries {
+    /// One day said and no word of repeating: one event.
+    OneOff,
+    /// A number of times and no end date ("six lessons": 6).
+    Count(u32),
+    /// A series some other way, or nothing known (another language).
+    Other,
+}
+
+/// Words that say something repeats, beyond what [`read`] turns into a `repeat`.
+const REPEATS: &str = r"\b(every|each|daily|weekly|monthly|yearly|annual\w*|fortnight\w*|biweekly|recurring|repeat\w*|regular\w*|until|till|times|sessions|lessons|classes|weekdays|workdays|weekends|mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|mornings|afternoons|evenings|nights|for \w+ (weeks|days|months))\b";
+
+/// What `message` says of a series: one day and no word of repeating is a
+/// one-off (the local model gave "a dentist appointment next Wednesday at
+/// 10am" a weekly `repeat`); a count without an end date is that count.
+pub fn said_series(message: &str, now: NaiveDateTime) -> SaidSeries {
+    static REPEATING: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(REPEATS).expect("a valid pattern"));
     let s = said(message, now.date());
-    let (_, repeat, _) = series(&s.t, &s.days, s.until, now.date())?;
-    repeat.get("count")?.as_u64().and_then(|n| u32::try_from(n).ok())
+    if let Some((_, repeat, _)) = series(&s.t, &s.days, s.until, now.date()) {
+        let count = repeat.get("count").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
+        return count.map_or(SaidSeries::Other, SaidSeries::Count);
+    }
+    match (single_date(&s.days), REPEATING.is_match(&s.t)) {
+        (Some(_), false) => SaidSeries::OneOff,
+        _ => SaidSeries::Other,
+    }
 }
 
 /// What `message` says, in the order: times, length, days, the series, the first start.

@@ -180,13 +180,20 @@ fn what_to_do_and_to_which_occurrences() {
     lacks("what is on tomorrow?", "cancellation");
 }
 
-/// The count a series is said to have, for mending a made-up `until`
-/// (`tools::CountSaid`): only with a number of times and no end date.
+/// What a message says of a series, for mending a call's `repeat`
+/// (`tools::SeriesSaid`): a count only without an end date; one day and no
+/// word of repeating, a one-off; anything else left to the model.
 #[test]
-fn the_count_said_is_read_only_without_an_end_date() {
-    assert_eq!(said_count("Book swimming for me on Saturday mornings at 8, four times.", now()), Some(4));
-    assert_eq!(said_count("Tutoring on Tuesdays at 5pm for 6 weeks", now()), Some(6));
-    assert_eq!(said_count("a daily check-in at 9 until December 31", now()), None);
-    assert_eq!(said_count("lunch with Ana on Friday at noon", now()), None);
-    assert_eq!(said_count("standup every weekday at 9:30", now()), None);
+fn what_is_said_of_a_series() {
+    let said = |m: &str| said_series(m, now());
+    assert_eq!(said("Book swimming for me on Saturday mornings at 8, four times."), SaidSeries::Count(4));
+    assert_eq!(said("Tutoring on Tuesdays at 5pm for 6 weeks"), SaidSeries::Count(6));
+    assert_eq!(said("a daily check-in at 9 until December 31"), SaidSeries::Other);
+    assert_eq!(said("standup every weekday at 9:30"), SaidSeries::Other);
+    assert_eq!(said("lunch with Ana on Friday at noon"), SaidSeries::OneOff);
+    assert_eq!(said("Put a dentist appointment in for next Wednesday at 10am, one hour."), SaidSeries::OneOff);
+    assert_eq!(said("a weekly review on Friday at 4"), SaidSeries::Other);
+    assert_eq!(said("gym on Monday and Thursday evenings, regularly"), SaidSeries::Other);
+    // No day it knows (another language): left to the model.
+    assert_eq!(said("Zahnarzt jeden Mittwoch um 10"), SaidSeries::Other);
 }
