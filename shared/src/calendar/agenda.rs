@@ -50,8 +50,8 @@ pub async fn agenda(
     };
     let today = zone.local(now).date_naive();
     // The message's days are listed too ("the week after this one"), up to a month on.
-    let read = super::spoken::read(message, zone.local(now).naive_local());
-    let named_last = read.iter().filter_map(|r| r.days.map(|d| d.1)).max().unwrap_or(today);
+    let heard = super::spoken::hear(message, zone.local(now).naive_local());
+    let named_last = heard.reading.iter().filter_map(|r| r.days.map(|d| d.1)).max().unwrap_or(today);
     let last = (today + Duration::days(days - 1)).max(named_last.min(today + Duration::days(MAX_READ_AHEAD)));
     let q = ListQuery {
         from: today.to_string(),
@@ -79,23 +79,22 @@ pub async fn agenda(
     // "tomorrow" (the local model answered from the whole week's block, or
     // copied the block itself).
     let listed = Listed { events: &list.events, projects: &names, zone };
-    let reading = read;
-    let read = super::spoken::render(&reading, Some(&listed));
+    let reading = &heard.reading;
+    let read = super::spoken::render(reading, Some(&listed));
     // The reading right under the date line, before the week: the local
     // model answered "what is on tomorrow?" by copying the first list it
     // met, the whole week (twice, when asked again).
     // When the message names its days, their lines are the block: the
     // week's list beside them was what the model copied.
     let names_days = reading.iter().any(|r| r.days.is_some());
-    let shown = shown(&reading, message, &listed);
+    let shown = shown(reading, message, &listed);
     let block = match (read.is_empty(), block.split_once('\n')) {
         (false, Some((now, _))) if names_days => format!("{now}\n{read}{}", skipped_line(&list.skipped)),
         (false, Some((now, week))) => format!("{now}\n{read}\n{week}"),
         (false, None) => format!("{block}\n{read}"),
         (true, _) => block,
     };
-    let said_series = super::spoken::said_series(message, zone.local(now).naive_local());
-    Some(Agenda { block, shown, said_series })
+    Some(Agenda { block, shown, said_series: heard.series })
 }
 
 /// What the block shows as the answer to a question that names its days
@@ -125,7 +124,10 @@ fn shown(reading: &[Reading], message: &str, listed: &Listed) -> Option<Shown> {
     let items = events
         .iter()
         .take(MAX_NAMED_DAY_LINES)
-        .map(|e| ShownItem { title: e.title.clone(), project: project_of(e).cloned(), line: spoken(e, listed) })
+        .map(|e| {
+            let project = project_of(e).cloned();
+            ShownItem { title: e.title.clone(), line: spoken(e, project.as_deref()), project }
+        })
         .collect();
     Some(Shown { source: "the calendar".into(), asked: asked.join("; "), items })
 }
@@ -151,12 +153,9 @@ fn span(first: NaiveDate, last: NaiveDate) -> String {
 }
 
 /// An occurrence as the user reads it: `“Offsite” Wed 16 Dec 10:00–11:00 (project “Launch”)`, no ids.
-fn spoken(e: &EventInstance, listed: &Listed) -> String {
+fn spoken(e: &EventInstance, project: Option<&str>) -> String {
     let day = start_day(&e.start).map(|d| d.format("%a %-d %b ").to_string()).unwrap_or_default();
-    let project = match e.project_id.as_ref().and_then(|p| listed.projects.get(p)) {
-        Some(name) => format!(" (project “{name}”)"),
-        None => String::new(),
-    };
+    let project = project.map(|name| format!(" (project “{name}”)")).unwrap_or_default();
     format!("“{}” {day}{}{project}", e.title, when(e))
 }
 

@@ -105,28 +105,40 @@ pub enum SaidSeries {
     Other,
 }
 
-/// Words that say something repeats, beyond what [`read`] turns into a `repeat`.
+/// Words that say something repeats, beyond what [`hear`] turns into a `repeat`.
 const REPEATS: &str = r"\b(every|each|daily|weekly|monthly|yearly|annual\w*|fortnight\w*|biweekly|recurring|repeat\w*|regular\w*|until|till|times|sessions|lessons|classes|weekdays|workdays|weekends|mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|mornings|afternoons|evenings|nights|for \w+ (weeks|days|months))\b";
 
-/// What `message` says of a series: one day and no word of repeating is a
+/// What a message says of a series: one day and no word of repeating is a
 /// one-off (the local model gave "a dentist appointment next Wednesday at
 /// 10am" a weekly `repeat`); a count without an end date is that count.
-pub fn said_series(message: &str, now: NaiveDateTime) -> SaidSeries {
+fn of_series(series: Option<&Series>, days: &[(String, Day)], t: &str) -> SaidSeries {
     static REPEATING: std::sync::LazyLock<regex::Regex> =
         std::sync::LazyLock::new(|| regex::Regex::new(REPEATS).expect("a valid pattern"));
-    let s = said(message, now.date());
-    if let Some((_, repeat, _)) = series(&s.t, &s.days, s.until, now.date()) {
+    if let Some((_, repeat, _)) = series {
         let count = repeat.get("count").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
         return count.map_or(SaidSeries::Other, SaidSeries::Count);
     }
-    match (single_date(&s.days), REPEATING.is_match(&s.t)) {
+    match (single_date(days), REPEATING.is_match(t)) {
         (Some(_), false) => SaidSeries::OneOff,
         _ => SaidSeries::Other,
     }
 }
 
+/// What a message says, read once: the values for the block, and what it
+/// says of a series for mending calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heard {
+    pub reading: Vec<Reading>,
+    pub series: SaidSeries,
+}
+
 /// What `message` says, in the order: times, length, days, the series, the first start.
 pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
+    hear(message, now).reading
+}
+
+/// [`read`], and what the message says of a series.
+pub fn hear(message: &str, now: NaiveDateTime) -> Heard {
     let today = now.date();
     let Phrases { t, until, times, length, days } = said(message, today);
     let mut out = Vec::new();
@@ -156,11 +168,12 @@ pub fn read(message: &str, now: NaiveDateTime) -> Vec<Reading> {
     let intent = words::intent(&t);
     out.extend(asked(&t, intent.as_ref()));
     let series = series(&t, &days, until, today);
+    let said = of_series(series.as_ref(), &days, &t);
     out.extend(starts(now, &times, &days, series, intent.map(|(_, i)| i)));
     // "Tomorrow … only tomorrow": one line.
     let mut seen = std::collections::HashSet::new();
     out.retain(|r| seen.insert((r.quote.clone(), r.value.clone())));
-    out
+    Heard { reading: out, series: said }
 }
 
 /// What to do and to which occurrences: the local model "cancelled" with

@@ -185,7 +185,7 @@ fn what_to_do_and_to_which_occurrences() {
 /// word of repeating, a one-off; anything else left to the model.
 #[test]
 fn what_is_said_of_a_series() {
-    let said = |m: &str| said_series(m, now());
+    let said = |m: &str| hear(m, now()).series;
     assert_eq!(said("Book swimming for me on Saturday mornings at 8, four times."), SaidSeries::Count(4));
     assert_eq!(said("Tutoring on Tuesdays at 5pm for 6 weeks"), SaidSeries::Count(6));
     assert_eq!(said("a daily check-in at 9 until December 31"), SaidSeries::Other);
