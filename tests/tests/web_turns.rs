@@ -175,7 +175,10 @@ async fn every_refused_visit_is_a_tool_error_and_the_turn_answers() {
     t.llm.push(Reply::tool_calls(&calls));
     t.llm.push(Reply::tool_calls(&[("web_visit", json!({ "url": pages.url("/hops/5") }))]));
     t.llm.push(Reply::text(&["None of those could be read."]));
-    let turn = t.turn("alice", json!({"message": "read these", "context_type": "global"})).await;
+    // The addresses are the user's: a visit to one nobody gave is refused before the guard.
+    let given: Vec<String> = cases.iter().map(|(u, _)| u.clone()).chain([pages.url("/hops/5")]).collect();
+    let message = format!("read these: {}", given.join(" "));
+    let turn = t.turn("alice", json!({"message": message, "context_type": "global"})).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
     assert_eq!(turn.kinds().last(), Some(&"done"));
 
@@ -190,6 +193,37 @@ async fn every_refused_visit_is_a_tool_error_and_the_turn_answers() {
     // The allowed server saw only the allowed cases' requests, never the refused hops.
     let seen = pages.requests();
     assert!(seen.iter().all(|p| !p.contains("pricing")), "{seen:?}");
+}
+
+/// An address only the model wrote is not fetched: asked "what can you do?",
+/// the local model visited www.example.com and sites it made up. The call's
+/// result says why; the page server never hears of it.
+#[tokio::test]
+async fn an_address_nobody_gave_is_refused_before_it_goes_out() {
+    let pages = Pages::start(vec![r("/pricing", Answer::ok("text/html; charset=utf-8", PRICING))]).await;
+    let port = pages.port;
+    let t = TestApp::with_config(move |c| {
+        c.web.allow_cidrs = vec!["127.0.0.1/32".parse().unwrap()];
+        c.web.allow_ports = vec![port];
+    })
+    .await;
+    t.llm.push(Reply::tool_calls(&[("web_visit", json!({ "url": pages.url("/pricing") }))]));
+    t.llm.push(Reply::text(&["I can read pages you give me."]));
+    let turn = t.turn("alice", json!({"message": "What can you do?", "context_type": "global"})).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let (_, refused) = tool_messages(&t.llm.requests()[1]).pop().unwrap();
+    assert_eq!(refused["error"]["code"], "address_not_given", "{refused}");
+    assert!(pages.requests().is_empty(), "{:?}", pages.requests());
+
+    // Given in the next message, the same address is read.
+    t.llm.push(Reply::tool_calls(&[("web_visit", json!({ "url": pages.url("/pricing") }))]));
+    t.llm.push(Reply::text(&["12 euros."]));
+    let message = format!("Then read {}", pages.url("/pricing"));
+    let sid = turn.session_id();
+    let read = t.turn("alice", json!({"message": message, "context_type": "global", "session_id": sid})).await;
+    assert_eq!(read.error_code(), None, "{:?}", read.events);
+    let (_, page) = tool_messages(&t.llm.requests()[3]).pop().unwrap();
+    assert!(page["content"].as_str().unwrap_or_default().contains("12 euros a month"), "{page}");
 }
 
 #[tokio::test]
@@ -208,7 +242,7 @@ async fn caps_rate_limits_and_a_missing_provider_are_what_the_model_reads() {
         ("web_visit", json!({"url": "http://10.0.0.2/"})),
     ]));
     t.llm.push(Reply::text(&["Search is busy."]));
-    let turn = t.turn("alice", json!({"message": "look it up", "context_type": "brain_dump"})).await;
+    let turn = t.turn("alice", json!({"message": "look it up on 10.0.0.1 and 10.0.0.2", "context_type": "brain_dump"})).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
     let results = tool_messages(&t.llm.requests()[1]);
     assert_eq!(results[0].1["error"]["code"], "rate_limited", "{:?}", results[0]);
@@ -243,7 +277,7 @@ async fn a_long_page_is_kept_apart_with_a_preview() {
     .await;
     t.llm.push(Reply::tool_calls(&[("web_visit", json!({ "url": pages.url("/long") }))]));
     t.llm.push(Reply::text(&["It is long."]));
-    let turn = t.turn("alice", json!({"message": "read it"})).await;
+    let turn = t.turn("alice", json!({"message": format!("read {}", pages.url("/long"))})).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
     let (_, kept) = tool_messages(&t.llm.requests()[1]).pop().unwrap();
     assert_eq!(kept["truncated"], true, "{kept}");

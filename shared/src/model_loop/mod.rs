@@ -11,6 +11,8 @@
 //!   always valid JSON: a call cut off mid-arguments (or malformed) is stored
 //!   with `{}` and a result that says why it did not run and what it held, so
 //!   the next request passes strict model servers;
+//! - a call whose `url` names a host the conversation never gave (only the
+//!   model wrote it) is refused before it runs ([`sources`]);
 //! - a round's calls run concurrently under a cap; calls a layer runs with the
 //!   stream ([`TurnTools::streams`]) run after the others, one at a time, and
 //!   their events come before their `tool_result`;
@@ -30,7 +32,8 @@
 //!
 //! Rooms: [`layer`] (the tool-layer trait and its composition), [`round`]
 //! (one round's calls), [`ask`] (one model request), [`outputs`] (large
-//! outputs kept apart), [`call_signals`] (what calls tell the turn) and
+//! outputs kept apart), [`call_signals`] (what calls tell the turn),
+//! [`sources`] (a `url` the conversation never gave is refused) and
 //! [`telemetry`] (the turn's dev-only measurements).
 
 pub mod ask;
@@ -39,6 +42,7 @@ pub mod layer;
 pub mod outputs;
 pub mod repetition;
 pub mod round;
+mod sources;
 pub mod telemetry;
 #[cfg(test)]
 mod tests;
@@ -351,7 +355,7 @@ impl<'a> ModelLoop<'a> {
                 // The user message must be stored before anything that follows it.
                 log.ready().await.map_err(LoopAbort)?;
             }
-            let (assistant, refusals) = self.assistant_message(answer.text, answer.calls);
+            let (assistant, refusals) = self.assistant_message(answer.text, answer.calls, &messages);
             let calls = assistant.tool_calls.clone();
             let can_run = self.tools.is_some() && round < max_rounds;
             let said = assistant.content.as_deref().unwrap_or_default();
@@ -430,14 +434,20 @@ impl<'a> ModelLoop<'a> {
 
     /// The assistant message as stored, with arguments that are valid JSON,
     /// and per call why it must not run (its arguments were not valid JSON).
-    fn assistant_message(&mut self, text: String, calls: Vec<ToolCall>) -> (StoredMessage, Vec<Option<ToolRun>>) {
+    fn assistant_message(
+        &mut self,
+        text: String,
+        calls: Vec<ToolCall>,
+        conversation: &[ChatMessage],
+    ) -> (StoredMessage, Vec<Option<ToolRun>>) {
         let mut assistant = self.message(Role::Assistant, text);
-        let (mut calls, refusals): (Vec<ToolCall>, Vec<Option<ToolRun>>) =
+        let (mut calls, mut refusals): (Vec<ToolCall>, Vec<Option<ToolRun>>) =
             calls.into_iter().map(valid_arguments).unzip();
-        for (call, _) in calls.iter_mut().zip(&refusals).filter(|(_, r)| r.is_none()) {
+        for (call, refusal) in calls.iter_mut().zip(refusals.iter_mut()).filter(|(_, r)| r.is_none()) {
             if let Some(why) = self.mend.as_ref().and_then(|m| m.mend(call)) {
                 tracing::info!(tool = %call.function.name, why, "call mended from the user's words");
             }
+            *refusal = sources::unsourced(call, conversation);
         }
         assistant.tool_calls = calls;
         (assistant, refusals)

@@ -21,7 +21,7 @@
 pub mod store;
 pub mod validate;
 
-pub use validate::{validate, StepTool, ValidPlan, MAX_STAGES, MAX_STEPS};
+pub use validate::{validate, StepTool, ValidPlan, MAX_STAGES, MAX_STEPS, MAX_STEP_TOOLS};
 
 use crate::ids::TurnId;
 use serde::{Deserialize, Serialize};
@@ -65,9 +65,12 @@ pub enum ExecutorKind {
     Tooling,
 }
 
-/// One unit of work, run by one executor.
+/// One unit of work, run by one executor. The model may leave `intent` and
+/// `executor` out ([`StepAsWritten`]): the plan tool does not offer them, as
+/// the local model filled a two-step plan with invented "research / review /
+/// edit the draft" steps led by those two fields and never closed the call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "StepAsWritten", deny_unknown_fields)]
 pub struct PlanStep {
     /// Unique in the plan, e.g. "s1".
     pub id: String,
@@ -84,6 +87,41 @@ pub struct PlanStep {
     /// What the step should produce (e.g. "summary document").
     #[serde(default)]
     pub outputs: Vec<String>,
+}
+
+/// A step as the model writes it: what it leaves out is read from its tools.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepAsWritten {
+    id: String,
+    title: String,
+    #[serde(default)]
+    intent: Option<StepIntent>,
+    #[serde(default)]
+    executor: Option<ExecutorKind>,
+    #[serde(default)]
+    tools: Vec<String>,
+    #[serde(default)]
+    inputs: Vec<String>,
+    #[serde(default)]
+    outputs: Vec<String>,
+}
+
+impl From<StepAsWritten> for PlanStep {
+    /// A step that left its intent out creates when one of its tools changes
+    /// something (by the tools' verbs), else researches; its executor follows
+    /// the intent.
+    fn from(s: StepAsWritten) -> PlanStep {
+        const CHANGES: [&str; 8] = ["create_", "update_", "delete_", "link_", "unlink_", "move_", "reorganize_", "propose_"];
+        let changes = s.tools.iter().any(|t| CHANGES.iter().any(|v| t.starts_with(v)));
+        let intent = s.intent.unwrap_or(if changes { StepIntent::Create } else { StepIntent::Research });
+        let executor = s.executor.unwrap_or(match intent {
+            StepIntent::Research | StepIntent::Analysis => ExecutorKind::Research,
+            StepIntent::Review | StepIntent::Edit => ExecutorKind::Editor,
+            StepIntent::Draft | StepIntent::Create | StepIntent::Update => ExecutorKind::Writer,
+        });
+        PlanStep { id: s.id, title: s.title, intent, executor, tools: s.tools, inputs: s.inputs, outputs: s.outputs }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

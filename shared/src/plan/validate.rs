@@ -9,7 +9,7 @@ pub const MAX_STAGES: usize = 6;
 /// The most steps a plan may have, over all stages.
 pub const MAX_STEPS: usize = 12;
 /// The most tools one step may be given.
-const MAX_STEP_TOOLS: usize = 8;
+pub const MAX_STEP_TOOLS: usize = 8;
 
 /// A plan that passed [`validate`]: the only way to get one.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +49,7 @@ pub fn validate(plan: AgentPlan, tool: impl Fn(&str) -> StepTool) -> Result<Vali
     // Step id -> (stage index, position in the plan).
     let mut seen: HashMap<&str, (usize, usize)> = HashMap::new();
     let mut stage_ids: Vec<&str> = vec![];
+    let mut titles: HashMap<String, &str> = HashMap::new();
     let mut position = 0;
     for (si, stage) in plan.stages.iter().enumerate() {
         if stage.id.trim().is_empty() || stage_ids.contains(&stage.id.as_str()) {
@@ -65,6 +66,10 @@ pub fn validate(plan: AgentPlan, tool: impl Fn(&str) -> StepTool) -> Result<Vali
             }
             if step.title.trim().is_empty() {
                 problems.push(format!("{at}: title is required"));
+            } else if let Some(first) = titles.insert(step.title.trim().to_lowercase(), &step.id) {
+                // A step said twice is a model repeating itself, not work:
+                // the local model wrote "Edit the draft" four times a stage.
+                problems.push(format!("{at}: the same title as step {first:?}; write each step once"));
             }
             for input in &step.inputs {
                 match seen.get(input.as_str()) {
@@ -184,5 +189,39 @@ mod tests {
         assert!(validate(many, &project()).unwrap_err()[0].contains("1 to 12 steps"));
         let dup = plan(vec![(StageMode::Parallel, vec![step("a", &[], &[]), step("a", &[], &[])])]);
         assert!(validate(dup, &project()).unwrap_err()[0].contains("unique"));
+    }
+
+    /// The local model's runaway plan said "Edit the draft" four times in a
+    /// stage: a step said twice is refused, naming the first.
+    #[test]
+    fn a_step_said_twice_is_refused() {
+        let mut again = step("b", &["search_project"], &[]);
+        again.title = " Do A".into();
+        let p = plan(vec![(StageMode::Sequence, vec![step("a", &["search_project"], &[]), again])]);
+        let problems = validate(p, &project()).unwrap_err();
+        assert_eq!(problems, [r#"step "b": the same title as step "a"; write each step once"#]);
+    }
+
+    /// A step written without intent or executor takes them from its tools:
+    /// one that changes something creates (and needs its tools), else it
+    /// researches.
+    #[test]
+    fn a_step_without_intent_reads_it_from_its_tools() {
+        let step = |tools: serde_json::Value| -> PlanStep {
+            serde_json::from_value(serde_json::json!({"id": "s1", "title": "Create the task", "tools": tools})).unwrap()
+        };
+        let writes = step(serde_json::json!(["search_project", "create_task"]));
+        assert_eq!((writes.intent, writes.executor), (StepIntent::Create, ExecutorKind::Writer));
+        let reads = step(serde_json::json!(["search_project"]));
+        assert_eq!((reads.intent, reads.executor), (StepIntent::Research, ExecutorKind::Research));
+        let said: PlanStep = serde_json::from_value(
+            serde_json::json!({"id": "s", "title": "t", "intent": "review", "executor": "tooling", "tools": []}),
+        )
+        .unwrap();
+        assert_eq!((said.intent, said.executor), (StepIntent::Review, ExecutorKind::Tooling));
+        let unknown = serde_json::json!({"id": "s", "title": "t", "tools": [], "owner": "x"});
+        assert!(serde_json::from_value::<PlanStep>(unknown).is_err(), "unknown fields are still refused");
+        let round = serde_json::to_value(&writes).unwrap();
+        assert_eq!(serde_json::from_value::<PlanStep>(round).unwrap(), writes);
     }
 }

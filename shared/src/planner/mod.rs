@@ -65,8 +65,14 @@ pub struct PlanLayer<'a> {
 /// The plan tools' definitions in `scope`: plans work in a project, where
 /// their steps have its tools; a step names them from `offered`, the
 /// definitions offered beside the plan tools (the ontology's and the web's;
-/// not `read_tool_output`, which is no step tool).
+/// not `read_tool_output`, which is no step tool). Not in a brain dump: its
+/// changes go as one batch for the user's review (`propose_entities`), and
+/// offered a plan the local model planned "research flyer options" steps
+/// that visited made-up sites instead of proposing the tasks.
 pub fn definitions(scope: &TurnScope, offered: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    if scope.context_type == crate::session::ContextType::BrainDump {
+        return vec![];
+    }
     match tool_scope(scope) {
         ToolScope::Project { .. } => {
             let names: Vec<&str> = offered

@@ -640,6 +640,8 @@ fn plan_tools_are_offered_in_a_project_and_handled_with_the_stream() {
     assert_eq!(definitions(&turn.scope, &[]).len(), 2);
     let global = TurnScope { context_type: ContextType::Global, entity_id: None, focus: None, timezone: None };
     assert!(definitions(&global, &[]).is_empty());
+    let dump = TurnScope { context_type: ContextType::BrainDump, ..turn.scope.clone() };
+    assert!(definitions(&dump, &[]).is_empty(), "a brain dump's changes go as one batch, not a plan");
     let layer =
         PlanLayer { store: &turn.plans, approvals: None, tools: &turn.tools, step_concurrency: 1, step_max_rounds: 1 };
     assert!(

@@ -61,10 +61,29 @@ fn plan_schema(step_tools: &[&str]) -> Value {
     let steps = &mut stages["items"]["properties"]["steps"];
     steps["minItems"] = json!(1);
     steps["maxItems"] = json!(crate::plan::MAX_STEPS);
+    let step = &mut steps["items"];
     if !step_tools.is_empty() {
-        steps["items"]["properties"]["tools"]["items"]["enum"] = json!(step_tools);
+        step["properties"]["tools"]["items"]["enum"] = json!(step_tools);
     }
+    small_step(step);
     s
+}
+
+/// A step as the model is asked to write it: an id, a title in words and
+/// its tools (at least one). `intent`, `executor` and `outputs` are not
+/// offered ([`crate::plan::PlanStep`] reads the first two from the tools):
+/// the schema's fields go in name order, so a small model wrote `executor`
+/// and `intent` first and let them lead — "research", "analysis", "edit the
+/// draft" — for "create a task Draft the agenda", twelve steps a stage.
+fn small_step(step: &mut Value) {
+    if let Some(props) = step["properties"].as_object_mut() {
+        for unsaid in ["executor", "intent", "outputs"] {
+            props.remove(unsaid);
+        }
+    }
+    step["required"] = json!(["id", "title", "tools"]);
+    step["properties"]["tools"]["minItems"] = json!(1);
+    step["properties"]["tools"]["maxItems"] = json!(crate::plan::MAX_STEP_TOOLS);
 }
 
 /// The OpenAI `tools` entries of the plan tools, steps working with

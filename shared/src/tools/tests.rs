@@ -170,7 +170,12 @@ fn the_plan_tools_schemas_name_their_choices() {
     assert_eq!(create["properties"]["mode"]["enum"], json!(["auto_execute", "draft_only", "agent_review"]));
     assert_eq!(create["properties"]["mode"]["default"], "auto_execute");
     let step = &create["properties"]["stages"]["items"]["properties"]["steps"]["items"];
-    assert_eq!(step["required"], json!(["id", "title", "intent", "executor"]));
+    // A step is what it does in words and its tools; its intent and
+    // executor are read from those (a small model let invented ones lead).
+    assert_eq!(step["required"], json!(["id", "title", "tools"]));
+    let offered: Vec<&String> = step["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(offered, ["id", "inputs", "title", "tools"]);
+    assert_eq!(step["properties"]["tools"]["minItems"], 1);
     assert_eq!(step["additionalProperties"], false);
     let decide = &defs[1]["function"]["parameters"];
     assert_eq!(decide["properties"]["decision"]["enum"], json!(["approve", "reject", "continue"]));
