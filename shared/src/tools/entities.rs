@@ -144,7 +144,7 @@ impl Tool for UpdateEntity {
 }
 
 /// The fields of `kind` the model gives as dates in text (`dates.rs`).
-fn date_fields(kind: EntityKind) -> &'static [&'static str] {
+pub(super) fn date_fields(kind: EntityKind) -> &'static [&'static str] {
     match kind {
         EntityKind::Task | EntityKind::Milestone => &["due_at"],
         EntityKind::Goal => &["target_at"],

@@ -9,7 +9,12 @@
 //! - the approvals (`approval::policy`), the budgets
 //!   ([`BudgetKind`]) and the calendar ([`CALENDAR_TOOLS`]).
 //!
-//! Offered in the global scope; a `topic` narrows the answer to one section.
+//! Offered in the global scope. Without a topic (or `all`) it answers in a
+//! page a small model reads whole: what the assistant does, in words, when
+//! it asks first, and the budgets; `tools`, `scopes` and `calendar` give the
+//! long lists. All sections at once were 13 000 characters, approvals near
+//! the end: the local model answered "how do I get you to ask me before
+//! deleting?" with a tool name it saw at the top.
 
 use super::call::Call;
 use super::outcome::{Done, Refusal};
@@ -54,9 +59,9 @@ pub struct GetBuildosOverview;
 impl Tool for GetBuildosOverview {
     type Args = OverviewArgs;
     const NAME: &'static str = "get_buildos_overview";
-    const DESCRIPTION: &'static str = "How this product works: what you can do here, every tool, where each \
-        is offered, approvals, budgets, the calendar. Call it when the user asks what you can do or how to do \
-        something, instead of guessing.";
+    const DESCRIPTION: &'static str = "How this product works: what you can do here, when it asks the user \
+        first, budgets (topic all, the default); every tool (topic tools), where each is offered (scopes), the \
+        calendar. Call it when the user asks what you can do or how to do something, instead of guessing.";
     const NEEDS_PROJECT: bool = false;
 
     async fn run(&self, _: &Call<'_>, a: OverviewArgs) -> Result<Done, Refusal> {
@@ -115,25 +120,48 @@ fn names(tools: &[ToolName]) -> String {
 
 /// The overview's text, or one section of it.
 pub fn overview(topic: Topic) -> String {
-    let sections: [(Topic, fn() -> String); 5] = [
-        (Topic::Scopes, scopes),
-        (Topic::Tools, tools),
-        (Topic::Approvals, approvals),
-        (Topic::Budgets, budgets),
-        (Topic::Calendar, calendar),
+    // Which sections `all` holds: the short ones.
+    let sections: [(Topic, fn() -> String, bool); 6] = [
+        (Topic::All, summary, true),
+        (Topic::Approvals, approvals, true),
+        (Topic::Budgets, budgets, true),
+        (Topic::Scopes, scopes, false),
+        (Topic::Tools, tools, false),
+        (Topic::Calendar, calendar, false),
     ];
     let mut out = String::from(
         "An assistant over the user's projects (tasks, documents, goals, plans, milestones, risks, \
          requirements and how they link) and calendar. It reads and changes them only through the tools \
          below, as the user, and shows each step.\n",
     );
-    for (t, section) in sections {
-        if topic == Topic::All || topic == t {
+    for (t, section, in_all) in sections {
+        if topic == t || (topic == Topic::All && in_all) {
             out.push('\n');
             out.push_str(&section());
         }
     }
     out
+}
+
+/// What the assistant does, in the user's words, and when it asks first.
+fn summary() -> String {
+    format!(
+        "## What you can do here\n\
+         - Projects: start one from a description, rename it, search across all of them.\n\
+         - In a project: tasks, documents (a tree), goals, plans, milestones, risks and requirements — create, \
+         rename, change state, delete, link (a task supports a goal), move documents, reorganize in one step, \
+         read a document and answer from it; plans of several steps that run on their own.\n\
+         - Calendar: what is on today, this week or any day; book events and recurring series (every weekday, \
+         every other week, with an end or a number of times); move or cancel one occurrence; find free time.\n\
+         - The web: read a page whose address the user gives, and search it where a search provider is set up.\n\
+         - Modes: a daily brief, a project audit, a forecast, a brain dump turned into tasks for review.\n\
+         ## Asking first\n\
+         Deleting always asks the user first ({}): a card shows the change in words, with Approve and Deny. \
+         Any other change can be made to ask first too, in Settings → Approvals (creating, renaming, linking, \
+         moving, calendar changes).\n\
+         More: topic tools (every tool), scopes (where each is offered), calendar.\n",
+        names(&[ToolName::DeleteEntity, ToolName::DeleteCalendarEvent]),
+    )
 }
 
 fn scopes() -> String {
@@ -227,7 +255,7 @@ mod tests {
     /// A tool added to the registry is in the overview, in the words the model reads about it.
     #[test]
     fn every_registered_tool_has_its_line() {
-        let text = overview(Topic::All);
+        let text = overview(Topic::Tools);
         for &t in ToolName::ALL {
             assert!(!t.description().trim().is_empty(), "{t:?} has no description");
             let line = text.lines().find(|l| l.starts_with(&format!("- {}", t.as_str())));
@@ -260,6 +288,12 @@ mod tests {
         assert!(text.contains("tokens_per_day") && text.contains("web_calls_per_day"));
         assert!(overview(Topic::Calendar).contains("list_calendar_events"));
         assert!(!overview(Topic::Budgets).contains("## Tools"), "a topic is one section");
+        // `all` is what a small model reads whole: asking first near the top,
+        // the long lists by topic only.
+        assert!(text.len() < 4_000, "{} characters", text.len());
+        assert!(!text.contains("## Tools") && !text.contains("## Scopes"));
+        let asks = text.find("## Asking first").expect("asking first");
+        assert!(text[asks..].contains("delete_entity") && text[asks..].contains("Settings"));
         assert!(ToolScope::Global.offered().contains(&ToolName::GetBuildosOverview), "offered in the global scope");
     }
 }

@@ -54,7 +54,8 @@ pub struct Proposal {
     pub reference: String,
     pub kind: EntityKind,
     /// The kind's fields, as its create tool takes them (title or name,
-    /// description, state, due_at, ...).
+    /// description, state; a task's `due_at` as a date text, 2026-12-10,
+    /// only one the user gave).
     #[schema(value_type = Object)]
     pub fields: Map<String, Value>,
     /// Documents only: the content.
@@ -203,8 +204,18 @@ async fn check(
         if r.is_empty() || refs.insert(r, i).is_some() {
             return Err(bad(format!("entities[{i}]: ref {:?} is empty or used twice", p.reference)));
         }
-        let fields = EntityFields::from_object(p.kind, without_nulls(&p.fields))
-            .map_err(|e| bad(format!("entities[{i}] ({r}): {e}")))?;
+        // Dates as the create tools take them (text in the user's zone, not
+        // in the past): the local model wrote `due_at: "2023-04-15T12:00:00Z"`
+        // into a brain dump, was told "expected an integer" and wrote a
+        // lesson on epoch milliseconds instead of the batch.
+        let mut raw = without_nulls(&p.fields);
+        super::dates::read(&mut raw, super::entities::date_fields(p.kind), c.zone_or_utc(), crate::now_ms())
+            .map_err(|e| match e {
+                Refusal::Args(m) => bad(format!("entities[{i}] ({r}): {m}")),
+                other => other,
+            })?;
+        let fields =
+            EntityFields::from_object(p.kind, raw).map_err(|e| bad(format!("entities[{i}] ({r}): {e}")))?;
         validate_fields(&fields).map_err(|e| bad(format!("entities[{i}] ({r}): {e}")))?;
         if p.kind != EntityKind::Document && (p.content.is_some() || p.parent.is_some()) {
             return Err(bad(format!("entities[{i}] ({r}): only documents take content and parent")));
@@ -322,6 +333,12 @@ mod tests {
             {"ref": "t1", "kind": "task", "fields": {"title": "Call the caterer", "priority": 9}}]});
         let out = reg.execute(&ctx, &call("propose_entities", bad)).await;
         assert!(!out.ok && out.content.contains("entities[1] (t1)"), "{}", out.content);
+        // Dates as the create tools take them: a made-up past date, or a number, is refused.
+        for due in [json!("2023-04-15T12:00:00Z"), json!(1633072800000i64)] {
+            let dated = json!({"entities": [{"ref": "t1", "kind": "task", "fields": {"title": "x", "due_at": due}}]});
+            let out = reg.execute(&ctx, &call("propose_entities", dated)).await;
+            assert!(!out.ok && out.content.contains("entities[0] (t1): due_at"), "{}", out.content);
+        }
         let unknown = json!({"entities": [{"ref": "t1", "kind": "task", "fields": {"title": "x"}}],
             "links": [{"from": "t1", "relation": "supports", "to": "nobody"}]});
         let out = reg.execute(&ctx, &call("propose_entities", unknown)).await;
@@ -329,7 +346,7 @@ mod tests {
         assert_eq!(count(&svc, &u, &p).await, before, "a refused batch writes nothing");
         let batch = json!({"entities": [
             {"ref": "g1", "kind": "goal", "fields": {"name": "A good party"}},
-            {"ref": "t1", "kind": "task", "fields": {"title": "Call the caterer", "due_at": null}},
+            {"ref": "t1", "kind": "task", "fields": {"title": "Call the caterer", "due_at": "2099-06-01"}},
             {"ref": "d1", "kind": "document", "fields": {"title": "Party notes"}, "content": "Music, food."},
             {"ref": "d2", "kind": "document", "fields": {"title": "Guest list"}, "parent": "d1"}],
             "links": [{"from": "t1", "relation": "supports", "to": "g1"},
@@ -343,6 +360,9 @@ mod tests {
             crate::ids::EntityId::parse(made["id"].as_str().unwrap()).unwrap()
         };
         assert_eq!(count(&svc, &u, &p).await, before + 4 + 2);
+        let task = svc.get(&u, &p, EntityKind::Task, &id("t1")).await.unwrap();
+        let due = task.fields.to_object()["due_at"].as_i64();
+        assert_eq!(due, Some(4_083_955_200_000), "2099-06-01 read as the day's start in the user's zone (UTC here)");
         let goal_edges = svc.edges(&u, &p, Some(&id("g1"))).await.unwrap();
         assert_eq!(goal_edges.len(), 2, "{goal_edges:?}");
         assert!(goal_edges.iter().any(|e| e.from.id == venue), "linked to what existed");
