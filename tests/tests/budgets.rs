@@ -145,7 +145,8 @@ async fn a_first_turns_parallel_web_calls_count_exactly_the_web_budget() {
     t.llm.push(Reply::tool_calls(&calls));
     t.llm.push(Reply::text(&["Five of eight."]));
     let urls: Vec<String> = paths.iter().map(|p| pages.url(p)).collect();
-    let turn = t.turn("ivan", json!({"message": format!("read these: {}", urls.join(" ")), "context_type": "global"})).await;
+    let turn =
+        t.turn("ivan", json!({"message": format!("read these: {}", urls.join(" ")), "context_type": "global"})).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
     let results = tool_results(&t.llm.requests()[1]);
     assert_eq!(results.len(), 8, "{results:?}");

@@ -242,7 +242,8 @@ async fn caps_rate_limits_and_a_missing_provider_are_what_the_model_reads() {
         ("web_visit", json!({"url": "http://10.0.0.2/"})),
     ]));
     t.llm.push(Reply::text(&["Search is busy."]));
-    let turn = t.turn("alice", json!({"message": "look it up on 10.0.0.1 and 10.0.0.2", "context_type": "brain_dump"})).await;
+    let turn =
+        t.turn("alice", json!({"message": "look it up on 10.0.0.1 and 10.0.0.2", "context_type": "brain_dump"})).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
     let results = tool_messages(&t.llm.requests()[1]);
     assert_eq!(results[0].1["error"]["code"], "rate_limited", "{:?}", results[0]);

@@ -112,7 +112,8 @@ impl From<StepAsWritten> for PlanStep {
     /// something (by the tools' verbs), else researches; its executor follows
     /// the intent.
     fn from(s: StepAsWritten) -> PlanStep {
-        const CHANGES: [&str; 8] = ["create_", "update_", "delete_", "link_", "unlink_", "move_", "reorganize_", "propose_"];
+        const CHANGES: [&str; 8] =
+            ["create_", "update_", "delete_", "link_", "unlink_", "move_", "reorganize_", "propose_"];
         let changes = s.tools.iter().any(|t| CHANGES.iter().any(|v| t.starts_with(v)));
         let intent = s.intent.unwrap_or(if changes { StepIntent::Create } else { StepIntent::Research });
         let executor = s.executor.unwrap_or(match intent {

@@ -118,10 +118,13 @@ fn names(tools: &[ToolName]) -> String {
     tools.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
 }
 
+/// A section: its topic, its text, and whether `all` holds it.
+type Section = (Topic, fn() -> String, bool);
+
 /// The overview's text, or one section of it.
 pub fn overview(topic: Topic) -> String {
     // Which sections `all` holds: the short ones.
-    let sections: [(Topic, fn() -> String, bool); 6] = [
+    let sections: [Section; 6] = [
         (Topic::All, summary, true),
         (Topic::Approvals, approvals, true),
         (Topic::Budgets, budgets, true),
@@ -143,10 +146,15 @@ pub fn overview(topic: Topic) -> String {
     out
 }
 
-/// What the assistant does, in the user's words, and when it asks first.
+/// When the assistant asks first, and what it does, in the user's words:
+/// asking first on top (the local model answers from the top).
 fn summary() -> String {
     format!(
-        "## What you can do here\n\
+        "## Asking first\n\
+         Deleting always asks the user first ({}): a card shows the change in words, with Approve and Deny. \
+         Any other change can be made to ask first too, in Settings → Approvals (creating, renaming, linking, \
+         moving, calendar changes).\n\
+         ## What you can do here\n\
          - Projects: start one from a description, rename it, search across all of them.\n\
          - In a project: tasks, documents (a tree), goals, plans, milestones, risks and requirements — create, \
          rename, change state, delete, link (a task supports a goal), move documents, reorganize in one step, \
@@ -155,10 +163,6 @@ fn summary() -> String {
          every other week, with an end or a number of times); move or cancel one occurrence; find free time.\n\
          - The web: read a page whose address the user gives, and search it where a search provider is set up.\n\
          - Modes: a daily brief, a project audit, a forecast, a brain dump turned into tasks for review.\n\
-         ## Asking first\n\
-         Deleting always asks the user first ({}): a card shows the change in words, with Approve and Deny. \
-         Any other change can be made to ask first too, in Settings → Approvals (creating, renaming, linking, \
-         moving, calendar changes).\n\
          More: topic tools (every tool), scopes (where each is offered), calendar.\n",
         names(&[ToolName::DeleteEntity, ToolName::DeleteCalendarEvent]),
     )

@@ -45,7 +45,10 @@ pub struct ProposeEntitiesArgs {
     pub links: Vec<ProposedLink>,
 }
 
-/// One proposed entity.
+/// One proposed entity: its title, and what the user said of it. The
+/// schema the model reads has no free-form `fields` (still taken, for the
+/// kind's other fields): given one, the local model filled a task's `state`
+/// with "pending" and a `due_at` nobody said, and the batch was refused.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Proposal {
@@ -53,10 +56,19 @@ pub struct Proposal {
     #[serde(rename = "ref")]
     pub reference: String,
     pub kind: EntityKind,
-    /// The kind's fields, as its create tool takes them (title or name,
-    /// description, state; a task's `due_at` as a date text, 2026-12-10,
-    /// only one the user gave).
-    #[schema(value_type = Object)]
+    /// Its title (a goal's or plan's name), in the user's words.
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Tasks and milestones: when it is due, as a date text (2026-12-10);
+    /// only a date the user gave.
+    #[serde(default)]
+    pub due: Option<String>,
+    /// The kind's fields as its create tool takes them (title or name,
+    /// description, state, priority, due_at as a date text).
+    #[serde(default)]
+    #[schema(ignore)]
     pub fields: Map<String, Value>,
     /// Documents only: the content.
     #[serde(default)]
@@ -65,6 +77,34 @@ pub struct Proposal {
     /// or an existing document's id; the tree's root when absent.
     #[serde(default)]
     pub parent: Option<String>,
+}
+
+impl Proposal {
+    /// Its fields: `fields`, with `title`, `description` and `due` in the
+    /// kind's own names; `null`s left out.
+    fn all_fields(&self) -> Map<String, Value> {
+        let mut f = without_nulls(&self.fields);
+        let name = match self.kind {
+            EntityKind::Goal | EntityKind::Plan => "name",
+            _ => "title",
+        };
+        let said = [
+            (Some(name), &self.title),
+            (Some("description"), &self.description),
+            (super::entities::date_fields(self.kind).first().copied(), &self.due),
+        ];
+        for (key, value) in said {
+            if let (Some(key), Some(v)) = (key, value) {
+                f.insert(key.to_string(), Value::String(v.clone()));
+            }
+        }
+        f
+    }
+}
+
+/// `p`'s parent, unless it names the project itself.
+fn parent_of<'p>(p: &'p Proposal, project: &str) -> Option<&'p str> {
+    p.parent.as_deref().map(str::trim).filter(|r| *r != project)
 }
 
 /// A link between two entities, each a ref of the batch or an existing id.
@@ -197,6 +237,9 @@ async fn check(
     if a.links.len() > MAX_PROPOSED_LINKS {
         return Err(bad(format!("links: at most {MAX_PROPOSED_LINKS}")));
     }
+    // A parent naming the project itself is no parent: the local model gave
+    // each task of a brain dump the project's id as its parent.
+    let project = c.project()?.to_string();
     let mut refs: HashMap<&str, usize> = HashMap::new();
     let mut news = Vec::with_capacity(a.entities.len());
     for (i, p) in a.entities.iter().enumerate() {
@@ -208,16 +251,16 @@ async fn check(
         // in the past): the local model wrote `due_at: "2023-04-15T12:00:00Z"`
         // into a brain dump, was told "expected an integer" and wrote a
         // lesson on epoch milliseconds instead of the batch.
-        let mut raw = without_nulls(&p.fields);
-        super::dates::read(&mut raw, super::entities::date_fields(p.kind), c.zone_or_utc(), crate::now_ms())
-            .map_err(|e| match e {
+        let mut raw = p.all_fields();
+        super::dates::read(&mut raw, super::entities::date_fields(p.kind), c.zone_or_utc(), crate::now_ms()).map_err(
+            |e| match e {
                 Refusal::Args(m) => bad(format!("entities[{i}] ({r}): {m}")),
                 other => other,
-            })?;
-        let fields =
-            EntityFields::from_object(p.kind, raw).map_err(|e| bad(format!("entities[{i}] ({r}): {e}")))?;
+            },
+        )?;
+        let fields = EntityFields::from_object(p.kind, raw).map_err(|e| bad(format!("entities[{i}] ({r}): {e}")))?;
         validate_fields(&fields).map_err(|e| bad(format!("entities[{i}] ({r}): {e}")))?;
-        if p.kind != EntityKind::Document && (p.content.is_some() || p.parent.is_some()) {
+        if p.kind != EntityKind::Document && (p.content.is_some() || parent_of(p, &project).is_some()) {
             return Err(bad(format!("entities[{i}] ({r}): only documents take content and parent")));
         }
         let content = (p.kind == EntityKind::Document).then(|| p.content.clone().unwrap_or_default());
@@ -225,7 +268,7 @@ async fn check(
     }
     let mut parents = Vec::with_capacity(a.entities.len());
     for (i, p) in a.entities.iter().enumerate() {
-        parents.push(match p.parent.as_deref() {
+        parents.push(match parent_of(p, &project) {
             None => None,
             Some(r) => match refs.get(r.trim()) {
                 Some(&j) if j < i && a.entities[j].kind == EntityKind::Document => Some(End::Batch(j)),
@@ -276,7 +319,8 @@ pub fn summary(args: &Map<String, Value>) -> Option<String> {
         .entities
         .iter()
         .map(|p| {
-            let name = ["title", "name"].iter().find_map(|k| p.fields.get(*k).and_then(Value::as_str)).unwrap_or("?");
+            let fields = p.all_fields();
+            let name = ["title", "name"].iter().find_map(|k| fields.get(*k).and_then(Value::as_str)).unwrap_or("?");
             format!("{} “{}”", p.kind.as_str(), name)
         })
         .collect();
@@ -345,8 +389,8 @@ mod tests {
         assert!(!out.ok && out.content.contains("links[0]"), "{}", out.content);
         assert_eq!(count(&svc, &u, &p).await, before, "a refused batch writes nothing");
         let batch = json!({"entities": [
-            {"ref": "g1", "kind": "goal", "fields": {"name": "A good party"}},
-            {"ref": "t1", "kind": "task", "fields": {"title": "Call the caterer", "due_at": "2099-06-01"}},
+            {"ref": "g1", "kind": "goal", "title": "A good party"},
+            {"ref": "t1", "kind": "task", "title": "Call the caterer", "due": "2099-06-01", "parent": p.to_string()},
             {"ref": "d1", "kind": "document", "fields": {"title": "Party notes"}, "content": "Music, food."},
             {"ref": "d2", "kind": "document", "fields": {"title": "Guest list"}, "parent": "d1"}],
             "links": [{"from": "t1", "relation": "supports", "to": "g1"},
@@ -370,6 +414,19 @@ mod tests {
         let notes = tree.root.iter().find(|n| n.id == id("d1")).expect("d1 at the root");
         assert_eq!(notes.children.iter().map(|c| c.id.clone()).collect::<Vec<_>>(), [id("d2")]);
         assert_eq!(out.patches.len(), 6, "one patch per write");
+    }
+
+    /// The model writes a proposal's title, description and due date as their
+    /// own fields; the free-form `fields` are not offered (a small model
+    /// filled them with values nobody said).
+    #[test]
+    fn a_proposal_offers_its_said_fields_only() {
+        let schema = crate::tools::ToolName::ProposeEntities.parameters();
+        let item = &schema["properties"]["entities"]["items"]["properties"];
+        for said in ["title", "description", "due", "kind", "ref"] {
+            assert!(item.get(said).is_some(), "{said}: {item}");
+        }
+        assert!(item.get("fields").is_none(), "{item}");
     }
 
     #[tokio::test]

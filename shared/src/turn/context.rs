@@ -97,6 +97,7 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
         focus: view.focus.clone(),
         timezone: started.timezone,
     };
+    let brief_alone = the_brief_answers(started);
     let noted = voice_notes(started);
     let pack = started.pack.as_ref().map(|p| noted.as_ref().unwrap_or(&p.pack));
     let state_block = started.agent_state.as_ref().map(|(s, _)| render(s)).filter(|r| !r.is_empty());
@@ -104,12 +105,12 @@ pub async fn prepare(deps: &TurnDeps, started: &Started, sink: &mut EventSink) -
         context_type: view.context_type,
         entity_id: view.entity_id.as_deref(),
         project_name: None,
-        tools: deps.tools.is_some() && deps.config.tool_max_rounds > 0,
+        tools: deps.tools.is_some() && deps.config.tool_max_rounds > 0 && !brief_alone,
         pack,
         agent_state: state_block.as_deref(),
         agenda: started.agenda.as_ref().map(|a| a.block.as_str()),
     });
-    let offered = offered_tools(deps, &scope);
+    let offered = if brief_alone { vec![] } else { offered_tools(deps, &scope) };
     let counter = deps.counter.get();
     let tools_tokens = if offered.is_empty() {
         0
@@ -259,6 +260,28 @@ fn debug_context(built: &BuiltContext, counter: &TokenCounter, parts: &Parts<'_>
         },
         pack_scope: parts.pack.map(|p| p.scope.to_string()),
     }
+}
+
+/// Whether the daily brief's block is the whole answer: a brief asked for
+/// ("Brief me for today"), or a question of today and tomorrow, with no
+/// change asked. Such a turn offers no tools: offered them, the local model
+/// listed today's calendar the block already held, said "I have listed the
+/// events for today" and had to be asked again. A message naming a later day
+/// or a clock time, or asking a change, gets the brief's tools.
+fn the_brief_answers(started: &Started) -> bool {
+    let message = started.answers.as_ref().unwrap_or(&started.user_message).content.as_deref().unwrap_or_default();
+    if started.view.context_type != crate::session::ContextType::DailyBriefUpdate
+        || message.trim().is_empty()
+        || crate::claims::echo::asks_for_a_change(message)
+    {
+        return false;
+    }
+    // The block's days in the request's zone (the brief reads its days there too).
+    let now = started.timezone.unwrap_or(Zone::UTC).local(chrono::Utc::now()).naive_local();
+    let tomorrow = now.date() + chrono::Duration::days(1);
+    crate::calendar::spoken::read(message, now)
+        .iter()
+        .all(|r| r.at.is_none() && r.days.is_none_or(|(_, last)| last <= tomorrow))
 }
 
 /// The tools offered in every round but the last: the same definitions each
