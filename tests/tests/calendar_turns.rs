@@ -195,10 +195,14 @@ async fn the_daily_brief_gets_today_and_tomorrow_and_only_the_reading_tools() {
     };
     let fields = shared::entities::EntityFields::from_object(shared::entities::EntityKind::Task, f).unwrap();
     let rent = entities.create(&alice, &home, shared::entities::CreateEntity::new(fields)).await.unwrap().data.id;
-    t.llm.push(Reply::text(&["Your day."]));
+    // The brief reports what changed since yesterday: "created" there is the
+    // log's, not a claim of this turn (the check had withdrawn such a brief).
+    t.llm.push(Reply::text(&["Today: Late review at 23:59. Overdue: Pay rent. Changed: task “Pay rent” was created."]));
     let body = json!({"message": "brief me", "context_type": "daily_brief_update", "timezone": "Europe/Berlin"});
     let turn = t.turn("alice", body).await;
     assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    assert!(answer_checks(&turn).is_empty(), "{:?}", answer_checks(&turn));
+    assert!(turn.text().contains("was created"), "the brief stands: {}", turn.text());
     let first = t.llm.requests()[0].clone();
     let prompt = system_prompt(&first);
     assert!(prompt.contains(r#""mode":"brief""#), "{prompt}");

@@ -300,6 +300,9 @@ pub struct ModelLoop<'a> {
     pub shown: Option<crate::claims::shown::Shown>,
     /// Mends calls from what the user said before they are gated and run.
     pub mend: Option<Box<dyn MendCall>>,
+    /// Titles of changes the context reports as made before this turn (a
+    /// brief's "changed"): an answer naming them as done claims nothing.
+    pub reported: Vec<String>,
     /// A tool result was folded into the agent state.
     pub observed: bool,
     /// Seq of the next message of this loop.
@@ -322,6 +325,7 @@ impl<'a> ModelLoop<'a> {
             keeps_word: false,
             shown: None,
             mend: None,
+            reported: Vec::new(),
             observed: false,
             next_seq: 1,
             usage: Usage::default(),

@@ -102,7 +102,8 @@ impl ModelLoop<'_> {
         // A turn that stored a plan answers about the plan ("Changed: the
         // April newsletter. Approve?"), a change no `operation` shows; the
         // plan's own writes are steps of the turns that run it, checked there.
-        let mismatches = if sink.stats().planned { vec![] } else { check(said, steps) };
+        let mut mismatches = if sink.stats().planned { vec![] } else { check(said, steps) };
+        mismatches.retain(|m| !self.reports(m));
         if !mismatches.is_empty() {
             let note = note_for_model(&mismatches, steps);
             return Some((mismatches, note, Why::Claims));
@@ -120,6 +121,14 @@ impl ModelLoop<'_> {
         }
         let (what, m) = self.echoed(said, messages, offered, sink)?;
         Some((vec![m], echo::note_for_model(what), Why::Echoed))
+    }
+
+    /// Whether `m` claims a change the context reported as made before this
+    /// turn, by its title: the log shows it.
+    fn reports(&self, m: &ClaimMismatch) -> bool {
+        let quote = m.quote.to_lowercase();
+        m.kind == crate::claims::MismatchKind::ClaimedNotDone
+            && self.reported.iter().any(|t| t.trim().len() >= 3 && quote.contains(&t.trim().to_lowercase()))
     }
 
     /// The answer stands; its mismatches, if any, go to the client and the log.

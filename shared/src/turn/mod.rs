@@ -244,6 +244,7 @@ fn the_turns_own(
     model_loop.calibrates = true;
     model_loop.keeps_word = true;
     model_loop.shown = shown(agenda, pack, message);
+    model_loop.reported = pack.and_then(|p| p.pack.mode.as_ref()).map(|m| m.reported()).unwrap_or_default();
     let said = agenda.map(|a| crate::tools::SeriesSaid(a.said_series));
     model_loop.mend = said.map(|m| Box::new(m) as Box<dyn crate::model_loop::MendCall>);
 }

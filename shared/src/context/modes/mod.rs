@@ -168,6 +168,20 @@ impl ModeBlock {
     }
 }
 
+impl ModeBlock {
+    /// The titles of changes the block reports as made before this turn (the
+    /// brief's "changed since"): an answer that says "task “Pay the rent”
+    /// created" reports the log, it claims nothing of this turn. The claims
+    /// check had withdrawn a right brief for it, and asked again, the local
+    /// model left the day's event out.
+    pub fn reported(&self) -> Vec<String> {
+        match self {
+            ModeBlock::Brief(b) => b.changed.iter().filter_map(|l| shown_item(l)).map(|i| i.title).collect(),
+            _ => vec![],
+        }
+    }
+}
+
 /// A block line as an item an answer names: its title (the first “…”), and
 /// the line without ids (`milestone “Beta” — due 2026-12-04, 3 days late`).
 fn shown_item(line: &str) -> Option<ShownItem> {
