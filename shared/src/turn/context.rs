@@ -279,9 +279,13 @@ fn the_brief_answers(started: &Started) -> bool {
     // The block's days in the request's zone (the brief reads its days there too).
     let now = started.timezone.unwrap_or(Zone::UTC).local(chrono::Utc::now()).naive_local();
     let tomorrow = now.date() + chrono::Duration::days(1);
-    crate::calendar::spoken::read(message, now)
-        .iter()
-        .all(|r| r.at.is_none() && r.days.is_none_or(|(_, last)| last <= tomorrow))
+    let reading = crate::calendar::spoken::read(message, now);
+    let within = reading.iter().all(|r| r.at.is_none() && r.days.is_none_or(|(_, last)| last <= tomorrow));
+    // It asks for the brief, or of the block's days; "find the budget doc"
+    // asks neither and keeps the tools.
+    let lower = message.to_lowercase();
+    let asks_the_brief = ["brief", "agenda", "summar", "my day", "catch me up"].iter().any(|w| lower.contains(w));
+    within && (asks_the_brief || reading.iter().any(|r| r.days.is_some()))
 }
 
 /// The tools offered in every round but the last: the same definitions each

@@ -817,7 +817,10 @@ export interface PlanStage {
   steps: PlanStep[];
 }
 /**
- * One unit of work, run by one executor.
+ * One unit of work, run by one executor. The model may leave `intent` and
+ * `executor` out ([`StepAsWritten`]): the plan tool does not offer them, as
+ * the local model filled a two-step plan with invented "research / review /
+ * edit the draft" steps led by those two fields and never closed the call.
  *
  * This interface was referenced by `WireTypes`'s JSON-Schema
  * via the `definition` "PlanStep".
