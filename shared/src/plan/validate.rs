@@ -2,7 +2,7 @@
 //! the model can fix them all in one more call.
 
 use super::{AgentPlan, StageMode};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The most stages a plan may have.
 pub const MAX_STAGES: usize = 6;
@@ -34,7 +34,8 @@ pub enum StepTool {
 
 /// Checks `plan` against the rules of the module contract, each step tool
 /// through `tool`; `Err` lists every problem found.
-pub fn validate(plan: AgentPlan, tool: impl Fn(&str) -> StepTool) -> Result<ValidPlan, Vec<String>> {
+pub fn validate(mut plan: AgentPlan, tool: impl Fn(&str) -> StepTool) -> Result<ValidPlan, Vec<String>> {
+    drop_unknown_inputs(&mut plan);
     let mut problems = vec![];
     if plan.goal.trim().is_empty() {
         problems.push("goal is empty".to_string());
@@ -93,6 +94,22 @@ pub fn validate(plan: AgentPlan, tool: impl Fn(&str) -> StepTool) -> Result<Vali
         Ok(ValidPlan(plan))
     } else {
         Err(problems)
+    }
+}
+
+/// Leaves out each input that names no step of the plan: it is no
+/// dependency, and nothing can run before it. The local model filled
+/// `inputs` with the project's id and the step's own title, and its plan was
+/// refused for it. (An input naming a step that runs later is still refused:
+/// that is a cycle.)
+fn drop_unknown_inputs(plan: &mut AgentPlan) {
+    let ids: HashSet<String> = plan.stages.iter().flat_map(|s| s.steps.iter().map(|st| st.id.clone())).collect();
+    for step in plan.stages.iter_mut().flat_map(|s| s.steps.iter_mut()) {
+        let before = step.inputs.len();
+        step.inputs.retain(|i| ids.contains(i));
+        if step.inputs.len() < before {
+            tracing::info!(step = %step.id, dropped = before - step.inputs.len(), "plan inputs naming no step left out");
+        }
     }
 }
 
@@ -171,10 +188,10 @@ mod tests {
     fn inputs_must_name_earlier_steps() {
         let p = plan(vec![
             (StageMode::Parallel, vec![step("a", &[], &["b"]), step("b", &[], &["a"])]),
-            (StageMode::Sequence, vec![step("c", &[], &["c"]), step("d", &[], &["zz"])]),
+            (StageMode::Sequence, vec![step("c", &[], &["c"]), step("d", &["search_project"], &["zz", "a"])]),
         ]);
         let problems = validate(p, &project()).unwrap_err();
-        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert_eq!(problems.len(), 3, "{problems:?}");
         assert!(problems[0].contains("not an earlier step"), "{problems:?}");
         assert!(problems[1].contains("same parallel stage"), "{problems:?}");
         assert!(problems[2].contains("its own input"), "{problems:?}");
@@ -189,6 +206,22 @@ mod tests {
         assert!(validate(many, &project()).unwrap_err()[0].contains("1 to 12 steps"));
         let dup = plan(vec![(StageMode::Parallel, vec![step("a", &[], &[]), step("a", &[], &[])])]);
         assert!(validate(dup, &project()).unwrap_err()[0].contains("unique"));
+    }
+
+    /// An input that names no step is no dependency: left out, not refused
+    /// (the local model wrote the project's id and the step's own title).
+    #[test]
+    fn an_input_naming_no_step_is_left_out() {
+        let p = plan(vec![(
+            StageMode::Sequence,
+            vec![
+                step("a", &["search_project"], &["01a2530f-fb3d-75a8", "Draft the agenda"]),
+                step("b", &[], &["a", "x"]),
+            ],
+        )]);
+        let valid = validate(p, &project()).expect("valid");
+        let inputs: Vec<&Vec<String>> = valid.0.stages[0].steps.iter().map(|s| &s.inputs).collect();
+        assert_eq!(inputs, [&Vec::<String>::new(), &vec!["a".to_string()]]);
     }
 
     /// The local model's runaway plan said "Edit the draft" four times in a

@@ -550,7 +550,7 @@ async fn the_executors_usage_is_the_plan_calls() {
 #[tokio::test]
 async fn an_invalid_plan_runs_nothing_and_names_every_problem() {
     let turn = Turn::new(Runner::default());
-    let mut bad = step("a", &["zz"]);
+    let mut bad = step("a", &["a"]);
     bad.tools = vec!["agent_create_plan".into()];
     let (ran, _) = turn.create(plan(PlanMode::AutoExecute, vec![(StageMode::Sequence, vec![bad])])).await;
     assert_eq!(result(&ran)["error"]["code"], "invalid_plan");
