@@ -169,6 +169,29 @@ async fn parallel_calls_all_run_and_results_keep_call_order() {
     assert_eq!(ids, vec!["call_0_create_task", "call_1_create_goal", "call_2_create_risk"]);
 }
 
+/// A call said twice in one answer runs once: the local model wrote
+/// `create_project` "Draft the agenda" twice in one answer, and both ran.
+#[tokio::test]
+async fn a_call_said_twice_in_one_answer_runs_once() {
+    let t = TestApp::new().await;
+    let p = project(&t, "alice", "Launch").await;
+    t.llm.push(Reply::tool_calls(&[
+        ("create_task", json!({"title": "Draft the agenda"})),
+        ("create_task", json!({"title": "Send the invites"})),
+        ("create_task", json!({"title": "Draft the agenda"})),
+    ]));
+    t.llm.push(Reply::text(&["Two tasks."]));
+    let turn = t.turn("alice", in_project(&p, "add Draft the agenda and Send the invites")).await;
+    assert_eq!(turn.error_code(), None, "{:?}", turn.events);
+    let results = tool_messages(&t.llm.requests()[1]);
+    assert_eq!(results[2].1["error"]["code"], "repeated_call", "{results:?}");
+    let page = shared::entities::PageRequest { limit: Some(50), cursor: None };
+    let tasks = service(&t).list(&user("alice"), &p, EntityKind::Task, page).await.unwrap().items;
+    let mut titles: Vec<String> = tasks.iter().map(|e| e.fields.name().to_string()).collect();
+    titles.sort();
+    assert_eq!(titles, ["Draft the agenda", "Send the invites"]);
+}
+
 #[tokio::test]
 async fn invalid_arguments_and_tool_errors_are_results_the_model_reads() {
     let t = TestApp::new().await;

@@ -12,7 +12,8 @@
 //!   with `{}` and a result that says why it did not run and what it held, so
 //!   the next request passes strict model servers;
 //! - a call whose `url` names a host the conversation never gave (only the
-//!   model wrote it) is refused before it runs ([`sources`]);
+//!   model wrote it), or that repeats an earlier call of the same answer, is
+//!   refused before it runs ([`sources`]);
 //! - a round's calls run concurrently under a cap; calls a layer runs with the
 //!   stream ([`TurnTools::streams`]) run after the others, one at a time, and
 //!   their events come before their `tool_result`;
@@ -452,6 +453,12 @@ impl<'a> ModelLoop<'a> {
                 tracing::info!(tool = %call.function.name, why, "call mended from the user's words");
             }
             *refusal = sources::unsourced(call, conversation);
+        }
+        let refused: Vec<bool> = refusals.iter().map(Option::is_some).collect();
+        for (refusal, repeat) in refusals.iter_mut().zip(sources::repeats(&calls, &refused)) {
+            if refusal.is_none() {
+                *refusal = repeat;
+            }
         }
         assistant.tool_calls = calls;
         (assistant, refusals)

@@ -6,6 +6,9 @@
 //! `caterer.com` and `flyeroptions.com` in one breath; each visit is a
 //! request to a site nobody named, and its error a dead end the model then
 //! apologised for. The model's own words do not count as a source.
+//!
+//! And a call said twice in one answer (same tool, same arguments) runs
+//! once: the second is refused (`repeated_call`).
 
 use crate::message::{ChatMessage, Role, ToolCall};
 use crate::model_loop::ToolRun;
@@ -31,6 +34,34 @@ pub fn unsourced(call: &ToolCall, conversation: &[ChatMessage]) -> Option<ToolRu
     );
     let content = serde_json::json!({"error": {"code": "address_not_given", "message": message}}).to_string();
     Some(ToolRun { ok: false, content, preview: message, events: vec![] })
+}
+
+/// The refusal of each call that repeats an earlier call of the same answer
+/// (the same tool, the same arguments): it runs once. Asked for one project
+/// and a two-step plan, the local model wrote `create_project` "Draft the
+/// agenda" twice in one answer, and each ran.
+/// Calls `refused` already are neither repeats nor repeated.
+pub fn repeats(calls: &[ToolCall], refused: &[bool]) -> Vec<Option<ToolRun>> {
+    let args = |c: &ToolCall| serde_json::from_str::<serde_json::Value>(&c.function.arguments).ok();
+    let runs = |i: usize| !refused.get(i).copied().unwrap_or(false);
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            if !runs(i) {
+                return None;
+            }
+            let same =
+                |(j, e): &(usize, &ToolCall)| runs(*j) && e.function.name == c.function.name && args(e) == args(c);
+            let (_, first) = calls[..i].iter().enumerate().find(same)?;
+            let message = format!(
+                "the same call as {} earlier in this answer (same tool, same arguments): it runs once",
+                first.id
+            );
+            let content = serde_json::json!({"error": {"code": "repeated_call", "message": message}}).to_string();
+            Some(ToolRun { ok: false, content, preview: message, events: vec![] })
+        })
+        .collect()
 }
 
 /// A host as compared: lower case, no `www.`.
@@ -89,6 +120,28 @@ mod tests {
         assert!(unsourced(&call("http://u:p@0x7f.1:80/"), &odd).is_none());
         let context = [said(Role::System, "Document Links: see docs.rs/serde"), said(Role::User, "open that link")];
         assert!(unsourced(&call("https://docs.rs/serde"), &context).is_none());
+    }
+
+    #[test]
+    fn a_call_said_twice_in_one_answer_runs_once() {
+        let mut calls = vec![call("https://a.test"), call("https://b.test"), call("https://a.test")];
+        for (i, c) in calls.iter_mut().enumerate() {
+            c.id = format!("c{i}");
+        }
+        // The same arguments in another key order are the same call.
+        calls.push(ToolCall { id: "c3".into(), ..calls[1].clone() });
+        let none = [false; 4];
+        let refused: Vec<bool> = repeats(&calls, &none).iter().map(Option::is_some).collect();
+        assert_eq!(refused, [false, false, true, true]);
+        let again = repeats(&calls, &none)[2].clone().unwrap();
+        assert!(again.content.contains("repeated_call") && again.preview.contains("c0"), "{}", again.content);
+        let mut other_tool = calls[0].clone();
+        other_tool.function.name = "web_search".into();
+        assert!(repeats(&[calls[0].clone(), other_tool], &none).iter().all(Option::is_none));
+        // A call refused already repeats nothing: the next one like it runs.
+        let after_refused: Vec<bool> =
+            repeats(&calls, &[true, false, false, false]).iter().map(Option::is_some).collect();
+        assert_eq!(after_refused, [false, false, false, true]);
     }
 
     #[test]

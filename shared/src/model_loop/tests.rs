@@ -410,11 +410,11 @@ async fn the_round_after_the_last_offers_no_tools_and_runs_no_call() {
 async fn a_rounds_calls_run_concurrently_under_the_cap_and_keep_call_order() {
     let mut fx = Fixture::new(vec![
         calls(&[
-            ("a", "slow", "{}"),
-            ("b", "slow", "{}"),
+            ("a", "slow", r#"{"n": 1}"#),
+            ("b", "slow", r#"{"n": 2}"#),
             ("c", "fast", "{}"),
-            ("d", "slow", "{}"),
-            ("e", "slow", "{}"),
+            ("d", "slow", r#"{"n": 3}"#),
+            ("e", "slow", r#"{"n": 4}"#),
         ]),
         text("ok"),
     ]);
@@ -754,7 +754,7 @@ async fn calls_run_with_the_stream_go_after_the_others_with_their_events_before_
 
 #[tokio::test]
 async fn a_streamed_call_that_was_cut_off_ends_the_round() {
-    let fx = Fixture::new(vec![calls(&[("s1", "stream_me", "{}"), ("s2", "stream_me", "{}")])]);
+    let fx = Fixture::new(vec![calls(&[("s1", "stream_me", r#"{"n": 1}"#), ("s2", "stream_me", r#"{"n": 2}"#)])]);
     let base = Fakes::default();
     let streaming = Streaming::new(&base, None, Some(Outcome::Stopped));
     let layers = Layers::new(vec![&streaming, &base]);
