@@ -34,7 +34,8 @@
 //! Rooms: [`layer`] (the tool-layer trait and its composition), [`round`]
 //! (one round's calls), [`ask`] (one model request), [`outputs`] (large
 //! outputs kept apart), [`call_signals`] (what calls tell the turn),
-//! [`sources`] (a `url` the conversation never gave is refused) and
+//! [`sources`] (calls refused before they run: a `url` the conversation
+//! never gave, a call said twice in one answer) and
 //! [`telemetry`] (the turn's dev-only measurements).
 
 pub mod ask;

@@ -32,15 +32,15 @@ pub fn unsourced(call: &ToolCall, conversation: &[ChatMessage]) -> Option<ToolRu
          nothing was fetched. Ask the user for the address, or answer from what you have.",
         call.function.name
     );
-    let content = serde_json::json!({"error": {"code": "address_not_given", "message": message}}).to_string();
-    Some(ToolRun { ok: false, content, preview: message, events: vec![] })
+    Some(refusal("address_not_given", message))
 }
 
 /// The refusal of each call that repeats an earlier call of the same answer
 /// (the same tool, the same arguments): it runs once. Asked for one project
 /// and a two-step plan, the local model wrote `create_project` "Draft the
-/// agenda" twice in one answer, and each ran.
-/// Calls `refused` already are neither repeats nor repeated.
+/// agenda" twice in one answer, and each ran. Arguments compare as JSON
+/// values, so spacing and key order do not matter. Calls `refused` already
+/// are neither repeats nor repeated.
 pub fn repeats(calls: &[ToolCall], refused: &[bool]) -> Vec<Option<ToolRun>> {
     let args = |c: &ToolCall| serde_json::from_str::<serde_json::Value>(&c.function.arguments).ok();
     let runs = |i: usize| !refused.get(i).copied().unwrap_or(false);
@@ -58,10 +58,15 @@ pub fn repeats(calls: &[ToolCall], refused: &[bool]) -> Vec<Option<ToolRun>> {
                 "the same call as {} earlier in this answer (same tool, same arguments): it runs once",
                 first.id
             );
-            let content = serde_json::json!({"error": {"code": "repeated_call", "message": message}}).to_string();
-            Some(ToolRun { ok: false, content, preview: message, events: vec![] })
+            Some(refusal("repeated_call", message))
         })
         .collect()
+}
+
+/// A call's result when it did not run: the error the model reads.
+fn refusal(code: &str, message: String) -> ToolRun {
+    let content = serde_json::json!({"error": {"code": code, "message": message}}).to_string();
+    ToolRun { ok: false, content, preview: message, events: vec![] }
 }
 
 /// A host as compared: lower case, no `www.`.
@@ -128,8 +133,11 @@ mod tests {
         for (i, c) in calls.iter_mut().enumerate() {
             c.id = format!("c{i}");
         }
-        // The same arguments in another key order are the same call.
-        calls.push(ToolCall { id: "c3".into(), ..calls[1].clone() });
+        // The same arguments written with other spacing are the same call.
+        let mut spaced = calls[1].clone();
+        spaced.id = "c3".into();
+        spaced.function.arguments = r#"{ "url" :  "https://b.test" }"#.into();
+        calls.push(spaced);
         let none = [false; 4];
         let refused: Vec<bool> = repeats(&calls, &none).iter().map(Option::is_some).collect();
         assert_eq!(refused, [false, false, true, true]);

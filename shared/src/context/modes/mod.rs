@@ -166,9 +166,7 @@ impl ModeBlock {
         let items: Vec<ShownItem> = lists.into_iter().flatten().filter_map(|l| shown_item(l)).collect();
         (!items.is_empty()).then(|| Shown { source: source.into(), asked: asked.into(), items })
     }
-}
 
-impl ModeBlock {
     /// The titles of changes the block reports as made before this turn (the
     /// brief's "changed since"): an answer that says "task “Pay the rent”
     /// created" reports the log, it claims nothing of this turn. The claims
